@@ -1,0 +1,143 @@
+"""The one storage interface the service talks to, and its errors.
+
+A `Store` hands out `Unit`s: one unit is one database transaction. Everything a
+use case changes together (a request's new state, its decision, its audit
+rows and its outbox rows) is written in one unit, so a crash leaves either
+all of it or none of it.
+
+Errors:
+    StorageError
+      +-- DuplicateIdempotencyKey   another request already holds the key
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from bot.domain.model import AuditEvent, Decision, Request, Status
+
+
+class StorageError(Exception):
+    code = "storage_error"
+
+
+class DuplicateIdempotencyKey(StorageError):
+    code = "idempotency_key_taken"
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """A side effect to perform after commit: a Slack call or a webhook.
+
+    `dedupe_key` is unique: enqueueing the same effect twice stores it once.
+    `attempts` counts claims, `failures` counts attempts that ended in a known
+    failure; a claimed item with more earlier attempts than failures may have
+    taken effect already (the process died mid-call), so its handler must check.
+    """
+
+    kind: str
+    dedupe_key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None
+    id: int | None = None
+    status: str = "pending"
+    attempts: int = 0
+    failures: int = 0
+    next_attempt_at: datetime | None = None
+    last_error: str | None = None
+    created_at: datetime | None = None
+
+    @property
+    def uncertain(self) -> bool:
+        """True when an earlier attempt of this (claimed) item ended without a known result."""
+        return self.attempts - 1 > self.failures
+
+    def evolve(self, **changes: Any) -> OutboxItem:
+        return replace(self, **changes)
+
+
+class Unit(abc.ABC):
+    """One transaction. Leaving the `async with` block commits; an exception rolls back."""
+
+    @abc.abstractmethod
+    async def get_request(self, request_id: str) -> Request | None: ...
+
+    @abc.abstractmethod
+    async def find_by_idempotency_key(self, key: str) -> Request | None: ...
+
+    @abc.abstractmethod
+    async def insert_request(self, request: Request) -> None:
+        """Raises DuplicateIdempotencyKey when another request holds its idempotency key."""
+
+    @abc.abstractmethod
+    async def update_request(self, request: Request, *, expected_version: int) -> bool:
+        """Write `request`'s mutable fields if the stored version is still `expected_version`.
+
+        Returns False (and writes nothing) when another writer got there first.
+        """
+
+    @abc.abstractmethod
+    async def insert_decision(self, request_id: str, decision: Decision) -> None: ...
+
+    @abc.abstractmethod
+    async def append_audit(self, event: AuditEvent) -> None: ...
+
+    @abc.abstractmethod
+    async def enqueue(self, item: OutboxItem) -> bool:
+        """Store an outbox item; False if one with the same dedupe_key exists."""
+
+    @abc.abstractmethod
+    async def outbox_done(self, item_id: int, now: datetime) -> None: ...
+
+    @abc.abstractmethod
+    async def outbox_retry(self, item_id: int, at: datetime, error: str, *, definite: bool) -> None:
+        """Schedule another attempt. `definite`: this attempt surely had no effect."""
+
+    @abc.abstractmethod
+    async def outbox_dead(self, item_id: int, now: datetime, error: str) -> None: ...
+
+    @abc.abstractmethod
+    async def notify(self, request_id: str) -> None:
+        """Tell other processes, on commit, that this request changed (PostgreSQL NOTIFY)."""
+
+
+class Store(abc.ABC):
+    """Everything Signoff keeps. Reads outside a unit see committed data."""
+
+    dialect: str
+
+    @abc.abstractmethod
+    def unit(self) -> AbstractAsyncContextManager[Unit]: ...
+
+    @abc.abstractmethod
+    async def get_request(self, request_id: str) -> Request | None: ...
+
+    @abc.abstractmethod
+    async def list_requests(
+        self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Request]:
+        """Oldest first; `after` is the (created_at, id) of the last item of the previous page."""
+
+    @abc.abstractmethod
+    async def statuses(self, request_ids: Iterable[str]) -> dict[str, Status]: ...
+
+    @abc.abstractmethod
+    async def audit_events(self, request_id: str) -> list[AuditEvent]: ...
+
+    @abc.abstractmethod
+    async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
+        """Claim due items: each is leased to this caller and its `attempts` counted."""
+
+    @abc.abstractmethod
+    async def next_outbox_due(self) -> datetime | None: ...
+
+    @abc.abstractmethod
+    async def outbox_items(self, request_id: str | None = None) -> list[OutboxItem]: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...

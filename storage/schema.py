@@ -1,0 +1,114 @@
+"""SQLAlchemy table definitions. Alembic migrations own the real schema; these mirror them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+# Plain JSON, not JSONB: JSONB reorders object keys, and the order of an agent's params and of a
+# schema's properties is what people see in the card and the edit form.
+Json = sa.JSON()
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Timezone-aware UTC datetimes on every engine (SQLite hands back naive values)."""
+
+    impl = sa.DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to storage")
+        value = value.astimezone(UTC)
+        # SQLite compares the stored text; keep every value in one canonical, naive-UTC form.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Any) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+requests = sa.Table(
+    "requests",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("action_name", sa.String(200), nullable=False),
+    sa.Column("params", Json, nullable=False),
+    sa.Column("params_schema", Json),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("context", sa.Text),
+    sa.Column("preview", Json),
+    sa.Column("risk", sa.String(16), nullable=False),
+    sa.Column("channel", sa.String(40), nullable=False),
+    sa.Column("approvers", Json, nullable=False),
+    sa.Column("callback_url", sa.Text),
+    sa.Column("requested_by", sa.String(200)),
+    sa.Column("card_channel", sa.String(40)),
+    sa.Column("card_ts", sa.String(40)),
+    sa.Column("thread_ts", sa.String(40)),
+    sa.Column("idempotency_key", sa.String(255)),
+    sa.Column("body_hash", sa.String(64)),
+    sa.Column("extra", Json, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Column("next_due_at", UTCDateTime),
+    sa.Index("ix_requests_status_created", "status", "created_at", "id"),
+    sa.Index("ux_requests_idempotency_key", "idempotency_key", unique=True),
+    sa.Index("ix_requests_next_due_at", "next_due_at"),
+)
+
+decisions = sa.Table(
+    "decisions",
+    metadata,
+    sa.Column("request_id", sa.String(40), sa.ForeignKey("requests.id"), primary_key=True),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("params", Json, nullable=False),
+    sa.Column("changes", Json, nullable=False),
+    sa.Column("comment", sa.Text),
+    sa.Column("decided_by_id", sa.String(40)),
+    sa.Column("decided_by_name", sa.String(200)),
+    sa.Column("decided_at", UTCDateTime, nullable=False),
+    sa.Column("via", sa.String(16), nullable=False),
+)
+
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("request_id", sa.String(40), nullable=False),
+    sa.Column("type", sa.String(40), nullable=False),
+    sa.Column("actor", sa.String(200)),
+    sa.Column("data", Json, nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Index("ix_audit_events_request", "request_id", "id"),
+)
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True),
+    sa.Column("request_id", sa.String(40)),
+    sa.Column("kind", sa.String(40), nullable=False),
+    sa.Column("dedupe_key", sa.String(255), nullable=False),
+    sa.Column("payload", Json, nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("failures", sa.Integer, nullable=False),
+    sa.Column("next_attempt_at", UTCDateTime, nullable=False),
+    sa.Column("lease_until", UTCDateTime),
+    sa.Column("last_error", sa.Text),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("done_at", UTCDateTime),
+    sa.Index("ux_outbox_dedupe_key", "dedupe_key", unique=True),
+    sa.Index("ix_outbox_due", "status", "next_attempt_at"),
+)

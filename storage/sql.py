@@ -1,0 +1,371 @@
+"""SQLAlchemy implementation of the Store, for SQLite (aiosqlite, WAL) and PostgreSQL (asyncpg).
+
+Dialect differences stay in small private helpers:
+- SQLite allows one writer at a time. Write units take an in-process lock and
+  open with `BEGIN IMMEDIATE`, so writers queue instead of failing with
+  "database is locked" when a read lock would have to be upgraded; other
+  processes on the same file wait on `busy_timeout`.
+- PostgreSQL claims outbox rows with `FOR UPDATE SKIP LOCKED` and announces
+  request changes with NOTIFY, which is delivered only if the unit commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from bot.domain.model import (
+    Action,
+    Actor,
+    AuditEvent,
+    Change,
+    Decision,
+    Kind,
+    Outcome,
+    Preview,
+    Request,
+    Risk,
+    Status,
+    Via,
+)
+from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
+from storage.schema import audit_events, decisions, outbox, requests
+from storage.urls import async_url
+
+NOTIFY_CHANNEL = "signoff_requests"
+
+_REQUEST_JOIN = requests.outerjoin(decisions, decisions.c.request_id == requests.c.id)
+_REQUEST_COLUMNS = [*requests.c, *[c.label(f"d_{c.name}") for c in decisions.c]]
+
+
+def _request_from_row(row: Any) -> Request:
+    m = row._mapping
+    decision = None
+    if m["d_outcome"] is not None:
+        decided_by = Actor(m["d_decided_by_id"], m["d_decided_by_name"]) if m["d_decided_by_id"] else None
+        decision = Decision(
+            outcome=Outcome(m["d_outcome"]),
+            params=m["d_params"],
+            changes=tuple(Change(c["field"], c.get("from"), c.get("to")) for c in m["d_changes"]),
+            comment=m["d_comment"],
+            decided_by=decided_by,
+            decided_at=m["d_decided_at"],
+            via=Via(m["d_via"]),
+        )
+    preview = Preview(m["preview"]["kind"], m["preview"]["data"]) if m["preview"] else None
+    return Request(
+        id=m["id"],
+        kind=Kind(m["kind"]),
+        status=Status(m["status"]),
+        version=m["version"],
+        action=Action(m["action_name"], m["params"], m["params_schema"]),
+        summary=m["summary"],
+        context=m["context"],
+        preview=preview,
+        risk=Risk(m["risk"]),
+        channel=m["channel"],
+        approvers=tuple(m["approvers"]),
+        callback_url=m["callback_url"],
+        requested_by=m["requested_by"],
+        card_channel=m["card_channel"],
+        card_ts=m["card_ts"],
+        thread_ts=m["thread_ts"],
+        idempotency_key=m["idempotency_key"],
+        body_hash=m["body_hash"],
+        extra=m["extra"] or {},
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        next_due_at=m["next_due_at"],
+        decision=decision,
+    )
+
+
+def _mutable_columns(r: Request) -> dict[str, Any]:
+    return {
+        "status": r.status.value,
+        "card_channel": r.card_channel,
+        "card_ts": r.card_ts,
+        "thread_ts": r.thread_ts,
+        "approvers": list(r.approvers),
+        "extra": r.extra,
+        "updated_at": r.updated_at,
+        "next_due_at": r.next_due_at,
+    }
+
+
+def _outbox_from_row(row: Any) -> OutboxItem:
+    m = row._mapping
+    return OutboxItem(
+        id=m["id"],
+        kind=m["kind"],
+        dedupe_key=m["dedupe_key"],
+        payload=m["payload"],
+        request_id=m["request_id"],
+        status=m["status"],
+        attempts=m["attempts"],
+        failures=m["failures"],
+        next_attempt_at=m["next_attempt_at"],
+        last_error=m["last_error"],
+        created_at=m["created_at"],
+    )
+
+
+class SqlUnit(Unit):
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+        self._postgres = conn.dialect.name == "postgresql"
+
+    async def get_request(self, request_id: str) -> Request | None:
+        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN).where(requests.c.id == request_id)
+        row = (await self.conn.execute(stmt)).first()
+        return _request_from_row(row) if row else None
+
+    async def find_by_idempotency_key(self, key: str) -> Request | None:
+        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN).where(requests.c.idempotency_key == key)
+        row = (await self.conn.execute(stmt)).first()
+        return _request_from_row(row) if row else None
+
+    async def insert_request(self, request: Request) -> None:
+        values = {
+            "id": request.id,
+            "kind": request.kind.value,
+            "version": request.version,
+            "action_name": request.action.name,
+            "params": request.action.params,
+            "params_schema": request.action.params_schema,
+            "summary": request.summary,
+            "context": request.context,
+            "preview": {"kind": request.preview.kind, "data": request.preview.data} if request.preview else None,
+            "risk": request.risk.value,
+            "channel": request.channel,
+            "callback_url": request.callback_url,
+            "requested_by": request.requested_by,
+            "idempotency_key": request.idempotency_key,
+            "body_hash": request.body_hash,
+            "created_at": request.created_at,
+            **_mutable_columns(request),
+        }
+        try:
+            async with self.conn.begin_nested():
+                await self.conn.execute(requests.insert().values(**values))
+        except IntegrityError as exc:
+            if request.idempotency_key is not None:
+                raise DuplicateIdempotencyKey(request.idempotency_key) from exc
+            raise
+
+    async def update_request(self, request: Request, *, expected_version: int) -> bool:
+        stmt = (
+            requests.update()
+            .where(requests.c.id == request.id, requests.c.version == expected_version)
+            .values(version=expected_version + 1, **_mutable_columns(request))
+        )
+        result = await self.conn.execute(stmt)
+        return result.rowcount == 1
+
+    async def insert_decision(self, request_id: str, decision: Decision) -> None:
+        await self.conn.execute(
+            decisions.insert().values(
+                request_id=request_id,
+                outcome=decision.outcome.value,
+                params=decision.params,
+                changes=[c.to_json() for c in decision.changes],
+                comment=decision.comment,
+                decided_by_id=decision.decided_by.id if decision.decided_by else None,
+                decided_by_name=decision.decided_by.name if decision.decided_by else None,
+                decided_at=decision.decided_at,
+                via=decision.via.value,
+            )
+        )
+
+    async def append_audit(self, event: AuditEvent) -> None:
+        await self.conn.execute(
+            audit_events.insert().values(
+                request_id=event.request_id, type=event.type, actor=event.actor, data=event.data, at=event.at
+            )
+        )
+
+    async def enqueue(self, item: OutboxItem) -> bool:
+        values = {
+            "request_id": item.request_id,
+            "kind": item.kind,
+            "dedupe_key": item.dedupe_key,
+            "payload": item.payload,
+            "status": "pending",
+            "attempts": 0,
+            "failures": 0,
+            "next_attempt_at": item.next_attempt_at or item.created_at,
+            "created_at": item.created_at,
+        }
+        stmt = self._insert_ignore(outbox, values, "dedupe_key")
+        result = await self.conn.execute(stmt)
+        return result.rowcount == 1
+
+    def _insert_ignore(self, table: sa.Table, values: dict[str, Any], key: str) -> Any:
+        if self._postgres:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table).values(**values).on_conflict_do_nothing(index_elements=[key])
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=[key])
+
+    async def outbox_done(self, item_id: int, now: datetime) -> None:
+        await self.conn.execute(
+            outbox.update().where(outbox.c.id == item_id).values(status="done", done_at=now, lease_until=None)
+        )
+
+    async def outbox_retry(self, item_id: int, at: datetime, error: str, *, definite: bool) -> None:
+        values: dict[str, Any] = {"next_attempt_at": at, "last_error": error[:2000], "lease_until": None}
+        if definite:
+            values["failures"] = outbox.c.failures + 1
+        await self.conn.execute(outbox.update().where(outbox.c.id == item_id).values(**values))
+
+    async def outbox_dead(self, item_id: int, now: datetime, error: str) -> None:
+        await self.conn.execute(
+            outbox.update()
+            .where(outbox.c.id == item_id)
+            .values(status="dead", done_at=now, last_error=error[:2000], lease_until=None)
+        )
+
+    async def notify(self, request_id: str) -> None:
+        if self._postgres:
+            await self.conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, request_id)))
+
+
+class SqlStore(Store):
+    """Store on SQLAlchemy. Create with `await SqlStore.open(database_url)`."""
+
+    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None) -> None:
+        self.engine = engine
+        self.write_engine = write_engine or engine
+        self.dialect = engine.dialect.name
+        # SQLite: one writer per file; queue our own writers here rather than in SQLite's busy handler.
+        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+
+    @classmethod
+    async def open(cls, database_url: str, *, pool_size: int = 10) -> SqlStore:
+        url = async_url(database_url)
+        if url.get_backend_name() == "sqlite":
+            read = sqlite_engine(database_url, begin=None)  # reads: one statement, one snapshot
+            return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"))
+        engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
+        return cls(engine)
+
+    @asynccontextmanager
+    async def unit(self) -> AsyncIterator[SqlUnit]:
+        if self._write_lock is None:
+            async with self.write_engine.begin() as conn:
+                yield SqlUnit(conn)
+            return
+        async with self._write_lock, self.write_engine.begin() as conn:
+            yield SqlUnit(conn)
+
+    async def get_request(self, request_id: str) -> Request | None:
+        async with self.engine.connect() as conn:
+            return await SqlUnit(conn).get_request(request_id)
+
+    async def list_requests(
+        self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Request]:
+        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN)
+        if status is not None:
+            stmt = stmt.where(requests.c.status == status.value)
+        if after is not None:
+            stmt = stmt.where(sa.tuple_(requests.c.created_at, requests.c.id) > sa.tuple_(*after))
+        stmt = stmt.order_by(requests.c.created_at, requests.c.id).limit(limit)
+        async with self.engine.connect() as conn:
+            return [_request_from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def statuses(self, request_ids: Iterable[str]) -> dict[str, Status]:
+        ids = list(request_ids)
+        if not ids:
+            return {}
+        stmt = sa.select(requests.c.id, requests.c.status).where(requests.c.id.in_(ids))
+        async with self.engine.connect() as conn:
+            return {r.id: Status(r.status) for r in (await conn.execute(stmt)).all()}
+
+    async def audit_events(self, request_id: str) -> list[AuditEvent]:
+        stmt = sa.select(audit_events).where(audit_events.c.request_id == request_id).order_by(audit_events.c.id)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [AuditEvent(r.request_id, r.type, r.at, r.actor, r.data) for r in rows]
+
+    async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
+        due = (
+            sa.select(outbox.c.id)
+            .where(
+                outbox.c.status == "pending",
+                outbox.c.next_attempt_at <= now,
+                sa.or_(outbox.c.lease_until.is_(None), outbox.c.lease_until <= now),
+            )
+            .order_by(outbox.c.id)
+            .limit(limit)
+        )
+        if self.dialect == "postgresql":
+            due = due.with_for_update(skip_locked=True)
+        stmt = (
+            outbox.update()
+            .where(outbox.c.id.in_(due.scalar_subquery()))
+            .values(attempts=outbox.c.attempts + 1, lease_until=now + timedelta(seconds=lease_seconds))
+            .returning(*outbox.c)
+        )
+        async with self.unit() as unit:
+            rows = (await unit.conn.execute(stmt)).all()
+        return sorted((_outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
+
+    async def next_outbox_due(self) -> datetime | None:
+        """When the next pending item becomes claimable (an item in flight counts from its lease end)."""
+        due = sa.case(
+            (outbox.c.lease_until > outbox.c.next_attempt_at, outbox.c.lease_until), else_=outbox.c.next_attempt_at
+        )
+        stmt = sa.select(sa.func.min(due)).where(outbox.c.status == "pending")
+        async with self.engine.connect() as conn:
+            return (await conn.execute(stmt)).scalar()
+
+    async def outbox_items(self, request_id: str | None = None) -> list[OutboxItem]:
+        stmt = sa.select(outbox).order_by(outbox.c.id)
+        if request_id is not None:
+            stmt = stmt.where(outbox.c.request_id == request_id)
+        async with self.engine.connect() as conn:
+            return [_outbox_from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+        if self.write_engine is not self.engine:
+            await self.write_engine.dispose()
+
+
+def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -> AsyncEngine:
+    """An engine on a SQLite file in WAL mode; `begin` is the statement that opens a transaction."""
+    kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
+    if begin is not None:
+        kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
+    engine = create_async_engine(async_url(database_url), **kwargs)
+    _configure_sqlite(engine, begin=begin)
+    return engine
+
+
+def _configure_sqlite(engine: AsyncEngine, *, begin: str | None) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL may itself have to wait
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    if begin is not None:
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _begin(conn: Any) -> None:
+            conn.exec_driver_sql(begin)
