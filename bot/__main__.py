@@ -1,0 +1,106 @@
+"""The `signoff` command: wiring only.
+
+    signoff serve          run the server (HTTP on $PORT; Socket Mode when SLACK_APP_TOKEN is set)
+    signoff db upgrade     apply database migrations
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from bot.settings import Settings, SettingsError, database_url_from_env
+
+
+class JsonFormatter(logging.Formatter):
+    """One event per line; extra fields such as request_id are kept."""
+
+    _skip = set(vars(logging.makeLogRecord({})))
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        entry.update({k: v for k, v in vars(record).items() if k not in self._skip and not k.startswith("_")})
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def _logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+async def _serve(settings: Settings) -> None:
+    from aiohttp import web
+
+    from bot.web import build
+    from storage.migrate import current_revision, head_revision, upgrade
+    from storage.sql import SqlStore
+
+    store = await SqlStore.open(settings.database_url)
+    if settings.is_sqlite:
+        await upgrade(settings.database_url, engine=store.write_engine)
+    elif await current_revision(store.engine) != head_revision():
+        await store.close()
+        raise SettingsError("the database schema is not up to date: run `signoff db upgrade` first")
+    signoff = await build(settings, store=store)
+    runner = web.AppRunner(signoff.web_app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.host, settings.port)
+    await site.start()
+    logging.getLogger("signoff").info(
+        "serving", extra={"port": settings.port, "database": store.dialect, "socket_mode": settings.socket_mode}
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await runner.cleanup()
+
+
+async def _db_upgrade(database_url: str) -> None:
+    from storage.migrate import upgrade
+
+    await upgrade(database_url)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="run the server")
+    db = sub.add_parser("db", help="database tasks")
+    db.add_argument("action", choices=["upgrade"])
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "db":
+            asyncio.run(_db_upgrade(database_url_from_env()))
+            print("database is up to date")
+            return 0
+        settings = Settings.from_env()
+        _logging(settings.log_level)
+        asyncio.run(_serve(settings))
+        return 0
+    except SettingsError as exc:
+        print(f"signoff: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

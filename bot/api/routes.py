@@ -1,0 +1,166 @@
+"""The agent API under /api/v1 (bearer-token auth), plus the JSON error middleware."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from bot.api.schemas import ApprovalIn, CancelIn, parse_body
+from bot.domain.model import Status, iso
+from bot.errors import InvalidInput, SignoffError
+from bot.service import ApprovalSpec, Service, request_json
+from bot.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_LIST = 200
+SERVICE = web.AppKey("service", Service)
+SETTINGS = web.AppKey("settings", Settings)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> web.Response:
+    return web.json_response({"error": {"code": code, "message": message, **extra}}, status=status)
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """API errors as JSON bodies that name the problem (never an HTML error page)."""
+    try:
+        return await handler(request)
+    except SignoffError as exc:
+        return web.json_response(exc.to_json(), status=exc.status)
+    except web.HTTPRequestEntityTooLarge as exc:
+        return error_response(413, "body_too_large", f"request body is larger than {exc.max_size} bytes")
+    except web.HTTPException as exc:
+        if not request.path.startswith("/api/") or exc.status < 400:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status, "http_error")
+        return error_response(exc.status, code, exc.reason)
+
+
+@web.middleware
+async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if not request.path.startswith("/api/"):
+        return await handler(request)
+    tokens = request.app[SETTINGS].api_tokens
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given or not any(
+        hmac.compare_digest(given.strip().encode(), t.encode()) for t in tokens
+    ):
+        response = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer ...)")
+        response.headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
+        return response
+    return await handler(request)
+
+
+async def create_approval(request: web.Request) -> web.Response:
+    service, settings = request.app[SERVICE], request.app[SETTINGS]
+    raw = await request.read()
+    body: ApprovalIn = parse_body(ApprovalIn, raw)
+    channel = body.channel or settings.default_channel
+    if channel is None:
+        raise InvalidInput("channel is required (or set SIGNOFF_DEFAULT_CHANNEL)",
+                           details=[{"field": "channel", "message": "required"}])
+    if body.callback_url and not settings.webhook_secret:
+        raise InvalidInput("callback_url needs SIGNOFF_WEBHOOK_SECRET to be set on the server, to sign the webhook",
+                           details=[{"field": "callback_url", "message": "server has no webhook secret"}])
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not 1 <= len(key) <= 255:
+        raise InvalidInput("Idempotency-Key must be 1 to 255 characters")
+    spec = ApprovalSpec(
+        action=body.domain_action(),
+        summary=body.summary,
+        risk=body.risk,
+        channel=channel,
+        context=body.context,
+        preview=body.domain_preview(),
+        approvers=tuple(dict.fromkeys(body.approvers)),
+        callback_url=body.callback_url,
+        requested_by=body.requested_by,
+    )
+    body_hash = hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    created_request, created = await service.submit(spec, idempotency_key=key, body_hash=body_hash)
+    response = web.json_response(request_json(created_request), status=201 if created else 200)
+    response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
+    return response
+
+
+async def get_approval(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    wait = _float_param(request, "wait", default=0.0, low=0.0, high=60.0)
+    found = await service.wait(request.match_info["id"], wait)
+    return web.json_response(request_json(found))
+
+
+async def list_approvals(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    raw_status = request.query.get("status")
+    try:
+        status = Status(raw_status) if raw_status else None
+    except ValueError:
+        raise InvalidInput(f"status must be one of: {', '.join(s.value for s in Status)}") from None
+    limit = int(_float_param(request, "limit", default=50, low=1, high=MAX_LIST))
+    after = _decode_cursor(request.query.get("cursor"))
+    items = await service.list(status=status, limit=limit + 1, after=after)
+    page, more = items[:limit], len(items) > limit
+    next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
+    return web.json_response({"items": [request_json(r) for r in page], "next_cursor": next_cursor})
+
+
+async def cancel_approval(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    body: CancelIn = parse_body(CancelIn, await request.read())
+    result = await service.cancel(request.match_info["id"], reason=body.reason)
+    payload = request_json(result.request)
+    if not result.won:
+        return error_response(
+            409, "not_pending", f"request is already {result.request.status.value}", request=payload
+        )
+    return web.json_response(payload)
+
+
+def _float_param(request: web.Request, name: str, *, default: float, low: float, high: float) -> float:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a number between {low:g} and {high:g}") from None
+    if not low <= value <= high:
+        raise InvalidInput(f"{name} must be between {low:g} and {high:g}")
+    return value
+
+
+def _encode_cursor(created_at: datetime, request_id: str) -> str:
+    raw = json.dumps([iso(created_at), request_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
+    if not cursor:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created, request_id = json.loads(raw)
+        return datetime.fromisoformat(created.replace("Z", "+00:00")), str(request_id)
+    except Exception:
+        raise InvalidInput("cursor is not one this API returned") from None
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/api/v1/approvals", create_approval)
+    app.router.add_get("/api/v1/approvals", list_approvals)
+    app.router.add_get("/api/v1/approvals/{id}", get_approval)
+    app.router.add_post("/api/v1/approvals/{id}/cancel", cancel_approval)

@@ -1,0 +1,184 @@
+"""Request bodies of the agent API, validated with pydantic (untrusted input)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bot.domain.edits import check_schema, validate_params
+from bot.domain.model import Action, Preview, Risk
+from bot.errors import InvalidInput
+
+MAX_PARAMS_BYTES = 256 * 1024
+MAX_PREVIEW_BYTES = 512 * 1024
+CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
+APPROVER_ID = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class ActionIn(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    params: dict[str, Any] = Field(default_factory=dict)
+    params_schema: dict[str, Any] | None = None
+
+    @field_validator("params")
+    @classmethod
+    def _params_size(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(value)) > MAX_PARAMS_BYTES:
+            raise ValueError(f"must be at most {MAX_PARAMS_BYTES // 1024} KB as JSON")
+        return value
+
+    @field_validator("params_schema")
+    @classmethod
+    def _schema_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            problem = check_schema(value)
+            if problem:
+                raise ValueError(f"is not a valid JSON Schema: {problem}")
+            if value.get("type", "object") != "object":
+                raise ValueError("must describe an object (type: object)")
+        return value
+
+    @model_validator(mode="after")
+    def _params_match_schema(self) -> ActionIn:
+        if self.params_schema is not None:
+            errors = validate_params(self.params_schema, self.params)
+            if errors:
+                field, message = next(iter(errors.items()))
+                raise ValueError(f"params do not match params_schema: {field or 'params'} {message}")
+        return self
+
+
+class EmailPreviewIn(_Strict):
+    kind: Literal["email"]
+    to: list[str] | str
+    cc: list[str] | str = Field(default_factory=list)
+    subject: str = Field(max_length=2000)
+    body: str
+
+
+class DiffPreviewIn(_Strict):
+    kind: Literal["diff"]
+    path: str | None = Field(default=None, max_length=1000)
+    before: str | None = None
+    after: str | None = None
+    unified: str | None = None
+
+    @model_validator(mode="after")
+    def _has_content(self) -> DiffPreviewIn:
+        if self.unified is None and (self.before is None or self.after is None):
+            raise ValueError("a diff preview needs `unified`, or both `before` and `after`")
+        return self
+
+
+class TablePreviewIn(_Strict):
+    kind: Literal["table"]
+    columns: list[str] = Field(min_length=1, max_length=100)
+    rows: list[list[Any] | dict[str, Any]]
+
+
+class MarkdownPreviewIn(_Strict):
+    kind: Literal["markdown"]
+    text: str
+
+
+class JsonPreviewIn(_Strict):
+    kind: Literal["json"]
+    value: Any
+
+
+PreviewIn = Annotated[
+    EmailPreviewIn | DiffPreviewIn | TablePreviewIn | MarkdownPreviewIn | JsonPreviewIn,
+    Field(discriminator="kind"),
+]
+
+
+class ApprovalIn(_Strict):
+    action: ActionIn
+    summary: str = Field(min_length=1, max_length=3000)
+    context: str | None = Field(default=None, max_length=20000)
+    preview: PreviewIn | None = None
+    risk: Risk = Risk.HIGH
+    channel: str | None = None
+    approvers: list[str] = Field(default_factory=list, max_length=50)
+    callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
+    requested_by: str | None = Field(default=None, max_length=200)
+
+    @field_validator("channel")
+    @classmethod
+    def _channel_id(cls, value: str | None) -> str | None:
+        if value is not None and not CHANNEL_ID.match(value):
+            raise ValueError(f"{value[:40]!r} is not a Slack channel id (like C0123ABCD)")
+        return value
+
+    @field_validator("approvers")
+    @classmethod
+    def _approver_ids(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not APPROVER_ID.match(entry):
+                raise ValueError(f"{entry[:40]!r} is not a Slack user id (U..., W...) or user group id (S...)")
+        return value
+
+    @field_validator("summary")
+    @classmethod
+    def _one_line(cls, value: str) -> str:
+        value = re.sub(r"\s+", " ", value).strip()
+        if not value:
+            raise ValueError("must not be blank")
+        return value
+
+    @field_validator("preview")
+    @classmethod
+    def _preview_size(cls, value: Any) -> Any:
+        if value is not None and len(value.model_dump_json()) > MAX_PREVIEW_BYTES:
+            raise ValueError(f"must be at most {MAX_PREVIEW_BYTES // 1024} KB as JSON")
+        return value
+
+    def domain_action(self) -> Action:
+        return Action(self.action.name, self.action.params, self.action.params_schema)
+
+    def domain_preview(self) -> Preview | None:
+        if self.preview is None:
+            return None
+        data = self.preview.model_dump(exclude={"kind"})
+        return Preview(self.preview.kind, data)
+
+
+class CancelIn(_Strict):
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+def parse_body(model: type[BaseModel], raw: bytes) -> Any:
+    """Parse JSON `raw` into `model`, or raise InvalidInput naming every problem."""
+    if not raw.strip():
+        data: Any = {}
+    else:
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InvalidInput(f"body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidInput("body must be a JSON object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        details = [_detail(e) for e in exc.errors(include_url=False)]
+        summary = "; ".join(f"{d['field']}: {d['message']}" for d in details[:5])
+        raise InvalidInput(f"invalid request body: {summary}", details=details) from None
+
+
+def _detail(error: Any) -> dict[str, Any]:
+    loc = [str(p) for p in error["loc"] if not str(p).endswith("PreviewIn")]
+    field = ".".join(loc) or "body"
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown field"
+    elif message.startswith("Value error, "):
+        message = message[len("Value error, ") :]
+    return {"field": field, "message": message}

@@ -1,0 +1,90 @@
+"""Signed webhook delivery to an agent's `callback_url`, retried through the outbox.
+
+Each POST carries:
+    X-Signoff-Timestamp: unix seconds
+    X-Signoff-Signature: v1=<hex HMAC-SHA256(secret, "v1:{timestamp}:{raw body}")>
+    X-Signoff-Delivery:  a stable id for this delivery (same on every retry; dedupe on it)
+Delivery is at least once: a receiver that answers 2xx is not called again for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+import aiohttp
+
+from bot.clock import Clock
+from bot.domain.model import AuditEvent
+from bot.metrics import Metrics
+from bot.outbox import Dead, Done, Result, Retry, backoff
+from storage.base import OutboxItem
+
+TIMEOUT_SECONDS = 10.0
+
+
+def sign(secret: str, timestamp: str, body: bytes) -> str:
+    mac = hmac.new(secret.encode(), f"v1:{timestamp}:".encode() + body, hashlib.sha256)
+    return "v1=" + mac.hexdigest()
+
+
+def verify(secret: str, timestamp: str, body: bytes, signature: str, *, tolerance: float = 300) -> bool:
+    """For receivers (and our tests): check a delivery's signature and freshness."""
+    try:
+        if abs(time.time() - int(timestamp)) > tolerance:
+            return False
+    except ValueError:
+        return False
+    return hmac.compare_digest(sign(secret, timestamp, body), signature)
+
+
+class WebhookDelivery:
+    def __init__(
+        self, session: aiohttp.ClientSession, secret: str | None, *, clock: Clock, metrics: Metrics, max_attempts: int
+    ) -> None:
+        self.session = session
+        self.secret = secret
+        self.clock = clock
+        self.metrics = metrics
+        self.max_attempts = max_attempts
+
+    async def __call__(self, item: OutboxItem) -> Result:
+        url: str = item.payload["url"]
+        body = json.dumps(item.payload["body"], separators=(",", ":")).encode()
+        outcome = await self._post(url, body, item)
+        if outcome is None:
+            return Done(audit=(self._audit(item, "webhook_delivered", {"url": url, "attempts": item.attempts}),))
+        if item.attempts >= self.max_attempts:
+            self.metrics.webhook_failures.inc()
+            error = f"gave up after {item.attempts} attempts: {outcome}"
+            return Dead(error, (self._audit(item, "webhook_failed", {"url": url, "error": error}),))
+        return Retry(backoff(item.attempts, base=1.0, cap=600), outcome)
+
+    async def _post(self, url: str, body: bytes, item: OutboxItem) -> str | None:
+        """None on a 2xx answer, else what went wrong."""
+        timestamp = str(int(time.time()))
+        headers: dict[str, Any] = {
+            "Content-Type": "application/json",
+            "User-Agent": "Signoff-Webhook/1",
+            "X-Signoff-Timestamp": timestamp,
+            "X-Signoff-Delivery": item.dedupe_key,
+        }
+        if self.secret:
+            headers["X-Signoff-Signature"] = sign(self.secret, timestamp, body)
+        try:
+            async with self.session.post(
+                url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
+                allow_redirects=False,
+            ) as response:
+                if 200 <= response.status < 300:
+                    return None
+                return f"HTTP {response.status}"
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+    def _audit(self, item: OutboxItem, kind: str, data: dict[str, Any]) -> AuditEvent:
+        return AuditEvent(item.request_id or "", kind, self.clock.now(), None, data)

@@ -1,0 +1,54 @@
+"""Signoff's errors. Each carries a stable `code`; handlers turn them into clear messages.
+
+SignoffError
+  +-- InvalidInput         400  the caller sent something we cannot accept (details name the fields)
+  +-- NotFound             404  no request with that id
+  +-- Conflict             409  the request is no longer in a state that allows this
+  +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
+  +-- Forbidden            403  this person may not decide this request
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SignoffError(Exception):
+    code = "error"
+    status = 400
+
+    def __init__(self, message: str, *, details: list[dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details:
+            body["details"] = self.details
+        return {"error": body}
+
+
+class InvalidInput(SignoffError):
+    code = "invalid_request"
+    status = 400
+
+
+class NotFound(SignoffError):
+    code = "not_found"
+    status = 404
+
+
+class Conflict(SignoffError):
+    code = "conflict"
+    status = 409
+
+
+class IdempotencyMismatch(SignoffError):
+    code = "idempotency_key_reused"
+    status = 409
+
+
+class Forbidden(SignoffError):
+    code = "forbidden"
+    status = 403

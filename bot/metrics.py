@@ -1,0 +1,44 @@
+"""Prometheus metrics. One registry per app instance, so tests can run several apps in one process."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 3.0, 5.0)
+
+
+class Metrics:
+    content_type = CONTENT_TYPE_LATEST
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests_created = Counter(
+            "signoff_requests_created", "Approval requests created", ["kind", "risk"], registry=self.registry
+        )
+        self.decisions = Counter(
+            "signoff_decisions", "Decisions recorded, by outcome and how", ["outcome", "via"], registry=self.registry
+        )
+        self.ack_latency = Histogram(
+            "signoff_slack_ack_seconds",
+            "Time from receiving a Slack request to answering it",
+            ["type"],
+            buckets=ACK_BUCKETS,
+            registry=self.registry,
+        )
+        self.slack_api_errors = Counter(
+            "signoff_slack_api_errors",
+            "Slack Web API calls that failed, by method and HTTP status or Slack error",
+            ["method", "status"],
+            registry=self.registry,
+        )
+        self.outbox_deliveries = Counter(
+            "signoff_outbox_deliveries", "Outbox items finished, by kind and result", ["kind", "result"],
+            registry=self.registry,
+        )
+        self.webhook_failures = Counter(
+            "signoff_webhook_failures", "Webhook deliveries that gave up", registry=self.registry
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

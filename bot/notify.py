@@ -1,0 +1,146 @@
+"""Wake-ups for waiting long-polls: pushed, never a sleep loop on the decision path.
+
+- In one process: an asyncio.Event per waiter, set right after the deciding
+  transaction commits (`Waiters.wake`).
+- Across processes on PostgreSQL: LISTEN on the channel that `Unit.notify`
+  NOTIFYs inside the deciding transaction (delivered only on commit).
+- Across processes on SQLite: there are no notifications, so while anyone is
+  waiting one watcher per process checks `PRAGMA data_version` (changes when
+  another connection commits) every `SQLITE_CHECK_SECONDS`, and reads the
+  waiters' statuses only when it changed. This is the one bounded check
+  DESIGN allows; it stops when nobody waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from bot.domain.model import Status
+from storage.sql import NOTIFY_CHANNEL, SqlStore
+
+log = logging.getLogger(__name__)
+
+SQLITE_CHECK_SECONDS = 0.05
+
+
+class Waiters:
+    """Per-request events for waiters in this process."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._listeners: list[Callable[[str], None]] = []
+        self.changed = asyncio.Event()  # set whenever the set of waited-on ids grows
+
+    @contextlib.contextmanager
+    def register(self, request_id: str) -> Any:
+        event = asyncio.Event()
+        self._events[request_id].add(event)
+        self.changed.set()
+        try:
+            yield event
+        finally:
+            waiting = self._events.get(request_id)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self._events[request_id]
+
+    def on_wake(self, fn: Callable[[str], None]) -> None:
+        """Also call `fn(request_id)` on every wake (used by the agent runner)."""
+        self._listeners.append(fn)
+
+    def wake(self, request_id: str) -> None:
+        for event in self._events.get(request_id, ()):
+            event.set()
+        for fn in self._listeners:
+            fn(request_id)
+
+    def wake_all(self) -> None:
+        for request_id in list(self._events):
+            self.wake(request_id)
+
+    def waited_ids(self) -> list[str]:
+        return list(self._events)
+
+
+class CrossProcessWatcher:
+    """Wakes this process's waiters when another process decides a request."""
+
+    def __init__(self, store: SqlStore, waiters: Waiters) -> None:
+        self.store = store
+        self.waiters = waiters
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        run = self._listen_postgres if self.store.dialect == "postgresql" else self._watch_sqlite
+        self._task = asyncio.create_task(run(), name="signoff-cross-process-watcher")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _listen_postgres(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                async with self._pg_listener() as closed:
+                    backoff = 0.1
+                    # Anything decided while we were not listening: let every waiter re-check.
+                    self.waiters.wake_all()
+                    await closed.wait()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("postgres LISTEN connection failed; reconnecting")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    @contextlib.asynccontextmanager
+    async def _pg_listener(self) -> AsyncIterator[asyncio.Event]:
+        closed = asyncio.Event()
+        async with self.store.engine.connect() as conn:
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+
+            def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+                self.waiters.wake(payload)
+
+            raw.add_termination_listener(lambda _c: closed.set())
+            await raw.add_listener(NOTIFY_CHANNEL, on_notify)
+            try:
+                yield closed
+            finally:
+                with contextlib.suppress(Exception):
+                    await raw.remove_listener(NOTIFY_CHANNEL, on_notify)
+
+    async def _watch_sqlite(self) -> None:
+        async with self.store.engine.connect() as conn:
+            last = await _data_version(conn)
+            while True:
+                if not self.waiters.waited_ids():
+                    self.waiters.changed.clear()
+                    await self.waiters.changed.wait()
+                    last = await _data_version(conn)
+                    continue
+                await asyncio.sleep(SQLITE_CHECK_SECONDS)
+                version = await _data_version(conn)
+                if version == last:
+                    continue
+                last = version
+                await self._wake_decided(self.waiters.waited_ids())
+
+    async def _wake_decided(self, ids: Iterable[str]) -> None:
+        for request_id, status in (await self.store.statuses(ids)).items():
+            if status is not Status.PENDING:
+                self.waiters.wake(request_id)
+
+
+async def _data_version(conn: Any) -> int:
+    return int((await conn.exec_driver_sql("PRAGMA data_version")).scalar() or 0)

@@ -1,0 +1,204 @@
+"""The outbox dispatcher: performs side effects that were committed with a state change.
+
+Items are claimed with a lease (so two replicas never work on one item at
+once), handed to the handler for their kind, and finished in a unit of their
+own: done (with the handler's own writes, e.g. the card's ts), retried later
+(429 honours Retry-After; 5xx and connection errors back off), or dead.
+
+The dispatcher is woken right after a commit; its periodic sweep only
+recovers items left behind by a crash or waiting for their retry time.
+Items for one request are delivered in order, one at a time per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from bot.clock import Clock
+from bot.domain.model import AuditEvent
+from bot.metrics import Metrics
+from storage.base import OutboxItem, Store, Unit
+
+log = logging.getLogger(__name__)
+
+LEASE_SECONDS = 60.0
+BATCH = 50
+CONCURRENCY = 16
+
+
+@dataclass(frozen=True)
+class Done:
+    """The effect happened. `apply` runs in the same unit that marks the item done."""
+
+    apply: Callable[[Unit], Awaitable[None]] | None = None
+    audit: tuple[AuditEvent, ...] = ()
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Try again in `after` seconds. `definite`: this attempt surely had no effect."""
+
+    after: float
+    error: str
+    definite: bool = True
+
+
+@dataclass(frozen=True)
+class Dead:
+    """Give up on this item."""
+
+    error: str
+    audit: tuple[AuditEvent, ...] = field(default_factory=tuple)
+
+
+Result = Done | Retry | Dead
+Handler = Callable[[OutboxItem], Awaitable[Result]]
+
+
+def backoff(attempt: int, *, base: float = 0.5, cap: float = 300.0) -> float:
+    """Exponential backoff with full jitter on the upper half: attempt 1 -> ~0.5 s, 2 -> ~1 s, ..."""
+    delay = min(cap, base * 2 ** max(0, attempt - 1))
+    return delay / 2 + random.random() * delay / 2
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: Store,
+        handlers: dict[str, Handler],
+        *,
+        clock: Clock,
+        metrics: Metrics,
+        sweep_seconds: float = 5.0,
+    ) -> None:
+        self.store = store
+        self.handlers = handlers
+        self.clock = clock
+        self.metrics = metrics
+        self.sweep_seconds = sweep_seconds
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._request_locks: dict[str, asyncio.Lock] = {}
+        self._slots = asyncio.Semaphore(CONCURRENCY)
+        self.idle = asyncio.Event()
+
+    def wake(self, _request_id: str | None = None) -> None:
+        self._wake.set()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="signoff-outbox")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for task in list(self._inflight):
+            task.cancel()
+        if self._inflight:
+            await asyncio.gather(*self._inflight, return_exceptions=True)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                claimed = await self.run_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("outbox sweep failed")
+                claimed = 0
+            if claimed >= BATCH:
+                continue
+            await self._sleep_until_due()
+
+    async def _sleep_until_due(self) -> None:
+        timeout = self.sweep_seconds
+        try:
+            due = await self.store.next_outbox_due()
+        except Exception:
+            log.exception("could not read the next outbox due time")
+            due = None
+        if due is not None:
+            timeout = max(0.0, min(timeout, (due - self.clock.now()).total_seconds()))
+        if not self._inflight:
+            self.idle.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        self._wake.clear()
+        self.idle.clear()
+
+    async def run_once(self) -> int:
+        """Claim due items and start delivering them; returns how many were claimed."""
+        items = await self.store.claim_outbox(self.clock.now(), limit=BATCH, lease_seconds=LEASE_SECONDS)
+        for item in items:
+            task = asyncio.create_task(self._deliver(item))
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
+        return len(items)
+
+    async def drain(self) -> None:
+        """Deliver everything due now and wait for it (tests and shutdown)."""
+        while await self.run_once():
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+        await asyncio.gather(*list(self._inflight), return_exceptions=True)
+
+    async def _deliver(self, item: OutboxItem) -> None:
+        key = item.request_id or f"item:{item.id}"
+        lock = self._request_locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock, self._slots:
+                await self._deliver_locked(item)
+        finally:
+            if not lock.locked() and not lock._waiters:  # type: ignore[attr-defined]
+                self._request_locks.pop(key, None)
+            self._wake.set()  # a finished item may unblock a follower (e.g. the card update after its post)
+
+    async def _deliver_locked(self, item: OutboxItem) -> None:
+        handler = self.handlers.get(item.kind)
+        if handler is None:
+            result: Result = Dead(f"no handler for outbox kind {item.kind!r}")
+        else:
+            try:
+                result = await handler(item)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a bug in a handler must not kill the dispatcher
+                log.exception("outbox handler %s failed", item.kind)
+                result = Retry(backoff(item.attempts), f"{type(exc).__name__}: {exc}", definite=False)
+        await self._finish(item, result)
+
+    async def _finish(self, item: OutboxItem, result: Result) -> None:
+        assert item.id is not None
+        now = self.clock.now()
+        for attempt in range(3):
+            try:
+                async with self.store.unit() as unit:
+                    if isinstance(result, Done):
+                        if result.apply is not None:
+                            await result.apply(unit)
+                        for event in result.audit:
+                            await unit.append_audit(event)
+                        await unit.outbox_done(item.id, now)
+                    elif isinstance(result, Retry):
+                        at = now + timedelta(seconds=result.after)
+                        await unit.outbox_retry(item.id, at, result.error, definite=result.definite)
+                    else:
+                        for event in result.audit:
+                            await unit.append_audit(event)
+                        await unit.outbox_dead(item.id, now, result.error)
+                break
+            except Exception:
+                log.exception("could not record outbox result for item %s (try %s)", item.id, attempt + 1)
+                if attempt == 2:
+                    return  # the lease expires and the sweep retries the item; handlers check before acting
+        label = type(result).__name__.lower()
+        self.metrics.outbox_deliveries.labels(item.kind, label).inc()
+        if isinstance(result, Dead):
+            log.error("outbox item %s (%s) gave up: %s", item.id, item.kind, result.error)

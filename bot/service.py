@@ -1,0 +1,325 @@
+"""Use cases: submit, decide, cancel, wait. The only caller of storage.
+
+Every state change is one unit: the guarded request update, its decision, its
+audit row and its outbox rows commit together, then waiters and the outbox
+dispatcher are woken. A writer that loses the version guard re-reads and, if
+the request is no longer pending, reports the winner instead of overwriting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from bot.clock import Clock, SystemClock, new_id
+from bot.domain.model import (
+    Action,
+    Actor,
+    AuditEvent,
+    Change,
+    Decision,
+    Kind,
+    Outcome,
+    Preview,
+    Request,
+    Risk,
+    Status,
+    Via,
+    iso,
+)
+from bot.domain.transitions import next_status
+from bot.errors import IdempotencyMismatch, NotFound
+from bot.metrics import Metrics
+from bot.notify import Waiters
+from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
+
+log = logging.getLogger(__name__)
+
+MAX_WAIT_SECONDS = 60.0
+_GUARD_RETRIES = 5
+
+
+class Directory(Protocol):
+    """Who is who in Slack (implemented over the Web API with a cache)."""
+
+    async def group_members(self, group_id: str) -> frozenset[str]:
+        """Members of a user group; raises LookupError if Slack does not know the group."""
+        ...
+
+
+@dataclass(frozen=True)
+class ApprovalSpec:
+    """A validated approval request from an agent."""
+
+    action: Action
+    summary: str
+    risk: Risk
+    channel: str
+    context: str | None = None
+    preview: Preview | None = None
+    approvers: tuple[str, ...] = ()
+    callback_url: str | None = None
+    requested_by: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DecideResult:
+    request: Request
+    won: bool
+
+
+class Service:
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock | None = None,
+        waiters: Waiters | None = None,
+        directory: Directory | None = None,
+        id_factory: Callable[[str], str] = new_id,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.store = store
+        self.metrics = metrics or Metrics()
+        self.clock = clock or SystemClock()
+        self.waiters = waiters or Waiters()
+        self.directory = directory
+        self.new_id = id_factory
+        self._after_commit: list[Callable[[str], None]] = []
+
+    def after_commit(self, fn: Callable[[str], None]) -> None:
+        """Run `fn(request_id)` after every committed change (wakes the outbox dispatcher)."""
+        self._after_commit.append(fn)
+
+    def _committed(self, request_id: str) -> None:
+        self.waiters.wake(request_id)
+        for fn in self._after_commit:
+            try:
+                fn(request_id)
+            except Exception:  # a wake-up hook must never undo a committed decision
+                log.exception("after-commit hook failed", extra={"request_id": request_id})
+
+    # -- submit -----------------------------------------------------------
+
+    async def submit(
+        self, spec: ApprovalSpec, *, idempotency_key: str | None = None, body_hash: str | None = None
+    ) -> tuple[Request, bool]:
+        """Store a new pending request and enqueue its card. Returns (request, created)."""
+        if idempotency_key is not None:
+            existing = await self._idempotent(idempotency_key, body_hash)
+            if existing is not None:
+                return existing, False
+        now = self.clock.now()
+        request = Request(
+            id=self.new_id("apr"),
+            kind=Kind.APPROVAL,
+            status=Status.PENDING,
+            action=spec.action,
+            summary=spec.summary,
+            risk=spec.risk,
+            channel=spec.channel,
+            created_at=now,
+            updated_at=now,
+            context=spec.context,
+            preview=spec.preview,
+            approvers=spec.approvers,
+            callback_url=spec.callback_url,
+            requested_by=spec.requested_by,
+            idempotency_key=idempotency_key,
+            body_hash=body_hash,
+            extra=dict(spec.extra),
+        )
+        try:
+            async with self.store.unit() as unit:
+                await unit.insert_request(request)
+                await unit.append_audit(
+                    AuditEvent(request.id, "created", now, spec.requested_by, {"risk": spec.risk.value})
+                )
+                await unit.enqueue(self._outbox(request.id, "slack.post_card", f"post:{request.id}", now))
+        except DuplicateIdempotencyKey:
+            assert idempotency_key is not None
+            existing = await self._idempotent(idempotency_key, body_hash)
+            if existing is None:  # pragma: no cover - the key holder vanished: nothing deletes requests
+                raise
+            return existing, False
+        self.metrics.requests_created.labels(request.kind.value, request.risk.value).inc()
+        self._committed(request.id)
+        return request, True
+
+    async def _idempotent(self, key: str, body_hash: str | None) -> Request | None:
+        async with self.store.unit() as unit:
+            existing = await unit.find_by_idempotency_key(key)
+        if existing is not None and existing.body_hash != body_hash:
+            raise IdempotencyMismatch(
+                f"Idempotency-Key {key!r} was already used for request {existing.id} with a different body"
+            )
+        return existing
+
+    # -- read ---------------------------------------------------------------
+
+    async def get(self, request_id: str) -> Request:
+        request = await self.store.get_request(request_id)
+        if request is None:
+            raise NotFound(f"no request with id {request_id!r}")
+        return request
+
+    async def wait(self, request_id: str, timeout: float) -> Request:
+        """Return as soon as the request leaves `pending`, or when `timeout` seconds pass."""
+        request = await self.get(request_id)
+        if not request.is_pending or timeout <= 0:
+            return request
+        with self.waiters.register(request_id) as event:
+            # Re-read after registering: a decision committed in between must not be missed.
+            request = await self.get(request_id)
+            if not request.is_pending:
+                return request
+            try:
+                await asyncio.wait_for(event.wait(), min(timeout, MAX_WAIT_SECONDS))
+            except TimeoutError:
+                pass
+        return await self.get(request_id)
+
+    async def list(
+        self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
+    ) -> list[Request]:
+        return await self.store.list_requests(status=status, limit=limit, after=after)
+
+    # -- authorization ------------------------------------------------------
+
+    async def may_decide(self, request: Request, user_id: str) -> bool:
+        """Listed approvers (users, or members of listed user groups) may decide; no list: anyone."""
+        if not request.approvers:
+            return True
+        if user_id in request.approvers:
+            return True
+        for entry in request.approvers:
+            if entry.startswith("S") and self.directory is not None:
+                try:
+                    if user_id in await self.directory.group_members(entry):
+                        return True
+                except LookupError:
+                    log.warning("unknown user group %s on request %s", entry, request.id)
+        return False
+
+    # -- decide ---------------------------------------------------------------
+
+    async def decide(
+        self,
+        request_id: str,
+        outcome: Outcome,
+        *,
+        via: Via,
+        actor: Actor | None = None,
+        params: dict[str, Any] | None = None,
+        changes: tuple[Change, ...] = (),
+        comment: str | None = None,
+    ) -> DecideResult:
+        """Record the one decision. The loser of a race gets `won=False` and the winner's request."""
+        for _ in range(_GUARD_RETRIES):
+            request = await self.get(request_id)
+            if not request.is_pending:
+                return DecideResult(request, won=False)
+            now = self.clock.now()
+            decision = Decision(
+                outcome=outcome,
+                params=request.action.params if params is None else params,
+                changes=changes,
+                comment=comment,
+                decided_by=actor,
+                decided_at=now,
+                via=via,
+            )
+            decided = request.evolve(
+                status=next_status(request.kind, request.status, outcome),
+                decision=decision,
+                updated_at=now,
+                next_due_at=None,
+            )
+            async with self.store.unit() as unit:
+                if not await unit.update_request(decided, expected_version=request.version):
+                    continue  # someone wrote first: re-read and see whether it is still pending
+                await unit.insert_decision(request.id, decision)
+                await unit.append_audit(
+                    AuditEvent(
+                        request.id,
+                        "decided",
+                        now,
+                        actor.id if actor else None,
+                        {"outcome": outcome.value, "via": via.value, "changes": [c.to_json() for c in changes]},
+                    )
+                )
+                await self._enqueue_decision_effects(unit, decided, now)
+                await unit.notify(request.id)
+            self.metrics.decisions.labels(outcome.value, via.value).inc()
+            self._committed(request.id)
+            return DecideResult(decided.evolve(version=request.version + 1), won=True)
+        return DecideResult(await self.get(request_id), won=False)
+
+    async def _enqueue_decision_effects(self, unit: Unit, request: Request, now: datetime) -> None:
+        await unit.enqueue(self._outbox(request.id, "slack.update_card", f"card:{request.id}:decided", now))
+        if request.callback_url:
+            assert request.decision is not None
+            body = {"type": "approval.decided", "request": request_json(request)}
+            await unit.enqueue(
+                self._outbox(
+                    request.id, "webhook", f"webhook:{request.id}:decided", now, url=request.callback_url, body=body
+                )
+            )
+
+    async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
+        return await self.decide(request_id, Outcome.CANCELLED, via=Via.API, actor=actor, comment=reason)
+
+    # -- card bookkeeping (called by the outbox) ------------------------------
+
+    async def record_card(self, unit: Unit, request_id: str, channel: str, ts: str) -> None:
+        """Store where the card was posted. Runs inside the outbox item's own unit."""
+        request = await unit.get_request(request_id)
+        if request is None or request.card_ts:
+            return
+        now = self.clock.now()
+        updated = request.evolve(card_channel=channel, card_ts=ts, updated_at=now)
+        if not await unit.update_request(updated, expected_version=request.version):
+            raise RuntimeError("request changed while storing its card ts")  # the unit rolls back; retried
+        await unit.append_audit(AuditEvent(request_id, "posted", now, None, {"channel": channel, "ts": ts}))
+
+    @staticmethod
+    def _outbox(request_id: str, kind: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
+        return OutboxItem(
+            kind=kind,
+            dedupe_key=key,
+            payload={"request_id": request_id, **payload},
+            request_id=request_id,
+            created_at=now,
+            next_attempt_at=now,
+        )
+
+
+def request_json(request: Request) -> dict[str, Any]:
+    """The request as the agent API and webhooks show it."""
+    return {
+        "id": request.id,
+        "kind": request.kind.value,
+        "status": request.status.value,
+        "action": {
+            "name": request.action.name,
+            "params": request.action.params,
+            "params_schema": request.action.params_schema,
+        },
+        "summary": request.summary,
+        "context": request.context,
+        "preview": {"kind": request.preview.kind, **request.preview.data} if request.preview else None,
+        "risk": request.risk.value,
+        "channel": request.channel,
+        "approvers": list(request.approvers),
+        "callback_url": request.callback_url,
+        "requested_by": request.requested_by,
+        "created_at": iso(request.created_at),
+        "updated_at": iso(request.updated_at),
+        "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
+        "decision": request.decision.to_json() if request.decision else None,
+    }

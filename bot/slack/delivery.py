@@ -1,0 +1,173 @@
+"""Outbox handlers that talk to Slack: post the card, update the card.
+
+The card is always rendered from the request's state at delivery time, so a
+late or repeated delivery shows the latest truth. The stored `ts` is the proof
+that a card exists: a post never happens twice for one request. The one window
+where Slack may have posted but we did not store the ts (the process died
+mid-call) is closed by looking for our earlier message: every card carries
+`metadata` with the request id, and an uncertain retry searches the channel's
+history for it before posting again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.clock import Clock
+from bot.domain.model import AuditEvent, Request
+from bot.metrics import Metrics
+from bot.outbox import Dead, Done, Result, Retry, backoff
+from bot.service import Service
+from bot.slack.blocks import approval_card
+from storage.base import OutboxItem, Unit
+
+log = logging.getLogger(__name__)
+
+CARD_EVENT_TYPE = "signoff_card"
+# Slack errors that a later attempt may get past (an operator fixes the token, Slack recovers).
+_TRANSIENT_ERRORS = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout",
+     "invalid_auth", "not_authed", "account_inactive", "token_revoked", "team_access_not_granted"}
+)
+
+
+class SlackCall:
+    """Runs one Web API call and turns every failure into an outbox Result."""
+
+    def __init__(self, client: AsyncWebClient, metrics: Metrics) -> None:
+        self.client = client
+        self.metrics = metrics
+
+    async def __call__(
+        self, method: str, attempt: int, **kwargs: Any
+    ) -> tuple[dict[str, Any] | None, Result | None]:
+        try:
+            response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
+            return dict(response.data), None  # type: ignore[arg-type]
+        except SlackApiError as exc:
+            status = exc.response.status_code
+            error = str(exc.response.get("error", "")) if isinstance(exc.response.data, dict) else ""
+            self.metrics.slack_api_errors.labels(method, str(status) if status != 200 else error).inc()
+            if status == 429:
+                retry_after = _retry_after(exc.response.headers)
+                return None, Retry(retry_after, f"{method}: 429 rate limited, retry after {retry_after:g}s")
+            if status >= 500:
+                return None, Retry(backoff(attempt), f"{method}: HTTP {status}", definite=False)
+            if error in _TRANSIENT_ERRORS:
+                return None, Retry(backoff(attempt, base=5), f"{method}: {error}")
+            return None, Dead(f"{method}: {error or 'HTTP ' + str(status)}")
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            self.metrics.slack_api_errors.labels(method, "connection").inc()
+            return None, Retry(backoff(attempt), f"{method}: {type(exc).__name__}: {exc}", definite=False)
+
+
+def _retry_after(headers: Any) -> float:
+    value = None
+    for key, v in (headers or {}).items():
+        if key.lower() == "retry-after":
+            value = v[0] if isinstance(v, list) else v
+    try:
+        return max(0.0, float(value)) if value is not None else 1.0
+    except ValueError:
+        return 1.0
+
+
+class CardDelivery:
+    def __init__(self, service: Service, call: SlackCall, clock: Clock, *, render: Callable[..., dict] = approval_card):
+        self.service = service
+        self.call = call
+        self.clock = clock
+        self.render = render
+
+    async def post(self, item: OutboxItem) -> Result:
+        request = await self.service.store.get_request(item.payload["request_id"])
+        if request is None:
+            return Dead("request no longer exists")
+        if request.card_ts:
+            return Done()  # already posted: the stored ts is the proof
+        if item.uncertain:
+            found = await self._find_posted(request, item.attempts)
+            if isinstance(found, str):
+                return Done(apply=self._store_ts(request.id, request.channel, found))
+            if found is not None:
+                return found
+        card = self.render(request, now=self.clock.now())
+        data, failure = await self.call(
+            "chat.postMessage",
+            item.attempts,
+            channel=request.channel,
+            text=card["text"],
+            blocks=card["blocks"],
+            metadata={"event_type": CARD_EVENT_TYPE, "event_payload": {"request_id": request.id}},
+            unfurl_links=False,
+            unfurl_media=False,
+        )
+        if failure is not None:
+            if isinstance(failure, Dead):
+                return Dead(failure.error, (AuditEvent(request.id, "post_failed", self.clock.now(), None,
+                                                       {"error": failure.error}),))
+            return failure
+        assert data is not None
+        return Done(apply=self._store_ts(request.id, data["channel"], data["ts"]))
+
+    def _store_ts(self, request_id: str, channel: str, ts: str) -> Callable[[Unit], Any]:
+        async def apply(unit: Unit) -> None:
+            await self.service.record_card(unit, request_id, channel, ts)
+
+        return apply
+
+    async def _find_posted(self, request: Request, attempt: int) -> str | Result | None:
+        """Our card for `request` if an earlier, interrupted attempt posted it (its ts), else None."""
+        oldest = (request.created_at - timedelta(minutes=1)).timestamp()
+        cursor = None
+        for _ in range(20):  # 20 pages of 200 messages: far more than one card's crash window
+            kwargs: dict[str, Any] = {"channel": request.channel, "oldest": f"{oldest:.6f}", "limit": 200,
+                                      "include_all_metadata": True}
+            if cursor:
+                kwargs["cursor"] = cursor
+            data, failure = await self.call("conversations.history", attempt, **kwargs)
+            if failure is not None:
+                # Without history access we cannot tell; posting again risks a duplicate, so wait and retry.
+                return failure if not isinstance(failure, Dead) else None
+            assert data is not None
+            for message in data.get("messages", []):
+                meta = message.get("metadata") or {}
+                if meta.get("event_type") == CARD_EVENT_TYPE and (
+                    (meta.get("event_payload") or {}).get("request_id") == request.id
+                ):
+                    return str(message["ts"])
+            cursor = (data.get("response_metadata") or {}).get("next_cursor")
+            if not data.get("has_more") or not cursor:
+                return None
+        return None
+
+    async def update(self, item: OutboxItem) -> Result:
+        request = await self.service.store.get_request(item.payload["request_id"])
+        if request is None:
+            return Dead("request no longer exists")
+        if not request.card_ts or not request.card_channel:
+            posts = [i for i in await self.service.store.outbox_items(request.id) if i.kind == "slack.post_card"]
+            if any(i.status == "pending" for i in posts):
+                return Retry(0.5, "card not posted yet")  # the post is ahead in the queue
+            return Done()  # the card was never posted (the post gave up): nothing to update
+        card = self.render(request, now=self.clock.now())
+        _, failure = await self.call(
+            "chat.update",
+            item.attempts,
+            channel=request.card_channel,
+            ts=request.card_ts,
+            text=card["text"],
+            blocks=card["blocks"],
+        )
+        if failure is not None:
+            return failure
+        return Done(audit=(AuditEvent(request.id, "card_updated", self.clock.now(), None,
+                                      {"status": request.status.value}),))

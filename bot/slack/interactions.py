@@ -1,0 +1,159 @@
+"""What happens when a person clicks a card button or submits a modal.
+
+Listeners in `handlers.py` ack first and then call in here. Every refusal is a
+clear ephemeral message (or an inline modal error) and writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.clock import Clock
+from bot.domain.edits import compute_changes
+from bot.domain.model import Actor, Outcome, Request, Via
+from bot.metrics import Metrics
+from bot.service import Service
+from bot.slack import blocks
+from bot.slack.payloads import Click, Submission
+
+log = logging.getLogger(__name__)
+
+_OUTCOME_WORDS = {
+    "approved": "approved",
+    "rejected": "rejected",
+    "expired": "expired",
+    "cancelled": "cancelled",
+    "answered": "answered",
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    text: str
+
+
+def already_decided_text(request: Request) -> str:
+    decision = request.decision
+    word = _OUTCOME_WORDS.get(request.status.value, request.status.value)
+    if decision is None:
+        return f"This request was already {word}."
+    who = f"<@{decision.decided_by.id}>" if decision.decided_by else {
+        "timeout": "timeout", "policy": "policy", "api": "the agent"}.get(decision.via.value, "Signoff")
+    when = f"<!date^{int(decision.decided_at.timestamp())}^{{date_short_pretty}} at {{time}}|{decision.decided_at:%Y-%m-%d %H:%M} UTC>"
+    return f"Already {word} by {who} ({when}). Nothing was changed."
+
+
+class Interactions:
+    def __init__(self, service: Service, client: AsyncWebClient, clock: Clock, metrics: Metrics) -> None:
+        self.service = service
+        self.client = client
+        self.clock = clock
+        self.metrics = metrics
+
+    # -- checks shared by every interaction ----------------------------------
+
+    async def _check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
+        request = await self.service.store.get_request(request_id)
+        if request is None:
+            return Refusal("This card points to a Signoff request that does not exist. Nothing was changed.")
+        if click is not None and request.card_ts and click.message_ts and click.view_id is None:
+            if click.message_ts != request.card_ts or (click.channel_id and click.channel_id != request.card_channel):
+                return Refusal("This button does not belong to the card it was clicked on. Nothing was changed.")
+        if not request.is_pending:
+            return Refusal(already_decided_text(request))
+        if not await self.service.may_decide(request, user_id):
+            return Refusal(
+                "You are not one of the approvers of this request, so your click was not recorded. "
+                + _approvers_text(request)
+            )
+        return request
+
+    async def tell(self, user_id: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
+        """An ephemeral note to one person (a DM when there is no channel, e.g. a click in App Home)."""
+        try:
+            if channel:
+                await self.client.chat_postEphemeral(channel=channel, user=user_id, text=text, thread_ts=thread_ts)
+            else:
+                await self.client.chat_postMessage(channel=user_id, text=text)
+        except SlackApiError as exc:
+            self.metrics.slack_api_errors.labels("chat.postEphemeral", str(exc.response.get("error"))).inc()
+            log.warning("could not tell %s: %s", user_id, exc.response.get("error"))
+
+    # -- buttons -------------------------------------------------------------
+
+    async def approve(self, click: Click) -> None:
+        checked = await self._check(click.request_id, click.user_id, click)
+        if isinstance(checked, Refusal):
+            await self.tell(click.user_id, click.channel_id, checked.text)
+            return
+        result = await self.service.decide(
+            checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name)
+        )
+        if not result.won:
+            await self.tell(click.user_id, click.channel_id, already_decided_text(result.request))
+
+    async def open_modal(self, click: Click, kind: str) -> None:
+        checked = await self._check(click.request_id, click.user_id, click)
+        if isinstance(checked, Refusal):
+            await self.tell(click.user_id, click.channel_id, checked.text)
+            return
+        view = blocks.edit_modal(checked) if kind == "edit" else blocks.reject_modal(checked)
+        view["private_metadata"] = json.dumps(
+            {"request_id": checked.id, "version": checked.version, "channel": click.channel_id,
+             "message_ts": click.message_ts}
+        )
+        try:
+            await self.client.views_open(trigger_id=click.trigger_id, view=view)
+        except SlackApiError as exc:
+            self.metrics.slack_api_errors.labels("views.open", str(exc.response.get("error"))).inc()
+            log.warning("views.open failed for %s: %s", checked.id, exc.response.get("error"))
+            await self.tell(
+                click.user_id, click.channel_id,
+                "Slack could not open the form (it took too long). Please click again.",
+            )
+
+    # -- modal submissions: validation happens before the ack ------------------
+
+    async def check_submission(self, sub: Submission) -> tuple[Request | None, dict[str, Any], dict[str, str]]:
+        """(request, edited params, inline errors) for a submitted form; errors mean nothing is written."""
+        first_block = "reason" if sub.callback_id == blocks.REJECT_VIEW else next(iter(sub.values), "reason")
+        checked = await self._check(sub.request_id, sub.user_id)
+        if isinstance(checked, Refusal):
+            return None, {}, {first_block: _plain(checked.text)}
+        if sub.callback_id == blocks.EDIT_VIEW:
+            params, errors = blocks.parse_edit_submission(checked, sub.values)
+            return (None, {}, errors) if errors else (checked, params, {})
+        return checked, checked.action.params, {}
+
+    async def finish_submission(self, sub: Submission, request: Request, params: dict[str, Any]) -> None:
+        actor = Actor(sub.user_id, sub.user_name)
+        if sub.callback_id == blocks.EDIT_VIEW:
+            changes = compute_changes(request.action.params, params)
+            result = await self.service.decide(
+                request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor, params=params, changes=changes
+            )
+        else:
+            reason = blocks.parse_reject_submission(sub.values)
+            result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.MODAL, actor=actor,
+                                               comment=reason)
+        if not result.won:
+            await self.tell(sub.user_id, sub.channel_id or request.card_channel, already_decided_text(result.request))
+
+
+def _approvers_text(request: Request) -> str:
+    names = [f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in request.approvers[:10]]
+    return "Approvers: " + ", ".join(names) + ("…" if len(request.approvers) > 10 else "")
+
+
+def _plain(text: str) -> str:
+    """Modal error strings are plain text: drop Slack's <...|fallback> markup to its fallback."""
+    text = re.sub(r"<!date\^[^|>]*\|([^>]*)>", r"\1", text)
+    text = re.sub(r"<@([A-Z0-9]+)>", r"@\1", text)
+    text = re.sub(r"<!subteam\^([A-Z0-9]+)>", r"@\1", text)
+    return text[:2000]

@@ -1,0 +1,182 @@
+"""Assembles one Signoff process: storage, service, outbox, Slack (Bolt) and the HTTP server.
+
+    POST /slack/events   events, interactivity, slash commands (signature verified by slack_sdk)
+    /api/v1/...          agent API (bearer token)
+    GET  /healthz        liveness + database check
+    GET  /metrics        Prometheus text format
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.api import routes as api
+from bot.api.webhooks import WebhookDelivery
+from bot.clock import Clock, SystemClock
+from bot.metrics import Metrics
+from bot.notify import CrossProcessWatcher, Waiters
+from bot.outbox import Dispatcher
+from bot.service import Service
+from bot.settings import Settings
+from bot.slack import handlers
+from bot.slack.delivery import CardDelivery, SlackCall
+from bot.slack.directory import SlackDirectory
+from bot.slack.interactions import Interactions
+from storage.sql import SqlStore
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+SIGNOFF = web.AppKey("signoff", "Signoff")
+
+
+@dataclass
+class Signoff:
+    """Everything one process runs; `web_app` starts and stops the background parts."""
+
+    settings: Settings
+    store: SqlStore
+    service: Service
+    dispatcher: Dispatcher
+    watcher: CrossProcessWatcher
+    bolt: AsyncApp
+    metrics: Metrics
+    http: aiohttp.ClientSession
+    web_app: web.Application
+    verifier: SignatureVerifier
+    socket_handler: Any = None
+
+    async def start(self) -> None:
+        await self.watcher.start()
+        await self.dispatcher.start()
+        if self.settings.socket_mode:
+            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+            self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
+            await self.socket_handler.connect_async()
+
+    async def stop(self) -> None:
+        if self.socket_handler is not None:
+            await self.socket_handler.close_async()
+        await self.dispatcher.stop()
+        await self.watcher.stop()
+        await self.http.close()
+        await self.store.close()
+
+
+def slack_client(settings: Settings, *, retries: bool) -> AsyncWebClient:
+    """Listener-side clients retry 429s themselves; the outbox's client does not (the outbox reschedules)."""
+    handlers_ = [AsyncConnectionErrorRetryHandler(), AsyncRateLimitErrorRetryHandler(max_retry_count=2)]
+    return AsyncWebClient(
+        token=settings.slack_bot_token,
+        base_url=settings.slack_api_url,
+        timeout=10,
+        retry_handlers=handlers_ if retries else [],
+    )
+
+
+async def build(settings: Settings, *, clock: Clock | None = None, store: SqlStore | None = None) -> Signoff:
+    clock = clock or SystemClock()
+    store = store or await SqlStore.open(settings.database_url)
+    metrics = Metrics()
+    waiters = Waiters()
+    listener_client = slack_client(settings, retries=True)
+    service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
+                      metrics=metrics)
+    http = aiohttp.ClientSession()
+
+    cards = CardDelivery(service, SlackCall(slack_client(settings, retries=False), metrics), clock)
+    webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
+                               max_attempts=settings.webhook_max_attempts)
+    dispatcher = Dispatcher(
+        store,
+        {"slack.post_card": cards.post, "slack.update_card": cards.update, "webhook": webhooks},
+        clock=clock,
+        metrics=metrics,
+        sweep_seconds=settings.outbox_sweep_seconds,
+    )
+    service.after_commit(dispatcher.wake)
+
+    bolt = AsyncApp(
+        client=listener_client,
+        signing_secret=settings.slack_signing_secret or "socket-mode-has-no-signing-secret",
+        request_verification_enabled=not settings.socket_mode,
+        process_before_response=False,
+    )
+    handlers.register(bolt, Interactions(service, listener_client, clock, metrics))
+
+    web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
+    verifier = SignatureVerifier(settings.slack_signing_secret or "")
+    signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, metrics,
+                      http, web_app, verifier)
+    web_app[SIGNOFF] = signoff
+    web_app[api.SERVICE] = service
+    web_app[api.SETTINGS] = settings
+    if not settings.socket_mode:
+        web_app.router.add_post("/slack/events", slack_events)
+    web_app.router.add_get("/healthz", healthz)
+    web_app.router.add_get("/metrics", metrics_endpoint)
+    api.add_routes(web_app)
+
+    async def lifecycle(_app: web.Application) -> Any:
+        await signoff.start()
+        yield
+        await signoff.stop()
+
+    web_app.cleanup_ctx.append(lifecycle)
+    return signoff
+
+
+async def slack_events(request: web.Request) -> web.Response:
+    signoff = request.app[SIGNOFF]
+    started = time.perf_counter()
+    body = await request.text()
+    # Bolt verifies too, but only after parsing; a signed-but-malformed body must not become a 500.
+    if not signoff.verifier.is_valid_request(body, dict(request.headers)):
+        return web.json_response({"error": "invalid request"}, status=401)
+    try:
+        bolt_request = AsyncBoltRequest(body=body, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
+    except ValueError as exc:
+        return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
+    bolt_response = await signoff.bolt.async_dispatch(bolt_request)
+    response = await to_aiohttp_response(bolt_response)
+    signoff.metrics.ack_latency.labels(_kind(bolt_request.body)).observe(time.perf_counter() - started)
+    return response
+
+
+def _kind(body: Any) -> str:
+    text = body if isinstance(body, str) else ""
+    if text.startswith("payload="):
+        return "interactive"
+    if text.startswith("{"):
+        return "event"
+    return "command" if "command=" in text else "other"
+
+
+async def healthz(request: web.Request) -> web.Response:
+    signoff = request.app[SIGNOFF]
+    try:
+        await signoff.store.statuses(["healthz"])
+    except Exception as exc:  # the point of a health check is to say so
+        return web.json_response({"ok": False, "database": f"{type(exc).__name__}"}, status=503)
+    return web.json_response({"ok": True, "database": signoff.store.dialect})
+
+
+async def metrics_endpoint(request: web.Request) -> web.Response:
+    signoff = request.app[SIGNOFF]
+    return web.Response(body=signoff.metrics.render(), headers={"Content-Type": signoff.metrics.content_type})
