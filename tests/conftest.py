@@ -1,0 +1,103 @@
+"""Shared fixtures: a real database per test, the fake Slack Web API, and the running app over HTTP.
+
+The engine comes from SIGNOFF_TEST_DATABASE_URL: unset -> SQLite files; a
+postgresql:// URL -> a fresh PostgreSQL database per test, cloned from a
+template that Alembic migrated once per session (migrations own the schema).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from sqlalchemy.engine import make_url
+
+from storage.migrate import upgrade
+from tests.fakes.slack_api import FakeSlack
+from tests.harness import App, start_app
+
+PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
+ENGINE = "postgresql" if PG_URL else "sqlite"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    where = make_url(PG_URL).render_as_string(hide_password=True) if PG_URL else "SQLite files"
+    return f"signoff test database: {ENGINE} ({where})"
+
+
+async def _pg_admin(sql: str) -> None:
+    import asyncpg
+
+    url = make_url(PG_URL.replace("postgres://", "postgresql://", 1))
+    conn = await asyncpg.connect(
+        host=url.host, port=url.port or 5432, user=url.username, password=url.password, database="postgres"
+    )
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+def _pg_url_for(name: str) -> str:
+    url = make_url(PG_URL.replace("postgres://", "postgresql://", 1)).set(database=name)
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A migrated database to copy from: a SQLite file, or a PostgreSQL template database."""
+    if not PG_URL:
+        path = tmp_path_factory.mktemp("template") / "template.db"
+        asyncio.run(upgrade(f"sqlite:///{path}"))
+        yield str(path)
+        return
+    name = f"signoff_tpl_{os.getpid()}"
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}"'))
+    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    asyncio.run(upgrade(_pg_url_for(name)))
+    yield name
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest_asyncio.fixture
+async def db_url(template_db: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, fully migrated database for one test."""
+    if not PG_URL:
+        path = tmp_path / "signoff.db"
+        shutil.copyfile(template_db, path)
+        yield f"sqlite:///{path}"
+        return
+    name = f"signoff_t_{uuid.uuid4().hex[:12]}"
+    await _pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        yield _pg_url_for(name)
+    finally:
+        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest_asyncio.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    fake = FakeSlack()
+    await fake.start()
+    fake.add_channel("C1", "approvals")
+    for uid, name in [("U1", "alice"), ("U2", "bob"), ("U3", "carol"), ("UMGR", "manager"), ("UOUT", "mallory")]:
+        fake.add_user(uid, name)
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest_asyncio.fixture
+async def app(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
+    running = await start_app(db_url, slack)
+    try:
+        yield running
+    finally:
+        await running.stop()

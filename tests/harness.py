@@ -1,0 +1,174 @@
+"""The running app, reached over real HTTP on 127.0.0.1: in this process, or as `signoff serve` subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import json as json_module
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from bot.settings import Settings
+from bot.web import Signoff, build
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_requests import SlackClient
+
+SIGNING_SECRET = "test-signing-secret"
+API_TOKEN = "test-api-token-1"
+WEBHOOK_SECRET = "test-webhook-secret"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def app_env(db_url: str, slack: FakeSlack, **extra: str) -> dict[str, str]:
+    return {
+        "SLACK_BOT_TOKEN": "xoxb-test",
+        "SLACK_SIGNING_SECRET": SIGNING_SECRET,
+        "SLACK_API_URL": slack.url,
+        "DATABASE_URL": db_url,
+        "SIGNOFF_API_TOKENS": API_TOKEN,
+        "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        **extra,
+    }
+
+
+def approval_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "action": {
+            "name": "send_email",
+            "params": {"to": "customer@example.com", "subject": "Your refund", "body": "Hello,\nrefund sent."},
+        },
+        "summary": "Send the refund email to customer@example.com",
+        "context": "The customer asked twice; policy allows refunds under $100.",
+        "preview": {"kind": "email", "to": ["customer@example.com"], "subject": "Your refund",
+                    "body": "Hello,\nrefund sent."},
+        "risk": "high",
+        "channel": "C1",
+        "approvers": ["U1", "U2"],
+        "requested_by": "support-agent",
+    }
+    body.update(overrides)
+    return body
+
+
+@dataclass
+class App:
+    """A running Signoff reachable over HTTP, with clients for the agent API and for Slack."""
+
+    url: str
+    slack: FakeSlack
+    session: aiohttp.ClientSession
+    slack_client: SlackClient
+    signoff: Signoff | None = None
+    runner: web.AppRunner | None = None
+    headers: dict[str, str] = field(default_factory=lambda: {"Authorization": f"Bearer {API_TOKEN}"})
+
+    async def api(self, method: str, path: str, *, json: Any = None, data: Any = None,
+                  headers: dict[str, str] | None = None, auth: bool = True) -> tuple[int, Any]:
+        hdrs = dict(self.headers if auth else {})
+        hdrs.update(headers or {})
+        async with self.session.request(method, self.url + path, json=json, data=data, headers=hdrs) as resp:
+            text = await resp.text()
+            try:
+                return resp.status, json_module.loads(text)
+            except ValueError:
+                return resp.status, text
+
+    async def submit(self, **overrides: Any) -> dict[str, Any]:
+        status, body = await self.api("POST", "/api/v1/approvals", json=approval_body(**overrides))
+        assert status == 201, body
+        return body
+
+    async def card(self, request_id: str, timeout: float = 5.0) -> Any:
+        """Wait for the request's card to be posted and stored; return the fake's message."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            status, body = await self.api("GET", f"/api/v1/approvals/{request_id}")
+            if body.get("card"):
+                return self.slack.messages[(body["card"]["channel"], body["card"]["ts"])]
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"no card stored for {request_id}: {body}")
+            await asyncio.sleep(0.01)  # test-side only: the app itself is never polled for this
+
+    async def click(self, request_id: str, user: str, action: str = "signoff_approve", **kw: Any) -> Any:
+        card = await self.card(request_id)
+        return await self.slack_client.block_action(
+            user=user, action_id=action, value=request_id, block_id="decide", channel=card.channel,
+            message_ts=card.ts, **kw,
+        )
+
+    async def stop(self) -> None:
+        await self.slack_client.close()
+        await self.session.close()
+        if self.runner is not None:
+            await self.runner.cleanup()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def start_app(db_url: str, slack: FakeSlack, **env: str) -> App:
+    settings = Settings.from_env(app_env(db_url, slack, **env), dotenv=None)
+    signoff = await build(settings)
+    runner = web.AppRunner(signoff.web_app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    url = f"http://127.0.0.1:{port}"
+    return App(url, slack, aiohttp.ClientSession(), SlackClient(url, SIGNING_SECRET, fake=slack), signoff, runner)
+
+
+class ServerProcess:
+    """`python -m bot serve` in a subprocess, for kill -9 and multi-process tests."""
+
+    def __init__(self, db_url: str, slack: FakeSlack, **env: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **app_env(db_url, slack, **env), "PORT": str(self.port),
+                    "SIGNOFF_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT)}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path: Path | None = None
+
+    async def start(self, log_dir: Path) -> None:
+        self.log_path = log_dir / f"server-{self.port}.log"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=self.env, cwd=log_dir,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        async with aiohttp.ClientSession() as session:
+            for _ in range(400):
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"server exited early:\n{self.log_path.read_text()}")
+                try:
+                    async with session.get(self.url + "/healthz") as resp:
+                        if resp.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+        raise AssertionError(f"server did not come up:\n{self.log_path.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, no goodbye, exactly like a crashed host."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
