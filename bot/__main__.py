@@ -40,6 +40,7 @@ def _logging(level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.getLogger("alembic").setLevel(logging.WARNING)
 
 
 async def _serve(settings: Settings) -> None:

@@ -76,12 +76,14 @@ class Dispatcher:
         clock: Clock,
         metrics: Metrics,
         sweep_seconds: float = 5.0,
+        lease_seconds: float = LEASE_SECONDS,
     ) -> None:
         self.store = store
         self.handlers = handlers
         self.clock = clock
         self.metrics = metrics
         self.sweep_seconds = sweep_seconds
+        self.lease_seconds = lease_seconds
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -136,7 +138,7 @@ class Dispatcher:
 
     async def run_once(self) -> int:
         """Claim due items and start delivering them; returns how many were claimed."""
-        items = await self.store.claim_outbox(self.clock.now(), limit=BATCH, lease_seconds=LEASE_SECONDS)
+        items = await self.store.claim_outbox(self.clock.now(), limit=BATCH, lease_seconds=self.lease_seconds)
         for item in items:
             task = asyncio.create_task(self._deliver(item))
             self._inflight.add(task)

@@ -42,6 +42,8 @@ class Settings:
     default_channel: str | None = None
     public_url: str | None = None
     outbox_sweep_seconds: float = 5.0
+    outbox_lease_seconds: float = 60.0
+    http_timeout_seconds: float = 10.0
     webhook_max_attempts: int = 8
     log_level: str = "INFO"
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -138,6 +140,14 @@ def _parse(env: Mapping[str, str]) -> Settings:
     if default_channel is not None and not default_channel[:1] in ("C", "G", "D"):
         raise SettingsError(f"SIGNOFF_DEFAULT_CHANNEL={default_channel!r} must be a channel id (C..., G...)")
 
+    http_timeout = number("SIGNOFF_HTTP_TIMEOUT_SECONDS", 10.0, float, 0.1, 120)
+    lease = number("SIGNOFF_OUTBOX_LEASE_SECONDS", 60.0, float, 0.5, 3600)
+    if lease <= http_timeout:
+        # A lease shorter than one Slack call would let a second process start the same delivery.
+        raise SettingsError(
+            f"SIGNOFF_OUTBOX_LEASE_SECONDS={lease:g} must be longer than SIGNOFF_HTTP_TIMEOUT_SECONDS={http_timeout:g}"
+        )
+
     level = (get("SIGNOFF_LOG_LEVEL") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise SettingsError(f"SIGNOFF_LOG_LEVEL={level!r} must be DEBUG, INFO, WARNING or ERROR")
@@ -159,6 +169,8 @@ def _parse(env: Mapping[str, str]) -> Settings:
         default_channel=default_channel,
         public_url=get("SIGNOFF_PUBLIC_URL"),
         outbox_sweep_seconds=number("SIGNOFF_OUTBOX_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
+        outbox_lease_seconds=lease,
+        http_timeout_seconds=http_timeout,
         webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 8, int, 1, 50),
         log_level=level,
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},

@@ -85,7 +85,7 @@ def slack_client(settings: Settings, *, retries: bool) -> AsyncWebClient:
     return AsyncWebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_url,
-        timeout=10,
+        timeout=settings.http_timeout_seconds,
         retry_handlers=handlers_ if retries else [],
     )
 
@@ -102,13 +102,14 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     cards = CardDelivery(service, SlackCall(slack_client(settings, retries=False), metrics), clock)
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
-                               max_attempts=settings.webhook_max_attempts)
+                               max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
     dispatcher = Dispatcher(
         store,
         {"slack.post_card": cards.post, "slack.update_card": cards.update, "webhook": webhooks},
         clock=clock,
         metrics=metrics,
         sweep_seconds=settings.outbox_sweep_seconds,
+        lease_seconds=settings.outbox_lease_seconds,
     )
     service.after_commit(dispatcher.wake)
 

@@ -44,8 +44,16 @@ def verify(secret: str, timestamp: str, body: bytes, signature: str, *, toleranc
 
 class WebhookDelivery:
     def __init__(
-        self, session: aiohttp.ClientSession, secret: str | None, *, clock: Clock, metrics: Metrics, max_attempts: int
+        self,
+        session: aiohttp.ClientSession,
+        secret: str | None,
+        *,
+        clock: Clock,
+        metrics: Metrics,
+        max_attempts: int,
+        timeout: float = TIMEOUT_SECONDS,
     ) -> None:
+        self.timeout = timeout
         self.session = session
         self.secret = secret
         self.clock = clock
@@ -77,7 +85,7 @@ class WebhookDelivery:
             headers["X-Signoff-Signature"] = sign(self.secret, timestamp, body)
         try:
             async with self.session.post(
-                url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS),
+                url, data=body, headers=headers, timeout=aiohttp.ClientTimeout(total=self.timeout),
                 allow_redirects=False,
             ) as response:
                 if 200 <= response.status < 300:

@@ -556,9 +556,9 @@ class FakeSlack:
     # ------------------------------------------------------------------ helpers
 
     def _next_ts(self) -> str:
-        self._ts_counter += 1
-        micros = self._ts_counter * 100
-        return f"{_TS_BASE + micros // 1_000_000}.{micros % 1_000_000:06d}"
+        # Like Slack: the wall-clock time of the post, in microseconds, unique and increasing.
+        self._ts_counter = max(self._ts_counter + 1, int(time.time() * 1_000_000))
+        return f"{self._ts_counter // 1_000_000}.{self._ts_counter % 1_000_000:06d}"
 
     def _resolve_channel(self, channel: Any) -> str:
         if not isinstance(channel, str) or not channel:

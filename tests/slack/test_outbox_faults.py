@@ -1,0 +1,189 @@
+"""Slack misbehaves (429 with Retry-After, 500s, hangs) and the process dies: the card still ends up
+posted exactly once and updated exactly once. Crash tests run `signoff serve` as real subprocesses
+and SIGKILL them between two steps."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from tests.fakes.slack_api import FakeSlack
+from tests.harness import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body
+from tests.fakes.slack_requests import SlackClient
+
+AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
+# Short lease so a restarted process may take over a dead one's delivery within the test.
+CRASH_ENV = {"SIGNOFF_OUTBOX_LEASE_SECONDS": "1.5", "SIGNOFF_HTTP_TIMEOUT_SECONDS": "1",
+             "SIGNOFF_OUTBOX_SWEEP_SECONDS": "0.5"}
+
+
+def cards_for(slack: FakeSlack, request_id: str) -> list[Any]:
+    return [m for m in slack.channel_messages("C1")
+            if ((m.metadata or {}).get("event_payload") or {}).get("request_id") == request_id]
+
+
+async def test_429_twice_then_ok_posts_exactly_one_card(app: App) -> None:
+    app.slack.fail("chat.postMessage", status=429, retry_after=1, times=2)
+    req = await app.submit()
+    card = await app.card(req["id"], timeout=10)
+    calls = app.slack.calls_to("chat.postMessage")
+    assert [c.status for c in calls] == [429, 429, 200]
+    # Retry-After was honoured: each retry came at least a second after the 429.
+    assert calls[1].at - calls[0].at >= 0.95 and calls[2].at - calls[1].at >= 0.95
+    assert cards_for(app.slack, req["id"]) == [card]
+    assert app.signoff is not None
+    assert ("chat.postMessage", "429") in _error_labels(app)
+
+
+async def test_server_errors_are_retried_and_never_duplicate_the_card(app: App) -> None:
+    app.slack.fail("chat.postMessage", status=500, times=3)
+    req = await app.submit()
+    card = await app.card(req["id"], timeout=15)
+    assert [c.status for c in app.slack.calls_to("chat.postMessage")] == [500, 500, 500, 200]
+    # A 500 leaves it unknown whether Slack posted: each retry first looked for an earlier card.
+    assert len(app.slack.calls_to("conversations.history", ok_only=True)) == 3
+    assert cards_for(app.slack, req["id"]) == [card]
+    audit = [e.type for e in await app.signoff.store.audit_events(req["id"])]  # type: ignore[union-attr]
+    assert audit == ["created", "posted"]
+
+
+async def test_permanent_slack_error_gives_up_and_audits(app: App) -> None:
+    app.slack.error("chat.postMessage", "channel_not_found")
+    req = await app.submit()
+    assert app.signoff is not None
+    await app.signoff.dispatcher.drain()
+    [item] = [i for i in await app.signoff.store.outbox_items(req["id"]) if i.kind == "slack.post_card"]
+    assert item.status == "dead" and "channel_not_found" in (item.last_error or "")
+    audit = await app.signoff.store.audit_events(req["id"])
+    assert audit[-1].type == "post_failed" and "channel_not_found" in audit[-1].data["error"]
+    # The request itself is kept: the agent can still be answered (or cancel it).
+    _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
+    assert body["status"] == "pending"
+
+
+def _error_labels(app: App) -> set[tuple[str, str]]:
+    assert app.signoff is not None
+    families = app.signoff.metrics.slack_api_errors.collect()
+    return {(s.labels["method"], s.labels["status"]) for f in families for s in f.samples
+            if s.name.endswith("_total") and s.value > 0}
+
+
+# -- crashes ---------------------------------------------------------------------
+
+
+async def _submit(url: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session:
+        async with session.post(url + "/api/v1/approvals", json=approval_body(), headers=AUTH) as resp:
+            assert resp.status == 201, await resp.text()
+            return await resp.json()
+
+
+async def _get(url: str, request_id: str, wait: float = 0) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{url}/api/v1/approvals/{request_id}?wait={wait}", headers=AUTH) as resp:
+            assert resp.status == 200
+            return await resp.json()
+
+
+async def _card_stored(url: str, request_id: str) -> dict[str, Any]:
+    for _ in range(400):
+        body = await _get(url, request_id)
+        if body["card"]:
+            return body
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"card never stored for {request_id}")
+
+
+@pytest.fixture
+def servers(db_url: str, slack: FakeSlack, tmp_path: Path) -> Any:
+    started: list[ServerProcess] = []
+
+    async def start(**env: str) -> ServerProcess:
+        server = ServerProcess(db_url, slack, **{**CRASH_ENV, **env})
+        await server.start(tmp_path)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+@pytest.mark.parametrize("slack_posted", [False, True], ids=["before-slack-posted", "after-slack-posted"])
+async def test_killed_between_storing_request_and_storing_card(servers: Any, slack: FakeSlack,
+                                                               slack_posted: bool) -> None:
+    # Slack receives the post and never answers; when `slack_posted`, it has already posted the message,
+    # the narrow window where only a lookup of our earlier message can prevent a duplicate.
+    slack.hang("chat.postMessage", apply=slack_posted)
+    first = await servers()
+    req = await _submit(first.url)
+    await slack.wait_for("chat.postMessage", ok_only=False)
+    first.kill()
+    assert (await _get_direct(first, req["id"])) is None  # really dead
+    slack.release_hung()
+
+    second = await servers()
+    body = await _card_stored(second.url, req["id"])
+    [card] = cards_for(slack, req["id"])
+    assert body["card"] == {"channel": "C1", "ts": card.ts}
+    ok_posts = [c for c in slack.calls_to("chat.postMessage") if c.status == 200 and not c.hung]
+    assert len(ok_posts) == (0 if slack_posted else 1)
+
+
+async def _get_direct(server: ServerProcess, request_id: str) -> Any:
+    try:
+        return await _get(server.url, request_id)
+    except aiohttp.ClientError:
+        return None
+
+
+async def test_killed_between_storing_click_and_updating_card(servers: Any, slack: FakeSlack) -> None:
+    first = await servers()
+    req = await _submit(first.url)
+    stored = await _card_stored(first.url, req["id"])
+    slack.hang("chat.update", apply=False)
+    async with SlackClient(first.url, SIGNING_SECRET, fake=slack) as clicker:
+        resp = await clicker.block_action(user="U1", user_name="alice", action_id="signoff_approve",
+                                          value=req["id"], block_id="decide", channel="C1",
+                                          message_ts=stored["card"]["ts"])
+        assert resp.status == 200
+    assert (await _get(first.url, req["id"], wait=10))["status"] == "approved"
+    await slack.wait_for("chat.update", ok_only=False)
+    first.kill()
+    slack.release_hung()
+    card = slack.messages[("C1", stored["card"]["ts"])]
+    assert card.update_count == 0  # the hung update never reached the card
+
+    second = await servers()
+    await slack.wait_for("chat.update", count=1, timeout=15)
+    assert card.update_count == 1
+    assert not any(b["type"] == "actions" for b in card.blocks)
+    assert "U1" in str(card.blocks)
+    # Exactly once: give the new process a full sweep and lease period to do anything more.
+    await asyncio.sleep(2.5)
+    assert card.update_count == 1
+    assert (await _get(second.url, req["id"]))["decision"]["decided_by"]["id"] == "U1"
+
+
+async def test_long_poll_on_one_process_returns_when_another_decides(servers: Any, slack: FakeSlack) -> None:
+    waiter_side, click_side = await servers(), await servers()
+    req = await _submit(waiter_side.url)
+    stored = await _card_stored(waiter_side.url, req["id"])
+    waiting = asyncio.create_task(_get(waiter_side.url, req["id"], wait=30))
+    await asyncio.sleep(0.3)  # let the long-poll reach the server and register
+    assert not waiting.done()
+    async with SlackClient(click_side.url, SIGNING_SECRET, fake=slack) as clicker:
+        resp = await clicker.block_action(user="U2", user_name="bob", action_id="signoff_approve",
+                                          value=req["id"], block_id="decide", channel="C1",
+                                          message_ts=stored["card"]["ts"])
+        assert resp.status == 200
+    body = await asyncio.wait_for(waiting, 20)
+    assert body["status"] == "approved" and body["decision"]["decided_by"]["id"] == "U2"
+    # Two dispatchers shared the outbox; still one card and one update.
+    assert len(cards_for(slack, req["id"])) == 1
+    await slack.wait_for("chat.update")
+    assert slack.messages[("C1", stored["card"]["ts"])].update_count == 1
