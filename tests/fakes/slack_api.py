@@ -38,6 +38,8 @@ from typing import Any, Callable
 from zoneinfo import ZoneInfo
 
 from aiohttp import web
+
+from tests.fakes.slack_socket import SocketModeServer
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
@@ -286,6 +288,8 @@ class FakeSlack:
             "views.publish": self._views_publish,
         }
         self.add_user(bot_user_id, "signoff", "Signoff", is_bot=True)
+        self.socket_mode = SocketModeServer()
+        self._handlers["apps.connections.open"] = self._apps_connections_open
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -293,6 +297,7 @@ class FakeSlack:
         """Serve on 127.0.0.1 with an ephemeral port; sets ``url``."""
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._handle)
+        app.router.add_get("/socket", self.socket_mode.handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -304,6 +309,7 @@ class FakeSlack:
         """Release hung and delayed requests, then shut the server down."""
         self._stopping.set()
         self.release_hung()
+        await self.socket_mode.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -540,7 +546,8 @@ class FakeSlack:
             return {"ok": False, "error": "unknown_method"}
         if args.get("_unparsable_body"):
             return {"ok": False, "error": "invalid_json"}
-        if token != self.bot_token:
+        expected = self.socket_mode.app_token if method == "apps.connections.open" else self.bot_token
+        if token != expected:
             return {"ok": False, "error": "invalid_auth"}
         try:
             return {"ok": True, **handler(args)}
@@ -628,6 +635,9 @@ class FakeSlack:
         return content
 
     # ------------------------------------------------------------------ methods
+
+    def _apps_connections_open(self, args: dict[str, Any]) -> dict[str, Any]:
+        return {"url": self.url.replace("http://", "ws://").replace("/api/", "/socket")}
 
     def _auth_test(self, args: dict[str, Any]) -> dict[str, Any]:
         return {
