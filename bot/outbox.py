@@ -87,7 +87,7 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
-        self._request_locks: dict[str, asyncio.Lock] = {}
+        self._request_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock and how many deliveries use it
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self.idle = asyncio.Event()
 
@@ -153,13 +153,17 @@ class Dispatcher:
 
     async def _deliver(self, item: OutboxItem) -> None:
         key = item.request_id or f"item:{item.id}"
-        lock = self._request_locks.setdefault(key, asyncio.Lock())
+        lock, users = self._request_locks.get(key, (asyncio.Lock(), 0))
+        self._request_locks[key] = (lock, users + 1)
         try:
             async with lock, self._slots:
                 await self._deliver_locked(item)
         finally:
-            if not lock.locked() and not lock._waiters:  # type: ignore[attr-defined]
-                self._request_locks.pop(key, None)
+            lock, users = self._request_locks[key]
+            if users == 1:
+                del self._request_locks[key]
+            else:
+                self._request_locks[key] = (lock, users - 1)
             self._wake.set()  # a finished item may unblock a follower (e.g. the card update after its post)
 
     async def _deliver_locked(self, item: OutboxItem) -> None:

@@ -58,7 +58,9 @@ class Interactions:
 
     # -- checks shared by every interaction ----------------------------------
 
-    async def _check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
+    async def _check(
+        self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True
+    ) -> Request | Refusal:
         request = await self.service.store.get_request(request_id)
         if request is None:
             return Refusal("This card points to a Signoff request that does not exist. Nothing was changed.")
@@ -67,7 +69,7 @@ class Interactions:
                 return Refusal("This button does not belong to the card it was clicked on. Nothing was changed.")
         if not request.is_pending:
             return Refusal(already_decided_text(request))
-        if not await self.service.may_decide(request, user_id):
+        if authorize and not await self.service.may_decide(request, user_id):
             return Refusal(
                 "You are not one of the approvers of this request, so your click was not recorded. "
                 + _approvers_text(request)
@@ -121,9 +123,13 @@ class Interactions:
     # -- modal submissions: validation happens before the ack ------------------
 
     async def check_submission(self, sub: Submission) -> tuple[Request | None, dict[str, Any], dict[str, str]]:
-        """(request, edited params, inline errors) for a submitted form; errors mean nothing is written."""
+        """(request, edited params, inline errors) for a submitted form; errors mean nothing is written.
+
+        Runs before the ack, so it reads only our database; whether the person may decide can
+        need a Slack call (user groups) and is checked after the ack, in `finish_submission`.
+        """
         first_block = "reason" if sub.callback_id == blocks.REJECT_VIEW else next(iter(sub.values), "reason")
-        checked = await self._check(sub.request_id, sub.user_id)
+        checked = await self._check(sub.request_id, sub.user_id, authorize=False)
         if isinstance(checked, Refusal):
             return None, {}, {first_block: _plain(checked.text)}
         if sub.callback_id == blocks.EDIT_VIEW:
@@ -133,6 +139,11 @@ class Interactions:
 
     async def finish_submission(self, sub: Submission, request: Request, params: dict[str, Any]) -> None:
         actor = Actor(sub.user_id, sub.user_name)
+        channel = sub.channel_id or request.card_channel
+        if not await self.service.may_decide(request, sub.user_id):
+            await self.tell(sub.user_id, channel, "You are not one of the approvers of this request, so your "
+                            "answer was not recorded. " + _approvers_text(request))
+            return
         if sub.callback_id == blocks.EDIT_VIEW:
             changes = compute_changes(request.action.params, params)
             result = await self.service.decide(
@@ -143,7 +154,7 @@ class Interactions:
             result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.MODAL, actor=actor,
                                                comment=reason)
         if not result.won:
-            await self.tell(sub.user_id, sub.channel_id or request.card_channel, already_decided_text(result.request))
+            await self.tell(sub.user_id, channel, already_decided_text(result.request))
 
 
 def _approvers_text(request: Request) -> str:

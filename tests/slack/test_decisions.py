@@ -282,3 +282,20 @@ async def test_forged_modal_metadata_is_refused(app: App) -> None:
         values={"reason": {"value": plain_input("x")}},
     )
     assert resp.json()["response_action"] == "errors"
+
+
+async def test_non_approver_modal_submission_is_refused_after_ack(app: App) -> None:
+    req = await app.submit(approvers=["U1"])
+    await app.card(req["id"])
+    await settle(app)
+    before = await snapshot(app, req["id"])
+    meta = json.dumps({"request_id": req["id"], "version": 2, "channel": "C1"})
+    resp = await app.slack_client.view_submission(
+        user="UOUT", callback_id="signoff_reject", private_metadata=meta,
+        values={"reason": {"value": plain_input("I say no")}},
+    )
+    assert resp.status == 200 and resp.text in ("", "{}")
+    [note] = await app.slack.wait_for("chat.postEphemeral")
+    assert note.args["user"] == "UOUT" and "not one of the approvers" in note.args["text"]
+    await settle(app)
+    assert await snapshot(app, req["id"]) == before
