@@ -129,6 +129,9 @@ class Interactions:
         need a Slack call (user groups) and is checked after the ack, in `finish_submission`.
         """
         first_block = "reason" if sub.callback_id == blocks.REJECT_VIEW else next(iter(sub.values), "reason")
+        oversize = _oversize_inputs(sub.values)
+        if oversize:
+            return None, {}, oversize
         checked = await self._check(sub.request_id, sub.user_id, authorize=False)
         if isinstance(checked, Refusal):
             return None, {}, {first_block: _plain(checked.text)}
@@ -160,6 +163,22 @@ class Interactions:
 def _approvers_text(request: Request) -> str:
     names = [f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in request.approvers[:10]]
     return "Approvers: " + ", ".join(names) + ("…" if len(request.approvers) > 10 else "")
+
+
+# Slack's text inputs hold at most 3000 characters; anything longer did not come from Slack's own form.
+INPUT_MAX = 3000
+REASON_MAX = 2000
+
+
+def _oversize_inputs(values: dict[str, Any]) -> dict[str, str]:
+    errors = {}
+    for block_id, actions in values.items():
+        for action in (actions or {}).values() if isinstance(actions, dict) else ():
+            value = action.get("value") if isinstance(action, dict) else None
+            limit = REASON_MAX if block_id == "reason" else INPUT_MAX
+            if isinstance(value, str) and len(value) > limit:
+                errors[str(block_id)] = f"must be at most {limit} characters (this is {len(value)})"
+    return errors
 
 
 def _plain(text: str) -> str:

@@ -299,3 +299,20 @@ async def test_non_approver_modal_submission_is_refused_after_ack(app: App) -> N
     assert note.args["user"] == "UOUT" and "not one of the approvers" in note.args["text"]
     await settle(app)
     assert await snapshot(app, req["id"]) == before
+
+
+async def test_oversize_modal_text_is_refused_inline(app: App) -> None:
+    req = await app.submit()
+    await app.card(req["id"])
+    await settle(app)
+    before = await snapshot(app, req["id"])
+    meta = json.dumps({"request_id": req["id"], "version": 2, "channel": "C1"})
+    resp = await app.slack_client.view_submission(
+        user="U1", callback_id="signoff_reject", private_metadata=meta,
+        values={"reason": {"value": plain_input("no " * 5000)}},
+    )
+    answer = resp.json()
+    assert answer["response_action"] == "errors"
+    assert answer["errors"]["reason"] == "must be at most 2000 characters (this is 15000)"
+    await settle(app)
+    assert await snapshot(app, req["id"]) == before
