@@ -31,6 +31,18 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"signoff test database: {ENGINE} ({where})"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """In CI a PostgreSQL run must really reach PostgreSQL: stop the whole session at once, loudly, if not."""
+    if not (os.environ.get("CI") and PG_URL):
+        return
+    try:
+        asyncio.run(asyncio.wait_for(_pg_admin("SELECT 1"), timeout=15))
+    except Exception as exc:  # any failure to connect is the message
+        where = make_url(PG_URL.replace("postgres://", "postgresql://", 1)).render_as_string(hide_password=True)
+        pytest.exit(f"CI is set and SIGNOFF_TEST_DATABASE_URL={where} is unreachable: "
+                    f"{type(exc).__name__}: {exc}", returncode=3)
+
+
 async def _pg_admin(sql: str) -> None:
     import asyncpg
 
