@@ -89,6 +89,8 @@ class Dispatcher:
         self._inflight: set[asyncio.Task[None]] = set()
         self._request_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock and how many deliveries use it
         self._slots = asyncio.Semaphore(CONCURRENCY)
+        # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
+        self._claiming = asyncio.Lock()
         self.idle = asyncio.Event()
 
     def wake(self, _request_id: str | None = None) -> None:
@@ -131,25 +133,31 @@ class Dispatcher:
             timeout = max(0.0, min(timeout, (due - self.clock.now()).total_seconds()))
         if not self._inflight:
             self.idle.set()
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that lands just as the
+        # event is set, and stop() would then wait forever for a loop that keeps running.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
         self._wake.clear()
         self.idle.clear()
 
     async def run_once(self) -> int:
         """Claim due items and start delivering them; returns how many were claimed."""
-        items = await self.store.claim_outbox(self.clock.now(), limit=BATCH, lease_seconds=self.lease_seconds)
-        for item in items:
-            task = asyncio.create_task(self._deliver(item))
-            self._inflight.add(task)
-            task.add_done_callback(self._inflight.discard)
+        async with self._claiming:
+            items = await self.store.claim_outbox(self.clock.now(), limit=BATCH, lease_seconds=self.lease_seconds)
+            for item in items:
+                task = asyncio.create_task(self._deliver(item))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
         return len(items)
 
     async def drain(self) -> None:
-        """Deliver everything due now and wait for it (tests and shutdown)."""
-        while await self.run_once():
+        """Deliver everything due now, including what deliveries enqueue as they finish, and wait for it."""
+        while True:
+            claimed = await self.run_once()
+            if not claimed and not self._inflight:
+                return
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
-        await asyncio.gather(*list(self._inflight), return_exceptions=True)
 
     async def _deliver(self, item: OutboxItem) -> None:
         key = item.request_id or f"item:{item.id}"

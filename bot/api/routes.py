@@ -14,7 +14,9 @@ from typing import Any
 from aiohttp import web
 
 from bot.api.schemas import ApprovalIn, CancelIn, parse_body
+from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.model import Status, iso
+from bot.domain.timing import Timing
 from bot.errors import InvalidInput, SignoffError
 from bot.service import ApprovalSpec, Service, request_json
 from bot.settings import Settings
@@ -39,8 +41,10 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return await handler(request)
     except SignoffError as exc:
         return web.json_response(exc.to_json(), status=exc.status)
-    except web.HTTPRequestEntityTooLarge as exc:
-        return error_response(413, "body_too_large", f"request body is larger than {exc.max_size} bytes")
+    except web.HTTPRequestEntityTooLarge:
+        # aiohttp's exception does not keep the limit; the request does.
+        limit = request.client_max_size
+        return error_response(413, "body_too_large", f"request body is larger than {limit} bytes")
     except web.HTTPException as exc:
         if not request.path.startswith("/api/") or exc.status < 400:
             raise
@@ -78,7 +82,13 @@ async def create_approval(request: web.Request) -> web.Response:
     key = request.headers.get("Idempotency-Key")
     if key is not None and not 1 <= len(key) <= 255:
         raise InvalidInput("Idempotency-Key must be 1 to 255 characters")
+    timing = parse_timing(body.reminders, body.escalation, body.timeout, risk=body.risk,
+                          defaults=service.default_timing or Timing())
+    members = await expand_groups(service.directory, body.approvers, timing,
+                                  escalation_given=body.escalation is not None)
     spec = ApprovalSpec(
+        timing=timing,
+        approver_users=members,
         action=body.domain_action(),
         summary=body.summary,
         risk=body.risk,
@@ -124,9 +134,10 @@ async def cancel_approval(request: web.Request) -> web.Response:
     result = await service.cancel(request.match_info["id"], reason=body.reason)
     payload = request_json(result.request)
     if not result.won:
-        return error_response(
-            409, "not_pending", f"request is already {result.request.status.value}", request=payload
-        )
+        # The request sits beside the error (not inside it): the agent reads the winner's decision there.
+        message = f"request is already {result.request.status.value}"
+        return web.json_response({"error": {"code": "not_pending", "message": message}, "request": payload},
+                                 status=409)
     return web.json_response(payload)
 
 
@@ -154,7 +165,10 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         created, request_id = json.loads(raw)
-        return datetime.fromisoformat(created.replace("Z", "+00:00")), str(request_id)
+        at = datetime.fromisoformat(created.replace("Z", "+00:00"))
+        if at.tzinfo is None:  # ours always carry "Z"; a naive time would fail in storage
+            raise ValueError("naive time")
+        return at, str(request_id)
     except Exception:
         raise InvalidInput("cursor is not one this API returned") from None
 

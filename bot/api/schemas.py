@@ -109,6 +109,10 @@ class ApprovalIn(_Strict):
     approvers: list[str] = Field(default_factory=list, max_length=50)
     callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
     requested_by: str | None = Field(default=None, max_length=200)
+    # Timing (issue 3): checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
+    reminders: Any = None
+    escalation: Any = None
+    timeout: Any = None
 
     @field_validator("channel")
     @classmethod
@@ -160,9 +164,13 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         data: Any = {}
     else:
         try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json.loads(raw, parse_constant=_no_constant)
+            # "\ud800" parses to a lone surrogate, which no database (or UTF-8 answer) can hold.
+            json.dumps(data, ensure_ascii=False).encode()
+        except (UnicodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
             raise InvalidInput(f"body is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise InvalidInput("body is not valid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise InvalidInput("body must be a JSON object")
     try:
@@ -171,6 +179,11 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         details = [_detail(e) for e in exc.errors(include_url=False)]
         summary = "; ".join(f"{d['field']}: {d['message']}" for d in details[:5])
         raise InvalidInput(f"invalid request body: {summary}", details=details) from None
+
+
+def _no_constant(name: str) -> Any:
+    # Python's json accepts NaN and Infinity; JSON does not, nor does PostgreSQL's json type.
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _detail(error: Any) -> dict[str, Any]:
