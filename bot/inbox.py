@@ -1,0 +1,41 @@
+"""App Home bookkeeping shared by the use cases: who is kept up to date, and the outbox item that does it.
+
+A person's Home is republished (through the outbox, so 429s and crashes are retried) whenever
+something in it changes for them: a request where they approve is created, decided, escalated
+to them or handed back. Only people who have opened Signoff's Home are kept up to date; the rest
+get a fresh Home the moment they open it. The item's key is deterministic in the change that caused
+it (request id and version), so a repeated sweep tick or a retried unit enqueues it once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from datetime import datetime
+
+from storage.base import OutboxItem, Unit
+
+HOME_KIND = "slack.publish_home"
+_USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
+
+
+def user_ids(entries: Iterable[str]) -> list[str]:
+    """The Slack user ids among `entries` (user groups, S..., are not people)."""
+    return [e for e in dict.fromkeys(entries) if _USER_ID.match(e)]
+
+
+def home_item(user_id: str, key: str, now: datetime) -> OutboxItem:
+    return OutboxItem(
+        kind=HOME_KIND,
+        dedupe_key=f"home:{user_id}:{key}",
+        payload={"user": user_id},
+        request_id=None,  # not ordered behind the request's Slack calls: the Home is read fresh anyway
+        created_at=now,
+        next_attempt_at=now,
+    )
+
+
+async def republish_homes(unit: Unit, people: Iterable[str], key: str, now: datetime) -> None:
+    """Enqueue a Home refresh, keyed `key`, for each of `people` who uses App Home."""
+    for user_id in sorted(await unit.home_users(user_ids(people))):
+        await unit.enqueue(home_item(user_id, key, now))

@@ -1,0 +1,216 @@
+"""Snooze and Escalate: the buttons' use cases and the Escalate modal (a pure builder and parser).
+
+The modal picks where the request goes (the next configured level by default, a named person,
+or, for someone it was escalated to, back to whoever escalated it), takes an optional note for
+them, and lets the escalator step back from the approvers. Validation errors go in the ack;
+everything else happens after it (handlers.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.domain.model import Actor, Request
+from bot.domain.timing import TimerState, Timing, next_level
+from bot.metrics import Metrics
+from bot.service import Service
+from bot.slack.interactions import Interactions, Refusal, already_decided_text
+from bot.slack.payloads import Click, Submission
+from bot.slack.previews import clip, neutralise, one_line, plain
+from bot.timers import Moved, Timers
+
+log = logging.getLogger(__name__)
+
+ESCALATE_VIEW = "signoff_escalate_view"
+TARGET_BLOCK, PERSON_BLOCK, NOTE_BLOCK, STEP_BACK_BLOCK = "target", "person", "note", "step_back"
+VALUE = "value"
+NEXT, PERSON, BACK = "next", "person", "back"
+NOTE_MAX = 1000
+
+
+@dataclass(frozen=True)
+class EscalationChoice:
+    where: str  # NEXT | PERSON | BACK
+    person: str | None
+    note: str | None
+    step_back: bool
+
+
+def escalate_modal(req: Request, user_id: str) -> dict[str, Any]:
+    """The "Escalate request" modal for `user_id`; its private_metadata is set by the caller."""
+    timing, state = req.timing or Timing(), req.timers or TimerState()
+    options = []
+    upcoming = next_level(timing, state)
+    if upcoming is not None:
+        round_ = f", round {upcoming.loop + 1}" if upcoming.loop else ""
+        options.append(_option(f"Next level ({upcoming.number} of {upcoming.of}{round_})", NEXT))
+    if state.escalated and user_id in state.escalated_to and state.escalated_from:
+        options.append(_option("Hand it back to whoever escalated it", BACK))
+    options.append(_option("A person I choose (below)", PERSON))
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": plain(one_line(neutralise(req.summary)) or req.action.name, limit=500)},
+        {
+            "type": "input",
+            "block_id": TARGET_BLOCK,
+            "label": plain("Escalate to"),
+            "element": {"type": "static_select", "action_id": VALUE, "options": options,
+                        "initial_option": options[0]},
+        },
+        {
+            "type": "input",
+            "block_id": PERSON_BLOCK,
+            "optional": True,
+            "label": plain("Person"),
+            "hint": plain("Used when you choose “A person I choose”. They become an approver."),
+            "element": {"type": "users_select", "action_id": VALUE},
+        },
+        {
+            "type": "input",
+            "block_id": NOTE_BLOCK,
+            "optional": True,
+            "label": plain("Note for them"),
+            "element": {"type": "plain_text_input", "action_id": VALUE, "multiline": True, "max_length": NOTE_MAX,
+                        "placeholder": plain("Why are you escalating? They see this note.")},
+        },
+    ]
+    if user_id in req.approvers:
+        blocks.append({
+            "type": "input",
+            "block_id": STEP_BACK_BLOCK,
+            "optional": True,
+            "label": plain("Your part"),
+            "element": {"type": "checkboxes", "action_id": VALUE,
+                        "options": [_option("Remove me from the approvers", "yes")]},
+        })
+    return {
+        "type": "modal",
+        "callback_id": ESCALATE_VIEW,
+        "title": plain("Escalate request"),
+        "submit": plain("Escalate"),
+        "close": plain("Cancel"),
+        "blocks": blocks,
+    }
+
+
+def _option(text: str, value: str) -> dict[str, Any]:
+    return {"text": plain(clip(text, 75)), "value": value}
+
+
+def parse_escalate_submission(values: dict[str, Any], user_id: str) -> tuple[EscalationChoice | None, dict[str, str]]:
+    """The choice in a submitted Escalate modal, or inline errors keyed by block id."""
+    def state(block: str) -> dict[str, Any]:
+        return (values.get(block) or {}).get(VALUE) or {}
+
+    where = (state(TARGET_BLOCK).get("selected_option") or {}).get("value") or PERSON
+    person = state(PERSON_BLOCK).get("selected_user") or None
+    if person and where == NEXT:
+        where = PERSON  # naming someone is the clearer intent
+    note = (state(NOTE_BLOCK).get("value") or "").strip() or None
+    step_back = bool(state(STEP_BACK_BLOCK).get("selected_options"))
+    if where not in (NEXT, PERSON, BACK):
+        return None, {TARGET_BLOCK: "Pick where the request goes."}
+    if where == PERSON and not person:
+        return None, {PERSON_BLOCK: "Pick the person to escalate to."}
+    if where == PERSON and person == user_id:
+        return None, {PERSON_BLOCK: "Pick someone other than yourself."}
+    if note is not None and len(note) > NOTE_MAX:
+        return None, {NOTE_BLOCK: f"Keep the note under {NOTE_MAX} characters."}
+    return EscalationChoice(where, person if where == PERSON else None, note, step_back), {}
+
+
+class TimerInteractions:
+    """Snooze and Escalate, from a card or App Home."""
+
+    def __init__(self, interactions: Interactions, timers: Timers, client: AsyncWebClient, metrics: Metrics) -> None:
+        self.interactions = interactions
+        self.service: Service = interactions.service
+        self.timers = timers
+        self.client = client
+        self.metrics = metrics
+
+    async def snooze(self, click: Click) -> None:
+        checked = await self.interactions.check(click.request_id, click.user_id, click)
+        if isinstance(checked, Refusal):
+            await self.interactions.tell(click.user_id, click.channel_id, checked.text)
+            return
+        result = await self.timers.snooze(checked.id, Actor(click.user_id, click.user_name))
+        if not isinstance(result, Moved):
+            await self.interactions.tell(click.user_id, click.channel_id, result.text)
+            return
+        state = result.request.timers or TimerState()
+        when = _date(state.remind_at)
+        text = f"💤 Snoozed: the next reminder comes {when}." if state.remind_at else "💤 Snoozed."
+        if state.expires_at is not None:
+            text += f" The timeout is unchanged ({_date(state.expires_at)})."
+        await self.interactions.tell(click.user_id, click.channel_id, text)
+
+    async def _check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
+        """Approvers may escalate; so may the people it was escalated to (to pass it on or hand it back)."""
+        checked = await self.interactions.check(request_id, user_id, click)
+        if not isinstance(checked, Refusal):
+            return checked
+        request = await self.service.store.get_request(request_id)
+        if request is not None and request.is_pending and request.timers and user_id in request.timers.escalated_to:
+            return request
+        return checked
+
+    async def open_modal(self, click: Click) -> None:
+        checked = await self._check(click.request_id, click.user_id, click)
+        if isinstance(checked, Refusal):
+            await self.interactions.tell(click.user_id, click.channel_id, checked.text)
+            return
+        view = escalate_modal(checked, click.user_id)
+        view["private_metadata"] = json.dumps({"request_id": checked.id, "version": checked.version,
+                                               "channel": click.channel_id, "message_ts": click.message_ts})
+        try:
+            await self.client.views_open(trigger_id=click.trigger_id, view=view)
+        except SlackApiError as exc:
+            self.metrics.slack_api_errors.labels("views.open", str(exc.response.get("error"))).inc()
+            log.warning("views.open failed for %s: %s", checked.id, exc.response.get("error"))
+            await self.interactions.tell(click.user_id, click.channel_id,
+                                         "Slack could not open the form (it took too long). Please click again.")
+
+    async def check_submission(self, sub: Submission) -> tuple[EscalationChoice | None, dict[str, str]]:
+        """Inline errors (for the ack) or the choice to carry out after it."""
+        checked = await self._check(sub.request_id, sub.user_id)
+        if isinstance(checked, Refusal):
+            return None, {TARGET_BLOCK: _plain(checked.text)}
+        choice, errors = parse_escalate_submission(sub.values, sub.user_id)
+        if choice is not None and choice.where == NEXT and next_level(checked.timing or Timing(),
+                                                                      checked.timers or TimerState()) is None:
+            return None, {TARGET_BLOCK: "There is no further level any more; pick a person."}
+        return choice, errors
+
+    async def finish_submission(self, sub: Submission, choice: EscalationChoice) -> None:
+        actor = Actor(sub.user_id, sub.user_name)
+        if choice.where == BACK:
+            result = await self.timers.hand_back(sub.request_id, actor, note=choice.note)
+        else:
+            result = await self.timers.escalate(sub.request_id, actor, to_person=choice.person, note=choice.note,
+                                                step_back=choice.step_back)
+        text = result.text
+        if not isinstance(result, Moved):
+            request = await self.service.store.get_request(sub.request_id)
+            if request is not None and not request.is_pending:
+                text = already_decided_text(request)
+        if text:
+            channel = sub.channel_id or (result.request.card_channel if isinstance(result, Moved) else None)
+            await self.interactions.tell(sub.user_id, channel, text)
+
+
+def _date(at: Any) -> str:
+    if at is None:
+        return "never"
+    return f"<!date^{int(at.timestamp())}^{{date_short_pretty}} at {{time}}|{at:%Y-%m-%d %H:%M} UTC>"
+
+
+def _plain(text: str) -> str:
+    from bot.slack.interactions import _plain as strip_markup
+
+    return strip_markup(text)

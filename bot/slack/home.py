@@ -1,0 +1,216 @@
+"""App Home: "Waiting for you", "Escalated to you", "Decided by you recently"; and `/signoff pending`.
+
+`home_view` and `pending_message` are pure functions of the person's `Inbox` (storage reads it by
+user through the `request_people` index). Each section shows at most SECTION_MAX items (the
+oldest first; the newest first for decisions) and says how many more there are. Approve and
+Reject buttons on Home use the card's action ids: a click from Home arrives with a `view`
+container and no channel, and Interactions answers it by DM.
+
+`HomePublisher` is the outbox handler that (re)publishes one person's Home. It renders from the
+database at delivery time and, after publishing, re-reads: if the inbox changed while it was
+publishing (a racing publish may have shown older data last), it publishes again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.clock import Clock
+from bot.domain.durations import format_duration
+from bot.domain.model import Request
+from bot.inbox import home_item
+from bot.outbox import Dead, Done, Result
+from bot.slack.blocks import APPROVE, OUTCOME_LABEL, REJECT, RISK_EMOJI, slack_date
+from bot.slack.delivery import SlackCall
+from bot.slack.previews import clip, escape_mrkdwn, more, one_line, plain
+from storage.base import Inbox, InboxEntry, Store, Unit
+
+SECTION_MAX = 20
+VIEW_MAX_BLOCKS = 100
+MESSAGE_MAX_BLOCKS = 50
+DECIDED_WINDOW = timedelta(days=7)
+SUMMARY_MAX = 120
+_REPUBLISH_MAX = 3
+
+
+# --------------------------------------------------------------------------- pure builders
+
+
+def _link(req: Request, links: dict[str, str], *, limit: int = SUMMARY_MAX) -> str:
+    summary = escape_mrkdwn(clip(one_line(req.summary), limit)).replace("|", "¦") or escape_mrkdwn(req.action.name)
+    link = links.get(req.id) or req.card_permalink
+    return f"<{link}|{summary}>" if link else summary
+
+
+def _meta(req: Request, now: datetime) -> str:
+    waiting = format_duration(max(now - req.created_at, timedelta(0)))
+    parts = [f"{RISK_EMOJI[req.risk]} {req.risk.value} risk", f"waiting {waiting}"]
+    if req.requested_by:
+        parts.append(f"from {escape_mrkdwn(clip(one_line(req.requested_by), 60))}")
+    if not (req.card_permalink or req.card_ts):
+        parts.append("card not posted yet")
+    return " · ".join(parts)
+
+
+def _item_blocks(entry: InboxEntry, now: datetime, links: dict[str, str]) -> list[dict[str, Any]]:
+    req = entry.request
+    section = {"type": "section", "text": {"type": "mrkdwn", "text": f"*{_link(req, links)}*\n{_meta(req, now)}"}}
+    if not entry.can_decide:
+        return [section]
+    buttons = [
+        {"type": "button", "action_id": APPROVE, "text": plain("Approve"), "value": req.id, "style": "primary"},
+        {"type": "button", "action_id": REJECT, "text": plain("Reject"), "value": req.id, "style": "danger"},
+    ]
+    return [section, {"type": "actions", "block_id": f"home:{req.id}", "elements": buttons}]
+
+
+def _decided_block(req: Request, links: dict[str, str]) -> dict[str, Any]:
+    assert req.decision is not None
+    emoji, label = OUTCOME_LABEL[req.decision.outcome]
+    when = slack_date(req.decision.decided_at, "{date_short_pretty} at {time}")
+    return _note(f"{emoji} {label} · {_link(req, links)} · {when}")
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def home_view(inbox: Inbox, *, now: datetime, links: dict[str, str] | None = None) -> dict[str, Any]:
+    """The Home tab: three sections, each bounded, within Slack's 100 blocks."""
+    links = links or {}
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": plain("Signoff")},
+        _note("Approval requests that wait on you. This page updates itself."),
+    ]
+    sections: list[tuple[str, list[Any], int, str, Callable[[Any], list[dict[str, Any]]]]] = [
+        ("Waiting for you", list(inbox.waiting), inbox.waiting_total, "Nothing is waiting for you. 🎉",
+         lambda e: _item_blocks(e, now, links)),
+        ("Escalated to you", list(inbox.escalated), inbox.escalated_total, "Nothing was escalated to you.",
+         lambda e: _item_blocks(e, now, links)),
+        ("Decided by you recently", list(inbox.decided), inbox.decided_total, "You decided nothing in the last 7 days.",
+         lambda r: [_decided_block(r, links)]),
+    ]
+    for index, (title, items, total, empty, render) in enumerate(sections):
+        later = 3 * (len(sections) - index - 1)  # each later section needs its header, divider, note
+        blocks += [{"type": "divider"}, {"type": "header", "text": plain(f"{title} ({total})")}]
+        shown = 0
+        for item in items[:SECTION_MAX]:
+            rendered = render(item)
+            if len(blocks) + len(rendered) + 1 + later > VIEW_MAX_BLOCKS:
+                break
+            blocks += rendered
+            shown += 1
+        if total == 0:
+            blocks.append(_note(empty))
+        elif total > shown:
+            blocks.append(_note(more(total - shown, "requests")))
+    return {"type": "home", "blocks": blocks}
+
+
+def pending_message(inbox: Inbox, *, now: datetime) -> dict[str, Any]:
+    """`/signoff pending`: the same lists, one line per request, as an ephemeral message (<= 50 blocks)."""
+    blocks: list[dict[str, Any]] = []
+    for title, entries, total in (("Waiting for you", inbox.waiting, inbox.waiting_total),
+                                  ("Escalated to you", inbox.escalated, inbox.escalated_total)):
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": f"*{title}* ({total})"}})
+        for entry in entries[:SECTION_MAX]:
+            req = entry.request
+            where = "" if req.card_permalink else f" · in <#{req.card_channel or req.channel}>"
+            text = f"• {_link(req, {}, limit=100)}{where}\n{_meta(req, now)}"
+            blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+        if total == 0:
+            blocks.append(_note("Nothing here."))
+        elif total > min(len(entries), SECTION_MAX):
+            blocks.append(_note(more(total - min(len(entries), SECTION_MAX), "requests")))
+    blocks.append(_note("Approve or reject from each card, or from the Home tab of the Signoff app."))
+    waiting = inbox.waiting_total + inbox.escalated_total
+    text = f"{waiting} request{'s' if waiting != 1 else ''} wait on you." if waiting else "Nothing waits on you."
+    return {"text": text, "blocks": blocks[:MESSAGE_MAX_BLOCKS], "response_type": "ephemeral"}
+
+
+def _fingerprint(inbox: Inbox) -> tuple[Any, ...]:
+    def ids(entries: Any) -> tuple[Any, ...]:
+        return tuple((e.request.id, e.request.version, e.can_decide) for e in entries)
+
+    return (ids(inbox.waiting), inbox.waiting_total, ids(inbox.escalated), inbox.escalated_total,
+            tuple(r.id for r in inbox.decided), inbox.decided_total)
+
+
+# --------------------------------------------------------------------------- I/O
+
+
+class Home:
+    """Reads a person's inbox; opens Home; answers `/signoff pending`."""
+
+    def __init__(self, store: Store, clock: Clock, wake: Callable[[], None]) -> None:
+        self.store = store
+        self.clock = clock
+        self.wake = wake  # the outbox dispatcher: publish right after commit
+
+    async def inbox(self, user_id: str) -> Inbox:
+        now = self.clock.now()
+        return await self.store.inbox(user_id, limit=SECTION_MAX, decided_since=now - DECIDED_WINDOW)
+
+    async def opened(self, user_id: str) -> None:
+        """`app_home_opened`: remember the user (their Home is kept up to date) and publish it."""
+        now = self.clock.now()
+        async with self.store.unit() as unit:
+            await unit.open_home(user_id, now)
+            await unit.enqueue(home_item(user_id, f"open:{uuid.uuid4().hex}", now))
+        self.wake()
+
+    async def pending(self, user_id: str) -> dict[str, Any]:
+        return pending_message(await self.inbox(user_id), now=self.clock.now())
+
+
+class HomePublisher:
+    """Outbox handler for `slack.publish_home`: views.publish of one person's Home."""
+
+    def __init__(self, home: Home, call: SlackCall, clock: Clock) -> None:
+        self.home = home
+        self.call = call
+        self.clock = clock
+
+    async def __call__(self, item: Any) -> Result:
+        user = str(item.payload["user"])
+        links: dict[str, str] = {}
+        inbox = await self.home.inbox(user)
+        for _ in range(_REPUBLISH_MAX):
+            links.update(await self._links(inbox, links, item.attempts))
+            view = home_view(inbox, now=self.clock.now(), links=links)
+            _, failure = await self.call("views.publish", item.attempts, user_id=user, view=view)
+            if failure is not None:
+                return failure
+            again = await self.home.inbox(user)
+            if _fingerprint(again) == _fingerprint(inbox):
+                break
+            inbox = again  # it changed while we published: show the newer one last
+        return Done(apply=self._store_links(links))
+
+    async def _links(self, inbox: Inbox, known: dict[str, str], attempt: int) -> dict[str, str]:
+        """Permalinks of shown cards we do not have yet (stored afterwards: asked once per card)."""
+        found: dict[str, str] = {}
+        shown = [e.request for e in (*inbox.waiting, *inbox.escalated)] + list(inbox.decided)
+        for req in shown:
+            if req.card_permalink or req.id in known or not (req.card_ts and req.card_channel):
+                continue
+            data, failure = await self.call("chat.getPermalink", attempt, channel=req.card_channel,
+                                            message_ts=req.card_ts)
+            if failure is not None:
+                if isinstance(failure, Dead):
+                    continue  # that card is gone: show it without a link
+                break  # rate limited or down: publish what we have, links come next time
+            assert data is not None
+            found[req.id] = str(data["permalink"])
+        return found
+
+    @staticmethod
+    def _store_links(links: dict[str, str]) -> Callable[[Unit], Any]:
+        async def apply(unit: Unit) -> None:
+            for request_id, link in links.items():
+                await unit.set_card_permalink(request_id, link)
+
+        return apply

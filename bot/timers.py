@@ -1,0 +1,331 @@
+"""Timer use cases: sweep due requests (remind, escalate, time out), snooze, escalate by hand, hand back.
+
+The database is the coordinator. Every process runs the same sweep (bot/jobs.py); a sweep claims
+due rows in one unit (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so replicas split the rows; SQLite:
+the unit is the one writer), asks the pure plan (bot/domain/timing.py) what is due, writes the new
+timer state with the version guard, and enqueues the Slack side effects in the same unit under
+deterministic outbox keys (`remind:{id}:{n}`, `escalate:{id}:{loop}:{level}`). Running the same
+tick twice, or in two replicas, therefore does nothing the second time: the row is no longer due,
+and an effect enqueued again under the same key is stored once.
+
+Timeouts go through `Service.decide(via=timeout)`, the guarded path clicks use, so a click racing
+the timeout has exactly one winner; the loser's side reads the winner.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.clock import Clock
+from bot.domain.durations import format_duration
+from bot.domain.model import Actor, AuditEvent, Outcome, Request, Via, iso
+from bot.domain.timing import (
+    Escalate,
+    Expire,
+    Remind,
+    TimerState,
+    Timing,
+    after_escalate,
+    after_escalate_to_person,
+    after_hand_back,
+    after_remind,
+    next_action,
+    next_due,
+    next_level,
+    snoozed,
+)
+from bot.domain.transitions import IllegalTransition, next_status
+from bot.inbox import republish_homes, user_ids
+from bot.service import Service
+from storage.base import OutboxItem, Unit
+
+log = logging.getLogger(__name__)
+
+REMIND_KIND = "slack.remind"
+ESCALATE_KIND = "slack.escalate"
+HANDBACK_KIND = "slack.handback"
+DM_KIND = "slack.dm"
+CARD_KIND = "slack.update_card"
+SNOOZE = timedelta(hours=1)
+BATCH = 100
+MAX_ROUNDS = 50  # per sweep; whatever is left is due at the next tick
+_GUARD_RETRIES = 5
+_OUTCOME_WORDS = {Outcome.EXPIRED: "expired", Outcome.REJECTED: "rejected", Outcome.APPROVED: "approved"}
+
+
+@dataclass
+class SweepReport:
+    reminded: int = 0
+    escalated: int = 0
+    expired: int = 0
+    rounds: int = 0
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A hand move (snooze, escalate, hand back) that happened; `request` is the new state."""
+
+    request: Request
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A hand move that could not happen; nothing was written. `text` says why, to the person."""
+
+    text: str
+
+
+def outbox_item(request_id: str, kind: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
+    return OutboxItem(kind=kind, dedupe_key=key, payload={"request_id": request_id, **payload},
+                      request_id=request_id, created_at=now, next_attempt_at=now)
+
+
+def mention(entry: str) -> str:
+    """A Slack mention of a user (U/W) or user group (S) id."""
+    return f"<!subteam^{entry}>" if entry.startswith("S") else f"<@{entry}>"
+
+
+class Timers:
+    def __init__(self, service: Service, clock: Clock, *, batch: int = BATCH) -> None:
+        self.service = service
+        self.store = service.store
+        self.clock = clock
+        self.batch = batch
+        self.sweeper = f"{socket.gethostname()}:{os.getpid()}"  # in audit rows: which replica acted
+
+    # -- the sweep ----------------------------------------------------------------
+
+    async def sweep(self) -> SweepReport:
+        """Perform everything due now; safe to run at the same time in every process."""
+        report = SweepReport()
+        stuck: set[str] = set()
+        for _ in range(MAX_ROUNDS):
+            report.rounds += 1
+            claimed, timeouts = await self._claim_round(self.clock.now(), report, stuck)
+            for request, step in timeouts:
+                try:
+                    await self._expire(request, step, report)
+                except Exception:  # one bad row must not stop the others; it stays due and is logged
+                    log.exception("timeout failed", extra={"request_id": request.id})
+                    stuck.add(request.id)
+            if claimed == 0:
+                break
+        return report
+
+    async def _claim_round(
+        self, now: datetime, report: SweepReport, stuck: set[str]
+    ) -> tuple[int, list[tuple[Request, Expire]]]:
+        changed: list[str] = []
+        timeouts: list[tuple[Request, Expire]] = []
+        async with self.store.unit() as unit:
+            due = [r for r in await unit.claim_due_requests(now, limit=self.batch) if r.id not in stuck]
+            for request in due:
+                timing, state = request.timing or Timing(), request.timers or TimerState()
+                step = next_action(timing, state, now)
+                if isinstance(step, Expire):
+                    timeouts.append((request, step))  # decided after this unit, on the guarded decide path
+                elif isinstance(step, Remind):
+                    if await self._remind(unit, request, step, now):
+                        report.reminded += 1
+                        changed.append(request.id)
+                elif isinstance(step, Escalate):
+                    if await self._escalate(unit, request, step, now, holders=self._holders(request)):
+                        report.escalated += 1
+                        changed.append(request.id)
+                else:  # nothing due after all (a stale next_due_at): put the row right
+                    fixed = request.evolve(next_due_at=next_due(state))
+                    if await unit.update_request(fixed, expected_version=request.version):
+                        changed.append(request.id)
+        for request_id in changed:
+            self.service.changed(request_id)
+        return len(due), timeouts
+
+    async def _remind(self, unit: Unit, request: Request, step: Remind, now: datetime) -> bool:
+        assert request.timing is not None and request.timers is not None
+        timers = after_remind(request.timing, request.timers, now)
+        if not await self._write(unit, request, timers, now):
+            return False
+        await unit.append_audit(AuditEvent(request.id, "reminded", now, None,
+                                           {"number": step.number, "of": step.of, "sweeper": self.sweeper}))
+        await unit.enqueue(outbox_item(request.id, REMIND_KIND, f"remind:{request.id}:{step.number}", now,
+                                       number=step.number, of=step.of))
+        return True
+
+    async def _escalate(
+        self, unit: Unit, request: Request, step: Escalate, now: datetime, *, holders: tuple[str, ...],
+        by: Actor | None = None, note: str | None = None,
+    ) -> bool:
+        timing = request.timing or Timing()
+        timers = after_escalate(timing, request.timers or TimerState(), step, now, holders=holders,
+                                by=by.id if by else None, note=note)
+        targets = step.level.notify
+        approvers = _with(request.approvers, targets) if step.level.add_as_approvers else request.approvers
+        if not await self._write(unit, request, timers, now, approvers=approvers):
+            return False
+        key = f"escalate:{request.id}:{step.loop}:{step.number}"
+        await self._record_escalation(
+            unit, request, now, key=key, targets=targets, add=step.level.add_as_approvers, by=by, note=note,
+            data={"level": step.number, "of": step.of, "loop": step.loop},
+        )
+        return True
+
+    async def _record_escalation(
+        self, unit: Unit, request: Request, now: datetime, *, key: str, targets: tuple[str, ...], add: bool,
+        by: Actor | None, note: str | None, data: dict[str, Any],
+    ) -> None:
+        audit = {**data, "to": list(targets), "via": "hand" if by else "timer", "note": note, "sweeper": self.sweeper}
+        await unit.append_audit(AuditEvent(request.id, "escalated", now, by.id if by else None, audit))
+        direct = user_ids(targets)
+        await unit.add_people(request.id, "escalated", direct, now)
+        if add:
+            await unit.add_people(request.id, "approver", direct, now)
+        await unit.enqueue(outbox_item(request.id, ESCALATE_KIND, key, now, to=list(targets), add=add,
+                                       by=by.id if by else None, note=note, **data))
+        await unit.enqueue(outbox_item(request.id, CARD_KIND, f"card:{key}", now))
+        await republish_homes(unit, [*direct, *([by.id] if by else [])], f"{request.id}:v{request.version + 1}", now)
+
+    async def _write(
+        self, unit: Unit, request: Request, timers: TimerState, now: datetime, **changes: Any
+    ) -> bool:
+        updated = request.evolve(timers=timers, next_due_at=next_due(timers), updated_at=now, **changes)
+        return await unit.update_request(updated, expected_version=request.version)
+
+    @staticmethod
+    def _holders(request: Request) -> tuple[str, ...]:
+        """Who has the request now: the latest escalation's targets, else its approvers."""
+        state = request.timers or TimerState()
+        return state.escalated_to or request.approvers
+
+    async def _expire(self, request: Request, step: Expire, report: SweepReport) -> None:
+        outcome = step.outcome
+        try:
+            next_status(request.kind, request.status, outcome)
+        except IllegalTransition:
+            outcome = Outcome.EXPIRED  # e.g. a question cannot be "rejected": it expires
+        comment = f"No decision within {format_duration(step.after)}; {_OUTCOME_WORDS[outcome]} by default."
+        result = await self.service.decide(request.id, outcome, via=Via.TIMEOUT, comment=comment)
+        if result.won:
+            report.expired += 1
+        else:  # someone decided first: the timeout is the side that is told, here
+            decision = result.request.decision
+            log.info("timeout of %s lost: already %s%s", request.id, result.request.status.value,
+                     f" via {decision.via.value}" if decision else "", extra={"request_id": request.id})
+
+    # -- moves by hand ---------------------------------------------------------------
+
+    async def snooze(self, request_id: str, actor: Actor, duration: timedelta = SNOOZE) -> Moved | Refused:
+        """Delay the next reminder (not the escalation, not the timeout) by `duration`."""
+        for _ in range(_GUARD_RETRIES):
+            request = await self.service.get(request_id)
+            if not request.is_pending:
+                return Refused(f"This request is already {request.status.value}. Nothing was changed.")
+            now = self.clock.now()
+            timers = snoozed(request.timers or TimerState(), now, duration)
+            if timers is None:
+                return Refused("No reminders are left for this request, so there is nothing to snooze.")
+            async with self.store.unit() as unit:
+                if not await self._write(unit, request, timers, now):
+                    continue
+                data = {"until": iso(timers.snoozed_until), "next_reminder_at": iso(timers.remind_at)}
+                await unit.append_audit(AuditEvent(request.id, "snoozed", now, actor.id, data))
+            self.service.changed(request.id)
+            return Moved(request.evolve(timers=timers, next_due_at=next_due(timers), version=request.version + 1))
+        return Refused("The request kept changing while you snoozed it. Please try again.")
+
+    async def escalate(
+        self, request_id: str, actor: Actor, *, to_person: str | None, note: str | None, step_back: bool,
+    ) -> Moved | Refused:
+        """Move the request up now: to `to_person`, or (None) to the next configured level."""
+        for _ in range(_GUARD_RETRIES):
+            request = await self.service.get(request_id)
+            if not request.is_pending:
+                return Refused(f"This request is already {request.status.value}. Nothing was changed.")
+            now = self.clock.now()
+            timing, state = request.timing or Timing(), request.timers or TimerState()
+            holders = (actor.id,)
+            async with self.store.unit() as unit:
+                if to_person is None:
+                    step = next_level(timing, state)
+                    if step is None:
+                        return Refused("This request has no further escalation level; pick a person instead.")
+                    written = await self._escalate(unit, request, step, now, holders=holders, by=actor, note=note)
+                else:
+                    written = await self._escalate_to_person(unit, request, to_person, now, actor, note)
+                if not written:
+                    continue
+                moved = await unit.get_request(request.id)
+                assert moved is not None
+                text = ""
+                if step_back:
+                    moved, text = await self._step_back(unit, moved, actor, now)
+            self.service.changed(request.id)
+            return Moved(moved, text)
+        return Refused("The request kept changing while you escalated it. Please try again.")
+
+    async def _escalate_to_person(
+        self, unit: Unit, request: Request, person: str, now: datetime, actor: Actor, note: str | None
+    ) -> bool:
+        timers = after_escalate_to_person(request.timers or TimerState(), person, by=actor.id, note=note)
+        if not await self._write(unit, request, timers, now, approvers=_with(request.approvers, (person,))):
+            return False
+        await self._record_escalation(unit, request, now, key=f"escalate:{request.id}:v{request.version + 1}",
+                                      targets=(person,), add=True, by=actor, note=note, data={})
+        return True
+
+    async def _step_back(self, unit: Unit, request: Request, actor: Actor, now: datetime) -> tuple[Request, str]:
+        """The escalator leaves the approvers (they asked not to decide alone, or at all)."""
+        if actor.id not in request.approvers:
+            if request.approvers:
+                return request, "You approve this request through a user group, so you remain one of its approvers."
+            return request, "Anyone may decide this request, so you could not step back from it."
+        remaining = tuple(a for a in request.approvers if a != actor.id)
+        if not remaining:
+            return request, "You are its only approver, so you remain one."
+        stepped = request.evolve(approvers=remaining, updated_at=now)
+        if not await unit.update_request(stepped, expected_version=request.version):
+            raise RuntimeError("request changed inside its own unit")  # cannot happen: we hold the writer
+        await unit.remove_people(request.id, "approver", [actor.id])
+        await unit.append_audit(AuditEvent(request.id, "stepped_back", now, actor.id, {}))
+        return stepped.evolve(version=request.version + 1), ""
+
+    async def hand_back(self, request_id: str, actor: Actor, *, note: str | None) -> Moved | Refused:
+        """Return an escalated request to whoever escalated it, with a comment."""
+        for _ in range(_GUARD_RETRIES):
+            request = await self.service.get(request_id)
+            if not request.is_pending:
+                return Refused(f"This request is already {request.status.value}. Nothing was changed.")
+            state = request.timers or TimerState()
+            if not state.escalated or not state.escalated_from:
+                return Refused("This request was not escalated, so there is nobody to hand it back to.")
+            now = self.clock.now()
+            back_to = state.escalated_from
+            timers = after_hand_back(request.timing or Timing(), state, now, by=actor.id, note=note)
+            async with self.store.unit() as unit:
+                if not await self._write(unit, request, timers, now, approvers=_with(request.approvers, back_to)):
+                    continue
+                key = f"handback:{request.id}:v{request.version + 1}"
+                await unit.append_audit(AuditEvent(request.id, "handed_back", now, actor.id,
+                                                   {"to": list(back_to), "note": note}))
+                await unit.remove_people(request.id, "escalated", [actor.id])
+                await unit.add_people(request.id, "approver", user_ids(back_to), now)
+                await unit.enqueue(outbox_item(request.id, HANDBACK_KIND, key, now, to=list(back_to), add=True,
+                                               by=actor.id, note=note))
+                await unit.enqueue(outbox_item(request.id, CARD_KIND, f"card:{key}", now))
+                await republish_homes(unit, [actor.id, *back_to], f"{request.id}:v{request.version + 1}", now)
+            self.service.changed(request.id)
+            return Moved(request.evolve(timers=timers, version=request.version + 1))
+        return Refused("The request kept changing while you handed it back. Please try again.")
+
+
+def _with(approvers: tuple[str, ...], added: Iterable[str]) -> tuple[str, ...]:
+    """`approvers` plus `added`. No list means anyone may decide already: adding would restrict it."""
+    if not approvers:
+        return approvers
+    return tuple(dict.fromkeys([*approvers, *added]))

@@ -1,0 +1,31 @@
+"""Timers over the real boundaries: the app in this process with a FakeClock the test moves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from tests.fakes.clock import FakeClock
+from tests.fakes.slack_api import FakeSlack
+from tests.harness import App, start_app
+
+
+@pytest_asyncio.fixture
+async def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest_asyncio.fixture
+async def tapp(db_url: str, slack: FakeSlack, clock: FakeClock) -> AsyncIterator[App]:
+    """The app on a clock that stands still; tests move it and run the sweep (the job's one function).
+
+    The APScheduler job itself runs once at start and then only hourly (real time), so the
+    Slack calls a test sees come from the sweeps it runs; the subprocess tests use the real ticker.
+    """
+    slack.add_user("UMGR2", "director")
+    running = await start_app(db_url, slack, clock=clock, SIGNOFF_SWEEP_SECONDS="3600")
+    try:
+        yield running
+    finally:
+        await running.stop()

@@ -1,0 +1,69 @@
+"""Small helpers shared by the timer scenario tests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.fakes.clock import FakeClock
+from tests.fakes.slack_api import Call, FakeSlack
+from tests.harness import App
+
+SLACK_EFFECTS = ("chat.postMessage", "chat.update", "chat.getPermalink", "chat.postEphemeral", "views.publish")
+
+
+async def settle(app: App) -> None:
+    """Let the outbox deliver everything due now, and what that enqueues in turn.
+
+    Dispatcher.drain alone can return while an item the background loop delivered has just
+    enqueued a follower (an escalation's DMs): drain until nothing due is left pending.
+    """
+    assert app.signoff is not None
+    dispatcher, store = app.signoff.dispatcher, app.signoff.store
+    for _ in range(200):
+        await dispatcher.drain()
+        now = dispatcher.clock.now()
+        if not any(i.status == "pending" and i.next_attempt_at is not None and i.next_attempt_at <= now
+                   for i in await store.outbox_items()):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the outbox did not settle")
+
+
+async def tick(app: App, clock: FakeClock, **delta: float) -> None:
+    """Move the clock, run the sweep the scheduler runs, deliver what it enqueued."""
+    assert app.signoff is not None and app.signoff.timers is not None
+    await settle(app)  # never move time under an item in flight (its lease is in clock time)
+    clock.advance(**delta)
+    await app.signoff.timers.sweep()
+    await settle(app)
+
+
+def effects(slack: FakeSlack, since: int = 0) -> list[Call]:
+    return [c for c in slack.calls[since:] if c.method in SLACK_EFFECTS]
+
+
+def describe(call: Call, card_ts: str | None = None) -> tuple[str, str]:
+    """(method, where): "thread", "card", "dm:U..", "C1" ... for readable sequence assertions."""
+    args = call.args
+    if call.method == "chat.postMessage":
+        if args.get("thread_ts"):
+            return call.method, "thread" if args["thread_ts"] == card_ts else f"thread:{args['thread_ts']}"
+        channel = str(args.get("channel"))
+        return call.method, f"dm:{channel}" if channel[:1] in "UW" else channel
+    if call.method in ("chat.update", "chat.getPermalink"):
+        return call.method, "card" if args.get("ts", args.get("message_ts")) == card_ts else "other"
+    if call.method == "chat.postEphemeral":
+        return call.method, f"to:{args.get('user')}"
+    return call.method, str(args.get("user_id", ""))
+
+
+def context_texts(blocks: list[dict[str, Any]]) -> list[str]:
+    return [e.get("text", "") for b in blocks if b["type"] == "context" for e in b["elements"]]
+
+
+TIMELINE = {
+    "reminders": {"every": "10m", "max": 2},
+    "escalation": {"levels": [{"after": "30m", "notify": ["UMGR"]}]},
+    "timeout": {"after": "60m", "outcome": "expire"},
+}
