@@ -1,0 +1,126 @@
+"""Assembles the agent runner into one Signoff process (called from `bot.web.build`)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agent import effects
+from bot.agent import slack as agent_slack
+from bot.agent.demo_tools import demo_toolset
+from bot.agent.questions import ask_human_tool
+from bot.agent.runner import Runner
+from bot.agent.runs import RunService
+from bot.agent.steps import Agent, StepConfig, Steps, import_sdk
+from bot.api import runs as runs_api
+from bot.clock import Clock
+from bot.metrics import Metrics
+from bot.outbox import Dispatcher
+from bot.service import Service
+from bot.settings import Settings
+from bot.slack.delivery import CardDelivery, SlackCall
+from storage.runs import SqlRunStore
+from storage.sql import SqlStore
+
+if TYPE_CHECKING:
+    import anthropic
+
+DEFAULT_AGENT = "demo"
+
+DEMO_SYSTEM = """You are an agent run by Signoff for a team that supervises you in Slack.
+You can read and write files in a workspace folder, send email, fetch web pages and call webhooks.
+Risky tool calls are shown to a person first: they may approve, edit the parameters, or reject with a reason.
+When a tool result says a person changed the parameters, the call ran with their values: take that into account.
+When a call was rejected, do not try the same thing again unchanged; follow the reason or ask.
+If the task is ambiguous, use ask_human instead of guessing. Messages from people in the run's thread
+arrive as user messages; follow them. When you are done, answer with a short summary of what you did."""
+
+
+def demo_agent() -> Agent:
+    tools = demo_toolset()
+    tools.add(ask_human_tool)
+    return Agent(DEFAULT_AGENT, DEMO_SYSTEM, tools)
+
+
+@dataclass
+class AgentRuntime:
+    runs: SqlRunStore
+    run_service: RunService
+    runner: Runner
+    steps: Steps
+    interactions: agent_slack.RunInteractions
+    settings: Settings
+    _client: anthropic.AsyncAnthropic | None = field(default=None, repr=False)
+    _warmup: asyncio.Task[Any] | None = field(default=None, repr=False)
+
+    def client(self) -> anthropic.AsyncAnthropic:
+        """One Anthropic client per process, made on first use (the server starts without a key)."""
+        if self._client is None:
+            self._client = import_sdk().AsyncAnthropic(
+                api_key=self.settings.anthropic_api_key,
+                base_url=self.settings.anthropic_base_url,
+                max_retries=self.settings.anthropic_max_retries,
+            )
+        return self._client
+
+    def register(self, bolt: AsyncApp) -> None:
+        agent_slack.register(bolt, self.interactions)
+
+    def add_routes(self, app: web.Application) -> None:
+        runs_api.add_routes(app, self.run_service, self.runner, DEFAULT_AGENT)
+
+    async def start(self) -> None:
+        await self.runner.start()
+        # Import the Anthropic SDK (~2 s) off the event loop now, so the server starts at once
+        # and the first model call does not pay for it.
+        self._warmup = asyncio.create_task(asyncio.to_thread(import_sdk))
+
+    async def stop(self) -> None:
+        if self._warmup is not None:
+            await asyncio.gather(self._warmup, return_exceptions=True)
+        await self.runner.stop()
+        if self._client is not None:
+            await self._client.close()
+
+
+def build_agent(
+    settings: Settings, *, service: Service, store: SqlStore, dispatcher: Dispatcher, cards: CardDelivery,
+    call: SlackCall, client: AsyncWebClient, clock: Clock, metrics: Metrics, agents: dict[str, Agent] | None = None,
+) -> AgentRuntime:
+    agents = agents or {DEFAULT_AGENT: demo_agent()}
+    runs = SqlRunStore(store)
+    holder: dict[str, Any] = {}
+    config = StepConfig(
+        model=settings.anthropic_model,
+        max_tokens=settings.anthropic_max_tokens,
+        lease_seconds=settings.run_lease_seconds,
+        max_steps=settings.run_max_steps,
+        workspace=Path(settings.agent_workspace),
+        email_outbox=Path(settings.email_outbox),
+        http_timeout=max(settings.http_timeout_seconds, 30.0),
+        api_key_set=bool(settings.anthropic_api_key),
+    )
+    steps = Steps(service, runs, agents, config, clock=clock, client=lambda: holder["runtime"].client(),
+                  wake_outbox=dispatcher.wake)
+    runner = Runner(steps, runs, service, clock=clock, lease_seconds=settings.run_lease_seconds,
+                    sweep_seconds=settings.run_sweep_seconds)
+    run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick,
+                             wake_outbox=dispatcher.wake)
+    delivery = agent_slack.RunDelivery(runs, run_service, call)
+    dispatcher.handlers.update({
+        effects.POST_ROOT: delivery.post_root,
+        effects.UPDATE_ROOT: delivery.update_root,
+        effects.THREAD_NOTE: delivery.note,
+    })
+    cards.render = agent_slack.render_any(cards.render)  # question requests get question cards
+    interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
+                                               default_agent=DEFAULT_AGENT)
+    runtime = AgentRuntime(runs, run_service, runner, steps, interactions, settings)
+    holder["runtime"] = runtime
+    return runtime

@@ -1,0 +1,169 @@
+"""Use cases on agent runs: start, cancel, a person's message in the thread, an answer to a question.
+
+Called by the HTTP API, the Slack listeners and the CLI; the only caller of `RunStore`
+outside the runner itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.agent import effects
+from bot.agent.questions import answers_from_text, answers_of, questions_of
+from bot.clock import Clock, new_id
+from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via, iso
+from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus
+from bot.errors import InvalidInput, NotFound
+from bot.service import DecideResult, Service, request_json
+from storage.runs import RunStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ThreadReply:
+    """What a person's message in a thread turned out to be."""
+
+    kind: str  # "answer" | "intervention" | "duplicate" | "ended" | "refused" (not one of those asked) | "ignored"
+    run: Run | None = None
+    request: Request | None = None
+
+
+class RunService:
+    def __init__(
+        self,
+        service: Service,
+        runs: RunStore,
+        *,
+        clock: Clock,
+        agents: set[str],
+        kick: Callable[[str], None] = lambda _run_id: None,
+        wake_outbox: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.service = service
+        self.runs = runs
+        self.clock = clock
+        self.agents = agents
+        self.kick = kick
+        self.wake_outbox = wake_outbox
+
+    async def start(self, new: NewRun) -> Run:
+        """Store the run with its task as the first message and enqueue its root message."""
+        if new.agent not in self.agents:
+            raise InvalidInput(f"no agent named {new.agent!r} (known: {', '.join(sorted(self.agents))})",
+                               details=[{"field": "agent", "message": "unknown agent"}])
+        now = self.clock.now()
+        run = Run(id=new_id("run"), status=RunStatus.RUNNING, task=new.task, channel=new.channel, agent=new.agent,
+                  requested_by=new.requested_by, created_at=now, updated_at=now, next_seq=1)
+        async with self.runs.unit() as unit:
+            await unit.insert_run(run)
+            await unit.append_messages([RunMessage(run.id, 0, "user", [{"type": "text", "text": new.task}], now)])
+            await unit.append_audit(AuditEvent(run.id, "run_created", now, new.requested_by,
+                                               {"agent": new.agent, "channel": new.channel}))
+            await unit.enqueue(effects.post_root(run, now))
+        self.wake_outbox()
+        return run
+
+    async def get(self, run_id: str) -> Run:
+        run = await self.runs.get_run(run_id)
+        if run is None:
+            raise NotFound(f"no run with id {run_id!r}")
+        return run
+
+    async def cancel(self, run_id: str, *, by: str | None) -> tuple[Run, bool]:
+        """Ask the run to stop at its next step boundary. Returns (run, whether this call asked)."""
+        now = self.clock.now()
+        async with self.runs.unit() as unit:
+            asked = await unit.request_cancel(run_id, by)
+            if asked:
+                await unit.append_audit(AuditEvent(run_id, "cancel_requested", now, by, {}))
+                await unit.enqueue(effects.update_root(run_id, now))
+        if asked:
+            self.wake_outbox()
+            self.kick(run_id)
+        return await self.get(run_id), asked
+
+    async def root_posted(self, run_id: str, ts: str) -> None:
+        """The root message exists: store its ts (once) and let the run start."""
+        async with self.runs.unit() as unit:
+            stored = await unit.set_root(run_id, ts)
+            if stored:
+                await unit.append_audit(AuditEvent(run_id, "root_posted", self.clock.now(), None, {"ts": ts}))
+        self.kick(run_id)
+
+    async def root_failed(self, run_id: str, error: str) -> None:
+        async with self.runs.unit() as unit:
+            await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", self.clock.now())
+
+    async def thread_reply(
+        self, *, channel: str, thread_ts: str, user_id: str, user_name: str | None, text: str, ts: str | None,
+        event_id: str | None,
+    ) -> ThreadReply:
+        """A person wrote in a thread: answer the open question there, or queue it for the run's next step."""
+        run = await self.runs.find_run_by_root(channel, thread_ts)
+        question_id = None
+        if run is not None:
+            questions = await self.runs.open_requests(run.id, gate=Gate.QUESTION)
+            question_id = questions[0] if questions else None
+        else:
+            question_id = await self.runs.pending_question_by_card(channel, thread_ts)
+            if question_id is None:
+                return ThreadReply("ignored")
+        now = self.clock.now()
+        async with self.runs.unit() as unit:
+            if event_id is not None and not await unit.first_time(event_id, now):
+                return ThreadReply("duplicate", run)
+            if question_id is None:
+                assert run is not None
+                if run.status.is_final:
+                    return ThreadReply("ended", run)
+                await unit.add_intervention(Intervention(run.id, text, user_id, now, user_name, ts))
+                await unit.append_audit(AuditEvent(run.id, "intervention", now, user_id, {"ts": ts}))
+                return ThreadReply("intervention", run)
+        request = await self.service.get(question_id)
+        if not await self.service.may_decide(request, user_id):
+            return ThreadReply("refused", run, request)
+        result = await self.answer(request, answers_from_text(request, text), actor=Actor(user_id, user_name),
+                                   via=Via.THREAD)
+        return ThreadReply("answer", run, result.request)
+
+    async def answer(self, request: Request, answers: list[dict[str, Any]], *, actor: Actor, via: Via) -> DecideResult:
+        if request.kind is not Kind.QUESTION:
+            raise InvalidInput(f"{request.id} is not a question")
+        return await self.service.decide(request.id, Outcome.ANSWERED, via=via, actor=actor,
+                                         params={"answers": answers})
+
+    async def run_json(self, run: Run) -> dict[str, Any]:
+        executions = await self.runs.executions(run.id)
+        return {
+            "id": run.id,
+            "status": run.status.value,
+            "task": run.task,
+            "channel": run.channel,
+            "agent": run.agent,
+            "requested_by": run.requested_by,
+            "step_count": run.step_count,
+            "messages": run.next_seq,
+            "root": {"channel": run.channel, "ts": run.root_ts} if run.root_ts else None,
+            "cancel_requested": run.cancel_requested,
+            "result": run.result,
+            "error": run.error,
+            "created_at": iso(run.created_at),
+            "updated_at": iso(run.updated_at),
+            "tool_calls": [
+                {"tool_use_id": e.tool_use_id, "name": e.name, "status": e.status.value, "gate": e.gate.value,
+                 "risk": e.risk, "input": e.input, "final_input": e.final_input, "request_id": e.request_id,
+                 "is_error": e.is_error, "attempts": e.attempts}
+                for e in executions
+            ],
+        }
+
+
+def question_json(request: Request) -> dict[str, Any]:
+    body = request_json(request)
+    body["questions"] = questions_of(request)
+    body["answers"] = answers_of(request)
+    return body

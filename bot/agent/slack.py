@@ -1,0 +1,335 @@
+"""Agent runs in Slack: outbox handlers for the run's messages, and the listeners.
+
+Outbox (through `Dispatcher`): post the root message (then store its ts and let the run
+start), update it from the run's latest state, post notes in its thread. A post whose
+earlier attempt may have reached Slack looks for our message (by its metadata) first.
+
+Listeners (thin: ack, parse, delegate): Cancel on the root message, question buttons and
+their Submit, `/signoff run <task>`, and `message` events in threads (answers or
+interventions), deduplicated by `event_id` because Slack retries events.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.agent import blocks
+from bot.agent.questions import answers_from_choices, questions_of
+from bot.agent.runs import RunService
+from bot.clock import Clock
+from bot.domain.model import Actor, Kind, Request, Via
+from bot.domain.runs import NewRun
+from bot.errors import NotFound
+from bot.metrics import Metrics
+from bot.outbox import Dead, Done, Result, Retry
+from bot.service import Service
+from bot.slack.delivery import SlackCall
+from bot.slack.interactions import already_decided_text
+from bot.slack.payloads import BadPayload, Click, extract_click
+from storage.base import OutboxItem
+from storage.runs import RunStore
+
+log = logging.getLogger(__name__)
+
+RUN_COMMAND = re.compile(r"^\s*run\b\s*(.*)$", re.IGNORECASE | re.DOTALL)
+_ANSWER = re.compile(rf"^{blocks.ANSWER_PREFIX}(\d+)_(\d+)$")
+_PICK = re.compile(rf"^{blocks.PICK_PREFIX}\d+$")
+_HUMAN_SUBTYPES = (None, "thread_broadcast", "file_share")
+
+
+# --------------------------------------------------------------------------- outbox
+
+
+class RunDelivery:
+    def __init__(self, runs: RunStore, run_service: RunService, call: SlackCall) -> None:
+        self.runs = runs
+        self.run_service = run_service
+        self.call = call
+
+    async def post_root(self, item: OutboxItem) -> Result:
+        run = await self.runs.get_run(item.payload["run_id"])
+        if run is None:
+            return Dead("run no longer exists")
+        if run.root_ts:
+            self.run_service.kick(run.id)
+            return Done()
+        if item.uncertain:
+            found = await self._find(item.attempts, blocks.RUN_EVENT_TYPE, {"run_id": run.id}, channel=run.channel,
+                                     oldest=run.created_at.timestamp() - 60)
+            if isinstance(found, str):
+                await self.run_service.root_posted(run.id, found)
+                return Done()
+            if found is not None:
+                return found
+        message = blocks.root_message(run)
+        data, failure = await self.call(
+            "chat.postMessage", item.attempts, channel=run.channel, text=message["text"], blocks=message["blocks"],
+            metadata={"event_type": blocks.RUN_EVENT_TYPE, "event_payload": {"run_id": run.id}},
+            unfurl_links=False, unfurl_media=False,
+        )
+        if failure is not None:
+            if isinstance(failure, Dead):
+                await self.run_service.root_failed(run.id, failure.error)
+            return failure
+        assert data is not None
+        await self.run_service.root_posted(run.id, str(data["ts"]))
+        return Done()
+
+    async def update_root(self, item: OutboxItem) -> Result:
+        run = await self.runs.get_run(item.payload["run_id"])
+        if run is None:
+            return Dead("run no longer exists")
+        if not run.root_ts:
+            return await self._before_root(run.id)
+        message = blocks.root_message(run)
+        _, failure = await self.call("chat.update", item.attempts, channel=run.channel, ts=run.root_ts,
+                                     text=message["text"], blocks=message["blocks"])
+        return failure or Done()
+
+    async def note(self, item: OutboxItem) -> Result:
+        run = await self.runs.get_run(item.payload["run_id"])
+        if run is None:
+            return Dead("run no longer exists")
+        if not run.root_ts:
+            return await self._before_root(run.id)
+        key = {"run_id": run.id, "key": item.payload["key"]}
+        if item.uncertain:
+            found = await self._find(item.attempts, blocks.NOTE_EVENT_TYPE, key, channel=run.channel, ts=run.root_ts)
+            if isinstance(found, str):
+                return Done()
+            if found is not None:
+                return found
+        message = item.payload["message"]
+        _, failure = await self.call(
+            "chat.postMessage", item.attempts, channel=run.channel, thread_ts=run.root_ts, text=message["text"],
+            blocks=message["blocks"], metadata={"event_type": blocks.NOTE_EVENT_TYPE, "event_payload": key},
+            unfurl_links=False, unfurl_media=False,
+        )
+        return failure or Done()
+
+    async def _before_root(self, run_id: str) -> Result:
+        posts = [i for i in await self.run_service.service.store.outbox_items(run_id) if i.kind == "agent.post_root"]
+        if any(i.status == "pending" for i in posts):
+            return Retry(0.5, "the run's message is not posted yet")
+        return Done()  # the root message could not be posted: there is no thread to write in
+
+    async def _find(self, attempt: int, event_type: str, payload: dict[str, Any], *, channel: str,
+                    ts: str | None = None, oldest: float | None = None) -> str | Result | None:
+        """The ts of our message carrying this metadata, if an interrupted attempt posted it."""
+        method = "conversations.replies" if ts else "conversations.history"
+        args: dict[str, Any] = {"channel": channel, "limit": 200, "include_all_metadata": True}
+        if ts:
+            args["ts"] = ts
+        if oldest is not None:
+            args["oldest"] = f"{oldest:.6f}"
+        cursor = None
+        for _ in range(20):
+            data, failure = await self.call(method, attempt, **args, **({"cursor": cursor} if cursor else {}))
+            if failure is not None:
+                return failure if not isinstance(failure, Dead) else None
+            assert data is not None
+            for message in data.get("messages", []):
+                meta = message.get("metadata") or {}
+                found = meta.get("event_payload") or {}
+                if meta.get("event_type") == event_type and all(found.get(k) == v for k, v in payload.items()):
+                    return str(message["ts"])
+            cursor = (data.get("response_metadata") or {}).get("next_cursor")
+            if not data.get("has_more") or not cursor:
+                return None
+        return None
+
+
+def render_any(render: Any) -> Any:
+    """Wrap the card renderer so question requests get question cards."""
+
+    def render_card(request: Request, *, now: Any, **kwargs: Any) -> dict[str, Any]:
+        if request.kind is Kind.QUESTION:
+            return blocks.question_card(request, now=now)
+        return render(request, now=now, **kwargs)
+
+    return render_card
+
+
+# --------------------------------------------------------------------------- listeners
+
+
+class RunInteractions:
+    def __init__(self, service: Service, run_service: RunService, client: AsyncWebClient, clock: Clock,
+                 metrics: Metrics, *, default_agent: str) -> None:
+        self.service = service
+        self.run_service = run_service
+        self.client = client
+        self.clock = clock
+        self.metrics = metrics
+        self.default_agent = default_agent
+        self._names: dict[str, str | None] = {}
+
+    async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
+        try:
+            if channel:
+                await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
+            else:
+                await self.client.chat_postMessage(channel=user, text=text)
+        except SlackApiError as exc:
+            self.metrics.slack_api_errors.labels("chat.postEphemeral", str(exc.response.get("error"))).inc()
+
+    async def cancel(self, click: Click) -> None:
+        known = await self.run_service.runs.get_run(click.request_id)
+        if known is not None and known.root_ts and click.message_ts and click.view_id is None and (
+                click.message_ts != known.root_ts or (click.channel_id and click.channel_id != known.channel)):
+            await self.tell(click.user_id, click.channel_id,
+                            "This button does not belong to the message it was clicked on. Nothing was changed.")
+            return
+        try:
+            run, asked = await self.run_service.cancel(click.request_id, by=click.user_id)
+        except NotFound:
+            await self.tell(click.user_id, click.channel_id, "That run does not exist. Nothing was changed.")
+            return
+        if not asked:
+            state = "is already being cancelled" if run.cancel_requested else f"has already {run.status.value}"
+            await self.tell(click.user_id, click.channel_id, f"This run {state}. Nothing was changed.")
+
+    async def _question(self, click: Click) -> Request | None:
+        request = await self.service.store.get_request(click.request_id)
+        refusal = None
+        if request is None or request.kind is not Kind.QUESTION:
+            refusal = "This question does not exist. Nothing was changed."
+        elif request.card_ts and click.message_ts and click.message_ts != request.card_ts:
+            refusal = "This button does not belong to the card it was clicked on. Nothing was changed."
+        elif not request.is_pending:
+            refusal = already_decided_text(request)
+        elif not await self.service.may_decide(request, click.user_id):
+            refusal = "You are not one of the people asked, so your answer was not recorded."
+        if refusal is not None:
+            await self.tell(click.user_id, click.channel_id, refusal)
+            return None
+        return request
+
+    async def answer_click(self, click: Click) -> None:
+        match = _ANSWER.match(click.action_id)
+        request = await self._question(click)
+        if request is None or match is None:
+            return
+        question, option = int(match.group(1)), int(match.group(2))
+        await self._answer(click, request, {question: [option]})
+
+    async def answer_submit(self, click: Click, state: dict[str, Any]) -> None:
+        request = await self._question(click)
+        if request is None:
+            return
+        choices: dict[int, list[int]] = {}
+        for i, _question in enumerate(questions_of(request)):
+            value = (state.get(f"{blocks.QUESTION_BLOCK_PREFIX}{i}") or {}).get(f"{blocks.PICK_PREFIX}{i}") or {}
+            picked = value.get("selected_options") or ([value["selected_option"]] if value.get("selected_option") else [])
+            choices[i] = [int(o["value"]) for o in picked if str(o.get("value", "")).isdigit()]
+        missing = [str(i + 1) for i, chosen in choices.items() if not chosen]
+        if missing:
+            await self.tell(click.user_id, click.channel_id,
+                            f"Please choose an answer for question {', '.join(missing)} (or reply in the thread).")
+            return
+        await self._answer(click, request, choices)
+
+    async def _answer(self, click: Click, request: Request, choices: dict[int, list[int]]) -> None:
+        result = await self.run_service.answer(request, answers_from_choices(request, choices),
+                                               actor=Actor(click.user_id, click.user_name), via=Via.BUTTON)
+        if not result.won:
+            await self.tell(click.user_id, click.channel_id, already_decided_text(result.request))
+
+    async def message(self, event: dict[str, Any], event_id: str | None) -> None:
+        thread_ts, ts, user = event.get("thread_ts"), event.get("ts"), event.get("user")
+        if (event.get("subtype") not in _HUMAN_SUBTYPES or event.get("bot_id") or not thread_ts
+                or thread_ts == ts or not user or not isinstance(event.get("text"), str)):
+            return
+        channel = str(event.get("channel"))
+        reply = await self.run_service.thread_reply(
+            channel=channel, thread_ts=str(thread_ts), user_id=str(user), user_name=await self._name(str(user)),
+            text=event["text"], ts=ts, event_id=event_id,
+        )
+        if reply.kind == "intervention":
+            await self.tell(str(user), channel, "Noted: the agent gets your message at its next step.", str(thread_ts))
+        elif reply.kind == "refused":
+            await self.tell(str(user), channel, "You are not one of the people asked, so your reply was not "
+                            "taken as the answer.", str(thread_ts))
+        elif reply.kind == "ended" and reply.run is not None:
+            await self.tell(str(user), channel, f"This run has {reply.run.status.value}: the agent will not read "
+                            "this. Start a new one with `/signoff run <task>`.", str(thread_ts))
+        elif reply.kind == "answer" and reply.request is not None and reply.request.decision is not None:
+            decided = reply.request.decision
+            if decided.decided_by is None or decided.decided_by.id != user or decided.via is not Via.THREAD:
+                await self.tell(str(user), channel, already_decided_text(reply.request), str(thread_ts))
+
+    async def _name(self, user_id: str) -> str | None:
+        if user_id not in self._names:
+            try:
+                info = (await self.client.users_info(user=user_id)).get("user") or {}
+                self._names[user_id] = info.get("name") or info.get("real_name")
+            except SlackApiError:
+                return None
+        return self._names[user_id]
+
+    async def start_run(self, command: dict[str, Any], task: str) -> None:
+        await self.run_service.start(NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
+                                            requested_by=command.get("user_id")))
+
+
+def register(app: AsyncApp, interactions: RunInteractions) -> None:
+    """Register the run listeners. Call before `bot.slack.handlers.register`: `/signoff run` goes first."""
+
+    async def clicked(body: dict[str, Any]) -> Click | None:
+        try:
+            return extract_click(body)
+        except BadPayload as exc:
+            user = (body.get("user") or {}).get("id")
+            if user:
+                channel = (body.get("channel") or {}).get("id")
+                await interactions.tell(user, channel, f"That button could not be used: {exc}. Nothing was changed.")
+            return None
+
+    async def on_cancel(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await clicked(body)
+        if click is not None:
+            await interactions.cancel(click)
+
+    async def on_answer(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await clicked(body)
+        if click is not None:
+            await interactions.answer_click(click)
+
+    async def on_submit(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await clicked(body)
+        if click is not None:
+            await interactions.answer_submit(click, (body.get("state") or {}).get("values") or {})
+
+    async def on_pick(ack: Any) -> None:
+        await ack()  # choices are read from the message's state when Submit is clicked
+
+    async def is_run(body: dict[str, Any]) -> bool:
+        return bool(RUN_COMMAND.match(str(body.get("text") or "")))
+
+    async def on_run(ack: Any, command: dict[str, Any]) -> None:
+        task = RUN_COMMAND.match(str(command.get("text") or ""))
+        text = task.group(1).strip() if task else ""
+        if not text:
+            await ack(text="Usage: `/signoff run <what the agent should do>`", response_type="ephemeral")
+            return
+        await ack(text="Starting an agent run; follow it in the thread of its message.", response_type="ephemeral")
+        await interactions.start_run(command, text)
+
+    async def on_message(event: dict[str, Any], body: dict[str, Any]) -> None:
+        await interactions.message(event, body.get("event_id"))
+
+    app.action(blocks.CANCEL_RUN)(on_cancel)
+    app.action(blocks.ANSWER_SUBMIT)(on_submit)
+    app.action(_ANSWER)(on_answer)
+    app.action(_PICK)(on_pick)
+    app.command("/signoff", matchers=[is_run])(on_run)
+    app.event("message")(on_message)

@@ -1,0 +1,194 @@
+"""Agent API for runs and questions (bearer auth and JSON errors come from `bot.api.routes`).
+
+    POST /api/v1/runs                 {task, channel?, agent?, requested_by?} -> 201 run
+    GET  /api/v1/runs/{id}?wait=N     the run; with wait, returns as soon as it has ended (N <= 60 s)
+    POST /api/v1/runs/{id}/cancel     stop at the next step boundary
+    POST /api/v1/questions            {questions: [{question, options: [{label, description?}], ...}], channel?}
+    GET  /api/v1/questions/{id}?wait=N  the question and, once answered, its answers
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+
+from aiohttp import web
+from pydantic import Field, field_validator
+
+from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION_MAX, check_questions, question_spec
+from bot.agent.runner import Runner
+from bot.agent.runs import RunService, question_json
+from bot.api.routes import SERVICE, SETTINGS, _float_param
+from bot.api.schemas import APPROVER_ID, CHANNEL_ID, _Strict, parse_body
+from bot.domain.model import Kind
+from bot.domain.runs import NewRun
+from bot.errors import InvalidInput, NotFound
+
+RUNS = web.AppKey("runs", RunService)
+RUNNER = web.AppKey("runner", Runner)
+DEFAULT_AGENT = web.AppKey("default_agent", str)
+MAX_WAIT = 60.0
+
+
+def _channel(value: str | None) -> str | None:
+    if value is not None and not CHANNEL_ID.match(value):
+        raise ValueError(f"{value[:40]!r} is not a Slack channel id (like C0123ABCD)")
+    return value
+
+
+class RunIn(_Strict):
+    task: str = Field(min_length=1, max_length=20_000)
+    channel: str | None = None
+    agent: str | None = Field(default=None, max_length=100)
+    requested_by: str | None = Field(default=None, max_length=200)
+
+    @field_validator("channel")
+    @classmethod
+    def _channel_id(cls, value: str | None) -> str | None:
+        return _channel(value)
+
+    @field_validator("task")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank")
+        return value.strip()
+
+
+class OptionIn(_Strict):
+    label: str = Field(min_length=1, max_length=LABEL_MAX)
+    description: str | None = Field(default=None, max_length=DESCRIPTION_MAX)
+
+
+class QuestionIn(_Strict):
+    question: str = Field(min_length=1, max_length=QUESTION_MAX)
+    header: str | None = Field(default=None, max_length=HEADER_MAX)
+    options: list[OptionIn] = Field(min_length=2, max_length=4)
+    multi_select: bool = False
+
+
+class QuestionsIn(_Strict):
+    questions: list[QuestionIn] = Field(min_length=1, max_length=4)
+    summary: str | None = Field(default=None, max_length=300)
+    context: str | None = Field(default=None, max_length=20_000)
+    channel: str | None = None
+    approvers: list[str] = Field(default_factory=list, max_length=50)
+    callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
+    requested_by: str | None = Field(default=None, max_length=200)
+
+    @field_validator("channel")
+    @classmethod
+    def _channel_id(cls, value: str | None) -> str | None:
+        return _channel(value)
+
+    @field_validator("approvers")
+    @classmethod
+    def _approver_ids(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not APPROVER_ID.match(entry):
+                raise ValueError(f"{entry[:40]!r} is not a Slack user id (U..., W...) or user group id (S...)")
+        return value
+
+
+def _channel_or_default(request: web.Request, channel: str | None) -> str:
+    chosen = channel or request.app[SETTINGS].default_channel
+    if chosen is None:
+        raise InvalidInput("channel is required (or set SIGNOFF_DEFAULT_CHANNEL)",
+                           details=[{"field": "channel", "message": "required"}])
+    return chosen
+
+
+async def create_run(request: web.Request) -> web.Response:
+    runs = request.app[RUNS]
+    body: RunIn = parse_body(RunIn, await request.read())
+    run = await runs.start(NewRun(
+        task=body.task, channel=_channel_or_default(request, body.channel),
+        agent=body.agent or request.app[DEFAULT_AGENT], requested_by=body.requested_by,
+    ))
+    response = web.json_response(await runs.run_json(run), status=201)
+    response.headers["Location"] = f"/api/v1/runs/{run.id}"
+    return response
+
+
+async def get_run(request: web.Request) -> web.Response:
+    runs, runner = request.app[RUNS], request.app[RUNNER]
+    run_id = request.match_info["id"]
+    wait = _float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
+    run = await runs.get(run_id)
+    if wait > 0 and not run.status.is_final:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        with runner.waiters.register(run_id) as changed:
+            while not run.status.is_final and loop.time() < deadline:
+                run = await runs.get(run_id)  # re-read after registering: a change in between is not missed
+                if run.status.is_final:
+                    break
+                try:
+                    await asyncio.wait_for(changed.wait(), deadline - loop.time())
+                except TimeoutError:
+                    pass
+                changed.clear()
+        run = await runs.get(run_id)
+    return web.json_response(await runs.run_json(run))
+
+
+async def cancel_run(request: web.Request) -> web.Response:
+    runs = request.app[RUNS]
+    run, asked = await runs.cancel(request.match_info["id"], by=None)
+    body = await runs.run_json(run)
+    if not asked:
+        state = "already being cancelled" if run.cancel_requested else f"already {run.status.value}"
+        return web.json_response({"error": {"code": "not_running", "message": f"run is {state}"}, "run": body},
+                                 status=409)
+    return web.json_response(body, status=202)
+
+
+async def create_question(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    raw = await request.read()
+    body: QuestionsIn = parse_body(QuestionsIn, raw)
+    questions = [q.model_dump(exclude_none=True) for q in body.questions]
+    problem = check_questions(questions)
+    if problem:
+        raise InvalidInput(problem, details=[{"field": "questions", "message": problem}])
+    if body.callback_url and not request.app[SETTINGS].webhook_secret:
+        raise InvalidInput("callback_url needs SIGNOFF_WEBHOOK_SECRET to be set on the server, to sign the webhook",
+                           details=[{"field": "callback_url", "message": "server has no webhook secret"}])
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not 1 <= len(key) <= 255:
+        raise InvalidInput("Idempotency-Key must be 1 to 255 characters")
+    spec = question_spec(
+        questions, channel=_channel_or_default(request, body.channel), summary=body.summary, context=body.context,
+        requested_by=body.requested_by, callback_url=body.callback_url, approvers=tuple(dict.fromkeys(body.approvers)),
+    )
+    body_hash = hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash)
+    response = web.json_response(question_json(created), status=201 if is_new else 200)
+    response.headers["Location"] = f"/api/v1/questions/{created.id}"
+    return response
+
+
+async def get_question(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    question_id = request.match_info["id"]
+    if not re.match(r"^qst_[0-9a-z]{26}$", question_id):
+        raise NotFound(f"no question with id {question_id!r}")
+    wait = _float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
+    found = await service.wait(question_id, wait)
+    if found.kind is not Kind.QUESTION:
+        raise NotFound(f"no question with id {question_id!r}")
+    return web.json_response(question_json(found))
+
+
+def add_routes(app: web.Application, runs: RunService, runner: Runner, default_agent: str) -> None:
+    app[RUNS] = runs
+    app[RUNNER] = runner
+    app[DEFAULT_AGENT] = default_agent
+    app.router.add_post("/api/v1/runs", create_run)
+    app.router.add_get("/api/v1/runs/{id}", get_run)
+    app.router.add_post("/api/v1/runs/{id}/cancel", cancel_run)
+    app.router.add_post("/api/v1/questions", create_question)
+    app.router.add_get("/api/v1/questions/{id}", get_question)
+

@@ -1,0 +1,167 @@
+"""Clarifying questions: ask_human in a run's thread, and the same questions for external agents."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from tests.agent.helpers import AgentApp
+from tests.fakes.anthropic_api import message, text, tool_use
+from tests.fakes.slack_requests import checkboxes, radio
+
+ONE = {"questions": [{"question": "Which environment?", "header": "Env", "options": [
+    {"label": "staging"}, {"label": "production", "description": "live customers"}]}]}
+TWO = {"questions": [
+    {"question": "Which environment?", "options": [{"label": "staging"}, {"label": "production"}]},
+    {"question": "Who should hear about it?", "multi_select": True,
+     "options": [{"label": "support"}, {"label": "sales"}, {"label": "nobody"}]},
+]}
+
+
+def last_result(agent: AgentApp, index: int) -> dict:
+    return agent.model.requests[index]["messages"][-1]["content"][0]
+
+
+async def test_ask_human_answered_with_a_button(agent: AgentApp) -> None:
+    agent.model.script(
+        message(text("I need to know where."), tool_use("ask_human", ONE, id="toolu_ask")),
+        message(text("Deploying to staging.")),
+    )
+    run = await agent.start("Deploy the new build")
+    [call] = await agent.waiting_calls(run["id"])
+    assert call["gate"] == "question" and call["request_id"].startswith("qst_")
+    root = await agent.root(run["id"])
+    card = await agent.app.card(call["request_id"])
+    assert card.thread_ts == root.ts
+    buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
+    assert [b["text"]["text"] for b in buttons] == ["staging", "production"]
+    assert "live customers" in json.dumps(card.blocks)
+
+    response = await agent.app.slack_client.block_action(
+        user="U1", user_name="alice", action_id=buttons[0]["action_id"], value=call["request_id"],
+        block_id="signoff_q0", channel=card.channel, message_ts=card.ts,
+    )
+    assert response.status == 200
+    done = await agent.wait_status(run["id"], "completed", "failed")
+    assert done["status"] == "completed", done
+    result = last_result(agent, 1)
+    assert result["tool_use_id"] == "toolu_ask" and not result.get("is_error")
+    assert "alice" in result["content"] and "Which environment? -> staging" in result["content"]
+    # The card shows the answer and who gave it; its buttons are gone.
+    await agent.app.signoff.dispatcher.drain()  # type: ignore[union-attr]
+    answered = agent.slack.messages[(card.channel, card.ts)]
+    assert not any(b["type"] == "actions" for b in answered.blocks)
+    assert "staging" in json.dumps(answered.blocks) and "<@U1>" in json.dumps(answered.blocks)
+    assert agent.model.rejections == []
+
+
+async def test_ask_human_answered_by_a_thread_reply_once_despite_event_retries(agent: AgentApp) -> None:
+    agent.model.script(
+        message(tool_use("ask_human", TWO, id="toolu_ask")),
+        message(text("OK.")),
+    )
+    run = await agent.start("Deploy and tell people")
+    [call] = await agent.waiting_calls(run["id"])
+    root = await agent.root(run["id"])
+    await agent.app.card(call["request_id"])
+    reply = "staging, and only tell support"
+    msg = agent.slack.add_message(root.channel, "U2", reply, thread_ts=root.ts)
+    event = {"type": "message", "channel": root.channel, "user": "U2", "text": reply, "ts": msg.ts,
+             "thread_ts": root.ts, "channel_type": "channel", "event_ts": msg.ts}
+    first = await agent.app.slack_client.event(event, event_id="Ev0001")
+    again = await agent.app.slack_client.event(event, event_id="Ev0001", retry_num=1)  # Slack's retry
+    assert first.status == 200 and again.status == 200
+    done = await agent.wait_status(run["id"], "completed", "failed")
+    assert done["status"] == "completed", done
+    result = last_result(agent, 1)
+    assert '"staging, and only tell support"' in result["content"]
+    assert "bob" in result["content"] and "replying in the thread" in result["content"]
+    _, question = await agent.app.api("GET", f"/api/v1/questions/{call['request_id']}")
+    assert question["status"] == "answered" and question["decision"]["via"] == "thread"
+    assert [a["text"] for a in question["answers"]] == [reply, reply]
+    # The retry was recognised: no second answer attempt, nothing queued for the model.
+    audit = await agent.app.signoff.store.audit_events(call["request_id"])  # type: ignore[union-attr]
+    assert [e.type for e in audit].count("decided") == 1
+    assert len(agent.model.requests) == 2 and agent.model.rejections == []
+
+
+async def test_several_questions_are_answered_together_with_submit(agent: AgentApp) -> None:
+    agent.model.script(message(tool_use("ask_human", TWO, id="toolu_ask")), message(text("OK.")))
+    run = await agent.start("Deploy and tell people")
+    [call] = await agent.waiting_calls(run["id"])
+    card = await agent.app.card(call["request_id"])
+    send = agent.app.slack_client.block_action
+    common = {"user": "U1", "user_name": "alice", "value": call["request_id"], "channel": card.channel,
+              "message_ts": card.ts}
+    # Picking a radio button is acknowledged and recorded nowhere; Submit with a question left open is refused.
+    picked = await send(action_id="signoff_pick_0", block_id="signoff_q0", **common)
+    assert picked.status == 200
+    await send(action_id="signoff_answer_submit", block_id="signoff_answer",
+               state_values={"signoff_q0": {"signoff_pick_0": radio("1")}}, **common)
+    [refusal] = await agent.slack.wait_for("chat.postEphemeral")
+    assert "question 2" in refusal.args["text"]
+    await send(action_id="signoff_answer_submit", block_id="signoff_answer", state_values={
+        "signoff_q0": {"signoff_pick_0": radio("1")},
+        "signoff_q1": {"signoff_pick_1": checkboxes(["0", "1"])},
+    }, **common)
+    done = await agent.wait_status(run["id"], "completed", "failed")
+    assert done["status"] == "completed", done
+    content = last_result(agent, 1)["content"]
+    assert "1. Which environment? -> production" in content
+    assert "2. Who should hear about it? -> support, sales" in content
+
+
+async def test_external_agent_question_over_the_api(agent: AgentApp) -> None:
+    status, body = await agent.app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1",
+                                                                          "requested_by": "deploy-bot"})
+    assert status == 201, body
+    assert body["kind"] == "question" and body["status"] == "pending" and body["answers"] is None
+    card = await agent.app.card(body["id"])
+    assert card.thread_ts is None  # a top-level card in the channel
+    waiter = asyncio.create_task(agent.app.api("GET", f"/api/v1/questions/{body['id']}?wait=10"))
+    await asyncio.sleep(0.05)
+    buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
+    await agent.app.slack_client.block_action(
+        user="U3", user_name="carol", action_id=buttons[1]["action_id"], value=body["id"], block_id="signoff_q0",
+        channel=card.channel, message_ts=card.ts)
+    status, answered = await waiter
+    assert status == 200 and answered["status"] == "answered"
+    assert answered["answers"] == [{"question": "Which environment?", "selected": ["production"], "text": None}]
+    assert answered["decision"]["decided_by"] == {"id": "U3", "name": "carol"}
+
+    # A reply in the thread of a question card answers it too.
+    status, second = await agent.app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1"})
+    card = await agent.app.card(second["id"])
+    msg = agent.slack.add_message("C1", "U1", "neither, wait until Monday", thread_ts=card.ts)
+    await agent.app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
+                                        "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    _, replied = await agent.app.api("GET", f"/api/v1/questions/{second['id']}?wait=10")
+    assert replied["status"] == "answered" and replied["answers"][0]["text"] == "neither, wait until Monday"
+
+
+async def test_question_api_refuses_bad_questions(agent: AgentApp) -> None:
+    one_option = {"questions": [{"question": "Sure?", "options": [{"label": "yes"}]}], "channel": "C1"}
+    status, body = await agent.app.api("POST", "/api/v1/questions", json=one_option)
+    assert status == 400 and body["error"]["details"][0]["field"].startswith("questions.0.options")
+    same = {"questions": [{"question": "Sure?", "options": [{"label": "yes"}, {"label": "Yes"}]}], "channel": "C1"}
+    status, body = await agent.app.api("POST", "/api/v1/questions", json=same)
+    assert status == 400 and "different" in body["error"]["message"]
+    status, body = await agent.app.api("GET", "/api/v1/questions/apr_00000000000000000000000000")
+    assert status == 404
+
+
+async def test_only_the_people_asked_may_answer(agent: AgentApp) -> None:
+    status, body = await agent.app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1",
+                                                                          "approvers": ["U1"]})
+    assert status == 201
+    card = await agent.app.card(body["id"])
+    buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
+    await agent.app.slack_client.block_action(user="UOUT", action_id=buttons[0]["action_id"], value=body["id"],
+                                              block_id="signoff_q0", channel="C1", message_ts=card.ts)
+    msg = agent.slack.add_message("C1", "UOUT", "production!", thread_ts=card.ts)
+    await agent.app.slack_client.event({"type": "message", "channel": "C1", "user": "UOUT", "text": msg.text,
+                                        "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    refusals = await agent.slack.wait_for("chat.postEphemeral", count=2)
+    assert all("not one of the people asked" in r.args["text"] for r in refusals)
+    _, still = await agent.app.api("GET", f"/api/v1/questions/{body['id']}")
+    assert still["status"] == "pending"
