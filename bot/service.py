@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -31,8 +31,10 @@ from bot.domain.model import (
     Via,
     iso,
 )
+from bot.domain.timing import Timing, initial_state, next_due, state_json
 from bot.domain.transitions import next_status
 from bot.errors import IdempotencyMismatch, NotFound
+from bot.inbox import republish_homes, user_ids
 from bot.metrics import Metrics
 from bot.notify import Waiters
 from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
@@ -65,6 +67,10 @@ class ApprovalSpec:
     callback_url: str | None = None
     requested_by: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    kind: Kind = Kind.APPROVAL
+    thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
+    timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
+    approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
 
 
 @dataclass(frozen=True)
@@ -91,10 +97,15 @@ class Service:
         self.directory = directory
         self.new_id = id_factory
         self._after_commit: list[Callable[[str], None]] = []
+        self.default_timing: Timing | None = None  # set from settings by bot.web.build
 
     def after_commit(self, fn: Callable[[str], None]) -> None:
         """Run `fn(request_id)` after every committed change (wakes the outbox dispatcher)."""
         self._after_commit.append(fn)
+
+    def changed(self, request_id: str) -> None:
+        """Wake waiters and the outbox after a unit that changed `request_id` committed (timers use it)."""
+        self._committed(request_id)
 
     def _committed(self, request_id: str) -> None:
         self.waiters.wake(request_id)
@@ -114,10 +125,29 @@ class Service:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False
+        request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
+        try:
+            async with self.store.unit() as unit:
+                await self.stage(unit, request, people=spec.approver_users)
+        except DuplicateIdempotencyKey:
+            assert idempotency_key is not None
+            existing = await self._idempotent(idempotency_key, body_hash)
+            if existing is None:  # pragma: no cover - the key holder vanished: nothing deletes requests
+                raise
+            return existing, False
+        self.submitted(request)
+        return request, True
+
+    def new_request(
+        self, spec: ApprovalSpec, *, idempotency_key: str | None = None, body_hash: str | None = None
+    ) -> Request:
+        """The pending request `spec` describes (not stored yet: see `stage`)."""
         now = self.clock.now()
-        request = Request(
-            id=self.new_id("apr"),
-            kind=Kind.APPROVAL,
+        timing = spec.timing if spec.timing is not None else self.default_timing
+        timers = initial_state(timing, now) if timing is not None else None
+        return Request(
+            id=self.new_id("qst" if spec.kind is Kind.QUESTION else "apr"),
+            kind=spec.kind,
             status=Status.PENDING,
             action=spec.action,
             summary=spec.summary,
@@ -130,26 +160,36 @@ class Service:
             approvers=spec.approvers,
             callback_url=spec.callback_url,
             requested_by=spec.requested_by,
+            thread_ts=spec.thread_ts,
             idempotency_key=idempotency_key,
             body_hash=body_hash,
             extra=dict(spec.extra),
+            timing=timing,
+            timers=timers,
+            next_due_at=next_due(timers) if timers is not None else None,
         )
-        try:
-            async with self.store.unit() as unit:
-                await unit.insert_request(request)
-                await unit.append_audit(
-                    AuditEvent(request.id, "created", now, spec.requested_by, {"risk": spec.risk.value})
-                )
-                await unit.enqueue(self._outbox(request.id, "slack.post_card", f"post:{request.id}", now))
-        except DuplicateIdempotencyKey:
-            assert idempotency_key is not None
-            existing = await self._idempotent(idempotency_key, body_hash)
-            if existing is None:  # pragma: no cover - the key holder vanished: nothing deletes requests
-                raise
-            return existing, False
+
+    async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = ()) -> None:
+        """Write a new request, its audit row and its card post in `unit` (a caller's transaction).
+
+        After that unit commits, call `submitted(request)`.
+        """
+        await unit.insert_request(request)
+        await unit.append_audit(
+            AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value})
+        )
+        await unit.enqueue(
+            self._outbox(request.id, "slack.post_card", f"post:{request.id}", request.created_at)
+        )
+        # App Home's per-user index: direct approvers and the members of listed user groups.
+        approvers = user_ids([*request.approvers, *people])
+        await unit.add_people(request.id, "approver", approvers, request.created_at)
+        await republish_homes(unit, approvers, f"{request.id}:v{request.version}", request.created_at)
+
+    def submitted(self, request: Request) -> None:
+        """Counts and wake-ups once the unit that staged `request` has committed."""
         self.metrics.requests_created.labels(request.kind.value, request.risk.value).inc()
         self._committed(request.id)
-        return request, True
 
     async def _idempotent(self, key: str, body_hash: str | None) -> Request | None:
         async with self.store.unit() as unit:
@@ -270,6 +310,10 @@ class Service:
                     request.id, "webhook", f"webhook:{request.id}:decided", now, url=request.callback_url, body=body
                 )
             )
+        # Everyone whose App Home listed it, and the decider ("Decided by you recently").
+        decider = [request.decision.decided_by.id] if request.decision and request.decision.decided_by else []
+        people = [*await unit.people(request.id), *decider]
+        await republish_homes(unit, people, f"{request.id}:decided", now)
 
     async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
         return await self.decide(request_id, Outcome.CANCELLED, via=Via.API, actor=actor, comment=reason)
@@ -322,4 +366,6 @@ def request_json(request: Request) -> dict[str, Any]:
         "updated_at": iso(request.updated_at),
         "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
         "decision": request.decision.to_json() if request.decision else None,
+        "timing": request.timing.to_json() if request.timing else None,
+        "timers": state_json(request.timers) if request.timers else None,
     }

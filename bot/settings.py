@@ -7,17 +7,24 @@ raises `SettingsError` whose message is one line naming the variable.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from dotenv import dotenv_values
 
+from bot.domain.durations import DurationError, parse_duration
+from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
 from storage.urls import BadDatabaseURL, async_url
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_PATH = "signoff.db"
+# A Slack channel id, the shape the agent API accepts for `channel` (bot/api/schemas.py CHANNEL_ID).
+_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
+_SLACK_PERSON = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
 
 
 class SettingsError(Exception):
@@ -46,7 +53,38 @@ class Settings:
     http_timeout_seconds: float = 10.0
     webhook_max_attempts: int = 8
     log_level: str = "INFO"
+    # Timers (issue 3): the timing of requests that do not give their own, and the sweep's interval.
+    remind_every: timedelta | None = timedelta(hours=1)
+    remind_max: int = 3
+    escalate_after: timedelta | None = None
+    escalate_to: tuple[str, ...] = ()
+    escalate_add_as_approvers: bool = True
+    timeout: timedelta | None = timedelta(hours=24)
+    timeout_outcome: str = "expire"
+    sweep_seconds: float = 15.0
+    clock_file: str | None = None  # TEST ONLY (SIGNOFF_CLOCK_FILE): see bot.clock.FileClock
+    # Agent runner (issue 4): model limits, the demo tools' folders, leases and recovery.
+    anthropic_max_tokens: int = 4096
+    anthropic_max_retries: int = 2
+    agent_workspace: str = "workspace"
+    email_outbox: str = "outbox"
+    run_lease_seconds: float = 30.0
+    run_sweep_seconds: float = 5.0
+    run_max_steps: int = 50
     extra: Mapping[str, str] = field(default_factory=dict)
+
+    def default_timing(self) -> Timing:
+        """The timing a request gets for each part (reminders, escalation, timeout) it does not give."""
+        levels = ()
+        if self.escalate_after is not None and self.escalate_to:
+            levels = (Level(self.escalate_after, self.escalate_to, self.escalate_add_as_approvers),)
+        return Timing(
+            remind_every=self.remind_every,
+            remind_max=self.remind_max if self.remind_every is not None else 0,
+            levels=levels,
+            timeout=self.timeout,
+            timeout_outcome=TIMEOUT_OUTCOMES[self.timeout_outcome],
+        )
 
     @property
     def socket_mode(self) -> bool:
@@ -137,7 +175,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         raise SettingsError(f"ANTHROPIC_BASE_URL={anthropic_base!r} must be an http(s) URL")
 
     default_channel = get("SIGNOFF_DEFAULT_CHANNEL")
-    if default_channel is not None and not default_channel[:1] in ("C", "G", "D"):
+    if default_channel is not None and not _CHANNEL_ID.match(default_channel):
         raise SettingsError(f"SIGNOFF_DEFAULT_CHANNEL={default_channel!r} must be a channel id (C..., G...)")
 
     http_timeout = number("SIGNOFF_HTTP_TIMEOUT_SECONDS", 10.0, float, 0.1, 120)
@@ -173,5 +211,72 @@ def _parse(env: Mapping[str, str]) -> Settings:
         http_timeout_seconds=http_timeout,
         webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 8, int, 1, 50),
         log_level=level,
+        **_timers(get, number),
+        **_agent(get, number),
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},
     )
+
+
+def _timers(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:
+    """SIGNOFF_REMIND_EVERY / _REMIND_MAX, SIGNOFF_ESCALATE_AFTER / _TO / _ADD_AS_APPROVERS,
+    SIGNOFF_TIMEOUT / _TIMEOUT_OUTCOME, SIGNOFF_SWEEP_SECONDS, and the test-only SIGNOFF_CLOCK_FILE."""
+
+    def duration(name: str, default: timedelta | None) -> timedelta | None:
+        raw = get(name)
+        if raw is None:
+            return default
+        if raw.lower() in ("off", "none", "never"):
+            return None
+        try:
+            return parse_duration(raw)
+        except DurationError as exc:
+            raise SettingsError(f"{name}: {exc}") from None
+
+    remind_every = duration("SIGNOFF_REMIND_EVERY", timedelta(hours=1))
+    escalate_after = duration("SIGNOFF_ESCALATE_AFTER", None)
+    escalate_to = tuple(t.strip() for t in (get("SIGNOFF_ESCALATE_TO") or "").split(",") if t.strip())
+    for target in escalate_to:
+        if not _SLACK_PERSON.match(target):
+            raise SettingsError(
+                f"SIGNOFF_ESCALATE_TO: {target!r} is not a Slack user id (U..., W...) or user group (S...)"
+            )
+    if (escalate_after is None) != (not escalate_to):
+        raise SettingsError("SIGNOFF_ESCALATE_AFTER and SIGNOFF_ESCALATE_TO must be set together (or neither)")
+    add = (get("SIGNOFF_ESCALATE_ADD_AS_APPROVERS") or "true").lower()
+    if add not in ("true", "false", "1", "0", "yes", "no"):
+        raise SettingsError(f"SIGNOFF_ESCALATE_ADD_AS_APPROVERS={add!r} must be true or false")
+    timeout = duration("SIGNOFF_TIMEOUT", timedelta(hours=24))
+    outcome = (get("SIGNOFF_TIMEOUT_OUTCOME") or "expire").lower()
+    if outcome not in ("expire", "reject"):
+        # approve-on-timeout is only for low-risk requests, so only a request may ask for it.
+        raise SettingsError(f"SIGNOFF_TIMEOUT_OUTCOME={outcome!r} must be expire or reject")
+    if timeout is not None and remind_every is not None and timeout <= remind_every:
+        raise SettingsError("SIGNOFF_TIMEOUT must be longer than SIGNOFF_REMIND_EVERY (or turn reminders off)")
+    clock_file = get("SIGNOFF_CLOCK_FILE")
+    if clock_file is not None and not Path(clock_file).is_file():
+        raise SettingsError(f"SIGNOFF_CLOCK_FILE={clock_file!r}: no such file (a test-only setting)")
+    return {
+        "remind_every": remind_every,
+        "remind_max": number("SIGNOFF_REMIND_MAX", 3, int, 0, 100),
+        "escalate_after": escalate_after,
+        "escalate_to": escalate_to,
+        "escalate_add_as_approvers": add in ("true", "1", "yes"),
+        "timeout": timeout,
+        "timeout_outcome": outcome,
+        "sweep_seconds": number("SIGNOFF_SWEEP_SECONDS", 15.0, float, 0.01, 3600),
+        "clock_file": clock_file,
+    }
+
+
+def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:
+    """SIGNOFF_MAX_TOKENS, SIGNOFF_MODEL_MAX_RETRIES, SIGNOFF_WORKSPACE, SIGNOFF_EMAIL_OUTBOX,
+    SIGNOFF_RUN_LEASE_SECONDS, SIGNOFF_RUN_SWEEP_SECONDS, SIGNOFF_RUN_MAX_STEPS."""
+    return {
+        "anthropic_max_tokens": number("SIGNOFF_MAX_TOKENS", 4096, int, 1, 128_000),
+        "anthropic_max_retries": number("SIGNOFF_MODEL_MAX_RETRIES", 2, int, 0, 10),
+        "agent_workspace": get("SIGNOFF_WORKSPACE") or "workspace",
+        "email_outbox": get("SIGNOFF_EMAIL_OUTBOX") or "outbox",
+        "run_lease_seconds": number("SIGNOFF_RUN_LEASE_SECONDS", 30.0, float, 0.5, 3600),
+        "run_sweep_seconds": number("SIGNOFF_RUN_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
+        "run_max_steps": number("SIGNOFF_RUN_MAX_STEPS", 50, int, 1, 10_000),
+    }

@@ -25,9 +25,12 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.agent.app import AgentRuntime, build_agent
 from bot.api import routes as api
 from bot.api.webhooks import WebhookDelivery
-from bot.clock import Clock, SystemClock
+from bot.clock import Clock, FileClock, SystemClock
+from bot.inbox import HOME_KIND
+from bot.jobs import SweepJob
 from bot.metrics import Metrics
 from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
@@ -36,7 +39,11 @@ from bot.settings import Settings
 from bot.slack import handlers
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
+from bot.slack.escalation import TimerInteractions
+from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
+from bot.slack.notices import NoticeDelivery, render_card
+from bot.timers import DM_KIND, ESCALATE_KIND, HANDBACK_KIND, REMIND_KIND, Timers
 from storage.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -60,10 +67,17 @@ class Signoff:
     web_app: web.Application
     verifier: SignatureVerifier
     socket_handler: Any = None
+    timers: Timers | None = None  # reminders, escalation, timeouts (issue 3)
+    sweep_job: SweepJob | None = None
+    agent: AgentRuntime | None = None  # the agent runner (issue 4)
 
     async def start(self) -> None:
         await self.watcher.start()
         await self.dispatcher.start()
+        if self.agent is not None:
+            await self.agent.start()
+        if self.sweep_job is not None:
+            await self.sweep_job.start()
         if self.settings.socket_mode:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
@@ -73,6 +87,10 @@ class Signoff:
     async def stop(self) -> None:
         if self.socket_handler is not None:
             await self.socket_handler.close_async()
+        if self.sweep_job is not None:
+            await self.sweep_job.stop()
+        if self.agent is not None:
+            await self.agent.stop()
         await self.dispatcher.stop()
         await self.watcher.stop()
         await self.http.close()
@@ -91,7 +109,7 @@ def slack_client(settings: Settings, *, retries: bool) -> AsyncWebClient:
 
 
 async def build(settings: Settings, *, clock: Clock | None = None, store: SqlStore | None = None) -> Signoff:
-    clock = clock or SystemClock()
+    clock = clock or _clock(settings)
     store = store or await SqlStore.open(settings.database_url)
     metrics = Metrics()
     waiters = Waiters()
@@ -112,6 +130,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         lease_seconds=settings.outbox_lease_seconds,
     )
     service.after_commit(dispatcher.wake)
+    home, timers = _timers(settings, service, clock, metrics, http, dispatcher, cards)
+    agent = build_agent(settings, service=service, store=store, dispatcher=dispatcher, cards=cards, call=cards.call,
+                        client=listener_client, clock=clock, metrics=metrics)
 
     bolt = AsyncApp(
         client=listener_client,
@@ -119,12 +140,16 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         request_verification_enabled=not settings.socket_mode,
         process_before_response=False,
     )
-    handlers.register(bolt, Interactions(service, listener_client, clock, metrics))
+    agent.register(bolt)  # before the core listeners: `/signoff run ...` must match first
+    interactions = Interactions(service, listener_client, clock, metrics)
+    handlers.register(bolt, interactions, timers=TimerInteractions(interactions, timers, listener_client, metrics),
+                      home=home)
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, metrics,
-                      http, web_app, verifier)
+                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
+                      agent=agent)
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings
@@ -133,6 +158,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
+    agent.add_routes(web_app)
 
     async def lifecycle(_app: web.Application) -> Any:
         await signoff.start()
@@ -141,6 +167,37 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app.cleanup_ctx.append(lifecycle)
     return signoff
+
+
+def _clock(settings: Settings) -> Clock:
+    if settings.clock_file:
+        log.warning("TEST CLOCK: the time comes from %s (SIGNOFF_CLOCK_FILE); never set this in production",
+                    settings.clock_file)
+        return FileClock(settings.clock_file)
+    return SystemClock()
+
+
+def _timers(
+    settings: Settings, service: Service, clock: Clock, metrics: Metrics, http: aiohttp.ClientSession,
+    dispatcher: Dispatcher, cards: CardDelivery,
+) -> tuple[Home, Timers]:
+    """Reminders, escalation, timeouts and App Home: defaults, outbox handlers, the sweep."""
+    service.default_timing = settings.default_timing()
+    cards.render = render_card  # the card shows escalation and timeout notes
+    # On the process's shared aiohttp session: connections (TLS to Slack) are reused across calls.
+    client = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url,
+                            timeout=settings.http_timeout_seconds, retry_handlers=[], session=http)
+    call = SlackCall(client, metrics)
+    notices = NoticeDelivery(service, call, clock, service.directory)
+    home = Home(service.store, clock, dispatcher.wake)
+    dispatcher.handlers.update({
+        REMIND_KIND: notices.remind,
+        ESCALATE_KIND: notices.escalate,
+        HANDBACK_KIND: notices.escalate,
+        DM_KIND: notices.dm,
+        HOME_KIND: HomePublisher(home, call, clock),
+    })
+    return home, Timers(service, clock)
 
 
 async def slack_events(request: web.Request) -> web.Response:
@@ -156,12 +213,12 @@ async def slack_events(request: web.Request) -> web.Response:
         return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
     bolt_response = await signoff.bolt.async_dispatch(bolt_request)
     response = await to_aiohttp_response(bolt_response)
-    signoff.metrics.ack_latency.labels(_kind(bolt_request.body)).observe(time.perf_counter() - started)
+    signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)
     return response
 
 
-def _kind(body: Any) -> str:
-    text = body if isinstance(body, str) else ""
+def _kind(text: str) -> str:
+    """The kind of Slack request, from its raw body (Bolt's parsed `body` is a dict)."""
     if text.startswith("payload="):
         return "interactive"
     if text.startswith("{"):

@@ -61,6 +61,26 @@ class OutboxItem:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class InboxEntry:
+    """A pending request in someone's inbox; `can_decide`: they are one of its approvers."""
+
+    request: Request
+    can_decide: bool
+
+
+@dataclass(frozen=True)
+class Inbox:
+    """One person's App Home lists: each the first `limit` items, plus how many there are in all."""
+
+    waiting: tuple[InboxEntry, ...] = ()
+    waiting_total: int = 0
+    escalated: tuple[InboxEntry, ...] = ()
+    escalated_total: int = 0
+    decided: tuple[Request, ...] = ()
+    decided_total: int = 0
+
+
 class Unit(abc.ABC):
     """One transaction. Leaving the `async with` block commits; an exception rolls back."""
 
@@ -105,6 +125,39 @@ class Unit(abc.ABC):
     async def notify(self, request_id: str) -> None:
         """Tell other processes, on commit, that this request changed (PostgreSQL NOTIFY)."""
 
+    # -- timers and the App Home inbox (issue 3) -------------------------------
+
+    @abc.abstractmethod
+    async def claim_due_requests(self, now: datetime, *, limit: int) -> list[Request]:
+        """Pending requests whose `next_due_at` <= now, oldest due first, held by this unit.
+
+        PostgreSQL locks them (`FOR UPDATE SKIP LOCKED`): another unit claiming at the same time
+        gets other rows. SQLite has one writer, so the unit already excludes every other claim.
+        """
+
+    @abc.abstractmethod
+    async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
+        """Index `user_ids` as `role` ("approver" / "escalated") of the request; existing pairs are kept."""
+
+    @abc.abstractmethod
+    async def remove_people(self, request_id: str, role: str, user_ids: Iterable[str]) -> None: ...
+
+    @abc.abstractmethod
+    async def people(self, request_id: str) -> set[str]:
+        """Every user indexed for the request, whatever the role."""
+
+    @abc.abstractmethod
+    async def home_users(self, user_ids: Iterable[str]) -> set[str]:
+        """Those of `user_ids` who have opened Signoff's App Home."""
+
+    @abc.abstractmethod
+    async def open_home(self, user_id: str, now: datetime) -> None:
+        """Remember that the user opened App Home (their Home is kept up to date from now on)."""
+
+    @abc.abstractmethod
+    async def set_card_permalink(self, request_id: str, permalink: str) -> None:
+        """Store the card's permalink. Not request state: no version bump, no guard."""
+
 
 class Store(abc.ABC):
     """Everything Signoff keeps. Reads outside a unit see committed data."""
@@ -138,6 +191,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def outbox_items(self, request_id: str | None = None) -> list[OutboxItem]: ...
+
+    @abc.abstractmethod
+    async def inbox(self, user_id: str, *, limit: int, decided_since: datetime) -> Inbox:
+        """The user's App Home: pending requests they approve (oldest first, not escalated to them),
+        pending requests escalated to them (oldest first), what they decided since `decided_since`
+        (newest first)."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...

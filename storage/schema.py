@@ -62,6 +62,17 @@ requests = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Column("next_due_at", UTCDateTime),
+    # Timers (migration 0002): the timing given at submit, and how far along it the request is.
+    sa.Column("timing", Json),
+    sa.Column("reminders_sent", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("remind_at", UTCDateTime),
+    sa.Column("escalation_loop", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("escalation_level", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("escalate_at", UTCDateTime),
+    sa.Column("expires_at", UTCDateTime),
+    sa.Column("snoozed_until", UTCDateTime),
+    sa.Column("escalation", Json),  # who it was escalated to/from, by whom, the note
+    sa.Column("card_permalink", sa.Text),
     sa.Index("ix_requests_status_created", "status", "created_at", "id"),
     sa.Index("ux_requests_idempotency_key", "idempotency_key", unique=True),
     sa.Index("ix_requests_next_due_at", "next_due_at"),
@@ -79,6 +90,7 @@ decisions = sa.Table(
     sa.Column("decided_by_name", sa.String(200)),
     sa.Column("decided_at", UTCDateTime, nullable=False),
     sa.Column("via", sa.String(16), nullable=False),
+    sa.Index("ix_decisions_decided_by", "decided_by_id", "decided_at"),  # App Home: "decided by you"
 )
 
 audit_events = sa.Table(
@@ -111,4 +123,27 @@ outbox = sa.Table(
     sa.Column("done_at", UTCDateTime),
     sa.Index("ux_outbox_dedupe_key", "dedupe_key", unique=True),
     sa.Index("ix_outbox_due", "status", "next_attempt_at"),
+)
+
+
+# Who a request concerns, per Slack user (migration 0002): the App Home inbox reads it by user.
+# role: "approver" (listed directly or through a user group, expanded when it was added) or
+# "escalated" (an escalation reached them). Authorization never reads this table: it is an index.
+request_people = sa.Table(
+    "request_people",
+    metadata,
+    sa.Column("request_id", sa.String(40), sa.ForeignKey("requests.id"), primary_key=True),
+    sa.Column("user_id", sa.String(40), primary_key=True),
+    sa.Column("role", sa.String(16), primary_key=True),
+    sa.Column("added_at", UTCDateTime, nullable=False),
+    sa.Index("ix_request_people_user", "user_id", "role", "request_id"),
+)
+
+# Users who have opened Signoff's App Home: only their Home is republished when it changes.
+home_users = sa.Table(
+    "home_users",
+    metadata,
+    sa.Column("user_id", sa.String(40), primary_key=True),
+    sa.Column("first_opened_at", UTCDateTime, nullable=False),
+    sa.Column("last_opened_at", UTCDateTime, nullable=False),
 )

@@ -36,8 +36,9 @@ from bot.domain.model import (
     Status,
     Via,
 )
-from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
-from storage.schema import audit_events, decisions, outbox, requests
+from bot.domain.timing import TimerState, Timing, escalation_json, state_from_columns
+from storage.base import DuplicateIdempotencyKey, Inbox, InboxEntry, OutboxItem, Store, Unit
+from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests
 from storage.urls import async_url
 
 NOTIFY_CHANNEL = "signoff_requests"
@@ -85,7 +86,37 @@ def _request_from_row(row: Any) -> Request:
         updated_at=m["updated_at"],
         next_due_at=m["next_due_at"],
         decision=decision,
+        timing=Timing.from_json(m["timing"]) if m["timing"] else None,
+        timers=_timers_from_row(m) if m["timing"] or m["escalation"] else None,
+        card_permalink=m["card_permalink"],
     )
+
+
+def _timers_from_row(m: Any) -> TimerState:
+    return state_from_columns(
+        reminders_sent=m["reminders_sent"],
+        remind_at=m["remind_at"],
+        loop=m["escalation_loop"],
+        level=m["escalation_level"],
+        escalate_at=m["escalate_at"],
+        expires_at=m["expires_at"],
+        snoozed_until=m["snoozed_until"],
+        escalation=m["escalation"],
+    )
+
+
+def _timer_columns(r: Request) -> dict[str, Any]:
+    t = r.timers or TimerState()
+    return {
+        "reminders_sent": t.reminders_sent,
+        "remind_at": t.remind_at,
+        "escalation_loop": t.loop,
+        "escalation_level": t.level,
+        "escalate_at": t.escalate_at,
+        "expires_at": t.expires_at,
+        "snoozed_until": t.snoozed_until,
+        "escalation": escalation_json(t),
+    }
 
 
 def _mutable_columns(r: Request) -> dict[str, Any]:
@@ -98,6 +129,7 @@ def _mutable_columns(r: Request) -> dict[str, Any]:
         "extra": r.extra,
         "updated_at": r.updated_at,
         "next_due_at": r.next_due_at,
+        **_timer_columns(r),
     }
 
 
@@ -116,6 +148,22 @@ def _outbox_from_row(row: Any) -> OutboxItem:
         last_error=m["last_error"],
         created_at=m["created_at"],
     )
+
+
+def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
+    """The ids of pending requests due at `now`, oldest due first (the timer sweep's claim).
+
+    A range scan on ix_requests_next_due_at reads the due rows only, however many are pending
+    (bench/sweep.py prints the plan). PostgreSQL locks what it returns and skips rows another
+    transaction holds, so replicas sweeping at once take different rows.
+    """
+    due = (
+        sa.select(requests.c.id)
+        .where(requests.c.next_due_at <= now, requests.c.status == "pending")
+        .order_by(requests.c.next_due_at)
+        .limit(limit)
+    )
+    return due.with_for_update(skip_locked=True) if postgres else due
 
 
 class SqlUnit(Unit):
@@ -151,6 +199,8 @@ class SqlUnit(Unit):
             "idempotency_key": request.idempotency_key,
             "body_hash": request.body_hash,
             "created_at": request.created_at,
+            "timing": request.timing.to_json() if request.timing else None,
+            "card_permalink": request.card_permalink,
             **_mutable_columns(request),
         }
         try:
@@ -239,6 +289,67 @@ class SqlUnit(Unit):
         if self._postgres:
             await self.conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, request_id)))
 
+    # -- timers and the App Home inbox ------------------------------------------
+
+    async def claim_due_requests(self, now: datetime, *, limit: int) -> list[Request]:
+        ids = list((await self.conn.execute(due_requests_statement(now, limit, postgres=self._postgres))).scalars())
+        if not ids:
+            return []
+        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN).where(requests.c.id.in_(ids))
+        found = {r.id: r for r in (_request_from_row(row) for row in (await self.conn.execute(stmt)).all())}
+        return [found[i] for i in ids if i in found]
+
+    async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
+        for user_id in dict.fromkeys(user_ids):
+            values = {"request_id": request_id, "user_id": user_id, "role": role, "added_at": now}
+            await self.conn.execute(self._insert_ignore_keys(request_people, values, ["request_id", "user_id", "role"]))
+
+    async def remove_people(self, request_id: str, role: str, user_ids: Iterable[str]) -> None:
+        ids = list(user_ids)
+        if ids:
+            await self.conn.execute(
+                request_people.delete().where(
+                    request_people.c.request_id == request_id,
+                    request_people.c.role == role,
+                    request_people.c.user_id.in_(ids),
+                )
+            )
+
+    async def people(self, request_id: str) -> set[str]:
+        stmt = sa.select(request_people.c.user_id).where(request_people.c.request_id == request_id)
+        return set((await self.conn.execute(stmt)).scalars())
+
+    async def home_users(self, user_ids: Iterable[str]) -> set[str]:
+        ids = list(dict.fromkeys(user_ids))
+        if not ids:
+            return set()
+        stmt = sa.select(home_users.c.user_id).where(home_users.c.user_id.in_(ids))
+        return set((await self.conn.execute(stmt)).scalars())
+
+    async def open_home(self, user_id: str, now: datetime) -> None:
+        values = {"user_id": user_id, "first_opened_at": now, "last_opened_at": now}
+        if not await self._inserted(self._insert_ignore_keys(home_users, values, ["user_id"])):
+            await self.conn.execute(
+                home_users.update().where(home_users.c.user_id == user_id).values(last_opened_at=now)
+            )
+
+    async def set_card_permalink(self, request_id: str, permalink: str) -> None:
+        await self.conn.execute(
+            requests.update().where(requests.c.id == request_id).values(card_permalink=permalink)
+        )
+
+    async def _inserted(self, stmt: Any) -> bool:
+        return (await self.conn.execute(stmt)).rowcount == 1
+
+    def _insert_ignore_keys(self, table: sa.Table, values: dict[str, Any], keys: list[str]) -> Any:
+        if self._postgres:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        return sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+
 
 class SqlStore(Store):
     """Store on SQLAlchemy. Create with `await SqlStore.open(database_url)`."""
@@ -279,7 +390,12 @@ class SqlStore(Store):
         if status is not None:
             stmt = stmt.where(requests.c.status == status.value)
         if after is not None:
-            stmt = stmt.where(sa.tuple_(requests.c.created_at, requests.c.id) > sa.tuple_(*after))
+            # Typed binds: an untyped datetime skips UTCDateTime, and SQLite would compare a non-UTC
+            # cursor as text in its own offset.
+            cursor = sa.tuple_(
+                sa.literal(after[0], requests.c.created_at.type), sa.literal(after[1], requests.c.id.type)
+            )
+            stmt = stmt.where(sa.tuple_(requests.c.created_at, requests.c.id) > cursor)
         stmt = stmt.order_by(requests.c.created_at, requests.c.id).limit(limit)
         async with self.engine.connect() as conn:
             return [_request_from_row(r) for r in (await conn.execute(stmt)).all()]
@@ -336,6 +452,43 @@ class SqlStore(Store):
             stmt = stmt.where(outbox.c.request_id == request_id)
         async with self.engine.connect() as conn:
             return [_outbox_from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def inbox(self, user_id: str, *, limit: int, decided_since: datetime) -> Inbox:
+        def role(name: str) -> Any:
+            return sa.exists().where(
+                request_people.c.request_id == requests.c.id,
+                request_people.c.user_id == user_id,
+                request_people.c.role == name,
+            )
+
+        pending = requests.c.status == "pending"
+        waiting = sa.and_(pending, role("approver"), ~role("escalated"))
+        escalated = sa.and_(pending, role("escalated"))
+        # An empty approver list means anyone may decide (Service.may_decide).
+        can_decide = sa.or_(role("approver"), sa.cast(requests.c.approvers, sa.Text) == "[]")
+        mine = sa.and_(decisions.c.decided_by_id == user_id, decisions.c.decided_at >= decided_since)
+        oldest = (requests.c.created_at, requests.c.id)
+
+        async with self.engine.connect() as conn:
+
+            async def page(where: Any, order: Any) -> tuple[list[Any], int]:
+                stmt = sa.select(*_REQUEST_COLUMNS, can_decide.label("can_decide")).select_from(_REQUEST_JOIN)
+                rows = (await conn.execute(stmt.where(where).order_by(*order).limit(limit))).all()
+                count = sa.select(sa.func.count()).select_from(_REQUEST_JOIN).where(where)
+                total = (await conn.execute(count)).scalar()
+                return rows, int(total or 0)
+
+            waiting_rows, waiting_total = await page(waiting, oldest)
+            escalated_rows, escalated_total = await page(escalated, oldest)
+            decided_rows, decided_total = await page(mine, (decisions.c.decided_at.desc(), requests.c.id))
+        return Inbox(
+            waiting=tuple(InboxEntry(_request_from_row(r), True) for r in waiting_rows),
+            waiting_total=waiting_total,
+            escalated=tuple(InboxEntry(_request_from_row(r), bool(r.can_decide)) for r in escalated_rows),
+            escalated_total=escalated_total,
+            decided=tuple(_request_from_row(r) for r in decided_rows),
+            decided_total=decided_total,
+        )
 
     async def close(self) -> None:
         await self.engine.dispose()

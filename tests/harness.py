@@ -10,12 +10,14 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from bot.clock import Clock
 from bot.settings import Settings
 from bot.web import Signoff, build
 from tests.fakes.slack_api import FakeSlack
@@ -111,15 +113,29 @@ class App:
             await self.runner.cleanup()
 
 
+class ShiftedClock:
+    """The system clock plus an offset a test can move forward: due retries fall due at once."""
+
+    def __init__(self) -> None:
+        self.offset = timedelta(0)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += timedelta(seconds=seconds)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-async def start_app(db_url: str, slack: FakeSlack, **env: str) -> App:
+async def start_app(db_url: str, slack: FakeSlack, *, clock: Clock | None = None, **env: str) -> App:
+    """Build and serve the app in this process; `clock` replaces the system clock (e.g. ShiftedClock)."""
     settings = Settings.from_env(app_env(db_url, slack, **env), dotenv=None)
-    signoff = await build(settings)
+    signoff = await build(settings, clock=clock)
     runner = web.AppRunner(signoff.web_app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

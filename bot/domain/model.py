@@ -10,7 +10,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # timing imports this module; at run time the annotations stay strings
+    from bot.domain.timing import TimerState, Timing
 
 
 class Status(enum.StrEnum):
@@ -37,6 +40,7 @@ class Via(enum.StrEnum):
     GRANT = "grant"
     TIMEOUT = "timeout"
     API = "api"
+    THREAD = "thread"  # a reply in the Slack thread (answers to an agent's questions)
 
 
 class Risk(enum.StrEnum):
@@ -150,6 +154,9 @@ class Request:
     body_hash: str | None = None
     next_due_at: datetime | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    timing: Timing | None = None  # reminders, escalation, timeout: fixed at submit
+    timers: TimerState | None = None  # how far along that timeline the request is
+    card_permalink: str | None = None
 
     @property
     def is_pending(self) -> bool:

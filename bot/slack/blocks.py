@@ -54,6 +54,8 @@ __all__ = [
 APPROVE = "signoff_approve"
 EDIT = "signoff_edit"
 REJECT = "signoff_reject"
+SNOOZE = "signoff_snooze"
+ESCALATE = "signoff_escalate"
 DECIDE_BLOCK = "decide"
 
 # Slack's limits (SLACK_FACTS.md section 2) and our budgets within them.
@@ -197,6 +199,10 @@ def _buttons(req: Request) -> dict[str, Any]:
     if req.action.params:
         buttons.append(_button("Edit", EDIT, req.id))
     buttons.append(_button("Reject", REJECT, req.id, "danger"))
+    if req.timing is not None:  # requests with a timeline (issue 3): for approvers, not a decision
+        if req.timing.reminds:
+            buttons.append(_button("Snooze 1h", SNOOZE, req.id))
+        buttons.append(_button("Escalate", ESCALATE, req.id))
     return {"type": "actions", "block_id": DECIDE_BLOCK, "elements": buttons}
 
 

@@ -109,6 +109,7 @@ class CardDelivery:
             metadata={"event_type": CARD_EVENT_TYPE, "event_payload": {"request_id": request.id}},
             unfurl_links=False,
             unfurl_media=False,
+            **({"thread_ts": request.thread_ts} if request.thread_ts else {}),  # a card in an agent run's thread
         )
         if failure is not None:
             if isinstance(failure, Dead):
@@ -133,7 +134,11 @@ class CardDelivery:
                                       "include_all_metadata": True}
             if cursor:
                 kwargs["cursor"] = cursor
-            data, failure = await self.call("conversations.history", attempt, **kwargs)
+            # A threaded card is not in the channel's history, only in its thread's replies.
+            method = "conversations.replies" if request.thread_ts else "conversations.history"
+            if request.thread_ts:
+                kwargs["ts"] = request.thread_ts
+            data, failure = await self.call(method, attempt, **kwargs)
             if failure is not None:
                 # Without history access we cannot tell; posting again risks a duplicate, so wait and retry.
                 return failure if not isinstance(failure, Dead) else None

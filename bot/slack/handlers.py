@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncApp
 
@@ -11,16 +11,24 @@ from bot.slack import blocks
 from bot.slack.interactions import Interactions
 from bot.slack.payloads import BadPayload, extract_click, extract_submission
 
+if TYPE_CHECKING:
+    from bot.slack.escalation import TimerInteractions
+    from bot.slack.home import Home
+
 log = logging.getLogger(__name__)
 
 HELP = (
     "*Signoff* puts a person between an AI agent and its risky actions.\n"
     "Agents ask over the API; approval cards appear in the channel they name.\n"
+    "• `/signoff pending`: the requests waiting on you\n"
+    "• `/signoff run <task>`: start an agent run in this channel (it works in the run's thread)\n"
     "• `/signoff help`: this message"
 )
 
 
-def register(app: AsyncApp, interactions: Interactions) -> None:
+def register(
+    app: AsyncApp, interactions: Interactions, *, timers: TimerInteractions | None = None, home: Home | None = None
+) -> None:
     async def on_approve(ack: Any, body: dict[str, Any]) -> None:
         await ack()
         click = await _click_or_refuse(body)
@@ -53,6 +61,9 @@ def register(app: AsyncApp, interactions: Interactions) -> None:
         await interactions.finish_submission(sub, request, params)
 
     async def on_command(ack: Any, command: dict[str, Any]) -> None:
+        if home is not None and (command.get("text") or "").strip().lower() == "pending" and command.get("user_id"):
+            await ack(**await home.pending(str(command["user_id"])))  # a database read: fast enough for the ack
+            return
         await ack(text=HELP, response_type="ephemeral")
 
     async def _click_or_refuse(body: dict[str, Any]) -> Any:
@@ -71,6 +82,51 @@ def register(app: AsyncApp, interactions: Interactions) -> None:
     app.view(blocks.EDIT_VIEW)(on_submit)
     app.view(blocks.REJECT_VIEW)(on_submit)
     app.command("/signoff")(on_command)
+    if timers is not None:
+        _register_timers(app, interactions, timers, _click_or_refuse)
+    if home is not None:
+        _register_home(app, home)
+
+
+def _register_timers(app: AsyncApp, interactions: Interactions, timers: TimerInteractions, click_of: Any) -> None:
+    from bot.slack.escalation import ESCALATE_VIEW, TARGET_BLOCK
+
+    async def on_snooze(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await click_of(body)
+        if click is not None:
+            await timers.snooze(click)
+
+    async def on_escalate(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await click_of(body)
+        if click is not None:
+            await timers.open_modal(click)  # views.open straight from the listener: trigger_id lives 3 s
+
+    async def on_escalate_submit(ack: Any, body: dict[str, Any]) -> None:
+        try:
+            sub = extract_submission(body)
+        except BadPayload as exc:
+            await ack(response_action="errors", errors={TARGET_BLOCK: str(exc)})
+            return
+        choice, errors = await timers.check_submission(sub)
+        if errors or choice is None:
+            await ack(response_action="errors", errors=errors or {TARGET_BLOCK: "Pick where the request goes."})
+            return
+        await ack()
+        await timers.finish_submission(sub, choice)
+
+    app.action(blocks.SNOOZE)(on_snooze)
+    app.action(blocks.ESCALATE)(on_escalate)
+    app.view(ESCALATE_VIEW)(on_escalate_submit)
+
+
+def _register_home(app: AsyncApp, home: Home) -> None:
+    async def on_home_opened(event: dict[str, Any]) -> None:
+        if event.get("tab", "home") == "home" and event.get("user"):
+            await home.opened(str(event["user"]))
+
+    app.event("app_home_opened")(on_home_opened)
 
 
 def _first_block(body: dict[str, Any]) -> str:

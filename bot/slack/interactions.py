@@ -70,11 +70,19 @@ class Interactions:
         if not request.is_pending:
             return Refusal(already_decided_text(request))
         if authorize and not await self.service.may_decide(request, user_id):
+            escalated = _escalated_to(request)
+            if escalated:  # a late click from someone the request moved away from
+                return Refusal(f"This request was escalated to {escalated}, and you are no longer one of its "
+                               "approvers, so your click was not recorded. " + _approvers_text(request))
             return Refusal(
                 "You are not one of the approvers of this request, so your click was not recorded. "
                 + _approvers_text(request)
             )
         return request
+
+    async def check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
+        """The pending request if `user_id` may act on it from `click`, else why not (for other modules)."""
+        return await self._check(request_id, user_id, click)
 
     async def tell(self, user_id: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
         """An ephemeral note to one person (a DM when there is no channel, e.g. a click in App Home)."""
@@ -99,6 +107,10 @@ class Interactions:
         )
         if not result.won:
             await self.tell(click.user_id, click.channel_id, already_decided_text(result.request))
+        elif _escalated_to(checked) and click.user_id not in (checked.timers.escalated_to if checked.timers else ()):
+            await self.tell(click.user_id, click.channel_id,
+                            f"Approved. This request had been escalated to {_escalated_to(checked)}; your decision "
+                            "counts because you are still one of its approvers.")
 
     async def open_modal(self, click: Click, kind: str) -> None:
         checked = await self._check(click.request_id, click.user_id, click)
@@ -158,6 +170,14 @@ class Interactions:
                                                comment=reason)
         if not result.won:
             await self.tell(sub.user_id, channel, already_decided_text(result.request))
+
+
+def _escalated_to(request: Request) -> str:
+    """Who the request was last escalated to, as mentions ("" if it never was)."""
+    state = request.timers
+    if state is None or not state.escalated or state.handed_back or not state.escalated_to:
+        return ""
+    return ", ".join(f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in state.escalated_to[:10])
 
 
 def _approvers_text(request: Request) -> str:
