@@ -97,14 +97,18 @@ class Signoff:
         await self.store.close()
 
 
-def slack_client(settings: Settings, *, retries: bool) -> AsyncWebClient:
-    """Listener-side clients retry 429s themselves; the outbox's client does not (the outbox reschedules)."""
+def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries: bool) -> AsyncWebClient:
+    """A Web API client on the process's shared session, so connections (TLS to Slack) are reused.
+
+    Listener-side clients retry 429s themselves; the outbox's client does not (the outbox reschedules).
+    """
     handlers_ = [AsyncConnectionErrorRetryHandler(), AsyncRateLimitErrorRetryHandler(max_retry_count=2)]
     return AsyncWebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_url,
         timeout=settings.http_timeout_seconds,
         retry_handlers=handlers_ if retries else [],
+        session=session,
     )
 
 
@@ -113,12 +117,11 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     store = store or await SqlStore.open(settings.database_url)
     metrics = Metrics()
     waiters = Waiters()
-    listener_client = slack_client(settings, retries=True)
+    http = aiohttp.ClientSession()
+    listener_client = slack_client(settings, http, retries=True)
     service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
                       metrics=metrics)
-    http = aiohttp.ClientSession()
-
-    cards = CardDelivery(service, SlackCall(slack_client(settings, retries=False), metrics), clock)
+    cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics), clock)
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
     dispatcher = Dispatcher(
@@ -130,7 +133,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         lease_seconds=settings.outbox_lease_seconds,
     )
     service.after_commit(dispatcher.wake)
-    home, timers = _timers(settings, service, clock, metrics, http, dispatcher, cards)
+    home, timers = _timers(settings, service, clock, dispatcher, cards)
     agent = build_agent(settings, service=service, store=store, dispatcher=dispatcher, cards=cards, call=cards.call,
                         client=listener_client, clock=clock, metrics=metrics)
 
@@ -178,16 +181,12 @@ def _clock(settings: Settings) -> Clock:
 
 
 def _timers(
-    settings: Settings, service: Service, clock: Clock, metrics: Metrics, http: aiohttp.ClientSession,
-    dispatcher: Dispatcher, cards: CardDelivery,
+    settings: Settings, service: Service, clock: Clock, dispatcher: Dispatcher, cards: CardDelivery
 ) -> tuple[Home, Timers]:
     """Reminders, escalation, timeouts and App Home: defaults, outbox handlers, the sweep."""
     service.default_timing = settings.default_timing()
     cards.render = render_card  # the card shows escalation and timeout notes
-    # On the process's shared aiohttp session: connections (TLS to Slack) are reused across calls.
-    client = AsyncWebClient(token=settings.slack_bot_token, base_url=settings.slack_api_url,
-                            timeout=settings.http_timeout_seconds, retry_handlers=[], session=http)
-    call = SlackCall(client, metrics)
+    call = cards.call  # the outbox's Web API client: no retries of its own, the outbox reschedules
     notices = NoticeDelivery(service, call, clock, service.directory)
     home = Home(service.store, clock, dispatcher.wake)
     dispatcher.handlers.update({

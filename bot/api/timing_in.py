@@ -130,18 +130,21 @@ async def expand_groups(
 ) -> tuple[str, ...]:
     """Members of the approver user groups (for the App Home index); checks escalation targets.
 
-    An escalation target that Slack says is no user group is a 400. If Slack cannot be asked
-    (it is down), the request is accepted unchecked rather than refused.
+    An approver or escalation target that Slack says is no user group is a 400 (nobody could
+    ever decide or be reached). If Slack cannot be asked (it is down), the request is accepted
+    unchecked rather than refused.
     """
     if directory is None:
         return ()
     members: list[str] = []
-    for entry in approvers:
+    for index, entry in enumerate(approvers):
         if entry.startswith("S"):
             try:
                 members.extend(sorted(await directory.group_members(entry)))
             except LookupError:
-                log.warning("approver %s is not a user group Slack knows", entry)
+                field, message = f"approvers.{index}", f"{entry} is not a user group in this Slack workspace"
+                raise InvalidInput(f"invalid request body: {field}: {message}",
+                                   details=[{"field": field, "message": message}]) from None
             except Exception:
                 log.warning("could not list the members of %s", entry, exc_info=True)
     for index, level in enumerate(timing.levels):

@@ -27,6 +27,7 @@ from bot.metrics import Metrics
 from bot.outbox import Dead, Done, Result, Retry, backoff
 from bot.service import Service
 from bot.slack.blocks import approval_card
+from bot.slack.lookup import find_message
 from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
@@ -127,32 +128,18 @@ class CardDelivery:
 
     async def _find_posted(self, request: Request, attempt: int) -> str | Result | None:
         """Our card for `request` if an earlier, interrupted attempt posted it (its ts), else None."""
+
+        def is_card(message: dict[str, Any]) -> bool:
+            meta = message.get("metadata") or {}
+            return meta.get("event_type") == CARD_EVENT_TYPE and (
+                (meta.get("event_payload") or {}).get("request_id") == request.id
+            )
+
+        if request.thread_ts:  # a card in a run's thread is only in the thread's replies
+            return await find_message(self.call, attempt, is_card, channel=request.channel,
+                                      thread_ts=request.thread_ts)
         oldest = (request.created_at - timedelta(minutes=1)).timestamp()
-        cursor = None
-        for _ in range(20):  # 20 pages of 200 messages: far more than one card's crash window
-            kwargs: dict[str, Any] = {"channel": request.channel, "oldest": f"{oldest:.6f}", "limit": 200,
-                                      "include_all_metadata": True}
-            if cursor:
-                kwargs["cursor"] = cursor
-            # A threaded card is not in the channel's history, only in its thread's replies.
-            method = "conversations.replies" if request.thread_ts else "conversations.history"
-            if request.thread_ts:
-                kwargs["ts"] = request.thread_ts
-            data, failure = await self.call(method, attempt, **kwargs)
-            if failure is not None:
-                # Without history access we cannot tell; posting again risks a duplicate, so wait and retry.
-                return failure if not isinstance(failure, Dead) else None
-            assert data is not None
-            for message in data.get("messages", []):
-                meta = message.get("metadata") or {}
-                if meta.get("event_type") == CARD_EVENT_TYPE and (
-                    (meta.get("event_payload") or {}).get("request_id") == request.id
-                ):
-                    return str(message["ts"])
-            cursor = (data.get("response_metadata") or {}).get("next_cursor")
-            if not data.get("has_more") or not cursor:
-                return None
-        return None
+        return await find_message(self.call, attempt, is_card, channel=request.channel, oldest=f"{oldest:.6f}")
 
     async def update(self, item: OutboxItem) -> Result:
         request = await self.service.store.get_request(item.payload["request_id"])

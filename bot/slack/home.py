@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.clock import Clock
 from bot.domain.durations import format_duration
-from bot.domain.model import Request
+from bot.domain.model import Kind, Request
 from bot.inbox import home_item
 from bot.outbox import Dead, Done, Result
 from bot.slack.blocks import APPROVE, OUTCOME_LABEL, REJECT, RISK_EMOJI, slack_date
@@ -58,8 +58,8 @@ def _meta(req: Request, now: datetime) -> str:
 def _item_blocks(entry: InboxEntry, now: datetime, links: dict[str, str]) -> list[dict[str, Any]]:
     req = entry.request
     section = {"type": "section", "text": {"type": "mrkdwn", "text": f"*{_link(req, links)}*\n{_meta(req, now)}"}}
-    if not entry.can_decide:
-        return [section]
+    if not entry.can_decide or req.kind is not Kind.APPROVAL:
+        return [section]  # a question is answered in its thread, from the link
     buttons = [
         {"type": "button", "action_id": APPROVE, "text": plain("Approve"), "value": req.id, "style": "primary"},
         {"type": "button", "action_id": REJECT, "text": plain("Reject"), "value": req.id, "style": "danger"},

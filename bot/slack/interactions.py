@@ -16,7 +16,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import Clock
 from bot.domain.edits import compute_changes
-from bot.domain.model import Actor, Outcome, Request, Via
+from bot.domain.model import Actor, Kind, Outcome, Request, Via
 from bot.metrics import Metrics
 from bot.service import Service
 from bot.slack import blocks
@@ -69,6 +69,8 @@ class Interactions:
                 return Refusal("This button does not belong to the card it was clicked on. Nothing was changed.")
         if not request.is_pending:
             return Refusal(already_decided_text(request))
+        if request.kind is not Kind.APPROVAL:
+            return Refusal("This is a question, not an approval: answer it in its thread. Nothing was changed.")
         if authorize and not await self.service.may_decide(request, user_id):
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from

@@ -4,8 +4,7 @@ Every message Signoff posts through the outbox carries `metadata`: an event type
 naming what it is. When an outbox item is retried after an attempt that ended without a known
 result (the process died mid-call, the connection dropped), its handler looks for that metadata
 before posting again: in a thread with conversations.replies, in a channel or DM with
-conversations.history. `CardDelivery._find_posted` (bot/slack/delivery.py) does the same for
-cards and could move onto `find_message`.
+conversations.history. Cards (bot/slack/delivery.py) use the same search.
 """
 
 from __future__ import annotations

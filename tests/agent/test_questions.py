@@ -165,3 +165,21 @@ async def test_only_the_people_asked_may_answer(agent: AgentApp) -> None:
     assert all("not one of the people asked" in r.args["text"] for r in refusals)
     _, still = await agent.app.api("GET", f"/api/v1/questions/{body['id']}")
     assert still["status"] == "pending"
+
+
+
+async def test_approve_button_with_a_question_id_is_refused(agent: AgentApp) -> None:
+    """A forged (or App Home) Approve on a question: refused clearly, nothing written."""
+    app = agent.app
+    status, question = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1"})
+    assert status == 201, question
+    card = await app.card(question["id"])
+    assert app.signoff is not None
+    await app.signoff.dispatcher.drain()
+    before = await app.signoff.store.get_request(question["id"])
+    resp = await app.slack_client.block_action(user="U1", action_id="signoff_approve", value=question["id"],
+                                               block_id="decide", channel=card.channel, message_ts=card.ts)
+    assert resp.status == 200
+    [note] = await app.slack.wait_for("chat.postEphemeral")
+    assert "This is a question, not an approval" in note.args["text"]
+    assert await app.signoff.store.get_request(question["id"]) == before

@@ -159,6 +159,7 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
 
 
 async def test_defaults_and_duplicate_approvers(app: App) -> None:
+    app.slack.add_usergroup("SOPS", ["U3"])
     sent = {"action": {"name": "deploy"}, "summary": "  Deploy\n  build 42  ", "channel": "C1",
             "approvers": ["U1", "U1", "SOPS"]}
     status, body = await app.api("POST", APPROVALS, json=sent)
@@ -166,6 +167,15 @@ async def test_defaults_and_duplicate_approvers(app: App) -> None:
     assert body["risk"] == "high" and body["action"]["params"] == {} and body["preview"] is None
     assert body["summary"] == "Deploy build 42"
     assert body["approvers"] == ["U1", "SOPS"]
+
+
+async def test_unknown_approver_group_is_refused_and_nothing_stored(app: App) -> None:
+    status, body = await app.api("POST", APPROVALS, json=approval_body(approvers=["U1", "SNOSUCH"]))
+    assert status == 400
+    assert body["error"]["details"] == [{"field": "approvers.1",
+                                         "message": "SNOSUCH is not a user group in this Slack workspace"}]
+    assert app.signoff is not None
+    assert await app.signoff.store.list_requests(status=None, limit=10) == []
 
 
 def _without(key: str) -> dict[str, Any]:
