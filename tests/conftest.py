@@ -19,6 +19,7 @@ import pytest_asyncio
 from sqlalchemy.engine import make_url
 
 from storage.migrate import upgrade
+from storage.sql import SqlStore
 from tests.fakes.slack_api import FakeSlack
 from tests.harness import App, start_app
 
@@ -91,6 +92,16 @@ async def db_url(template_db: str, tmp_path: Path) -> AsyncIterator[str]:
         yield _pg_url_for(name)
     finally:
         await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest_asyncio.fixture
+async def store(db_url: str) -> AsyncIterator[SqlStore]:
+    """The storage layer itself, on the test's database."""
+    opened = await SqlStore.open(db_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
 
 
 @pytest_asyncio.fixture

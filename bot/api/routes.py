@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import json
 import logging
@@ -13,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.api.schemas import ApprovalIn, CancelIn, parse_body
+from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
@@ -99,8 +98,7 @@ async def create_approval(request: web.Request) -> web.Response:
         callback_url=body.callback_url,
         requested_by=body.requested_by,
     )
-    body_hash = hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
-    created_request, created = await service.submit(spec, idempotency_key=key, body_hash=body_hash)
+    created_request, created = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
     response = web.json_response(request_json(created_request), status=201 if created else 200)
     response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
     return response

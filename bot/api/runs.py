@@ -10,8 +10,6 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import re
 
 from aiohttp import web
@@ -21,7 +19,7 @@ from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION
 from bot.agent.runner import Runner
 from bot.agent.runs import RunService, question_json
 from bot.api.routes import SERVICE, SETTINGS, _float_param
-from bot.api.schemas import APPROVER_ID, CHANNEL_ID, _Strict, parse_body
+from bot.api.schemas import CHANNEL_ID, Approvers, _Strict, body_hash, parse_body
 from bot.domain.model import Kind
 from bot.domain.runs import NewRun
 from bot.errors import InvalidInput, NotFound
@@ -74,7 +72,7 @@ class QuestionsIn(_Strict):
     summary: str | None = Field(default=None, max_length=300)
     context: str | None = Field(default=None, max_length=20_000)
     channel: str | None = None
-    approvers: list[str] = Field(default_factory=list, max_length=50)
+    approvers: Approvers = Field(default_factory=list)
     callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
     requested_by: str | None = Field(default=None, max_length=200)
 
@@ -82,14 +80,6 @@ class QuestionsIn(_Strict):
     @classmethod
     def _channel_id(cls, value: str | None) -> str | None:
         return _channel(value)
-
-    @field_validator("approvers")
-    @classmethod
-    def _approver_ids(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            if not APPROVER_ID.match(entry):
-                raise ValueError(f"{entry[:40]!r} is not a Slack user id (U..., W...) or user group id (S...)")
-        return value
 
 
 def _channel_or_default(request: web.Request, channel: str | None) -> str:
@@ -163,8 +153,7 @@ async def create_question(request: web.Request) -> web.Response:
         questions, channel=_channel_or_default(request, body.channel), summary=body.summary, context=body.context,
         requested_by=body.requested_by, callback_url=body.callback_url, approvers=tuple(dict.fromkeys(body.approvers)),
     )
-    body_hash = hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
-    created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash)
+    created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
     response = web.json_response(question_json(created), status=201 if is_new else 200)
     response.headers["Location"] = f"/api/v1/questions/{created.id}"
     return response

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.domain.edits import check_schema, validate_params
 from bot.domain.model import Action, Preview, Risk
@@ -16,6 +17,22 @@ MAX_PARAMS_BYTES = 256 * 1024
 MAX_PREVIEW_BYTES = 512 * 1024
 CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
 APPROVER_ID = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
+
+
+def _approver_ids(value: list[str]) -> list[str]:
+    for entry in value:
+        if not APPROVER_ID.match(entry):
+            raise ValueError(f"{entry[:40]!r} is not a Slack user id (U..., W...) or user group id (S...)")
+    return value
+
+
+# Who may decide: Slack user ids (U..., W...) and user group ids (S...).
+Approvers = Annotated[list[str], Field(max_length=50), AfterValidator(_approver_ids)]
+
+
+def body_hash(body: BaseModel) -> str:
+    """What an Idempotency-Key is bound to: the validated body, canonically serialised."""
+    return hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
 class _Strict(BaseModel):
@@ -106,7 +123,7 @@ class ApprovalIn(_Strict):
     preview: PreviewIn | None = None
     risk: Risk = Risk.HIGH
     channel: str | None = None
-    approvers: list[str] = Field(default_factory=list, max_length=50)
+    approvers: Approvers = Field(default_factory=list)
     callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
     requested_by: str | None = Field(default=None, max_length=200)
     # Timing (issue 3): checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
@@ -119,14 +136,6 @@ class ApprovalIn(_Strict):
     def _channel_id(cls, value: str | None) -> str | None:
         if value is not None and not CHANNEL_ID.match(value):
             raise ValueError(f"{value[:40]!r} is not a Slack channel id (like C0123ABCD)")
-        return value
-
-    @field_validator("approvers")
-    @classmethod
-    def _approver_ids(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            if not APPROVER_ID.match(entry):
-                raise ValueError(f"{entry[:40]!r} is not a Slack user id (U..., W...) or user group id (S...)")
         return value
 
     @field_validator("summary")

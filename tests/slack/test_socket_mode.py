@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.fakes.slack_api import FakeSlack
-from tests.harness import approval_body, start_app
+from tests.harness import start_app
 
 
 async def test_socket_mode_click_is_acked_and_decides(db_url: str, slack: FakeSlack) -> None:

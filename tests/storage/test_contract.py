@@ -50,15 +50,6 @@ from tests.harness import ROOT
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
 
-@pytest_asyncio.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    opened = await SqlStore.open(db_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
 def make_request(request_id: str | None = None, **changes: Any) -> Request:
     base = Request(
         id=request_id or f"apr_{uuid.uuid4().hex[:20]}",

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest_asyncio
 
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
@@ -21,15 +19,6 @@ from tests.harness import App, ServerProcess
 from tests.timers.procs import calls, client, log_tail, quiet, server_env
 
 N = 200
-
-
-@pytest_asyncio.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    opened = await SqlStore.open(db_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_two_processes_sweep_200_due_requests_and_send_each_message_once(

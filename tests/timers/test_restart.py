@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest_asyncio
 
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
@@ -14,15 +12,6 @@ from tests.fakes.slack_api import FakeSlack
 from tests.harness import ServerProcess
 from tests.timers.helpers import TIMELINE
 from tests.timers.procs import calls, client, log_tail, quiet, server_env, thread_posts
-
-
-@pytest_asyncio.fixture
-async def store(db_url: str) -> AsyncIterator[SqlStore]:
-    opened = await SqlStore.open(db_url)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_killed_mid_timeline_a_new_process_skips_nothing_and_sends_nothing_twice(
