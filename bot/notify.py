@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 from bot.domain.model import Status
@@ -33,7 +33,6 @@ class Waiters:
 
     def __init__(self) -> None:
         self._events: dict[str, set[asyncio.Event]] = defaultdict(set)
-        self._listeners: list[Callable[[str], None]] = []
         self.changed = asyncio.Event()  # set whenever the set of waited-on ids grows
 
     @contextlib.contextmanager
@@ -50,15 +49,9 @@ class Waiters:
                 if not waiting:
                     del self._events[request_id]
 
-    def on_wake(self, fn: Callable[[str], None]) -> None:
-        """Also call `fn(request_id)` on every wake (used by the agent runner)."""
-        self._listeners.append(fn)
-
     def wake(self, request_id: str) -> None:
         for event in self._events.get(request_id, ()):
             event.set()
-        for fn in self._listeners:
-            fn(request_id)
 
     def wake_all(self) -> None:
         for request_id in list(self._events):

@@ -97,11 +97,20 @@ class Service:
         self.directory = directory
         self.new_id = id_factory
         self._after_commit: list[Callable[[str], None]] = []
+        self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing: Timing | None = None  # set from settings by bot.web.build
 
     def after_commit(self, fn: Callable[[str], None]) -> None:
         """Run `fn(request_id)` after every committed change (wakes the outbox dispatcher)."""
         self._after_commit.append(fn)
+
+    def on_decided(self, fn: Callable[[Request], None]) -> None:
+        """Run `fn(request)` with the decided request after a decision commits in this process.
+
+        Every decision (click, timeout, cancel) commits through `decide` in some process, so this
+        reaches whoever must act on it without a read or a cross-process notification.
+        """
+        self._on_decided.append(fn)
 
     def changed(self, request_id: str) -> None:
         """Wake waiters and the outbox after a unit that changed `request_id` committed (timers use it)."""
@@ -258,10 +267,15 @@ class Service:
         params: dict[str, Any] | None = None,
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
+        read: Request | None = None,
     ) -> DecideResult:
-        """Record the one decision. The loser of a race gets `won=False` and the winner's request."""
-        for _ in range(_GUARD_RETRIES):
-            request = await self.get(request_id)
+        """Record the one decision. The loser of a race gets `won=False` and the winner's request.
+
+        `read`: the request as the caller just read it, to save reading it again; if it is stale
+        the guarded write fails and the request is re-read.
+        """
+        for attempt in range(_GUARD_RETRIES):
+            request = read if attempt == 0 and read is not None and read.id == request_id else await self.get(request_id)
             if not request.is_pending:
                 return DecideResult(request, won=False)
             now = self.clock.now()
@@ -296,8 +310,14 @@ class Service:
                 await self._enqueue_decision_effects(unit, decided, now)
                 await unit.notify(request.id)
             self.metrics.decisions.labels(outcome.value, via.value).inc()
+            decided = decided.evolve(version=request.version + 1)
             self._committed(request.id)
-            return DecideResult(decided.evolve(version=request.version + 1), won=True)
+            for fn in self._on_decided:
+                try:
+                    fn(decided)
+                except Exception:  # like after-commit hooks: never undo a committed decision
+                    log.exception("on-decided hook failed", extra={"request_id": request.id})
+            return DecideResult(decided, won=True)
         return DecideResult(await self.get(request_id), won=False)
 
     async def _enqueue_decision_effects(self, unit: Unit, request: Request, now: datetime) -> None:

@@ -8,9 +8,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -70,6 +72,13 @@ class Signoff:
     timers: Timers | None = None  # reminders, escalation, timeouts (issue 3)
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # the agent runner (issue 4)
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+        """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
+        task = asyncio.create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     async def start(self) -> None:
         await self.watcher.start()
@@ -87,6 +96,8 @@ class Signoff:
     async def stop(self) -> None:
         if self.socket_handler is not None:
             await self.socket_handler.close_async()
+        if self.background:  # clicks already acked: let their listeners reach the database
+            await asyncio.wait(list(self.background), timeout=5)
         if self.sweep_job is not None:
             await self.sweep_job.stop()
         if self.agent is not None:
@@ -210,8 +221,14 @@ async def slack_events(request: web.Request) -> web.Response:
         bolt_request = AsyncBoltRequest(body=body, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
     except ValueError as exc:
         return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
-    bolt_response = await signoff.bolt.async_dispatch(bolt_request)
-    response = await to_aiohttp_response(bolt_response)
+    if bolt_request.body.get("type") == "block_actions":
+        # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out
+        # and let Bolt run the listener in the background, so the ack never waits behind the
+        # listener work of earlier clicks that shares this event loop.
+        signoff.in_background(signoff.bolt.async_dispatch(bolt_request))
+        response = web.Response(status=200)
+    else:  # view submissions answer with validation errors, commands with text: Bolt's ack is the answer
+        response = await to_aiohttp_response(await signoff.bolt.async_dispatch(bolt_request))
     signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)
     return response
 

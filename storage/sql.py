@@ -45,6 +45,9 @@ NOTIFY_CHANNEL = "signoff_requests"
 
 _REQUEST_JOIN = requests.outerjoin(decisions, decisions.c.request_id == requests.c.id)
 _REQUEST_COLUMNS = [*requests.c, *[c.label(f"d_{c.name}") for c in decisions.c]]
+_SELECT_REQUEST = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN)
+# Built once: the hottest read (every click and card update) need not rebuild and re-key its statement.
+_REQUEST_BY_ID = _SELECT_REQUEST.where(requests.c.id == sa.bindparam("request_id"))
 
 
 def _request_from_row(row: Any) -> Request:
@@ -172,12 +175,11 @@ class SqlUnit(Unit):
         self._postgres = conn.dialect.name == "postgresql"
 
     async def get_request(self, request_id: str) -> Request | None:
-        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN).where(requests.c.id == request_id)
-        row = (await self.conn.execute(stmt)).first()
+        row = (await self.conn.execute(_REQUEST_BY_ID, {"request_id": request_id})).first()
         return _request_from_row(row) if row else None
 
     async def find_by_idempotency_key(self, key: str) -> Request | None:
-        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN).where(requests.c.idempotency_key == key)
+        stmt = _SELECT_REQUEST.where(requests.c.idempotency_key == key)
         row = (await self.conn.execute(stmt)).first()
         return _request_from_row(row) if row else None
 
@@ -295,7 +297,7 @@ class SqlUnit(Unit):
         ids = list((await self.conn.execute(due_requests_statement(now, limit, postgres=self._postgres))).scalars())
         if not ids:
             return []
-        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN).where(requests.c.id.in_(ids))
+        stmt = _SELECT_REQUEST.where(requests.c.id.in_(ids))
         found = {r.id: r for r in (_request_from_row(row) for row in (await self.conn.execute(stmt)).all())}
         return [found[i] for i in ids if i in found]
 
@@ -386,7 +388,7 @@ class SqlStore(Store):
     async def list_requests(
         self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
     ) -> list[Request]:
-        stmt = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN)
+        stmt = _SELECT_REQUEST
         if status is not None:
             stmt = stmt.where(requests.c.status == status.value)
         if after is not None:

@@ -3,8 +3,8 @@
 A run is worked on by whoever holds its lease (`RunStore.claim`), renewed by a heartbeat
 while a model call or a tool runs. Work starts when:
 - the run is created and its root message is posted (the Slack delivery kicks it);
-- a decision on one of its requests commits: `Service` wakes `Waiters`, whose listener
-  (`on_wake`) finds the run and kicks it; across processes PostgreSQL NOTIFY does the same;
+- a decision on one of its requests commits: every decision commits through `Service.decide` in
+  some process, whose `on_decided` hook hands us the decided request there and then;
 - the recovery sweep finds it: unleased or expired lease, and work to do (mid-step at a crash,
   all gated calls decided while nobody was listening, cancel asked).
 A waiting run has no task here: it is rows in the database until a person acts.
@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.agent.steps import LeaseLost, StepResult, Steps
 from bot.clock import Clock
+from bot.domain.model import Request
 from bot.notify import Waiters
 from bot.service import Service
 from storage.runs import RunStore
@@ -65,7 +66,7 @@ class Runner:
     # -- lifecycle --------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.service.waiters.on_wake(self.on_wake)
+        self.service.on_decided(self.on_decided)
         self._sweeper = asyncio.create_task(self._sweep_loop(), name="signoff-run-sweep")
 
     async def stop(self) -> None:
@@ -91,15 +92,8 @@ class Runner:
         self._again[run_id] = False
         self._spawn(self._drive(run_id))
 
-    def on_wake(self, request_id: str) -> None:
-        """`Waiters` listener: a request changed; if it belongs to a run and is decided, kick the run."""
-        if request_id.startswith(("apr_", "qst_")) and not self._stopping:
-            self._spawn(self._wake_for(request_id))
-
-    async def _wake_for(self, request_id: str) -> None:
-        request = await self.service.store.get_request(request_id)
-        if request is None or request.is_pending:
-            return
+    def on_decided(self, request: Request) -> None:
+        """A request was decided in this process: if it gates a run, work on the run."""
         run_id = request.extra.get("run_id")
         if isinstance(run_id, str):
             self.kick(run_id)
