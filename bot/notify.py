@@ -25,7 +25,7 @@ from storage.sql import NOTIFY_CHANNEL, SqlStore
 
 log = logging.getLogger(__name__)
 
-SQLITE_CHECK_SECONDS = 0.05
+SQLITE_CHECK_SECONDS = 0.02  # a PRAGMA read, only while someone waits: cheap enough to ask often
 
 
 class Waiters:

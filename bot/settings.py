@@ -47,7 +47,6 @@ class Settings:
     anthropic_base_url: str | None = None
     anthropic_model: str = "claude-sonnet-4-5"
     default_channel: str | None = None
-    public_url: str | None = None
     outbox_sweep_seconds: float = 5.0
     outbox_lease_seconds: float = 60.0
     http_timeout_seconds: float = 10.0
@@ -205,7 +204,6 @@ def _parse(env: Mapping[str, str]) -> Settings:
         anthropic_base_url=anthropic_base,
         anthropic_model=get("SIGNOFF_MODEL") or "claude-sonnet-4-5",
         default_channel=default_channel,
-        public_url=get("SIGNOFF_PUBLIC_URL"),
         outbox_sweep_seconds=number("SIGNOFF_OUTBOX_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         outbox_lease_seconds=lease,
         http_timeout_seconds=http_timeout,
