@@ -45,6 +45,8 @@ def _logging(level: str) -> None:
     handler.setFormatter(JsonFormatter())
     logging.basicConfig(level=level, handlers=[handler], force=True)
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    # Bolt also reads SLACK_BOT_TOKEN itself and warns that the client we hand it wins; it does, by design.
+    logging.getLogger("slack_bolt.AsyncApp").addFilter(lambda r: "`token` will be unused" not in r.getMessage())
 
 
 async def _serve(settings: Settings) -> None:
