@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import subprocess
@@ -12,11 +11,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import aiohttp
 from sqlalchemy.engine import make_url
 
 from storage.migrate import upgrade
-from tests.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET, free_port
+from tests.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET, free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,18 +36,7 @@ class Server:
     async def start(self) -> None:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.argv, env=self.env, cwd=self.cwd, stdout=log, stderr=subprocess.STDOUT)
-        async with aiohttp.ClientSession() as session:
-            for _ in range(600):
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited early:\n{self.log_path.read_text()[-4000:]}")
-                try:
-                    async with session.get(self.url + "/healthz") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise RuntimeError(f"{self.name} did not come up:\n{self.log_path.read_text()[-4000:]}")
+        await wait_until_healthy(self.proc, self.url, self.log_path)
 
     def cpu_seconds(self) -> float:
         """User + system CPU the process has used so far (Linux /proc; NaN elsewhere)."""

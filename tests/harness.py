@@ -145,6 +145,22 @@ async def start_app(db_url: str, slack: FakeSlack, *, clock: Clock | None = None
     return App(url, slack, aiohttp.ClientSession(), SlackClient(url, SIGNING_SECRET, fake=slack), signoff, runner)
 
 
+async def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log_path: Path, *, tries: int = 600) -> None:
+    """Until `url`/healthz answers 200; raises (with the log's tail) if the process dies or never answers."""
+    async with aiohttp.ClientSession() as session:
+        for _ in range(tries):
+            if proc.poll() is not None:
+                raise AssertionError(f"{proc.args} exited early:\n{log_path.read_text()[-4000:]}")
+            try:
+                async with session.get(url + "/healthz") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)  # test-side: waiting for a process to start listening
+    raise AssertionError(f"{proc.args} did not come up:\n{log_path.read_text()[-4000:]}")
+
+
 class ServerProcess:
     """`python -m bot serve` in a subprocess, for kill -9 and multi-process tests."""
 
@@ -162,18 +178,7 @@ class ServerProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=self.env, cwd=log_dir,
                                      stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        async with aiohttp.ClientSession() as session:
-            for _ in range(400):
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"server exited early:\n{self.log_path.read_text()}")
-                try:
-                    async with session.get(self.url + "/healthz") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise AssertionError(f"server did not come up:\n{self.log_path.read_text()}")
+        await wait_until_healthy(self.proc, self.url, self.log_path)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup, no goodbye, exactly like a crashed host."""
