@@ -37,5 +37,10 @@ def home_item(user_id: str, key: str, now: datetime) -> OutboxItem:
 
 async def republish_homes(unit: Unit, people: Iterable[str], key: str, now: datetime) -> None:
     """Enqueue a Home refresh, keyed `key`, for each of `people` who uses App Home."""
-    for user_id in sorted(await unit.home_users(user_ids(people))):
+    await enqueue_homes(unit, await unit.home_users(user_ids(people)), key, now)
+
+
+async def enqueue_homes(unit: Unit, home_user_ids: Iterable[str], key: str, now: datetime) -> None:
+    """Enqueue a Home refresh, keyed `key`, for each of these App Home users."""
+    for user_id in sorted(home_user_ids):
         await unit.enqueue(home_item(user_id, key, now))

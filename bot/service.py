@@ -34,7 +34,7 @@ from bot.domain.model import (
 from bot.domain.timing import Timing, initial_state, next_due, state_json
 from bot.domain.transitions import next_status
 from bot.errors import IdempotencyMismatch, NotFound
-from bot.inbox import republish_homes, user_ids
+from bot.inbox import enqueue_homes, republish_homes, user_ids
 from bot.metrics import Metrics
 from bot.notify import Waiters
 from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
@@ -332,8 +332,7 @@ class Service:
             )
         # Everyone whose App Home listed it, and the decider ("Decided by you recently").
         decider = [request.decision.decided_by.id] if request.decision and request.decision.decided_by else []
-        people = [*await unit.people(request.id), *decider]
-        await republish_homes(unit, people, f"{request.id}:decided", now)
+        await enqueue_homes(unit, await unit.home_users_of(request.id, decider), f"{request.id}:decided", now)
 
     async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
         return await self.decide(request_id, Outcome.CANCELLED, via=Via.API, actor=actor, comment=reason)

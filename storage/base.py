@@ -151,6 +151,10 @@ class Unit(abc.ABC):
         """Those of `user_ids` who have opened Signoff's App Home."""
 
     @abc.abstractmethod
+    async def home_users_of(self, request_id: str, also: Iterable[str] = ()) -> set[str]:
+        """Those of the request's people (and of `also`) who have opened App Home, in one read."""
+
+    @abc.abstractmethod
     async def open_home(self, user_id: str, now: datetime) -> None:
         """Remember that the user opened App Home (their Home is kept up to date from now on)."""
 

@@ -328,6 +328,13 @@ class SqlUnit(Unit):
         stmt = sa.select(home_users.c.user_id).where(home_users.c.user_id.in_(ids))
         return set((await self.conn.execute(stmt)).scalars())
 
+    async def home_users_of(self, request_id: str, also: Iterable[str] = ()) -> set[str]:
+        people = sa.select(request_people.c.user_id).where(request_people.c.request_id == request_id)
+        who = home_users.c.user_id.in_(people)
+        extra = list(dict.fromkeys(also))
+        stmt = sa.select(home_users.c.user_id).where(sa.or_(who, home_users.c.user_id.in_(extra)) if extra else who)
+        return set((await self.conn.execute(stmt)).scalars())
+
     async def open_home(self, user_id: str, now: datetime) -> None:
         values = {"user_id": user_id, "first_opened_at": now, "last_opened_at": now}
         if not await self._inserted(self._insert_ignore_keys(home_users, values, ["user_id"])):

@@ -583,3 +583,19 @@ async def test_signoff_db_upgrade_twice_is_idempotent(empty_db_url: str, tmp_pat
     finally:
         await store.close()
 
+
+
+async def test_home_users_of_a_request_in_one_read(store: SqlStore) -> None:
+    request = make_request()
+    now = request.created_at
+    async with store.unit() as unit:
+        await unit.insert_request(request)
+        await unit.add_people(request.id, "approver", ["U1", "U2", "U3"], now)
+        await unit.open_home("U1", now)
+        await unit.open_home("U3", now)
+        await unit.open_home("UDEC", now)
+        await unit.open_home("UOTHER", now)
+    async with store.unit() as unit:
+        assert await unit.home_users_of(request.id) == {"U1", "U3"}
+        assert await unit.home_users_of(request.id, ["UDEC", "UNOHOME"]) == {"U1", "U3", "UDEC"}
+        assert await unit.home_users_of("apr_00000000000000000000000000", ["UDEC"]) == {"UDEC"}
