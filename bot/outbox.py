@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 60.0
 BATCH = 50
-CONCURRENCY = 16
+CONCURRENCY = 4
 
 
 @dataclass(frozen=True)
