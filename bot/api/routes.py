@@ -68,19 +68,12 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
 
 
 async def create_approval(request: web.Request) -> web.Response:
-    service, settings = request.app[SERVICE], request.app[SETTINGS]
+    service = request.app[SERVICE]
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
-    channel = body.channel or settings.default_channel
-    if channel is None:
-        raise InvalidInput("channel is required (or set SIGNOFF_DEFAULT_CHANNEL)",
-                           details=[{"field": "channel", "message": "required"}])
-    if body.callback_url and not settings.webhook_secret:
-        raise InvalidInput("callback_url needs SIGNOFF_WEBHOOK_SECRET to be set on the server, to sign the webhook",
-                           details=[{"field": "callback_url", "message": "server has no webhook secret"}])
-    key = request.headers.get("Idempotency-Key")
-    if key is not None and not 1 <= len(key) <= 255:
-        raise InvalidInput("Idempotency-Key must be 1 to 255 characters")
+    channel = channel_or_default(request, body.channel)
+    check_callback(request, body.callback_url)
+    key = idempotency_key(request)
     timing = parse_timing(body.reminders, body.escalation, body.timeout, risk=body.risk,
                           defaults=service.default_timing or Timing())
     members = await expand_groups(service.directory, body.approvers, timing,
@@ -106,7 +99,7 @@ async def create_approval(request: web.Request) -> web.Response:
 
 async def get_approval(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    wait = _float_param(request, "wait", default=0.0, low=0.0, high=60.0)
+    wait = float_param(request, "wait", default=0.0, low=0.0, high=60.0)
     found = await service.wait(request.match_info["id"], wait)
     return web.json_response(request_json(found))
 
@@ -118,7 +111,7 @@ async def list_approvals(request: web.Request) -> web.Response:
         status = Status(raw_status) if raw_status else None
     except ValueError:
         raise InvalidInput(f"status must be one of: {', '.join(s.value for s in Status)}") from None
-    limit = int(_float_param(request, "limit", default=50, low=1, high=MAX_LIST))
+    limit = int(float_param(request, "limit", default=50, low=1, high=MAX_LIST))
     after = _decode_cursor(request.query.get("cursor"))
     items = await service.list(status=status, limit=limit + 1, after=after)
     page, more = items[:limit], len(items) > limit
@@ -139,7 +132,30 @@ async def cancel_approval(request: web.Request) -> web.Response:
     return web.json_response(payload)
 
 
-def _float_param(request: web.Request, name: str, *, default: float, low: float, high: float) -> float:
+def channel_or_default(request: web.Request, channel: str | None) -> str:
+    """The body's channel, else SIGNOFF_DEFAULT_CHANNEL; neither is a 400."""
+    chosen = channel or request.app[SETTINGS].default_channel
+    if chosen is None:
+        raise InvalidInput("channel is required (or set SIGNOFF_DEFAULT_CHANNEL)",
+                           details=[{"field": "channel", "message": "required"}])
+    return chosen
+
+
+def check_callback(request: web.Request, callback_url: str | None) -> None:
+    """A callback_url is only accepted when the server can sign what it sends there."""
+    if callback_url and not request.app[SETTINGS].webhook_secret:
+        raise InvalidInput("callback_url needs SIGNOFF_WEBHOOK_SECRET to be set on the server, to sign the webhook",
+                           details=[{"field": "callback_url", "message": "server has no webhook secret"}])
+
+
+def idempotency_key(request: web.Request) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not 1 <= len(key) <= 255:
+        raise InvalidInput("Idempotency-Key must be 1 to 255 characters")
+    return key
+
+
+def float_param(request: web.Request, name: str, *, default: float, low: float, high: float) -> float:
     raw = request.query.get(name)
     if raw is None:
         return default

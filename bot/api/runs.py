@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION_MAX, check_questions, question_spec
 from bot.agent.runner import Runner
 from bot.agent.runs import RunService, question_json
-from bot.api.routes import SERVICE, SETTINGS, _float_param
+from bot.api.routes import SERVICE, channel_or_default, check_callback, float_param, idempotency_key
 from bot.api.schemas import CHANNEL_ID, Approvers, _Strict, body_hash, parse_body
 from bot.domain.model import Kind
 from bot.domain.runs import NewRun
@@ -82,19 +82,11 @@ class QuestionsIn(_Strict):
         return _channel(value)
 
 
-def _channel_or_default(request: web.Request, channel: str | None) -> str:
-    chosen = channel or request.app[SETTINGS].default_channel
-    if chosen is None:
-        raise InvalidInput("channel is required (or set SIGNOFF_DEFAULT_CHANNEL)",
-                           details=[{"field": "channel", "message": "required"}])
-    return chosen
-
-
 async def create_run(request: web.Request) -> web.Response:
     runs = request.app[RUNS]
     body: RunIn = parse_body(RunIn, await request.read())
     run = await runs.start(NewRun(
-        task=body.task, channel=_channel_or_default(request, body.channel),
+        task=body.task, channel=channel_or_default(request, body.channel),
         agent=body.agent or request.app[DEFAULT_AGENT], requested_by=body.requested_by,
     ))
     response = web.json_response(await runs.run_json(run), status=201)
@@ -105,7 +97,7 @@ async def create_run(request: web.Request) -> web.Response:
 async def get_run(request: web.Request) -> web.Response:
     runs, runner = request.app[RUNS], request.app[RUNNER]
     run_id = request.match_info["id"]
-    wait = _float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
+    wait = float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
     run = await runs.get(run_id)
     if wait > 0 and not run.status.is_final:
         loop = asyncio.get_running_loop()
@@ -143,14 +135,10 @@ async def create_question(request: web.Request) -> web.Response:
     problem = check_questions(questions)
     if problem:
         raise InvalidInput(problem, details=[{"field": "questions", "message": problem}])
-    if body.callback_url and not request.app[SETTINGS].webhook_secret:
-        raise InvalidInput("callback_url needs SIGNOFF_WEBHOOK_SECRET to be set on the server, to sign the webhook",
-                           details=[{"field": "callback_url", "message": "server has no webhook secret"}])
-    key = request.headers.get("Idempotency-Key")
-    if key is not None and not 1 <= len(key) <= 255:
-        raise InvalidInput("Idempotency-Key must be 1 to 255 characters")
+    check_callback(request, body.callback_url)
+    key = idempotency_key(request)
     spec = question_spec(
-        questions, channel=_channel_or_default(request, body.channel), summary=body.summary, context=body.context,
+        questions, channel=channel_or_default(request, body.channel), summary=body.summary, context=body.context,
         requested_by=body.requested_by, callback_url=body.callback_url, approvers=tuple(dict.fromkeys(body.approvers)),
     )
     created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
@@ -164,7 +152,7 @@ async def get_question(request: web.Request) -> web.Response:
     question_id = request.match_info["id"]
     if not re.match(r"^qst_[0-9a-z]{26}$", question_id):
         raise NotFound(f"no question with id {question_id!r}")
-    wait = _float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
+    wait = float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
     found = await service.wait(question_id, wait)
     if found.kind is not Kind.QUESTION:
         raise NotFound(f"no question with id {question_id!r}")
