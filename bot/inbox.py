@@ -25,14 +25,8 @@ def user_ids(entries: Iterable[str]) -> list[str]:
 
 
 def home_item(user_id: str, key: str, now: datetime) -> OutboxItem:
-    return OutboxItem(
-        kind=HOME_KIND,
-        dedupe_key=f"home:{user_id}:{key}",
-        payload={"user": user_id},
-        request_id=None,  # not ordered behind the request's Slack calls: the Home is read fresh anyway
-        created_at=now,
-        next_attempt_at=now,
-    )
+    # Not ordered behind the request's Slack calls: the Home is read fresh anyway.
+    return OutboxItem.due(HOME_KIND, f"home:{user_id}:{key}", now, ordered_by=None, payload={"user": user_id})
 
 
 async def republish_homes(unit: Unit, people: Iterable[str], key: str, now: datetime) -> None:

@@ -188,7 +188,7 @@ class Service:
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value})
         )
         await unit.enqueue(
-            self._outbox(request.id, "slack.post_card", f"post:{request.id}", request.created_at)
+            outbox_item(request.id, "slack.post_card", f"post:{request.id}", request.created_at)
         )
         # App Home's per-user index: direct approvers and the members of listed user groups.
         approvers = user_ids([*request.approvers, *people])
@@ -321,12 +321,12 @@ class Service:
         return DecideResult(await self.get(request_id), won=False)
 
     async def _enqueue_decision_effects(self, unit: Unit, request: Request, now: datetime) -> None:
-        await unit.enqueue(self._outbox(request.id, "slack.update_card", f"card:{request.id}:decided", now))
+        await unit.enqueue(outbox_item(request.id, "slack.update_card", f"card:{request.id}:decided", now))
         if request.callback_url:
             assert request.decision is not None
             body = {"type": "approval.decided", "request": request_json(request)}
             await unit.enqueue(
-                self._outbox(
+                outbox_item(
                     request.id, "webhook", f"webhook:{request.id}:decided", now, url=request.callback_url, body=body
                 )
             )
@@ -350,16 +350,11 @@ class Service:
             raise RuntimeError("request changed while storing its card ts")  # the unit rolls back; retried
         await unit.append_audit(AuditEvent(request_id, "posted", now, None, {"channel": channel, "ts": ts}))
 
-    @staticmethod
-    def _outbox(request_id: str, kind: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
-        return OutboxItem(
-            kind=kind,
-            dedupe_key=key,
-            payload={"request_id": request_id, **payload},
-            request_id=request_id,
-            created_at=now,
-            next_attempt_at=now,
-        )
+
+
+def outbox_item(request_id: str, kind: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
+    """A side effect of a request, delivered in order with the request's other effects."""
+    return OutboxItem.due(kind, key, now, ordered_by=request_id, payload={"request_id": request_id, **payload})
 
 
 def request_json(request: Request) -> dict[str, Any]:

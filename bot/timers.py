@@ -42,8 +42,8 @@ from bot.domain.timing import (
 )
 from bot.domain.transitions import IllegalTransition, next_status
 from bot.inbox import republish_homes, user_ids
-from bot.service import Service
-from storage.base import OutboxItem, Unit
+from bot.service import Service, outbox_item
+from storage.base import Unit
 
 log = logging.getLogger(__name__)
 
@@ -80,11 +80,6 @@ class Refused:
     """A hand move that could not happen; nothing was written. `text` says why, to the person."""
 
     text: str
-
-
-def outbox_item(request_id: str, kind: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
-    return OutboxItem(kind=kind, dedupe_key=key, payload={"request_id": request_id, **payload},
-                      request_id=request_id, created_at=now, next_attempt_at=now)
 
 
 def mention(entry: str) -> str:

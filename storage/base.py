@@ -52,6 +52,14 @@ class OutboxItem:
     last_error: str | None = None
     created_at: datetime | None = None
 
+    @classmethod
+    def due(
+        cls, kind: str, dedupe_key: str, at: datetime, *, ordered_by: str | None, payload: dict[str, Any]
+    ) -> OutboxItem:
+        """An item to deliver from `at` on; items with the same `ordered_by` are delivered in order."""
+        return cls(kind=kind, dedupe_key=dedupe_key, payload=payload, request_id=ordered_by, created_at=at,
+                   next_attempt_at=at)
+
     @property
     def uncertain(self) -> bool:
         """True when an earlier attempt of this (claimed) item ended without a known result."""

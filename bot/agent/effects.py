@@ -20,8 +20,7 @@ THREAD_NOTE = "agent.note"
 
 
 def _item(kind: str, run_id: str, dedupe_key: str, now: datetime, **payload: Any) -> OutboxItem:
-    return OutboxItem(kind=kind, dedupe_key=dedupe_key, payload={"run_id": run_id, **payload}, request_id=run_id,
-                      created_at=now, next_attempt_at=now)
+    return OutboxItem.due(kind, dedupe_key, now, ordered_by=run_id, payload={"run_id": run_id, **payload})
 
 
 def post_root(run: Run, now: datetime) -> OutboxItem:

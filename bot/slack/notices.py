@@ -23,12 +23,12 @@ from bot.domain.model import AuditEvent, Request
 from bot.domain.timing import OUTCOME_WORDS, TimerState
 from bot.inbox import republish_homes, user_ids
 from bot.outbox import Dead, Done, Result, Retry
-from bot.service import Directory, Service
+from bot.service import Directory, Service, outbox_item
 from bot.slack.blocks import approval_card, slack_date
 from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
 from bot.slack.previews import clip, escape_mrkdwn, one_line
-from bot.timers import DM_KIND, HANDBACK_KIND, mention, outbox_item
+from bot.timers import DM_KIND, HANDBACK_KIND, mention
 from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
