@@ -61,6 +61,15 @@ Result = Done | Retry | Dead
 Handler = Callable[[OutboxItem], Awaitable[Result]]
 
 
+async def after_post(store: Store, ordered_by: str, post_kind: str, what: str) -> Result:
+    """For an item that needs a message which is not posted: wait while its post is still queued
+    (it is ahead, and delivered in order); if the post gave up, there is nothing to do."""
+    items = await store.outbox_items(ordered_by)
+    if any(i.kind == post_kind and i.status == "pending" for i in items):
+        return Retry(0.5, f"{what} not posted yet")
+    return Done()
+
+
 def backoff(attempt: int, *, base: float = 0.5, cap: float = 300.0) -> float:
     """Exponential backoff with full jitter on the upper half: attempt 1 -> ~0.5 s, 2 -> ~1 s, ..."""
     delay = min(cap, base * 2 ** max(0, attempt - 1))

@@ -42,6 +42,7 @@ from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
 log = logging.getLogger(__name__)
 
 MAX_WAIT_SECONDS = 60.0
+POST_CARD = "slack.post_card"  # the outbox kind that posts a request's card
 _GUARD_RETRIES = 5
 
 
@@ -188,7 +189,7 @@ class Service:
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value})
         )
         await unit.enqueue(
-            outbox_item(request.id, "slack.post_card", f"post:{request.id}", request.created_at)
+            outbox_item(request.id, POST_CARD, f"post:{request.id}", request.created_at)
         )
         # App Home's per-user index: direct approvers and the members of listed user groups.
         approvers = user_ids([*request.approvers, *people])

@@ -36,7 +36,7 @@ from bot.jobs import SweepJob
 from bot.metrics import Metrics
 from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
-from bot.service import Service
+from bot.service import POST_CARD, Service
 from bot.settings import Settings
 from bot.slack import handlers
 from bot.slack.delivery import CardDelivery, SlackCall
@@ -137,7 +137,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
     dispatcher = Dispatcher(
         store,
-        {"slack.post_card": cards.post, "slack.update_card": cards.update, "webhook": webhooks},
+        {POST_CARD: cards.post, "slack.update_card": cards.update, "webhook": webhooks},
         clock=clock,
         metrics=metrics,
         sweep_seconds=settings.outbox_sweep_seconds,

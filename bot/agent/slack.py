@@ -19,7 +19,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import blocks
+from bot.agent import blocks, effects
 from bot.agent.questions import answers_from_choices, questions_of
 from bot.agent.runs import RunService
 from bot.clock import Clock
@@ -27,7 +27,7 @@ from bot.domain.model import Actor, Kind, Request, Via
 from bot.domain.runs import NewRun
 from bot.errors import NotFound
 from bot.metrics import Metrics
-from bot.outbox import Dead, Done, Result, Retry
+from bot.outbox import Dead, Done, Result, after_post
 from bot.service import Service
 from bot.slack.delivery import SlackCall
 from bot.slack.interactions import already_decided_text
@@ -114,10 +114,7 @@ class RunDelivery:
         return failure or Done()
 
     async def _before_root(self, run_id: str) -> Result:
-        posts = [i for i in await self.run_service.service.store.outbox_items(run_id) if i.kind == "agent.post_root"]
-        if any(i.status == "pending" for i in posts):
-            return Retry(0.5, "the run's message is not posted yet")
-        return Done()  # the root message could not be posted: there is no thread to write in
+        return await after_post(self.run_service.service.store, run_id, effects.POST_ROOT, "the run's message")
 
     async def _find(self, attempt: int, event_type: str, payload: dict[str, Any], *, channel: str,
                     ts: str | None = None, oldest: float | None = None) -> str | Result | None:

@@ -24,8 +24,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.clock import Clock
 from bot.domain.model import AuditEvent, Request
 from bot.metrics import Metrics
-from bot.outbox import Dead, Done, Result, Retry, backoff
-from bot.service import Service
+from bot.outbox import Dead, Done, Result, Retry, after_post, backoff
+from bot.service import POST_CARD, Service
 from bot.slack.blocks import approval_card
 from bot.slack.lookup import find_message
 from storage.base import OutboxItem, Unit
@@ -146,10 +146,7 @@ class CardDelivery:
         if request is None:
             return Dead("request no longer exists")
         if not request.card_ts or not request.card_channel:
-            posts = [i for i in await self.service.store.outbox_items(request.id) if i.kind == "slack.post_card"]
-            if any(i.status == "pending" for i in posts):
-                return Retry(0.5, "card not posted yet")  # the post is ahead in the queue
-            return Done()  # the card was never posted (the post gave up): nothing to update
+            return await after_post(self.service.store, request.id, POST_CARD, "card")
         card = self.render(request, now=self.clock.now())
         _, failure = await self.call(
             "chat.update",

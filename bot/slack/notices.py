@@ -22,8 +22,8 @@ from bot.domain.durations import format_duration
 from bot.domain.model import AuditEvent, Request
 from bot.domain.timing import OUTCOME_WORDS, TimerState
 from bot.inbox import republish_homes, user_ids
-from bot.outbox import Dead, Done, Result, Retry
-from bot.service import Directory, Service, outbox_item
+from bot.outbox import Dead, Done, Result, after_post
+from bot.service import POST_CARD, Directory, Service, outbox_item
 from bot.slack.blocks import approval_card, slack_date
 from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
@@ -148,10 +148,7 @@ class NoticeDelivery:
         if not request.is_pending:
             return Done()  # decided meanwhile: a reminder or escalation notice is moot
         if not request.card_ts or not request.card_channel:
-            posts = [i for i in await self.store.outbox_items(request.id) if i.kind == "slack.post_card"]
-            if any(i.status == "pending" for i in posts):
-                return Retry(0.5, "card not posted yet")
-            return Done()  # the card was never posted (the post gave up): there is no thread
+            return await after_post(self.store, request.id, POST_CARD, "card")  # no card: there is no thread
         return request
 
     async def _post_in_thread(self, item: OutboxItem, request: Request, text: str) -> Result | None:
