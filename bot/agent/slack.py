@@ -31,6 +31,7 @@ from bot.outbox import Dead, Done, Result, after_post
 from bot.service import Service
 from bot.slack.delivery import SlackCall
 from bot.slack.interactions import already_decided_text
+from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
 from storage.base import OutboxItem
 from storage.runs import RunStore
@@ -119,27 +120,9 @@ class RunDelivery:
     async def _find(self, attempt: int, event_type: str, payload: dict[str, Any], *, channel: str,
                     ts: str | None = None, oldest: float | None = None) -> str | Result | None:
         """The ts of our message carrying this metadata, if an interrupted attempt posted it."""
-        method = "conversations.replies" if ts else "conversations.history"
-        args: dict[str, Any] = {"channel": channel, "limit": 200, "include_all_metadata": True}
-        if ts:
-            args["ts"] = ts
-        if oldest is not None:
-            args["oldest"] = f"{oldest:.6f}"
-        cursor = None
-        for _ in range(20):
-            data, failure = await self.call(method, attempt, **args, **({"cursor": cursor} if cursor else {}))
-            if failure is not None:
-                return failure if not isinstance(failure, Dead) else None
-            assert data is not None
-            for message in data.get("messages", []):
-                meta = message.get("metadata") or {}
-                found = meta.get("event_payload") or {}
-                if meta.get("event_type") == event_type and all(found.get(k) == v for k, v in payload.items()):
-                    return str(message["ts"])
-            cursor = (data.get("response_metadata") or {}).get("next_cursor")
-            if not data.get("has_more") or not cursor:
-                return None
-        return None
+        window = {"oldest": f"{oldest:.6f}"} if oldest is not None else {}
+        return await find_message(self.call, attempt, has_metadata(event_type, **payload), channel=channel,
+                                  thread_ts=ts, **window)
 
 
 def render_any(render: Any) -> Any:

@@ -27,7 +27,7 @@ from bot.metrics import Metrics
 from bot.outbox import Dead, Done, Result, Retry, after_post, backoff
 from bot.service import POST_CARD, Service
 from bot.slack.blocks import approval_card
-from bot.slack.lookup import find_message
+from bot.slack.lookup import find_message, has_metadata
 from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
@@ -129,12 +129,7 @@ class CardDelivery:
     async def _find_posted(self, request: Request, attempt: int) -> str | Result | None:
         """Our card for `request` if an earlier, interrupted attempt posted it (its ts), else None."""
 
-        def is_card(message: dict[str, Any]) -> bool:
-            meta = message.get("metadata") or {}
-            return meta.get("event_type") == CARD_EVENT_TYPE and (
-                (meta.get("event_payload") or {}).get("request_id") == request.id
-            )
-
+        is_card = has_metadata(CARD_EVENT_TYPE, request_id=request.id)
         if request.thread_ts:  # a card in a run's thread is only in the thread's replies
             return await find_message(self.call, attempt, is_card, channel=request.channel,
                                       thread_ts=request.thread_ts)

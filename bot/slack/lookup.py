@@ -31,12 +31,19 @@ def notice_metadata(request_id: str, key: str) -> dict[str, Any]:
     return {"event_type": NOTICE_EVENT_TYPE, "event_payload": {"request_id": request_id, "key": key}}
 
 
-def is_notice(key: str) -> Callable[[dict[str, Any]], bool]:
+def has_metadata(event_type: str, **fields: Any) -> Callable[[dict[str, Any]], bool]:
+    """Matches a message whose metadata has this event type and these payload fields."""
+
     def match(message: dict[str, Any]) -> bool:
         meta = message.get("metadata") or {}
-        return meta.get("event_type") == NOTICE_EVENT_TYPE and (meta.get("event_payload") or {}).get("key") == key
+        payload = meta.get("event_payload") or {}
+        return meta.get("event_type") == event_type and all(payload.get(k) == v for k, v in fields.items())
 
     return match
+
+
+def is_notice(key: str) -> Callable[[dict[str, Any]], bool]:
+    return has_metadata(NOTICE_EVENT_TYPE, key=key)
 
 
 async def find_message(
