@@ -220,11 +220,10 @@ class Service:
 
     async def wait(self, request_id: str, timeout: float) -> Request:
         """Return as soon as the request leaves `pending`, or when `timeout` seconds pass."""
-        request = await self.get(request_id)
-        if not request.is_pending or timeout <= 0:
-            return request
+        if timeout <= 0:
+            return await self.get(request_id)
+        # Register before reading: a decision committed after the read still wakes us.
         with self.waiters.register(request_id) as event:
-            # Re-read after registering: a decision committed in between must not be missed.
             request = await self.get(request_id)
             if not request.is_pending:
                 return request

@@ -38,7 +38,8 @@ from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
 from bot.service import POST_CARD, Service
 from bot.settings import Settings
-from bot.slack import handlers
+from bot.slack import blocks, handlers
+from bot.slack.backlog import Backlog
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.escalation import TimerInteractions
@@ -51,6 +52,9 @@ from storage.sql import SqlStore
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
+# Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
+# listeners run at once instead of from the backlog.
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE})
 SIGNOFF = web.AppKey("signoff", "Signoff")
 
 
@@ -64,6 +68,7 @@ class Signoff:
     dispatcher: Dispatcher
     watcher: CrossProcessWatcher
     bolt: AsyncApp
+    clicks: AsyncApp  # the same listeners, run to completion: for clicks already acked (see build)
     metrics: Metrics
     http: aiohttp.ClientSession
     web_app: web.Application
@@ -73,6 +78,7 @@ class Signoff:
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # the agent runner (issue 4)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+    backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -81,6 +87,7 @@ class Signoff:
         task.add_done_callback(self.background.discard)
 
     async def start(self) -> None:
+        self.backlog.start()
         await self.watcher.start()
         await self.dispatcher.start()
         if self.agent is not None:
@@ -96,6 +103,7 @@ class Signoff:
     async def stop(self) -> None:
         if self.socket_handler is not None:
             await self.socket_handler.close_async()
+        await self.backlog.stop()
         if self.background:  # clicks already acked: let their listeners reach the database
             await asyncio.wait(list(self.background), timeout=5)
         if self.sweep_job is not None:
@@ -148,20 +156,28 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     agent = build_agent(settings, service=service, store=store, dispatcher=dispatcher, cards=cards, call=cards.call,
                         client=listener_client, clock=clock, metrics=metrics)
 
-    bolt = AsyncApp(
-        client=listener_client,
-        signing_secret=settings.slack_signing_secret or "socket-mode-has-no-signing-secret",
-        request_verification_enabled=not settings.socket_mode,
-        process_before_response=False,
-    )
-    agent.register(bolt)  # before the core listeners: `/signoff run ...` must match first
+    # Two Bolt apps with the same listeners. `bolt` answers Slack with what a listener passes to ack()
+    # and finishes the listener afterwards (commands, view submissions, Socket Mode). `clicks` runs a
+    # click's listener to its end: web.py has already acked the click, and the backlog (and a graceful
+    # stop) must know when the click's work is done.
     interactions = Interactions(service, listener_client, clock, metrics)
-    handlers.register(bolt, interactions, timers=TimerInteractions(interactions, timers, listener_client, metrics),
-                      home=home)
+    timer_interactions = TimerInteractions(interactions, timers, listener_client, metrics)
+    bolt, clicks = (
+        AsyncApp(
+            client=listener_client,
+            signing_secret=settings.slack_signing_secret or "socket-mode-has-no-signing-secret",
+            request_verification_enabled=not settings.socket_mode,
+            process_before_response=inline,
+        )
+        for inline in (False, True)
+    )
+    for app in (bolt, clicks):
+        agent.register(app)  # before the core listeners: `/signoff run ...` must match first
+        handlers.register(app, interactions, timers=timer_interactions, home=home)
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
-    signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, metrics,
+    signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
                       agent=agent)
     web_app[SIGNOFF] = signoff
@@ -213,6 +229,7 @@ def _timers(
 async def slack_events(request: web.Request) -> web.Response:
     signoff = request.app[SIGNOFF]
     started = time.perf_counter()
+    signoff.backlog.arrived()
     body = await request.text()
     # Bolt verifies too, but only after parsing; a signed-but-malformed body must not become a 500.
     if not signoff.verifier.is_valid_request(body, dict(request.headers)):
@@ -222,10 +239,19 @@ async def slack_events(request: web.Request) -> web.Response:
     except ValueError as exc:
         return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
     if bolt_request.body.get("type") == "block_actions":
-        # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out
-        # and let Bolt run the listener in the background, so the ack never waits behind the
-        # listener work of earlier clicks that shares this event loop.
-        signoff.in_background(signoff.bolt.async_dispatch(bolt_request))
+        # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out;
+        # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks
+        # of a burst of clicks never wait behind the listener work of the clicks before them.
+        actions = bolt_request.body.get("actions") or []
+        if any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
+            signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
+        else:
+            # The backlog keeps the raw body, not the parsed one: a click's payload carries the whole
+            # card (hundreds of small objects), and a burst of them held while queued would fill the
+            # young GC generation, whose collections stop the event loop, acks included.
+            query, headers = request.query_string, dict(request.headers)
+            signoff.backlog.add(lambda: signoff.clicks.async_dispatch(
+                AsyncBoltRequest(body=body, query=query, headers=headers)))  # type: ignore[arg-type]
         response = web.Response(status=200)
     else:  # view submissions answer with validation errors, commands with text: Bolt's ack is the answer
         response = await to_aiohttp_response(await signoff.bolt.async_dispatch(bolt_request))

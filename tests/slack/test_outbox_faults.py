@@ -187,3 +187,33 @@ async def test_long_poll_on_one_process_returns_when_another_decides(servers: An
     assert len(cards_for(slack, req["id"])) == 1
     await slack.wait_for("chat.update")
     assert slack.messages[("C1", stored["card"]["ts"])].update_count == 1
+
+
+async def test_sigterm_right_after_a_burst_of_acked_clicks_decides_every_one(servers: Any, slack: FakeSlack,
+                                                                              db_url: str) -> None:
+    # Acked clicks wait in the backlog while a burst lasts; a graceful stop (a deploy's SIGTERM) runs
+    # them before the process exits, so no click that Slack saw acked is dropped.
+    server = await servers()
+    requests = [await _submit(server.url) for _ in range(30)]
+    stored = [await _card_stored(server.url, r["id"]) for r in requests]
+    async with SlackClient(server.url, SIGNING_SECRET, fake=slack) as clicker:
+        responses = await asyncio.gather(*[
+            clicker.block_action(user="U1", user_name="alice", action_id="signoff_approve", value=s["id"],
+                                 block_id="decide", channel="C1", message_ts=s["card"]["ts"])
+            for s in stored
+        ])
+    assert all(r.status == 200 for r in responses)
+    assert server.proc is not None
+    server.proc.terminate()
+    # Wait without blocking this loop: the fake Web API the stopping server still calls runs on it.
+    assert await asyncio.to_thread(server.proc.wait, 15) == 0
+    assert "not yet handled" not in server.log_path.read_text()  # type: ignore[union-attr]
+
+    from storage.sql import SqlStore
+
+    store = await SqlStore.open(db_url)
+    try:
+        statuses = {(await store.get_request(r["id"])).status.value for r in requests}  # type: ignore[union-attr]
+    finally:
+        await store.close()
+    assert statuses == {"approved"}

@@ -1,0 +1,121 @@
+"""Listener work of acked clicks, kept out of the way of the next clicks' acks.
+
+Slack needs the ack of every click within 3 s; what the click then does (the decision, the card
+update, the "already approved" note) has no such deadline. When many clicks arrive at once, e.g.
+fifty people tapping Approve on a card posted to a busy channel, running each click's listener as
+soon as it is acked makes the acks queue behind that work on the shared event loop. So a click's
+listener goes into this backlog, which starts the oldest one at once if no Slack request came in
+after it (a lone click waits for nothing), else when none has arrived for `quiet` seconds (the
+burst is over or pauses), or when it has waited `max_defer` seconds (so a burst that never stops
+still gets its work done, at most that much later).
+
+Clicks that open a modal are not deferred: their `trigger_id` expires 3 s after the click
+(`web.py` runs those straight away).
+
+The gate is a timer (how long since the last arrival), not a poll of anything: at most one
+worker waits on it at a time, and it only waits while work is queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+QUIET_SECONDS = 0.005
+MAX_DEFER_SECONDS = 1.0
+WORKERS = 4
+
+Work = Callable[[], Awaitable[Any]]
+
+
+class Backlog:
+    def __init__(
+        self,
+        *,
+        quiet: float = QUIET_SECONDS,
+        max_defer: float = MAX_DEFER_SECONDS,
+        workers: int = WORKERS,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.quiet = quiet
+        self.max_defer = max_defer
+        self.workers = workers
+        self.now = now
+        self.last_arrival = -float("inf")
+        self._queue: deque[tuple[float, Work]] = deque()
+        self._queued = asyncio.Event()
+        self._gate = asyncio.Lock()
+        self._draining = asyncio.Event()
+        self._running = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def __len__(self) -> int:
+        return len(self._queue) + self._running
+
+    def arrived(self) -> None:
+        """A Slack request came in: queued work waits until they stop for `quiet` seconds."""
+        self.last_arrival = self.now()
+
+    def add(self, work: Work) -> None:
+        self._queue.append((self.now(), work))
+        self._idle.clear()
+        self._queued.set()
+
+    def start(self) -> None:
+        self._tasks = [asyncio.create_task(self._work(), name=f"click-backlog-{i}") for i in range(self.workers)]
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Run what is queued without waiting for quiet (bounded by `timeout`), then stop the workers."""
+        self._draining.set()
+        self._queued.set()
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            log.warning("stopping with %d acked clicks not yet handled", len(self))
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def _work(self) -> None:
+        while True:
+            if not self._queue:
+                self._queued.clear()
+                await self._queued.wait()
+                continue
+            async with self._gate:
+                await self._until_due()
+                if not self._queue:
+                    continue
+                _, work = self._queue.popleft()
+                self._running += 1
+            try:
+                await work()
+            except Exception:  # one click's failure must not stop the others
+                log.exception("handling an acked click failed")
+            finally:
+                self._running -= 1
+                if not len(self):
+                    self._idle.set()
+
+    async def _until_due(self) -> None:
+        """Until nothing arrived after the oldest item, or arrivals paused for `quiet` s, or it waited `max_defer` s."""
+        while self._queue and not self._draining.is_set():
+            enqueued = self._queue[0][0]
+            if self.last_arrival <= enqueued:  # nothing came in after it: a lone click goes at once
+                return
+            due = min(self.last_arrival + self.quiet, enqueued + self.max_defer)
+            wait = due - self.now()
+            if wait <= 0:
+                return
+            with contextlib.suppress(TimeoutError):  # a timer, cut short by stop()
+                await asyncio.wait_for(self._draining.wait(), wait)

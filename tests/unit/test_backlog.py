@@ -1,0 +1,119 @@
+"""The click backlog's order of work, on a clock the test moves (no wall-clock assertions)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.slack.backlog import Backlog
+
+
+class Now:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def recorder(done: list[str], name: str, event: asyncio.Event | None = None):  # type: ignore[no-untyped-def]
+    async def work() -> None:
+        done.append(name)
+        if event is not None:
+            event.set()
+
+    return work
+
+
+async def settle() -> None:
+    """Let every ready task run (the backlog's timers here are long: nothing fires by itself)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+async def backlog():  # type: ignore[no-untyped-def]
+    now = Now()
+    b = Backlog(quiet=60, max_defer=600, workers=2, now=now)
+    b.start()
+    yield b, now
+    await b.stop(timeout=1)
+
+
+async def test_a_lone_click_runs_at_once(backlog) -> None:  # type: ignore[no-untyped-def]
+    b, now = backlog
+    done: list[str] = []
+    b.arrived()
+    b.add(recorder(done, "a"))
+    await settle()
+    assert done == ["a"]
+
+
+async def test_work_waits_while_requests_keep_arriving_then_runs_in_order() -> None:
+    # The gate's timer is real (quiet: 0.01 s) but it compares against the test's clock, which only
+    # moves when the test says: nothing can run before the test lets the burst end.
+    now = Now()
+    b = Backlog(quiet=0.01, max_defer=600, workers=2, now=now)
+    b.start()
+    try:
+        done: list[str] = []
+        ran = asyncio.Event()
+        b.arrived()
+        b.add(recorder(done, "a"))
+        b.arrived()
+        b.add(recorder(done, "b", ran))
+        now.t += 1
+        b.arrived()  # a burst: more requests after both
+        await asyncio.sleep(0.1)  # ten of the gate's checks, all on a clock that has not moved
+        assert done == [] and len(b) == 2
+        now.t += 0.009  # 9 ms after the last arrival: not yet quiet for 10 ms
+        await asyncio.sleep(0.05)
+        assert done == []
+        now.t += 0.002
+        await asyncio.wait_for(ran.wait(), 5)
+        assert done == ["a", "b"]
+    finally:
+        await b.stop(timeout=1)
+
+
+async def test_an_endless_burst_still_runs_work_after_max_defer() -> None:
+    now = Now()
+    b = Backlog(quiet=0.01, max_defer=0.05, workers=1, now=now)
+    b.start()
+    try:
+        done: list[str] = []
+        ran = asyncio.Event()
+        b.arrived()
+        b.add(recorder(done, "a", ran))
+        now.t += 0.001
+        b.arrived()
+        await settle()
+        assert done == []
+        now.t += 0.049  # 0.05 s after it was queued; requests still arriving
+        b.arrived()
+        await asyncio.wait_for(ran.wait(), 5)  # the gate re-checks after at most `quiet` real seconds
+        assert done == ["a"]
+    finally:
+        await b.stop(timeout=1)
+
+
+async def test_stop_runs_everything_still_queued_and_one_failure_does_not_stop_the_rest() -> None:
+    now = Now()
+    b = Backlog(quiet=3600, max_defer=3600, workers=2, now=now)
+    b.start()
+    done: list[str] = []
+
+    async def boom() -> None:
+        raise RuntimeError("listener failed")
+
+    b.arrived()
+    b.add(recorder(done, "a"))
+    b.add(boom)
+    b.add(recorder(done, "c"))
+    now.t += 1
+    b.arrived()
+    await settle()
+    assert done == []
+    await b.stop(timeout=5)
+    assert done == ["a", "c"] and len(b) == 0
