@@ -18,8 +18,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
+from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncConnectionErrorRetryHandler,
     AsyncRateLimitErrorRetryHandler,
@@ -55,6 +56,7 @@ MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
 OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE})
+ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF = web.AppKey("signoff", "Signoff")
 
 
@@ -68,7 +70,7 @@ class Signoff:
     dispatcher: Dispatcher
     watcher: CrossProcessWatcher
     bolt: AsyncApp
-    clicks: AsyncApp  # the same listeners, run to completion: for clicks already acked (see build)
+    clicks: AsyncApp  # the same listeners, run to completion (see build)
     metrics: Metrics
     http: aiohttp.ClientSession
     web_app: web.Application
@@ -80,11 +82,12 @@ class Signoff:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
 
-    def in_background(self, work: Coroutine[Any, Any, Any]) -> None:
+    def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
         task = asyncio.create_task(work)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+        return task
 
     async def start(self) -> None:
         self.backlog.start()
@@ -156,10 +159,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     agent = build_agent(settings, service=service, store=store, dispatcher=dispatcher, cards=cards, call=cards.call,
                         client=listener_client, clock=clock, metrics=metrics)
 
-    # Two Bolt apps with the same listeners. `bolt` answers Slack with what a listener passes to ack()
-    # and finishes the listener afterwards (commands, view submissions, Socket Mode). `clicks` runs a
-    # click's listener to its end: web.py has already acked the click, and the backlog (and a graceful
-    # stop) must know when the click's work is done.
+    # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
+    # acks clicks itself and answers modals and commands when their listener calls ack(), and the
+    # backlog and a graceful stop must know when the work is done. `bolt` is Bolt's usual
+    # (ack first, listener in a task of its own): events, and everything in Socket Mode.
     interactions = Interactions(service, listener_client, clock, metrics)
     timer_interactions = TimerInteractions(interactions, timers, listener_client, metrics)
     bolt, clicks = (
@@ -253,10 +256,51 @@ async def slack_events(request: web.Request) -> web.Response:
             signoff.backlog.add(lambda: signoff.clicks.async_dispatch(
                 AsyncBoltRequest(body=body, query=query, headers=headers)))  # type: ignore[arg-type]
         response = web.Response(status=200)
-    else:  # view submissions answer with validation errors, commands with text: Bolt's ack is the answer
+    elif bolt_request.body.get("type") in ("view_submission", "view_closed") or "command" in bolt_request.body:
+        # A modal's answer (validation errors) and a command's reply are whatever the listener passes
+        # to ack(): answer the moment it does, and let the listener finish in the background.
+        response = await to_aiohttp_response(await _when_acked(signoff, bolt_request))
+    else:  # events (auto-acked by Bolt before its listener runs), url_verification, anything else
         response = await to_aiohttp_response(await signoff.bolt.async_dispatch(bolt_request))
     signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)
     return response
+
+
+class _SignallingAck(AsyncAck):
+    """Bolt's ack(), which also tells whoever waits that it was called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = asyncio.Event()
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
+        try:
+            return await super().__call__(*args, **kwargs)
+        finally:
+            self.called.set()
+
+
+async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltResponse:
+    """Run the listener to its end in the background; return its ack as soon as it acks.
+
+    Bolt's own way (`process_before_response=False`) checks for the ack every 10 ms, so no answer
+    came sooner than 10 ms; this one wakes on the ack itself. If the listener ends without acking
+    (no listener matched, or it failed), Bolt's response for that is the answer.
+    """
+    ack = _SignallingAck()
+    bolt_request.context["ack"] = ack
+    run = signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
+    acked = asyncio.ensure_future(ack.called.wait())
+    try:
+        await asyncio.wait({run, acked}, timeout=ACK_WITHIN_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        acked.cancel()
+    if ack.response is not None:
+        return ack.response
+    if run.done() and not run.cancelled() and run.exception() is None and run.result() is not None:
+        return run.result()
+    log.error("a Slack listener did not acknowledge within %.1f s", ACK_WITHIN_SECONDS)
+    return BoltResponse(status=500, body="")
 
 
 def _kind(text: str) -> str:

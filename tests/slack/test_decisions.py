@@ -316,3 +316,23 @@ async def test_oversize_modal_text_is_refused_inline(app: App) -> None:
     assert answer["errors"]["reason"] == "must be at most 2000 characters (this is 15000)"
     await settle(app)
     assert await snapshot(app, req["id"]) == before
+
+
+async def test_modal_and_command_answers_come_from_the_listeners_ack(app: App) -> None:
+    # Modal submissions and slash commands are answered with what the listener acks (here: inline
+    # errors, a help text), while the listener's work goes on after the answer.
+    req = await app.submit(action={"name": "refund", "params": EDIT_PARAMS, "params_schema": EDIT_SCHEMA})
+    view = await open_edit(app, req["id"])
+    await settle(app)
+    before = await snapshot(app, req["id"])
+    bad = await app.slack_client.view_submission(
+        user="U1", user_name="alice", callback_id="signoff_edit", private_metadata=view["private_metadata"],
+        values=edit_values(amount=number_input("1000")))
+    assert bad.status == 200 and bad.json()["response_action"] == "errors"
+    assert await snapshot(app, req["id"]) == before
+    helped = await app.slack_client.command(user="U1", text="help")
+    assert helped.status == 200 and "/signoff" in helped.json()["text"]
+    # A modal no listener knows: Bolt's answer for an unhandled request, and nothing is written.
+    unknown = await app.slack_client.view_submission(user="U1", callback_id="not_ours", values={})
+    assert unknown.status == 404
+    assert await snapshot(app, req["id"]) == before
