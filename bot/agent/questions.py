@@ -87,6 +87,7 @@ def question_spec(
     requested_by: str | None = None,
     callback_url: str | None = None,
     approvers: tuple[str, ...] = (),
+    approver_users: tuple[str, ...] = (),
     extra: dict[str, Any] | None = None,
 ) -> ApprovalSpec:
     first = one_line(str(questions[0].get("question", ""))) if questions else "A question"
@@ -97,6 +98,7 @@ def question_spec(
         channel=channel,
         context=context,
         approvers=approvers,
+        approver_users=approver_users,
         callback_url=callback_url,
         requested_by=requested_by,
         extra=dict(extra or {}),

@@ -20,8 +20,10 @@ from bot.agent.runner import Runner
 from bot.agent.runs import RunService, question_json
 from bot.api.routes import SERVICE, channel_or_default, check_callback, float_param, idempotency_key
 from bot.api.schemas import CHANNEL_ID, Approvers, _Strict, body_hash, parse_body
+from bot.api.timing_in import expand_groups
 from bot.domain.model import Kind
 from bot.domain.runs import NewRun
+from bot.domain.timing import Timing
 from bot.errors import InvalidInput, NotFound
 
 RUNS = web.AppKey("runs", RunService)
@@ -137,9 +139,12 @@ async def create_question(request: web.Request) -> web.Response:
         raise InvalidInput(problem, details=[{"field": "questions", "message": problem}])
     check_callback(request, body.callback_url)
     key = idempotency_key(request)
+    # The same check as for approvals: a user group Slack does not know is a 400 (nobody could answer).
+    members = await expand_groups(service.directory, body.approvers, Timing(), escalation_given=True)
     spec = question_spec(
         questions, channel=channel_or_default(request, body.channel), summary=body.summary, context=body.context,
         requested_by=body.requested_by, callback_url=body.callback_url, approvers=tuple(dict.fromkeys(body.approvers)),
+        approver_users=members,
     )
     created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
     response = web.json_response(question_json(created), status=201 if is_new else 200)

@@ -148,6 +148,16 @@ async def test_question_api_refuses_bad_questions(agent: AgentApp) -> None:
     assert status == 400 and "different" in body["error"]["message"]
     status, body = await agent.app.api("GET", "/api/v1/questions/apr_00000000000000000000000000")
     assert status == 404
+    # A user group Slack does not know: nobody could ever answer. Refused like an approval's, nothing stored.
+    agent.slack.add_usergroup("SOPS", ["U1"])
+    status, body = await agent.app.api("POST", "/api/v1/questions",
+                                       json={**ONE, "channel": "C1", "approvers": ["SOPS", "SNOPE"]})
+    assert status == 400 and body["error"]["details"] == [
+        {"field": "approvers.1", "message": "SNOPE is not a user group in this Slack workspace"}]
+    _, listed = await agent.app.api("GET", "/api/v1/approvals?status=pending")
+    assert listed["items"] == []
+    status, body = await agent.app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1", "approvers": ["SOPS"]})
+    assert status == 201 and body["status"] == "pending"
 
 
 async def test_only_the_people_asked_may_answer(agent: AgentApp) -> None:
