@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import json as json_module
 import math
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -287,12 +288,16 @@ class WakeResult:
 
 
 async def wake_phase(client: Client, poll_url: str, click_url: str, items: Sequence[tuple[str, Signed]],
-                     concurrency: int, settle: float = 0.1) -> WakeResult:
+                     concurrency: int, settle: float = 0.1, jitter: float = 0.02) -> WakeResult:
     """Per request: a long-poll waits on `poll_url`, then the click goes to `click_url`.
 
     `settle` seconds between starting the long-poll and clicking lets the server register the
-    waiter; workers start staggered over `settle` so the clicks do not arrive in waves.
+    waiter; workers start staggered over `settle` so the clicks do not arrive in waves. Each wait
+    also gets 0-`jitter` s at random (seeded), so clicks do not land in a fixed phase of the SQLite
+    cross-process check (every 20 ms from the moment the first waiter registers): without it the
+    figure moved by a whole check period when the decision took a few ms more or less.
     """
+    rng = random.Random(7)
     result = WakeResult(Dist(), Dist(), 0, 0)
 
     def worker(index: int, share: list[tuple[str, Signed]]) -> Callable[[], Awaitable[None]]:
@@ -304,7 +309,7 @@ async def wake_phase(client: Client, poll_url: str, click_url: str, items: Seque
                     return time.perf_counter(), body
 
                 waiting = asyncio.create_task(poll())
-                await asyncio.sleep(settle)
+                await asyncio.sleep(settle + rng.uniform(0, jitter))
                 result.early += waiting.done()
                 clicked = time.perf_counter()
                 _, ack_seconds = await client.send(click_url + "/slack/events", signed)
