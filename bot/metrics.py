@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 3.0, 5.0)
@@ -38,6 +38,10 @@ class Metrics:
         )
         self.webhook_failures = Counter(
             "signoff_webhook_failures", "Webhook deliveries that gave up", registry=self.registry
+        )
+        self.click_backlog = Gauge(
+            "signoff_slack_click_backlog", "Acked Slack clicks whose work waits for a burst of clicks to pause",
+            registry=self.registry,
         )
 
     def render(self) -> bytes:

@@ -121,6 +121,9 @@ class CrossProcessWatcher:
                     self.waiters.changed.clear()
                     await self.waiters.changed.wait()
                     last = await _data_version(conn)
+                    # A decision another process committed between the new waiter's own read and
+                    # this baseline would not change data_version again: look once now.
+                    await self._wake_decided(self.waiters.waited_ids())
                     continue
                 await asyncio.sleep(SQLITE_CHECK_SECONDS)
                 version = await _data_version(conn)

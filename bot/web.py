@@ -160,9 +160,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                         client=listener_client, clock=clock, metrics=metrics)
 
     # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
-    # acks clicks itself and answers modals and commands when their listener calls ack(), and the
-    # backlog and a graceful stop must know when the work is done. `bolt` is Bolt's usual
-    # (ack first, listener in a task of its own): events, and everything in Socket Mode.
+    # acks clicks and events itself and answers modals and commands when their listener calls
+    # ack(), and the backlog and a graceful stop must know when the work is done. `bolt` is Bolt's
+    # usual (ack first, listener in a task of its own): url_verification, and all of Socket Mode.
     interactions = Interactions(service, listener_client, clock, metrics)
     timer_interactions = TimerInteractions(interactions, timers, listener_client, metrics)
     bolt, clicks = (
@@ -183,6 +183,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
                       agent=agent)
+    signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings
@@ -232,11 +233,11 @@ def _timers(
 async def slack_events(request: web.Request) -> web.Response:
     signoff = request.app[SIGNOFF]
     started = time.perf_counter()
-    signoff.backlog.arrived()
     body = await request.text()
     # Bolt verifies too, but only after parsing; a signed-but-malformed body must not become a 500.
     if not signoff.verifier.is_valid_request(body, dict(request.headers)):
         return web.json_response({"error": "invalid request"}, status=401)
+    signoff.backlog.arrived()  # only Slack's own requests hold clicks' work back
     try:
         bolt_request = AsyncBoltRequest(body=body, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
     except ValueError as exc:
@@ -260,24 +261,33 @@ async def slack_events(request: web.Request) -> web.Response:
         # A modal's answer (validation errors) and a command's reply are whatever the listener passes
         # to ack(): answer the moment it does, and let the listener finish in the background.
         response = await to_aiohttp_response(await _when_acked(signoff, bolt_request))
-    else:  # events (auto-acked by Bolt before its listener runs), url_verification, anything else
+    elif bolt_request.body.get("type") == "event_callback":
+        # Slack reads nothing from an event's ack but the status. Run the listener to its end in
+        # the background, tracked, so that a graceful stop lets it finish.
+        signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
+        response = web.Response(status=200)
+    else:  # url_verification (Bolt answers the challenge), options, shortcuts, anything else
         response = await to_aiohttp_response(await signoff.bolt.async_dispatch(bolt_request))
     signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)
     return response
 
 
 class _SignallingAck(AsyncAck):
-    """Bolt's ack(), which also tells whoever waits that it was called."""
+    """Bolt's ack(), which also hands the answer it built to whoever waits for it.
+
+    The answer is kept apart from `self.response`: if the listener fails after acking, Bolt
+    overwrites that with a 500, but Slack must get what was acked.
+    """
 
     def __init__(self) -> None:
         super().__init__()
-        self.called = asyncio.Event()
+        self.answer: asyncio.Future[BoltResponse] = asyncio.get_running_loop().create_future()
 
     async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
-        try:
-            return await super().__call__(*args, **kwargs)
-        finally:
-            self.called.set()
+        response = await super().__call__(*args, **kwargs)
+        if not self.answer.done():
+            self.answer.set_result(response)
+        return response
 
 
 async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltResponse:
@@ -290,13 +300,10 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
     ack = _SignallingAck()
     bolt_request.context["ack"] = ack
     run = signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
-    acked = asyncio.ensure_future(ack.called.wait())
-    try:
-        await asyncio.wait({run, acked}, timeout=ACK_WITHIN_SECONDS, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        acked.cancel()
-    if ack.response is not None:
-        return ack.response
+    await asyncio.wait({run, ack.answer}, timeout=ACK_WITHIN_SECONDS, return_when=asyncio.FIRST_COMPLETED)
+    if ack.answer.done():
+        return ack.answer.result()
+    ack.answer.cancel()
     if run.done() and not run.cancelled() and run.exception() is None and run.result() is not None:
         return run.result()
     log.error("a Slack listener did not acknowledge within %.1f s", ACK_WITHIN_SECONDS)

@@ -254,8 +254,16 @@ class RunInteractions:
         return self._names[user_id]
 
     async def start_run(self, command: dict[str, Any], task: str) -> None:
-        await self.run_service.start(NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
-                                            requested_by=command.get("user_id")))
+        """After the ack said "starting": if the run cannot be stored, the person who asked hears why."""
+        try:
+            await self.run_service.start(NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
+                                                requested_by=command.get("user_id")))
+        except Exception as exc:
+            log.exception("could not start a run from /signoff run")
+            user = command.get("user_id")
+            if user:
+                await self.tell(str(user), command.get("channel_id"),
+                                f"The agent run could not be started ({type(exc).__name__}: {exc}). Nothing was run.")
 
 
 def register(app: AsyncApp, interactions: RunInteractions) -> None:

@@ -13,7 +13,9 @@ Clicks that open a modal are not deferred: their `trigger_id` expires 3 s after 
 (`web.py` runs those straight away).
 
 The gate is a timer (how long since the last arrival), not a poll of anything: at most one
-worker waits on it at a time, and it only waits while work is queued.
+worker waits on it at a time, and it only waits while work is queued. Each item runs as a task
+of its own, tracked until it ends; a worker waits for it for at most `slot_seconds`, so an item
+stuck on Slack (a 429's Retry-After) delays the others by that much, not for as long as it takes.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ log = logging.getLogger(__name__)
 
 QUIET_SECONDS = 0.005
 MAX_DEFER_SECONDS = 1.0
+SLOT_SECONDS = 0.5
 WORKERS = 4
 
 Work = Callable[[], Awaitable[Any]]
@@ -41,11 +44,13 @@ class Backlog:
         *,
         quiet: float = QUIET_SECONDS,
         max_defer: float = MAX_DEFER_SECONDS,
+        slot_seconds: float = SLOT_SECONDS,
         workers: int = WORKERS,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.quiet = quiet
         self.max_defer = max_defer
+        self.slot_seconds = slot_seconds
         self.workers = workers
         self.now = now
         self.last_arrival = -float("inf")
@@ -53,38 +58,46 @@ class Backlog:
         self._queued = asyncio.Event()
         self._gate = asyncio.Lock()
         self._draining = asyncio.Event()
-        self._running = 0
+        self._running: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._tasks: list[asyncio.Task[None]] = []
+        self._workers: list[asyncio.Task[None]] = []
 
     def __len__(self) -> int:
-        return len(self._queue) + self._running
+        return len(self._queue) + len(self._running)
+
+    @property
+    def queued(self) -> int:
+        """Acked clicks whose work has not started."""
+        return len(self._queue)
 
     def arrived(self) -> None:
         """A Slack request came in: queued work waits until they stop for `quiet` seconds."""
         self.last_arrival = self.now()
 
     def add(self, work: Work) -> None:
+        if self._draining.is_set():  # after stop(): nobody would run it
+            log.error("an acked click arrived after the click backlog stopped; it is not handled")
+            return
         self._queue.append((self.now(), work))
         self._idle.clear()
         self._queued.set()
 
     def start(self) -> None:
-        self._tasks = [asyncio.create_task(self._work(), name=f"click-backlog-{i}") for i in range(self.workers)]
+        self._workers = [asyncio.create_task(self._work(), name=f"click-backlog-{i}") for i in range(self.workers)]
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Run what is queued without waiting for quiet (bounded by `timeout`), then stop the workers."""
+        """Run what is queued without waiting for quiet, wait (up to `timeout`) for all of it to end, stop."""
         self._draining.set()
         self._queued.set()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
             log.warning("stopping with %d acked clicks not yet handled", len(self))
-        for task in self._tasks:
+        for task in [*self._workers, *self._running]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks = []
+        await asyncio.gather(*self._workers, *self._running, return_exceptions=True)
+        self._workers = []
 
     async def _work(self) -> None:
         while True:
@@ -97,15 +110,25 @@ class Backlog:
                 if not self._queue:
                     continue
                 _, work = self._queue.popleft()
-                self._running += 1
-            try:
-                await work()
-            except Exception:  # one click's failure must not stop the others
-                log.exception("handling an acked click failed")
-            finally:
-                self._running -= 1
-                if not len(self):
-                    self._idle.set()
+                task = asyncio.create_task(self._run(work))
+                self._running.add(task)
+                task.add_done_callback(self._ended)
+            # Wait for it, so that at most `workers` items run at a time, but not for ever.
+            await asyncio.wait({task}, timeout=self.slot_seconds)
+
+    @staticmethod
+    async def _run(work: Work) -> None:
+        try:
+            await work()
+        except Exception:  # one click's failure must not stop the others
+            log.exception("handling an acked click failed")
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if task.cancelled() and not self._draining.is_set():
+            log.warning("handling an acked click was cancelled")
+        if not len(self):
+            self._idle.set()
 
     async def _until_due(self) -> None:
         """Until nothing arrived after the oldest item, or arrivals paused for `quiet` s, or it waited `max_defer` s."""

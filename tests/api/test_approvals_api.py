@@ -683,6 +683,7 @@ async def test_metrics(clocked: tuple[App, ShiftedClock]) -> None:
     assert samples[("signoff_slack_ack_seconds_count", (("type", "interactive"),))] == 1
     assert ("signoff_slack_ack_seconds_bucket", (("le", "0.1"), ("type", "interactive"))) in samples
     assert samples[("signoff_slack_ack_seconds_bucket", (("le", "+Inf"), ("type", "interactive")))] == 1
+    assert samples[("signoff_slack_click_backlog", ())] == 0  # the click's work is done
 
 
 async def _post_retry_scheduled(app: App, request_id: str) -> bool:

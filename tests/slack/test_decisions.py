@@ -336,3 +336,18 @@ async def test_modal_and_command_answers_come_from_the_listeners_ack(app: App) -
     unknown = await app.slack_client.view_submission(user="U1", callback_id="not_ours", values={})
     assert unknown.status == 404
     assert await snapshot(app, req["id"]) == before
+
+
+async def test_a_listener_failing_after_its_ack_still_answers_with_the_ack(app: App) -> None:
+    # Bolt replaces the ack with a 500 when a listener raises after acking; Slack must get the ack.
+    # (A listener added to the running app: nothing of Signoff's is replaced.)
+    assert app.signoff is not None
+
+    @app.signoff.clicks.view("test_fails_after_ack")
+    async def fails_after_ack(ack: Any) -> None:
+        await ack(response_action="errors", errors={"reason": "Say why."})
+        raise RuntimeError("after the ack")
+
+    resp = await app.slack_client.view_submission(user="U1", callback_id="test_fails_after_ack", values={})
+    assert resp.status == 200
+    assert resp.json() == {"response_action": "errors", "errors": {"reason": "Say why."}}

@@ -117,3 +117,29 @@ async def test_stop_runs_everything_still_queued_and_one_failure_does_not_stop_t
     assert done == []
     await b.stop(timeout=5)
     assert done == ["a", "c"] and len(b) == 0
+
+
+async def test_a_cancelled_or_stuck_click_does_not_hold_up_the_rest() -> None:
+    # One worker: a click cancelled from inside (e.g. a shared lookup cancelled elsewhere) must not
+    # end the worker, and one waiting on Slack for long only holds it for `slot_seconds`.
+    b = Backlog(quiet=3600, max_defer=3600, slot_seconds=0.05, workers=1)
+    b.start()
+    done: list[str] = []
+    ran = asyncio.Event()
+    release = asyncio.Event()
+
+    async def cancelled() -> None:
+        raise asyncio.CancelledError
+
+    async def stuck() -> None:
+        await release.wait()
+        done.append("stuck")
+
+    b.add(cancelled)
+    b.add(stuck)
+    b.add(recorder(done, "after", ran))
+    await asyncio.wait_for(ran.wait(), 5)
+    assert done == ["after"] and len(b) == 1  # the stuck one still runs, tracked
+    release.set()
+    await b.stop(timeout=5)
+    assert done == ["after", "stuck"] and len(b) == 0
