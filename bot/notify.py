@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from bot.domain.model import Status
@@ -68,6 +68,8 @@ class CrossProcessWatcher:
         self.store = store
         self.waiters = waiters
         self._task: asyncio.Task[None] | None = None
+        # SQLite: which waited ids to wake after another process wrote; more kinds (runs) add theirs.
+        self.checks: list[Callable[[list[str]], Awaitable[Iterable[str]]]] = [self._decided_requests]
 
     async def start(self) -> None:
         run = self._listen_postgres if self.store.dialect == "postgresql" else self._watch_sqlite
@@ -133,9 +135,13 @@ class CrossProcessWatcher:
                 await self._wake_decided(self.waiters.waited_ids())
 
     async def _wake_decided(self, ids: Iterable[str]) -> None:
-        for request_id, status in (await self.store.statuses(ids)).items():
-            if status is not Status.PENDING:
-                self.waiters.wake(request_id)
+        waited = list(ids)
+        for check in self.checks:
+            for waited_id in await check(waited):
+                self.waiters.wake(waited_id)
+
+    async def _decided_requests(self, ids: list[str]) -> list[str]:
+        return [i for i, status in (await self.store.statuses(ids)).items() if status is not Status.PENDING]
 
 
 async def _data_version(conn: Any) -> int:

@@ -184,6 +184,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
                       agent=agent)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
+    signoff.watcher.checks.append(agent.ended_runs)
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings

@@ -209,6 +209,8 @@ class SqlRunUnit(SqlUnit, RunUnit):
     async def save_run(self, run: Run) -> None:
         stmt = runs.update().where(runs.c.id == run.id).values(version=runs.c.version + 1, **_loop_columns(run))
         await self.conn.execute(stmt)
+        if run.status.is_final:  # long-polls on the run in other processes wake at commit
+            await self.notify(run.id)
 
     async def set_root(self, run_id: str, ts: str) -> bool:
         stmt = runs.update().where(runs.c.id == run_id, runs.c.root_ts.is_(None)).values(
@@ -225,7 +227,10 @@ class SqlRunUnit(SqlUnit, RunUnit):
         stmt = runs.update().where(
             runs.c.id == run_id, runs.c.root_ts.is_(None), runs.c.lease_owner.is_(None), runs.c.status.in_(_ACTIVE)
         ).values(status=RunStatus.FAILED.value, error=error, updated_at=now, version=runs.c.version + 1)
-        return (await self.conn.execute(stmt)).rowcount == 1
+        failed = (await self.conn.execute(stmt)).rowcount == 1
+        if failed:
+            await self.notify(run_id)
+        return failed
 
     async def append_messages(self, messages: Sequence[RunMessage]) -> None:
         if messages:

@@ -288,6 +288,7 @@ class SqlUnit(Unit):
         )
 
     async def notify(self, request_id: str) -> None:
+        """Wake long-polls on this id (a request's or a run's) in other processes, once the unit commits."""
         if self._postgres:
             await self.conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, request_id)))
 

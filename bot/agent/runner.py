@@ -25,7 +25,6 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from bot.agent.steps import LeaseLost, StepResult, Steps
 from bot.clock import Clock
 from bot.domain.model import Request
-from bot.notify import Waiters
 from bot.service import Service
 from storage.runs import RunStore
 
@@ -55,7 +54,9 @@ class Runner:
         self.lease_seconds = lease_seconds
         self.sweep_seconds = sweep_seconds
         self.owner = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.waiters = Waiters()  # long-polls on runs (GET /api/v1/runs/{id}?wait=)
+        # Long-polls on runs (GET /api/v1/runs/{id}?wait=) share the requests' waiters, so the
+        # cross-process watcher (bot/notify.py) wakes them too when another process ends the run.
+        self.waiters = service.waiters
         self._again: dict[str, bool] = {}  # runs being driven here -> kicked again meanwhile
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
