@@ -30,7 +30,7 @@ from bot.metrics import Metrics
 from bot.outbox import Dead, Done, Result, after_post
 from bot.service import Service
 from bot.slack.delivery import SlackCall
-from bot.slack.interactions import already_decided_text
+from bot.slack.interactions import already_decided_text, tell
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
 from storage.base import OutboxItem
@@ -151,13 +151,7 @@ class RunInteractions:
         self._names: dict[str, str | None] = {}
 
     async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
-        try:
-            if channel:
-                await self.client.chat_postEphemeral(channel=channel, user=user, text=text, thread_ts=thread_ts)
-            else:
-                await self.client.chat_postMessage(channel=user, text=text)
-        except SlackApiError as exc:
-            self.metrics.slack_api_errors.labels("chat.postEphemeral", str(exc.response.get("error"))).inc()
+        await tell(self.client, self.metrics, user, channel, text, thread_ts)
 
     async def cancel(self, click: Click) -> None:
         known = await self.run_service.runs.get_run(click.request_id)

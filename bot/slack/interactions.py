@@ -53,6 +53,20 @@ def already_decided_text(request: Request) -> str:
     return f"Already {word} by {who} ({when}). Nothing was changed."
 
 
+async def tell(client: AsyncWebClient, metrics: Metrics, user_id: str, channel: str | None, text: str,
+               thread_ts: str | None = None) -> None:
+    """An ephemeral note to one person (a DM when there is no channel, e.g. a click in App Home)."""
+    try:
+        if channel:
+            await client.chat_postEphemeral(channel=channel, user=user_id, text=text, thread_ts=thread_ts)
+        else:
+            await client.chat_postMessage(channel=user_id, text=text)
+    except SlackApiError as exc:
+        method = "chat.postEphemeral" if channel else "chat.postMessage"
+        metrics.slack_api_errors.labels(method, str(exc.response.get("error"))).inc()
+        log.warning("could not tell %s: %s", user_id, exc.response.get("error"))
+
+
 class Interactions:
     def __init__(self, service: Service, client: AsyncWebClient, clock: Clock, metrics: Metrics) -> None:
         self.service = service
@@ -92,15 +106,7 @@ class Interactions:
         return await self._check(request_id, user_id, click)
 
     async def tell(self, user_id: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
-        """An ephemeral note to one person (a DM when there is no channel, e.g. a click in App Home)."""
-        try:
-            if channel:
-                await self.client.chat_postEphemeral(channel=channel, user=user_id, text=text, thread_ts=thread_ts)
-            else:
-                await self.client.chat_postMessage(channel=user_id, text=text)
-        except SlackApiError as exc:
-            self.metrics.slack_api_errors.labels("chat.postEphemeral", str(exc.response.get("error"))).inc()
-            log.warning("could not tell %s: %s", user_id, exc.response.get("error"))
+        await tell(self.client, self.metrics, user_id, channel, text, thread_ts)
 
     # -- buttons -------------------------------------------------------------
 
