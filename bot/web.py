@@ -139,7 +139,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     store = store or await SqlStore.open(settings.database_url)
     metrics = Metrics()
     waiters = Waiters()
-    http = aiohttp.ClientSession()
+    # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the
+    # session's timeout is the one that holds, so it is set here.
+    http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.http_timeout_seconds))
     listener_client = slack_client(settings, http, retries=True)
     service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
                       metrics=metrics)

@@ -5,6 +5,11 @@ naming what it is. When an outbox item is retried after an attempt that ended wi
 result (the process died mid-call, the connection dropped), its handler looks for that metadata
 before posting again: in a thread with conversations.replies, in a channel or DM with
 conversations.history. Cards (bot/slack/delivery.py) use the same search.
+
+The bot may post in a public channel it is not a member of (chat:write.public), but Slack will
+not let it read that channel's history (`not_in_channel`). Then it joins the channel
+(conversations.join, channels:join) and looks again: it needs to be there anyway for thread
+replies to reach it. Only if it cannot join is the search given up (and the item posted).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ async def find_message(
     """
     method = "conversations.replies" if thread_ts else "conversations.history"
     cursor = None
+    joined = False
     for _ in range(MAX_PAGES):
         kwargs: dict[str, Any] = {"channel": channel, "limit": 200, "include_all_metadata": True, **window}
         if thread_ts:
@@ -70,6 +76,13 @@ async def find_message(
         if cursor:
             kwargs["cursor"] = cursor
         data, failure = await call(method, attempt, **kwargs)
+        if isinstance(failure, Dead) and failure.error.endswith("not_in_channel") and not joined:
+            joined = True
+            _, refused = await call("conversations.join", attempt, channel=channel)
+            if refused is None:
+                data, failure = await call(method, attempt, **kwargs)
+            elif not isinstance(refused, Dead):
+                return refused  # could not ask now: retry later rather than risk a duplicate
         if failure is not None:
             return None if isinstance(failure, Dead) else failure
         assert data is not None

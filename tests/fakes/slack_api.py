@@ -278,6 +278,7 @@ class FakeSlack:
             "conversations.replies": self._conversations_replies,
             "conversations.info": self._conversations_info,
             "conversations.open": self._conversations_open,
+            "conversations.join": self._conversations_join,
             "conversations.members": self._conversations_members,
             "users.info": self._users_info,
             "usergroups.list": self._usergroups_list,
@@ -403,9 +404,16 @@ class FakeSlack:
             "users": list(user_ids),
         }
 
-    def add_channel(self, channel_id: str, name: str, members: list[str] | None = None) -> None:
-        """Register a channel for conversations.info/members and name lookup."""
-        self.channels[channel_id] = {"id": channel_id, "name": name, "members": list(members or [])}
+    def add_channel(self, channel_id: str, name: str, members: list[str] | None = None, *,
+                    bot_member: bool = True, private: bool = False) -> None:
+        """Register a channel for conversations.info/members and name lookup.
+
+        ``bot_member=False``: the bot can still post there (chat:write.public) but, as in Slack,
+        conversations.history/replies answer ``not_in_channel`` until it joins (conversations.join,
+        public channels only).
+        """
+        self.channels[channel_id] = {"id": channel_id, "name": name, "members": list(members or []),
+                                     "bot_member": bot_member, "private": private}
 
     def add_message(self, channel: str, user: str, text: str, *, thread_ts: str | None = None) -> Message:
         """Store a message written by a human (it cannot be updated by the bot)."""
@@ -772,14 +780,35 @@ class FakeSlack:
                 return False
         return True
 
+    def _require_member(self, channel: str) -> None:
+        info = self.channels.get(channel)
+        if info is not None and not info.get("bot_member", True):
+            raise _ApiError("not_in_channel")
+
+    def _conversations_join(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._resolve_channel(args.get("channel"))
+        info = self.channels.get(channel)
+        if info is None:
+            raise _ApiError("channel_not_found")
+        if info.get("private"):
+            raise _ApiError("method_not_supported_for_channel_type")
+        already = info.get("bot_member", True)
+        info["bot_member"] = True
+        answer: dict[str, Any] = {"channel": {"id": channel, "name": info["name"], "is_member": True}}
+        if already:
+            answer["warning"] = "already_in_channel"
+        return answer
+
     def _conversations_history(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._resolve_channel(args.get("channel"))
+        self._require_member(channel)
         found = [m for m in self.channel_messages(channel) if self._in_window(m, args)]
         found.reverse()  # newest first, like Slack
         return self._page(found, args, default_limit=100, include_metadata=bool(args.get("include_all_metadata")))
 
     def _conversations_replies(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._resolve_channel(args.get("channel"))
+        self._require_member(channel)
         ts = self._require(args, "ts", "thread_not_found")
         msg = self.messages.get((channel, ts))
         if msg is None:
@@ -801,8 +830,8 @@ class FakeSlack:
             "is_channel": channel.startswith("C"),
             "is_group": channel.startswith("G"),
             "is_im": is_im,
-            "is_private": not channel.startswith("C"),
-            "is_member": True,
+            "is_private": bool(info.get("private")) if info else not channel.startswith("C"),
+            "is_member": bool(info.get("bot_member", True)) if info else True,
             "is_archived": False,
         }
         if is_im:

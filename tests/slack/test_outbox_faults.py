@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from tests.fakes.slack_api import FakeSlack
-from tests.harness import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body
+from tests.harness import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body, start_app
 from tests.fakes.slack_requests import SlackClient
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
@@ -63,6 +63,45 @@ async def test_permanent_slack_error_gives_up_and_audits(app: App) -> None:
     # The request itself is kept: the agent can still be answered (or cancel it).
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     assert body["status"] == "pending"
+
+
+async def test_uncertain_post_in_a_public_channel_the_bot_is_not_in_still_posts_one_card(
+    db_url: str, slack: FakeSlack
+) -> None:
+    # chat:write.public lets the bot post where it is not a member, but not read the history it
+    # needs to find a card an unanswered attempt already posted: it joins, then looks.
+    slack.add_channel("CPUB", "public-approvals", bot_member=False)
+    slack.hang("chat.postMessage", apply=True)  # Slack posts the card; its answer never arrives
+    app = await start_app(db_url, slack, SIGNOFF_HTTP_TIMEOUT_SECONDS="1")
+    try:
+        req = await app.submit(channel="CPUB")
+        stored = await app.card(req["id"], timeout=20)
+        cards = [m for m in slack.channel_messages("CPUB")
+                 if ((m.metadata or {}).get("event_payload") or {}).get("request_id") == req["id"]]
+        assert cards == [stored]  # the card the unanswered attempt posted, found and kept
+        assert len(slack.calls_to("chat.postMessage")) == 1  # the unanswered one: never posted again
+        history = slack.calls_to("conversations.history", ok_only=False)
+        assert [c.response.get("error") for c in history] == ["not_in_channel", None]
+        assert len(slack.calls_to("conversations.join", ok_only=True)) == 1
+    finally:
+        slack.release_hung()
+        await app.stop()
+
+
+async def test_uncertain_post_in_a_private_channel_it_cannot_join_gives_up_the_search_and_posts(
+    db_url: str, slack: FakeSlack
+) -> None:
+    slack.add_channel("GPRIV", "private-approvals", bot_member=False, private=True)
+    slack.fail("chat.postMessage", status=500)  # no effect, no answer worth trusting
+    app = await start_app(db_url, slack, SIGNOFF_HTTP_TIMEOUT_SECONDS="1")
+    try:
+        req = await app.submit(channel="GPRIV")
+        await app.card(req["id"], timeout=20)
+        assert [c.status for c in slack.calls_to("chat.postMessage")] == [500, 200]
+        assert [c.response.get("error") for c in slack.calls_to("conversations.join", ok_only=False)] == [
+            "method_not_supported_for_channel_type"]
+    finally:
+        await app.stop()
 
 
 def _error_labels(app: App) -> set[tuple[str, str]]:

@@ -225,7 +225,7 @@ def test_scanner_sees_the_calls_the_code_makes_today() -> None:
     [
         ("await self.client.users_lookupByEmail(email=e)", "users.lookupByEmail", "users:read.email"),
         ('await self.call("reactions.add", 1, name="eyes")', "reactions.add", "reactions:write"),
-        ('await client.api_call("conversations.join", json={})', "conversations.join", "channels:join"),
+        ('await client.api_call("pins.add", json={})', "pins.add", "pins:write"),
     ],
 )
 def test_a_new_call_without_its_scope_is_reported(snippet: str, method: str, scope: str) -> None:
