@@ -22,136 +22,35 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from bot.domain.model import (
-    Action,
-    Actor,
-    AuditEvent,
-    Change,
-    Decision,
-    Kind,
-    Outcome,
-    Preview,
-    Request,
-    Risk,
-    Status,
-    Via,
+from bot.domain.model import AuditEvent, Decision, Request, Status
+from storage.base import (
+    DuplicateIdempotencyKey,
+    Inbox,
+    InboxEntry,
+    OutboxItem,
+    Store,
+    Unit,
 )
-from bot.domain.timing import TimerState, Timing, escalation_json, state_from_columns
-from storage.base import DuplicateIdempotencyKey, Inbox, InboxEntry, OutboxItem, Store, Unit
-from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests
+from storage.rows import (
+    REQUEST_BY_ID,
+    REQUEST_COLUMNS,
+    REQUEST_JOIN,
+    SELECT_REQUEST,
+    mutable_columns,
+    outbox_from_row,
+    request_from_row,
+)
+from storage.schema import (
+    audit_events,
+    decisions,
+    home_users,
+    outbox,
+    request_people,
+    requests,
+)
 from storage.urls import async_url
 
 NOTIFY_CHANNEL = "signoff_requests"
-
-_REQUEST_JOIN = requests.outerjoin(decisions, decisions.c.request_id == requests.c.id)
-_REQUEST_COLUMNS = [*requests.c, *[c.label(f"d_{c.name}") for c in decisions.c]]
-_SELECT_REQUEST = sa.select(*_REQUEST_COLUMNS).select_from(_REQUEST_JOIN)
-# Built once: the hottest read (every click and card update) need not rebuild and re-key its statement.
-_REQUEST_BY_ID = _SELECT_REQUEST.where(requests.c.id == sa.bindparam("request_id"))
-
-
-def _request_from_row(row: Any) -> Request:
-    m = row._mapping
-    decision = None
-    if m["d_outcome"] is not None:
-        decided_by = Actor(m["d_decided_by_id"], m["d_decided_by_name"]) if m["d_decided_by_id"] else None
-        decision = Decision(
-            outcome=Outcome(m["d_outcome"]),
-            params=m["d_params"],
-            changes=tuple(Change(c["field"], c.get("from"), c.get("to")) for c in m["d_changes"]),
-            comment=m["d_comment"],
-            decided_by=decided_by,
-            decided_at=m["d_decided_at"],
-            via=Via(m["d_via"]),
-        )
-    preview = Preview(m["preview"]["kind"], m["preview"]["data"]) if m["preview"] else None
-    return Request(
-        id=m["id"],
-        kind=Kind(m["kind"]),
-        status=Status(m["status"]),
-        version=m["version"],
-        action=Action(m["action_name"], m["params"], m["params_schema"]),
-        summary=m["summary"],
-        context=m["context"],
-        preview=preview,
-        risk=Risk(m["risk"]),
-        channel=m["channel"],
-        approvers=tuple(m["approvers"]),
-        callback_url=m["callback_url"],
-        requested_by=m["requested_by"],
-        card_channel=m["card_channel"],
-        card_ts=m["card_ts"],
-        thread_ts=m["thread_ts"],
-        idempotency_key=m["idempotency_key"],
-        body_hash=m["body_hash"],
-        extra=m["extra"] or {},
-        created_at=m["created_at"],
-        updated_at=m["updated_at"],
-        next_due_at=m["next_due_at"],
-        decision=decision,
-        timing=Timing.from_json(m["timing"]) if m["timing"] else None,
-        timers=_timers_from_row(m) if m["timing"] or m["escalation"] else None,
-        card_permalink=m["card_permalink"],
-    )
-
-
-def _timers_from_row(m: Any) -> TimerState:
-    return state_from_columns(
-        reminders_sent=m["reminders_sent"],
-        remind_at=m["remind_at"],
-        loop=m["escalation_loop"],
-        level=m["escalation_level"],
-        escalate_at=m["escalate_at"],
-        expires_at=m["expires_at"],
-        snoozed_until=m["snoozed_until"],
-        escalation=m["escalation"],
-    )
-
-
-def _timer_columns(r: Request) -> dict[str, Any]:
-    t = r.timers or TimerState()
-    return {
-        "reminders_sent": t.reminders_sent,
-        "remind_at": t.remind_at,
-        "escalation_loop": t.loop,
-        "escalation_level": t.level,
-        "escalate_at": t.escalate_at,
-        "expires_at": t.expires_at,
-        "snoozed_until": t.snoozed_until,
-        "escalation": escalation_json(t),
-    }
-
-
-def _mutable_columns(r: Request) -> dict[str, Any]:
-    return {
-        "status": r.status.value,
-        "card_channel": r.card_channel,
-        "card_ts": r.card_ts,
-        "thread_ts": r.thread_ts,
-        "approvers": list(r.approvers),
-        "extra": r.extra,
-        "updated_at": r.updated_at,
-        "next_due_at": r.next_due_at,
-        **_timer_columns(r),
-    }
-
-
-def _outbox_from_row(row: Any) -> OutboxItem:
-    m = row._mapping
-    return OutboxItem(
-        id=m["id"],
-        kind=m["kind"],
-        dedupe_key=m["dedupe_key"],
-        payload=m["payload"],
-        request_id=m["request_id"],
-        status=m["status"],
-        attempts=m["attempts"],
-        failures=m["failures"],
-        next_attempt_at=m["next_attempt_at"],
-        last_error=m["last_error"],
-        created_at=m["created_at"],
-    )
-
 
 def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
     """The ids of pending requests due at `now`, oldest due first (the timer sweep's claim).
@@ -175,13 +74,13 @@ class SqlUnit(Unit):
         self._postgres = conn.dialect.name == "postgresql"
 
     async def get_request(self, request_id: str) -> Request | None:
-        row = (await self.conn.execute(_REQUEST_BY_ID, {"request_id": request_id})).first()
-        return _request_from_row(row) if row else None
+        row = (await self.conn.execute(REQUEST_BY_ID, {"request_id": request_id})).first()
+        return request_from_row(row) if row else None
 
     async def find_by_idempotency_key(self, key: str) -> Request | None:
-        stmt = _SELECT_REQUEST.where(requests.c.idempotency_key == key)
+        stmt = SELECT_REQUEST.where(requests.c.idempotency_key == key)
         row = (await self.conn.execute(stmt)).first()
-        return _request_from_row(row) if row else None
+        return request_from_row(row) if row else None
 
     async def insert_request(self, request: Request) -> None:
         values = {
@@ -203,7 +102,7 @@ class SqlUnit(Unit):
             "created_at": request.created_at,
             "timing": request.timing.to_json() if request.timing else None,
             "card_permalink": request.card_permalink,
-            **_mutable_columns(request),
+            **mutable_columns(request),
         }
         try:
             async with self.conn.begin_nested():
@@ -217,7 +116,7 @@ class SqlUnit(Unit):
         stmt = (
             requests.update()
             .where(requests.c.id == request.id, requests.c.version == expected_version)
-            .values(version=expected_version + 1, **_mutable_columns(request))
+            .values(version=expected_version + 1, **mutable_columns(request))
         )
         result = await self.conn.execute(stmt)
         return result.rowcount == 1
@@ -298,8 +197,8 @@ class SqlUnit(Unit):
         ids = list((await self.conn.execute(due_requests_statement(now, limit, postgres=self._postgres))).scalars())
         if not ids:
             return []
-        stmt = _SELECT_REQUEST.where(requests.c.id.in_(ids))
-        found = {r.id: r for r in (_request_from_row(row) for row in (await self.conn.execute(stmt)).all())}
+        stmt = SELECT_REQUEST.where(requests.c.id.in_(ids))
+        found = {r.id: r for r in (request_from_row(row) for row in (await self.conn.execute(stmt)).all())}
         return [found[i] for i in ids if i in found]
 
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
@@ -396,7 +295,7 @@ class SqlStore(Store):
     async def list_requests(
         self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
     ) -> list[Request]:
-        stmt = _SELECT_REQUEST
+        stmt = SELECT_REQUEST
         if status is not None:
             stmt = stmt.where(requests.c.status == status.value)
         if after is not None:
@@ -408,7 +307,7 @@ class SqlStore(Store):
             stmt = stmt.where(sa.tuple_(requests.c.created_at, requests.c.id) > cursor)
         stmt = stmt.order_by(requests.c.created_at, requests.c.id).limit(limit)
         async with self.engine.connect() as conn:
-            return [_request_from_row(r) for r in (await conn.execute(stmt)).all()]
+            return [request_from_row(r) for r in (await conn.execute(stmt)).all()]
 
     async def statuses(self, request_ids: Iterable[str]) -> dict[str, Status]:
         ids = list(request_ids)
@@ -445,7 +344,7 @@ class SqlStore(Store):
         )
         async with self.unit() as unit:
             rows = (await unit.conn.execute(stmt)).all()
-        return sorted((_outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
+        return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
 
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""
@@ -461,7 +360,7 @@ class SqlStore(Store):
         if request_id is not None:
             stmt = stmt.where(outbox.c.request_id == request_id)
         async with self.engine.connect() as conn:
-            return [_outbox_from_row(r) for r in (await conn.execute(stmt)).all()]
+            return [outbox_from_row(r) for r in (await conn.execute(stmt)).all()]
 
     async def inbox(self, user_id: str, *, limit: int, decided_since: datetime) -> Inbox:
         def role(name: str) -> Any:
@@ -482,9 +381,9 @@ class SqlStore(Store):
         async with self.engine.connect() as conn:
 
             async def page(where: Any, order: Any) -> tuple[list[Any], int]:
-                stmt = sa.select(*_REQUEST_COLUMNS, can_decide.label("can_decide")).select_from(_REQUEST_JOIN)
+                stmt = sa.select(*REQUEST_COLUMNS, can_decide.label("can_decide")).select_from(REQUEST_JOIN)
                 rows = (await conn.execute(stmt.where(where).order_by(*order).limit(limit))).all()
-                count = sa.select(sa.func.count()).select_from(_REQUEST_JOIN).where(where)
+                count = sa.select(sa.func.count()).select_from(REQUEST_JOIN).where(where)
                 total = (await conn.execute(count)).scalar()
                 return rows, int(total or 0)
 
@@ -492,11 +391,11 @@ class SqlStore(Store):
             escalated_rows, escalated_total = await page(escalated, oldest)
             decided_rows, decided_total = await page(mine, (decisions.c.decided_at.desc(), requests.c.id))
         return Inbox(
-            waiting=tuple(InboxEntry(_request_from_row(r), True) for r in waiting_rows),
+            waiting=tuple(InboxEntry(request_from_row(r), True) for r in waiting_rows),
             waiting_total=waiting_total,
-            escalated=tuple(InboxEntry(_request_from_row(r), bool(r.can_decide)) for r in escalated_rows),
+            escalated=tuple(InboxEntry(request_from_row(r), bool(r.can_decide)) for r in escalated_rows),
             escalated_total=escalated_total,
-            decided=tuple(_request_from_row(r) for r in decided_rows),
+            decided=tuple(request_from_row(r) for r in decided_rows),
             decided_total=decided_total,
         )
 

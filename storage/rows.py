@@ -1,0 +1,134 @@
+"""Rows <-> domain objects for the SQL store: the request select (with its decision) and the
+column sets each kind of write touches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from bot.domain.model import (
+    Action,
+    Actor,
+    Change,
+    Decision,
+    Kind,
+    Outcome,
+    Preview,
+    Request,
+    Risk,
+    Status,
+    Via,
+)
+from bot.domain.timing import TimerState, Timing, escalation_json, state_from_columns
+from storage.base import OutboxItem
+from storage.schema import decisions, requests
+
+REQUEST_JOIN = requests.outerjoin(decisions, decisions.c.request_id == requests.c.id)
+REQUEST_COLUMNS = [*requests.c, *[c.label(f"d_{c.name}") for c in decisions.c]]
+SELECT_REQUEST = sa.select(*REQUEST_COLUMNS).select_from(REQUEST_JOIN)
+# Built once: the hottest read (every click and card update) need not rebuild and re-key its statement.
+REQUEST_BY_ID = SELECT_REQUEST.where(requests.c.id == sa.bindparam("request_id"))
+
+
+def request_from_row(row: Any) -> Request:
+    m = row._mapping
+    decision = None
+    if m["d_outcome"] is not None:
+        decided_by = Actor(m["d_decided_by_id"], m["d_decided_by_name"]) if m["d_decided_by_id"] else None
+        decision = Decision(
+            outcome=Outcome(m["d_outcome"]),
+            params=m["d_params"],
+            changes=tuple(Change(c["field"], c.get("from"), c.get("to")) for c in m["d_changes"]),
+            comment=m["d_comment"],
+            decided_by=decided_by,
+            decided_at=m["d_decided_at"],
+            via=Via(m["d_via"]),
+        )
+    preview = Preview(m["preview"]["kind"], m["preview"]["data"]) if m["preview"] else None
+    return Request(
+        id=m["id"],
+        kind=Kind(m["kind"]),
+        status=Status(m["status"]),
+        version=m["version"],
+        action=Action(m["action_name"], m["params"], m["params_schema"]),
+        summary=m["summary"],
+        context=m["context"],
+        preview=preview,
+        risk=Risk(m["risk"]),
+        channel=m["channel"],
+        approvers=tuple(m["approvers"]),
+        callback_url=m["callback_url"],
+        requested_by=m["requested_by"],
+        card_channel=m["card_channel"],
+        card_ts=m["card_ts"],
+        thread_ts=m["thread_ts"],
+        idempotency_key=m["idempotency_key"],
+        body_hash=m["body_hash"],
+        extra=m["extra"] or {},
+        created_at=m["created_at"],
+        updated_at=m["updated_at"],
+        next_due_at=m["next_due_at"],
+        decision=decision,
+        timing=Timing.from_json(m["timing"]) if m["timing"] else None,
+        timers=timers_from_row(m) if m["timing"] or m["escalation"] else None,
+        card_permalink=m["card_permalink"],
+    )
+
+
+def timers_from_row(m: Any) -> TimerState:
+    return state_from_columns(
+        reminders_sent=m["reminders_sent"],
+        remind_at=m["remind_at"],
+        loop=m["escalation_loop"],
+        level=m["escalation_level"],
+        escalate_at=m["escalate_at"],
+        expires_at=m["expires_at"],
+        snoozed_until=m["snoozed_until"],
+        escalation=m["escalation"],
+    )
+
+
+def timer_columns(r: Request) -> dict[str, Any]:
+    t = r.timers or TimerState()
+    return {
+        "reminders_sent": t.reminders_sent,
+        "remind_at": t.remind_at,
+        "escalation_loop": t.loop,
+        "escalation_level": t.level,
+        "escalate_at": t.escalate_at,
+        "expires_at": t.expires_at,
+        "snoozed_until": t.snoozed_until,
+        "escalation": escalation_json(t),
+    }
+
+
+def mutable_columns(r: Request) -> dict[str, Any]:
+    return {
+        "status": r.status.value,
+        "card_channel": r.card_channel,
+        "card_ts": r.card_ts,
+        "thread_ts": r.thread_ts,
+        "approvers": list(r.approvers),
+        "extra": r.extra,
+        "updated_at": r.updated_at,
+        "next_due_at": r.next_due_at,
+        **timer_columns(r),
+    }
+
+
+def outbox_from_row(row: Any) -> OutboxItem:
+    m = row._mapping
+    return OutboxItem(
+        id=m["id"],
+        kind=m["kind"],
+        dedupe_key=m["dedupe_key"],
+        payload=m["payload"],
+        request_id=m["request_id"],
+        status=m["status"],
+        attempts=m["attempts"],
+        failures=m["failures"],
+        next_attempt_at=m["next_attempt_at"],
+        last_error=m["last_error"],
+        created_at=m["created_at"],
+    )
