@@ -116,6 +116,18 @@ class CrossProcessWatcher:
                     await raw.remove_listener(NOTIFY_CHANNEL, on_notify)
 
     async def _watch_sqlite(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                await self._watch_sqlite_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a failed read must not end cross-process wake-ups for good
+                log.exception("sqlite cross-process check failed; starting again")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    async def _watch_sqlite_once(self) -> None:
         async with self.store.engine.connect() as conn:
             last = await _data_version(conn)
             while True:

@@ -87,6 +87,10 @@ class RunStore(abc.ABC):
     async def get_run(self, run_id: str) -> Run | None: ...
 
     @abc.abstractmethod
+    async def ended(self, run_ids: Sequence[str]) -> list[str]:
+        """Those of `run_ids` whose run has ended (completed, failed or cancelled)."""
+
+    @abc.abstractmethod
     async def messages(self, run_id: str, *, after_seq: int = -1) -> list[RunMessage]: ...
 
     @abc.abstractmethod
@@ -301,6 +305,13 @@ class SqlRunStore(RunStore):
     async def get_run(self, run_id: str) -> Run | None:
         rows = await self._all(sa.select(runs).where(runs.c.id == run_id))
         return _run_from_row(rows[0]) if rows else None
+
+    async def ended(self, run_ids: Sequence[str]) -> list[str]:
+        if not run_ids:
+            return []
+        final = [s.value for s in RunStatus if s.is_final]
+        return [r.id for r in await self._all(sa.select(runs.c.id).where(runs.c.id.in_(run_ids),
+                                                                         runs.c.status.in_(final)))]
 
     async def messages(self, run_id: str, *, after_seq: int = -1) -> list[RunMessage]:
         stmt = (sa.select(run_messages).where(run_messages.c.run_id == run_id, run_messages.c.seq > after_seq)

@@ -74,13 +74,7 @@ class AgentRuntime:
 
     async def ended_runs(self, ids: list[str]) -> list[str]:
         """Those of `ids` that are runs which have ended (the SQLite cross-process check)."""
-        ended = []
-        for run_id in ids:
-            if run_id.startswith("run_"):
-                run = await self.runner.runs.get_run(run_id)
-                if run is not None and run.status.is_final:
-                    ended.append(run_id)
-        return ended
+        return await self.runner.runs.ended([i for i in ids if i.startswith("run_")])
 
     def add_routes(self, app: web.Application) -> None:
         runs_api.add_routes(app, self.run_service, self.runner, DEFAULT_AGENT)

@@ -12,6 +12,8 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
@@ -65,6 +67,9 @@ async def tell(client: AsyncWebClient, metrics: Metrics, user_id: str, channel: 
         method = "chat.postEphemeral" if channel else "chat.postMessage"
         metrics.slack_api_errors.labels(method, str(exc.response.get("error"))).inc()
         log.warning("could not tell %s: %s", user_id, exc.response.get("error"))
+    except (aiohttp.ClientError, TimeoutError) as exc:  # a note is best effort: Slack down or slow
+        metrics.slack_api_errors.labels("chat.postEphemeral" if channel else "chat.postMessage", "connection").inc()
+        log.warning("could not tell %s: %s: %s", user_id, type(exc).__name__, exc)
 
 
 class Interactions:
@@ -143,9 +148,10 @@ class Interactions:
         )
         try:
             await self.client.views_open(trigger_id=click.trigger_id, view=view)
-        except SlackApiError as exc:
-            self.metrics.slack_api_errors.labels("views.open", str(exc.response.get("error"))).inc()
-            log.warning("views.open failed for %s: %s", checked.id, exc.response.get("error"))
+        except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
+            why = str(exc.response.get("error")) if isinstance(exc, SlackApiError) else "connection"
+            self.metrics.slack_api_errors.labels("views.open", why).inc()
+            log.warning("views.open failed for %s: %s", checked.id, why)
             await self.tell(
                 click.user_id, click.channel_id,
                 "Slack could not open the form (it took too long). Please click again.",

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from bot.outbox import Dead, Result
+from bot.outbox import Dead, Result, Retry, backoff
 
 NOTICE_EVENT_TYPE = "signoff_notice"
 MAX_PAGES = 20  # 20 pages of 200 messages: far more than one item's crash window
@@ -81,6 +81,8 @@ async def find_message(
             _, refused = await call("conversations.join", attempt, channel=channel)
             if refused is None:
                 data, failure = await call(method, attempt, **kwargs)
+                if isinstance(failure, Dead):  # joined, yet still not allowed to look: Slack has not caught up
+                    return Retry(backoff(attempt), f"{failure.error} after joining {channel}")
             elif not isinstance(refused, Dead):
                 return refused  # could not ask now: retry later rather than risk a duplicate
         if failure is not None:

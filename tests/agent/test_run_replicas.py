@@ -22,7 +22,9 @@ async def test_a_long_poll_on_a_run_returns_when_another_process_ends_it(
     )
     env = agent_env(model, tmp_path)
     driver = await Server.start(db_url, slack, env, tmp_path)
-    watcher = await Server.start(db_url, slack, env, tmp_path)
+    # The waiting process never sweeps for runs here, so it cannot finish the run itself: only a
+    # wake-up from the driver's commit can end its long-poll early.
+    watcher = await Server.start(db_url, slack, {**env, "SIGNOFF_RUN_SWEEP_SECONDS": "3600"}, tmp_path)
     try:
         run = await driver.post("/api/v1/runs", {"task": "Tell ops we deploy", "channel": "C1"})
         request_id, card = await driver.waiting_card(run["id"], "toolu_email")

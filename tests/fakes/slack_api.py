@@ -660,6 +660,8 @@ class FakeSlack:
 
     def _chat_post_message(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._resolve_channel(args.get("channel"))
+        if (self.channels.get(channel) or {}).get("private"):
+            self._require_member(channel)  # chat:write.public covers public channels only
         content = self._message_content(args, required=True)
         thread_ts = args.get("thread_ts") or None
         if thread_ts is not None:

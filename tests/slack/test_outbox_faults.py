@@ -88,18 +88,43 @@ async def test_uncertain_post_in_a_public_channel_the_bot_is_not_in_still_posts_
         await app.stop()
 
 
-async def test_uncertain_post_in_a_private_channel_it_cannot_join_gives_up_the_search_and_posts(
+async def test_joined_but_still_refused_the_search_waits_and_never_posts_twice(
     db_url: str, slack: FakeSlack
 ) -> None:
-    slack.add_channel("GPRIV", "private-approvals", bot_member=False, private=True)
-    slack.fail("chat.postMessage", status=500)  # no effect, no answer worth trusting
+    # Slack may take a moment to let a bot that just joined read the channel: look again later.
+    slack.add_channel("CPUB", "public-approvals", bot_member=False)
+    slack.hang("chat.postMessage", apply=True)
+    slack.error("conversations.history", "not_in_channel", times=2)
     app = await start_app(db_url, slack, SIGNOFF_HTTP_TIMEOUT_SECONDS="1")
     try:
-        req = await app.submit(channel="GPRIV")
+        req = await app.submit(channel="CPUB")
+        stored = await app.card(req["id"], timeout=20)
+        assert len(slack.calls_to("chat.postMessage")) == 1
+        assert [c.response.get("error") for c in slack.calls_to("conversations.history", ok_only=False)] == [
+            "not_in_channel", "not_in_channel", None]
+        cards = [m for m in slack.channel_messages("CPUB")
+                 if ((m.metadata or {}).get("event_payload") or {}).get("request_id") == req["id"]]
+        assert cards == [stored]
+    finally:
+        slack.release_hung()
+        await app.stop()
+
+
+async def test_uncertain_post_where_the_bot_may_not_join_gives_up_the_search_and_posts(
+    db_url: str, slack: FakeSlack
+) -> None:
+    # E.g. an app installed from an older manifest, without channels:join: the search cannot be
+    # made, and waiting would not change that, so the card is posted (the documented risk).
+    slack.add_channel("CPUB", "public-approvals", bot_member=False)
+    slack.error("conversations.join", "missing_scope")
+    slack.fail("chat.postMessage", status=500)  # no effect, but the attempt's outcome is unknown
+    app = await start_app(db_url, slack, SIGNOFF_HTTP_TIMEOUT_SECONDS="1")
+    try:
+        req = await app.submit(channel="CPUB")
         await app.card(req["id"], timeout=20)
         assert [c.status for c in slack.calls_to("chat.postMessage")] == [500, 200]
         assert [c.response.get("error") for c in slack.calls_to("conversations.join", ok_only=False)] == [
-            "method_not_supported_for_channel_type"]
+            "missing_scope"]
     finally:
         await app.stop()
 
