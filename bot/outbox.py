@@ -169,12 +169,15 @@ class Dispatcher:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
 
     async def _deliver(self, item: OutboxItem) -> None:
+        # Claimed just now for `lease_seconds`: finish (result stored) before another process may
+        # claim the item, so no two attempts of one item ever overlap. 10% stays for the write.
+        deadline = asyncio.get_running_loop().time() + self.lease_seconds * 0.9
         key = item.request_id or f"item:{item.id}"
         lock, users = self._request_locks.get(key, (asyncio.Lock(), 0))
         self._request_locks[key] = (lock, users + 1)
         try:
             async with lock, self._slots:
-                await self._deliver_locked(item)
+                await self._deliver_locked(item, deadline)
         finally:
             lock, users = self._request_locks[key]
             if users == 1:
@@ -183,13 +186,20 @@ class Dispatcher:
                 self._request_locks[key] = (lock, users - 1)
             self._wake.set()  # a finished item may unblock a follower (e.g. the card update after its post)
 
-    async def _deliver_locked(self, item: OutboxItem) -> None:
+    async def _deliver_locked(self, item: OutboxItem, deadline: float) -> None:
         handler = self.handlers.get(item.kind)
+        left = deadline - asyncio.get_running_loop().time()
         if handler is None:
             result: Result = Dead(f"no handler for outbox kind {item.kind!r}")
+        elif left <= 0:  # waited for its turn until the lease was nearly gone: nothing was done
+            result = Retry(0.0, "its lease ran out before the delivery could start")
         else:
             try:
-                result = await handler(item)
+                async with asyncio.timeout(left):
+                    result = await handler(item)
+            except TimeoutError:  # its calls together outlasted the lease: the outcome is unknown
+                result = Retry(backoff(item.attempts), f"delivery outlasted its {self.lease_seconds:g} s lease",
+                               definite=False)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a bug in a handler must not kill the dispatcher

@@ -129,6 +129,28 @@ async def test_uncertain_post_where_the_bot_may_not_join_gives_up_the_search_and
         await app.stop()
 
 
+async def test_a_delivery_that_outlasts_its_lease_is_cut_off_before_another_process_could_claim_it(
+    db_url: str, slack: FakeSlack
+) -> None:
+    # Lease 1.5 s: an attempt must end by 1.35 s. The retry after an unknown outcome looks for the
+    # card (0.8 s) and then posts (0.8 s): cut off mid-post, recorded as unknown, and the next
+    # attempt looks again. Whatever Slack did with the cut-off post, there is one card.
+    slack.fail("chat.postMessage", status=500)
+    slack.delay("chat.postMessage", 0.8, times=2)
+    slack.delay("conversations.history", 0.8, times=1)
+    app = await start_app(db_url, slack, SIGNOFF_OUTBOX_LEASE_SECONDS="1.5", SIGNOFF_HTTP_TIMEOUT_SECONDS="1")
+    try:
+        req = await app.submit()
+        stored = await app.card(req["id"], timeout=20)
+        assert cards_for(slack, req["id"]) == [stored]
+        assert app.signoff is not None
+        [item] = [i for i in await app.signoff.store.outbox_items(req["id"]) if i.kind == "slack.post_card"]
+        assert item.status == "done" and item.attempts == 3
+        assert len(slack.calls_to("conversations.history", ok_only=False)) == 2  # attempts 2 and 3 looked
+    finally:
+        await app.stop()
+
+
 def _error_labels(app: App) -> set[tuple[str, str]]:
     assert app.signoff is not None
     families = app.signoff.metrics.slack_api_errors.collect()
