@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -33,16 +34,24 @@ async def settle() -> None:
 
 
 @pytest.fixture
-async def backlog():  # type: ignore[no-untyped-def]
-    now = Now()
-    b = Backlog(quiet=60, max_defer=600, workers=2, now=now)
-    b.start()
-    yield b, now
-    await b.stop(timeout=1)
+async def started():  # type: ignore[no-untyped-def]
+    """Makes started backlogs (with the test's clock unless one is given); stops them at the end."""
+    made: list[Backlog] = []
+
+    def make(**options: Any) -> tuple[Backlog, Now]:
+        now = Now()
+        b = Backlog(**{"now": now, **options})
+        b.start()
+        made.append(b)
+        return b, now
+
+    yield make
+    for b in made:
+        await b.stop(timeout=1)
 
 
-async def test_a_lone_click_runs_at_once(backlog) -> None:  # type: ignore[no-untyped-def]
-    b, now = backlog
+async def test_a_lone_click_runs_at_once(started: Any) -> None:
+    b, now = started(quiet=60, max_defer=600, workers=2)
     done: list[str] = []
     b.arrived()
     b.add(recorder(done, "a"))
@@ -50,58 +59,46 @@ async def test_a_lone_click_runs_at_once(backlog) -> None:  # type: ignore[no-un
     assert done == ["a"]
 
 
-async def test_work_waits_while_requests_keep_arriving_then_runs_in_order() -> None:
+async def test_work_waits_while_requests_keep_arriving_then_runs_in_order(started: Any) -> None:
     # The gate's timer is real (quiet: 0.01 s) but it compares against the test's clock, which only
     # moves when the test says: nothing can run before the test lets the burst end.
-    now = Now()
-    b = Backlog(quiet=0.01, max_defer=600, workers=2, now=now)
-    b.start()
-    try:
-        done: list[str] = []
-        ran = asyncio.Event()
-        b.arrived()
-        b.add(recorder(done, "a"))
-        b.arrived()
-        b.add(recorder(done, "b", ran))
-        now.t += 1
-        b.arrived()  # a burst: more requests after both
-        await asyncio.sleep(0.1)  # ten of the gate's checks, all on a clock that has not moved
-        assert done == [] and len(b) == 2
-        now.t += 0.009  # 9 ms after the last arrival: not yet quiet for 10 ms
-        await asyncio.sleep(0.05)
-        assert done == []
-        now.t += 0.002
-        await asyncio.wait_for(ran.wait(), 5)
-        assert done == ["a", "b"]
-    finally:
-        await b.stop(timeout=1)
+    b, now = started(quiet=0.01, max_defer=600, workers=2)
+    done: list[str] = []
+    ran = asyncio.Event()
+    b.arrived()
+    b.add(recorder(done, "a"))
+    b.arrived()
+    b.add(recorder(done, "b", ran))
+    now.t += 1
+    b.arrived()  # a burst: more requests after both
+    await asyncio.sleep(0.1)  # ten of the gate's checks, all on a clock that has not moved
+    assert done == [] and len(b) == 2
+    now.t += 0.009  # 9 ms after the last arrival: not yet quiet for 10 ms
+    await asyncio.sleep(0.05)
+    assert done == []
+    now.t += 0.002
+    await asyncio.wait_for(ran.wait(), 5)
+    assert done == ["a", "b"]
 
 
-async def test_an_endless_burst_still_runs_work_after_max_defer() -> None:
-    now = Now()
-    b = Backlog(quiet=0.01, max_defer=0.05, workers=1, now=now)
-    b.start()
-    try:
-        done: list[str] = []
-        ran = asyncio.Event()
-        b.arrived()
-        b.add(recorder(done, "a", ran))
-        now.t += 0.001
-        b.arrived()
-        await settle()
-        assert done == []
-        now.t += 0.049  # 0.05 s after it was queued; requests still arriving
-        b.arrived()
-        await asyncio.wait_for(ran.wait(), 5)  # the gate re-checks after at most `quiet` real seconds
-        assert done == ["a"]
-    finally:
-        await b.stop(timeout=1)
+async def test_an_endless_burst_still_runs_work_after_max_defer(started: Any) -> None:
+    b, now = started(quiet=0.01, max_defer=0.05, workers=1)
+    done: list[str] = []
+    ran = asyncio.Event()
+    b.arrived()
+    b.add(recorder(done, "a", ran))
+    now.t += 0.001
+    b.arrived()
+    await settle()
+    assert done == []
+    now.t += 0.049  # 0.05 s after it was queued; requests still arriving
+    b.arrived()
+    await asyncio.wait_for(ran.wait(), 5)  # the gate re-checks after at most `quiet` real seconds
+    assert done == ["a"]
 
 
-async def test_stop_runs_everything_still_queued_and_one_failure_does_not_stop_the_rest() -> None:
-    now = Now()
-    b = Backlog(quiet=3600, max_defer=3600, workers=2, now=now)
-    b.start()
+async def test_stop_runs_everything_still_queued_and_one_failure_does_not_stop_the_rest(started: Any) -> None:
+    b, now = started(quiet=3600, max_defer=3600, workers=2)
     done: list[str] = []
 
     async def boom() -> None:
@@ -119,11 +116,10 @@ async def test_stop_runs_everything_still_queued_and_one_failure_does_not_stop_t
     assert done == ["a", "c"] and len(b) == 0
 
 
-async def test_a_cancelled_or_stuck_click_does_not_hold_up_the_rest() -> None:
+async def test_a_cancelled_or_stuck_click_does_not_hold_up_the_rest(started: Any) -> None:
     # One worker: a click cancelled from inside (e.g. a shared lookup cancelled elsewhere) must not
     # end the worker, and one waiting on Slack for long only holds it for `slot_seconds`.
-    b = Backlog(quiet=3600, max_defer=3600, slot_seconds=0.05, workers=1)
-    b.start()
+    b, _ = started(quiet=3600, max_defer=3600, slot_seconds=0.05, workers=1)
     done: list[str] = []
     ran = asyncio.Event()
     release = asyncio.Event()
