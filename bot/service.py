@@ -31,6 +31,7 @@ from bot.domain.model import (
     Via,
     iso,
 )
+from bot.delivery_state import delivery_json, is_undelivered
 from bot.domain.timing import Timing, initial_state, next_due, state_json
 from bot.domain.transitions import next_status
 from bot.errors import IdempotencyMismatch, NotFound
@@ -219,13 +220,14 @@ class Service:
         return request
 
     async def wait(self, request_id: str, timeout: float) -> Request:
-        """Return as soon as the request leaves `pending`, or when `timeout` seconds pass."""
+        """Return as soon as the request leaves `pending` or its card is known undeliverable, or when
+        `timeout` seconds pass."""
         if timeout <= 0:
             return await self.get(request_id)
         # Register before reading: a decision committed after the read still wakes us.
         with self.waiters.register(request_id) as event:
             request = await self.get(request_id)
-            if not request.is_pending:
+            if not request.is_pending or is_undelivered(request):  # nobody will see it: say so now
                 return request
             try:
                 await asyncio.wait_for(event.wait(), min(timeout, MAX_WAIT_SECONDS))
@@ -379,6 +381,7 @@ def request_json(request: Request) -> dict[str, Any]:
         "created_at": iso(request.created_at),
         "updated_at": iso(request.updated_at),
         "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
+        "delivery": delivery_json(request),
         "decision": request.decision.to_json() if request.decision else None,
         "timing": request.timing.to_json() if request.timing else None,
         "timers": state_json(request.timers) if request.timers else None,

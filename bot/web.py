@@ -44,6 +44,8 @@ from bot.slack.backlog import Backlog
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.escalation import TimerInteractions
+from bot.slack.failures import SlackHealth
+from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.notices import NoticeDelivery, render_card
@@ -81,6 +83,7 @@ class Signoff:
     agent: AgentRuntime | None = None  # the agent runner (issue 4)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
+    slack_health: SlackHealth = field(default_factory=SlackHealth)  # how Slack answers lately (/healthz)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -145,7 +148,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     listener_client = slack_client(settings, http, retries=True)
     service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
                       metrics=metrics)
-    cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics), clock)
+    health = SlackHealth()
+    cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics, health), clock)
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
     dispatcher = Dispatcher(
@@ -184,9 +188,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
-                      agent=agent)
+                      agent=agent, slack_health=health)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
+    signoff.watcher.checks.append(undelivered_check(store))
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings
@@ -327,8 +332,11 @@ async def healthz(request: web.Request) -> web.Response:
     try:
         await signoff.store.statuses(["healthz"])
     except Exception as exc:  # the point of a health check is to say so
-        return web.json_response({"ok": False, "database": f"{type(exc).__name__}"}, status=503)
-    return web.json_response({"ok": True, "database": signoff.store.dialect})
+        return web.json_response({"ok": False, "database": f"{type(exc).__name__}",
+                                  "slack": signoff.slack_health.to_json()}, status=503)
+    # Slack's state is reported, not judged: a refused token is the operator's to fix, and taking the
+    # process out of a load balancer would close the agent API as well.
+    return web.json_response({"ok": True, "database": signoff.store.dialect, "slack": signoff.slack_health.to_json()})
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:

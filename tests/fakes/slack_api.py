@@ -125,6 +125,7 @@ class _Fault:
     retry_after: int | None = None
     error: str = ""
     apply: bool = False
+    fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -432,9 +433,10 @@ class FakeSlack:
         """Answer the next ``times`` calls with HTTP ``status`` and no effect."""
         self._faults.setdefault(method, deque()).append(_Fault("fail", times, status=status, retry_after=retry_after))
 
-    def error(self, method: str, error: str, *, times: int = 1) -> None:
-        """Answer the next ``times`` calls with HTTP 200 ``{"ok": false, "error": error}`` and no effect."""
-        self._faults.setdefault(method, deque()).append(_Fault("error", times, error=error))
+    def error(self, method: str, error: str, *, times: int = 1, **fields: Any) -> None:
+        """Answer the next ``times`` calls with HTTP 200 ``{"ok": false, "error": error, **fields}`` and no
+        effect (e.g. ``missing_scope`` with ``needed="chat:write", provided="commands"``, as Slack says it)."""
+        self._faults.setdefault(method, deque()).append(_Fault("error", times, error=error, fields=fields))
 
     def delay(self, method: str, seconds: float, *, times: int | None = None) -> None:
         """Wait ``seconds`` before handling the next ``times`` calls (None: every call)."""
@@ -498,7 +500,7 @@ class FakeSlack:
             if status == 429 and fault.retry_after is not None:
                 headers["Retry-After"] = str(fault.retry_after)
         elif fault is not None and fault.kind == "error":
-            body = {"ok": False, "error": fault.error}
+            body = {"ok": False, "error": fault.error, **fault.fields}
         elif fault is not None and fault.kind == "hang":
             return await self._hang(call, args, token, fault.apply)
         else:
