@@ -56,7 +56,7 @@ class Dead:
     """Give up on this item.
 
     `line`: the one ERROR line to log (what failed and what to do), instead of the bare error.
-    `apply` runs in the unit that marks the item dead; `after_commit` once that unit committed.
+    `apply` runs in the unit that marks the item dead.
     `details`: machine-readable facts about the failure, for the handler that re-wraps it.
     """
 
@@ -64,7 +64,6 @@ class Dead:
     audit: tuple[AuditEvent, ...] = field(default_factory=tuple)
     line: str | None = None
     apply: Callable[[Unit], Awaitable[None]] | None = None
-    after_commit: Callable[[], None] | None = None
     details: dict[str, Any] | None = None
 
 
@@ -256,11 +255,6 @@ class Dispatcher:
         extra = {"outbox_item": item.id, "kind": item.kind, "request_id": item.request_id}
         if isinstance(result, Dead):
             self._failing.discard(item.id)
-            if result.after_commit is not None:
-                try:
-                    result.after_commit()
-                except Exception:  # a wake-up hook must not hide the failure's log line
-                    log.exception("after-commit hook of a dead outbox item failed")
             log.error("%s for %s gave up: %s", item.kind, item.request_id or f"item {item.id}",
                       result.line or result.error, extra=extra)
         elif isinstance(result, Retry):

@@ -7,7 +7,6 @@ raises `SettingsError` whose message is one line naming the variable.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,13 +17,13 @@ from dotenv import dotenv_values
 
 from bot.domain.durations import DurationError, parse_duration
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
+from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from storage.urls import BadDatabaseURL, async_url
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_PATH = "signoff.db"
-# A Slack channel id, the shape the agent API accepts for `channel` (bot/api/schemas.py CHANNEL_ID).
-_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
-_SLACK_PERSON = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
+# The shapes the agent API accepts for `channel` and for approvers.
+_CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 
 
 class SettingsError(Exception):

@@ -26,7 +26,7 @@ from bot.agent.steps import LeaseLost, StepResult, Steps
 from bot.clock import Clock
 from bot.domain.model import Request
 from bot.service import Service
-from storage.runs import RunStore
+from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
 

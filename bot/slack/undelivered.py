@@ -11,14 +11,18 @@ from datetime import datetime
 from typing import Any
 
 from bot.delivery_state import DELIVERY_KEY, is_undelivered
-from bot.domain.model import iso
-from bot.service import outbox_item, request_json
+from bot import effects
+from bot.domain.values import iso
+from bot.wire import request_json
 from storage.base import Store, Unit
 
 UNDELIVERED_EVENT = "approval.undelivered"
 
 
-def mark_undelivered(request_id: str, details: dict[str, Any], now: datetime) -> Callable[[Unit], Awaitable[None]]:
+def mark_undelivered(request_id: str, details: dict[str, Any], now: datetime,
+                     *, touch: Callable[[Unit, str], None]) -> Callable[[Unit], Awaitable[None]]:
+    """The outbox unit's work; `touch` wakes this process's long-polls once it commits."""
+
     async def apply(unit: Unit) -> None:
         request = await unit.get_request(request_id)
         if request is None or request.card_ts or not request.is_pending:
@@ -28,10 +32,11 @@ def mark_undelivered(request_id: str, details: dict[str, Any], now: datetime) ->
         if not await unit.update_request(marked, expected_version=request.version):
             raise RuntimeError("request changed while marking it undelivered")  # the unit rolls back; retried
         await unit.notify(request_id)
+        touch(unit, request_id)
         if request.callback_url:
             body = {"type": UNDELIVERED_EVENT, "request": request_json(marked)}
-            await unit.enqueue(outbox_item(request_id, "webhook", f"webhook:{request_id}:undelivered", now,
-                                           url=request.callback_url, body=body))
+            await unit.enqueue(effects.webhook(request_id, f"webhook:{request_id}:undelivered", now,
+                                               url=request.callback_url, body=body))
 
     return apply
 

@@ -10,8 +10,8 @@ hold it and extends it, `release` gives it back. A process that dies keeps its l
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
@@ -189,12 +189,6 @@ def _intervention_from_row(row: Any) -> Intervention:
 
 
 class SqlRunUnit(SqlUnit, RunUnit):
-    enqueued = 0  # outbox items written in this unit (so the caller wakes the dispatcher only if needed)
-
-    async def enqueue(self, item: Any) -> bool:
-        self.enqueued += 1
-        return await super().enqueue(item)
-
     async def insert_run(self, run: Run) -> None:
         await self.conn.execute(runs.insert().values(
             id=run.id, task=run.task, channel=run.channel, agent=run.agent, requested_by=run.requested_by,
@@ -293,10 +287,8 @@ class SqlRunStore(RunStore):
         self.store = store
         self.engine = store.engine
 
-    @asynccontextmanager
-    async def unit(self) -> AsyncIterator[SqlRunUnit]:
-        async with self.store.unit() as unit:
-            yield SqlRunUnit(unit.conn)
+    def unit(self) -> AbstractAsyncContextManager[SqlRunUnit]:
+        return self.store.unit_of(SqlRunUnit)
 
     async def _all(self, stmt: Any) -> list[Any]:
         async with self.engine.connect() as conn:
