@@ -6,6 +6,7 @@ SignoffError
   +-- Conflict             409  the request is no longer in a state that allows this
   +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
   +-- Forbidden            403  this person may not decide this request
+  +-- RunsUnavailable      409  this server cannot run agents (no ANTHROPIC_API_KEY)
 """
 
 from __future__ import annotations
@@ -52,3 +53,8 @@ class IdempotencyMismatch(SignoffError):
 class Forbidden(SignoffError):
     code = "forbidden"
     status = 403
+
+
+class RunsUnavailable(SignoffError):
+    code = "runs_unavailable"
+    status = 409

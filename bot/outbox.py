@@ -113,6 +113,11 @@ class Dispatcher:
         self.idle = asyncio.Event()
         self._failing: set[int] = set()  # items that failed here and have not got through yet (see _report)
 
+    @property
+    def in_flight(self) -> int:
+        """Deliveries started and not finished (what a graceful stop waits for)."""
+        return len(self._inflight)
+
     def wake(self, _request_id: str | None = None) -> None:
         self._wake.set()
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Coroutine
@@ -45,7 +46,7 @@ from bot.slack import blocks, handlers
 from bot.slack.backlog import Backlog
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
-from bot.slack.failures import SlackHealth
+from bot.slack.failures import SlackHealth, connect_socket_mode
 from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
@@ -86,6 +87,7 @@ class Signoff:
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
     slack_health: SlackHealth = field(default_factory=SlackHealth)  # how Slack answers lately (/healthz)
+    _socket_task: asyncio.Task[None] | None = None
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -106,9 +108,16 @@ class Signoff:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
-            await self.socket_handler.connect_async()
+            # Connected in the background: Slack being unreachable must not keep the HTTP port (the agent
+            # API) closed. A refused app token stops the retries with one line instead of a traceback a try.
+            self._socket_task = asyncio.create_task(connect_socket_mode(self.socket_handler),
+                                                    name="signoff-socket-mode")
 
     async def stop(self) -> None:
+        if self._socket_task is not None:
+            self._socket_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._socket_task
         if self.socket_handler is not None:
             await self.socket_handler.close_async()
         await self.backlog.stop()

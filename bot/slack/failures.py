@@ -17,9 +17,12 @@ succeeds again.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # Errors that a later attempt may get past on its own (Slack recovers, the rate limit passes).
 TRANSIENT_ERRORS = frozenset(
@@ -143,3 +146,51 @@ def _now() -> datetime:
 
 def _iso(at: datetime | None) -> str | None:
     return at.isoformat().replace("+00:00", "Z") if at else None
+
+
+async def connect_socket_mode(handler: Any) -> None:
+    """Connect Bolt's Socket Mode handler (in a background task: the HTTP port does not wait for it).
+
+    slack_sdk retries a failed connection by itself, forever, logging two ERRORs and a traceback
+    every try; `SocketModeLog` turns each run of failures into one line (a WARNING while Slack does
+    not answer, an ERROR naming SLACK_APP_TOKEN when Slack refuses it) and an INFO once connected.
+    """
+    logger = getattr(getattr(handler, "client", None), "logger", None)
+    if isinstance(logger, logging.Logger) and not any(isinstance(f, SocketModeLog) for f in logger.filters):
+        logger.addFilter(SocketModeLog())
+    await handler.connect_async()
+
+
+class SocketModeLog(logging.Filter):
+    """See `connect_socket_mode`. Rewrites records in place; drops the repeats."""
+
+    _FAILED = ("Failed to retrieve WSS URL", "Failed to connect")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(self._FAILED):
+            if self.failing:
+                return False
+            self.failing = True
+            refused = next((e for e in _TOKEN_FIXES if e in message), None)
+            if refused:
+                text = (f"Socket Mode: Slack refused SLACK_APP_TOKEN ({refused}): create an app-level token with "
+                        "connections:write, set SLACK_APP_TOKEN and restart; Slack's requests do not reach this "
+                        "process until then")
+                level = logging.ERROR
+            else:
+                reason = message.split("(url:")[-1].split("status:")[-1].strip(" )").split(")")[0] or "no answer"
+                text = f"Socket Mode: cannot connect to Slack (HTTP {reason}); retrying" if reason.isdigit() else (
+                    "Socket Mode: cannot connect to Slack; retrying")
+                level = logging.WARNING
+            record.msg, record.args, record.exc_info, record.exc_text = text, (), None, None
+            record.levelno, record.levelname = level, logging.getLevelName(level)
+            return True
+        if self.failing and "has been established" in message:
+            self.failing = False
+            record.msg, record.args = "Socket Mode connected", ()
+        return True
