@@ -97,9 +97,6 @@ class RunStore(abc.ABC):
     async def executions(self, run_id: str, *, turn_seq: int | None = None) -> list[ToolExecution]: ...
 
     @abc.abstractmethod
-    async def run_of_request(self, request_id: str) -> str | None: ...
-
-    @abc.abstractmethod
     async def find_run_by_root(self, channel: str, ts: str) -> Run | None: ...
 
     @abc.abstractmethod
@@ -316,10 +313,6 @@ class SqlRunStore(RunStore):
             stmt = stmt.where(tool_executions.c.turn_seq == turn_seq)
         stmt = stmt.order_by(tool_executions.c.turn_seq, tool_executions.c.position)
         return [_execution_from_row(r) for r in await self._all(stmt)]
-
-    async def run_of_request(self, request_id: str) -> str | None:
-        rows = await self._all(sa.select(tool_executions.c.run_id).where(tool_executions.c.request_id == request_id))
-        return rows[0].run_id if rows else None
 
     async def find_run_by_root(self, channel: str, ts: str) -> Run | None:
         rows = await self._all(sa.select(runs).where(runs.c.channel == channel, runs.c.root_ts == ts))
