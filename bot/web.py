@@ -59,7 +59,7 @@ MAX_BODY_BYTES = 1024 * 1024
 # listeners run at once instead of from the backlog.
 OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
-SIGNOFF = web.AppKey("signoff", "Signoff")
+SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
 
 @dataclass
@@ -130,7 +130,7 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries:
     return AsyncWebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_url,
-        timeout=settings.http_timeout_seconds,
+        timeout=int(settings.http_timeout_seconds),
         retry_handlers=handlers_ if retries else [],
         session=session,
     )
@@ -275,7 +275,7 @@ class _SignallingAck(AsyncAck):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Bolt's __init__ has no annotations
         self.answer: asyncio.Future[BoltResponse] = asyncio.get_running_loop().create_future()
 
     async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
@@ -300,7 +300,8 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
         return ack.answer.result()
     ack.answer.cancel()
     if run.done() and not run.cancelled() and run.exception() is None and run.result() is not None:
-        return run.result()
+        answered: BoltResponse = run.result()
+        return answered
     log.error("a Slack listener did not acknowledge within %.1f s", ACK_WITHIN_SECONDS)
     return BoltResponse(status=500, body="")
 

@@ -15,7 +15,8 @@ from bot.agent.demo_tools import demo_toolset
 from bot.agent.questions import ask_human_tool
 from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
-from bot.agent.steps import Agent, StepConfig, Steps, import_sdk
+from bot.agent.messages import import_sdk
+from bot.agent.steps import Agent, StepConfig, Steps
 from bot.clock import Clock
 from bot.metrics import Metrics
 from bot.service import Service
