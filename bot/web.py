@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -52,6 +52,9 @@ from bot.slack.notices import NoticeDelivery, render_card
 from bot.timers import Timers
 from storage.sql import SqlStore
 
+if TYPE_CHECKING:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -77,7 +80,7 @@ class Signoff:
     http: aiohttp.ClientSession
     web_app: web.Application
     verifier: SignatureVerifier
-    socket_handler: Any = None
+    socket_handler: AsyncSocketModeHandler | None = None
     timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # Signoff's own agent runner
@@ -103,11 +106,11 @@ class Signoff:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
-            await self.socket_handler.connect_async()
+            await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:
         if self.socket_handler is not None:
-            await self.socket_handler.close_async()
+            await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         await self.backlog.stop()
         if self.background:  # clicks already acked: let their listeners reach the database
             await asyncio.wait(list(self.background), timeout=5)
@@ -208,7 +211,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     api.add_routes(web_app)
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
 
-    async def lifecycle(_app: web.Application) -> Any:
+    async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         await signoff.start()
         yield
         await signoff.stop()

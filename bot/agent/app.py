@@ -96,7 +96,7 @@ def build_agent(
     card renderer (`agent_slack.render_any`) with everything else (bot/web.py)."""
     agents = agents or {DEFAULT_AGENT: demo_agent()}
     runs = SqlRunStore(store)
-    holder: dict[str, Any] = {}
+    holder: dict[str, AgentRuntime] = {}
     config = StepConfig(
         model=settings.anthropic_model,
         max_tokens=settings.anthropic_max_tokens,
