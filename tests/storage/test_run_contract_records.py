@@ -221,7 +221,7 @@ async def test_interventions_are_taken_once_oldest_first(run_store: RunStore) ->
     assert all(i.id is not None for i in queued)
     async with run_store.unit() as unit:
         taken = await unit.take_interventions(run.id, 4)
-    assert [replace(i, consumed_seq=None) for i in taken] == queued  # oldest first
+    assert taken == [replace(i, consumed_seq=4) for i in queued]  # oldest first, marked as delivered in 4
     assert not await run_store.has_interventions(run.id)
     assert [i.consumed_seq for i in await run_store.interventions(run.id)] == [4, 4]
     async with run_store.unit() as unit:
@@ -235,6 +235,25 @@ async def test_interventions_are_taken_once_oldest_first(run_store: RunStore) ->
     assert await run_store.has_interventions(other.id)
     assert [i.text for i in await run_store.interventions(other.id)] == ["elsewhere"]
     assert await run_store.interventions("run_unknown") == []
+
+
+async def test_racing_takers_deliver_each_intervention_once(run_store_factory: RunStoreFactory) -> None:
+    stores = [await run_store_factory(), await run_store_factory()]
+    run = make_run()
+    await insert(stores[0], run)
+    for round_ in range(5):
+        async with stores[0].unit() as unit:
+            for n in range(3):
+                await unit.add_intervention(Intervention(run.id, f"r{round_} n{n}", "U1", T0))
+
+        async def take(n: int) -> list[str]:
+            async with stores[n % 2].unit() as unit:
+                return [i.text for i in await unit.take_interventions(run.id, 100 * round_ + n)]
+
+        results = await asyncio.gather(*(take(n) for n in range(4)))
+        delivered = [text for r in results for text in r]
+        assert sorted(delivered) == [f"r{round_} n{n}" for n in range(3)], (round_, results)
+        assert not await stores[1].has_interventions(run.id)
 
 
 # -- Slack event ids ---------------------------------------------------------------------------------------
