@@ -143,7 +143,7 @@ async def test_racing_execution_updates_exactly_one_wins(run_store_factory: RunS
 # -- requests of a run -------------------------------------------------------------------------------------
 
 
-async def test_run_of_request_and_open_requests(run_store: RunStore) -> None:
+async def test_open_requests(run_store: RunStore) -> None:
     run, other = make_run(status=RunStatus.WAITING), make_run()
     asked, question, decided, later_ask = (make_request(), make_request(Kind.QUESTION),
                                            make_request(status=Status.APPROVED), make_request())
@@ -163,10 +163,6 @@ async def test_run_of_request_and_open_requests(run_store: RunStore) -> None:
             execution(run, "t_allowed", turn_seq=1, position=3),
             execution(other, "t_other", gate=Gate.ASK, status=ExecStatus.WAITING, request_id=other_request.id),
         ])
-    assert await run_store.run_of_request(asked.id) == run.id
-    assert await run_store.run_of_request(decided.id) == run.id
-    assert await run_store.run_of_request(other_request.id) == other.id
-    assert await run_store.run_of_request("apr_unknown") is None
     # Oldest first (turn, then position); decided requests are not open.
     assert await run_store.open_requests(run.id) == [asked.id, question.id, later_ask.id]
     assert await run_store.open_requests(run.id, gate=Gate.ASK) == [asked.id, later_ask.id]
@@ -178,6 +174,22 @@ async def test_run_of_request_and_open_requests(run_store: RunStore) -> None:
     async with run_store.unit() as unit:
         assert await unit.update_request(asked.evolve(status=Status.REJECTED), expected_version=1)
     assert await run_store.open_requests(run.id) == [question.id, later_ask.id]
+
+
+async def test_run_of_request(run_store: RunStore) -> None:
+    run, other = make_run(), make_run()
+    asked, other_request = make_request(), make_request(status=Status.APPROVED)
+    await insert(run_store, run, other)
+    await insert_requests(run_store, asked, other_request)
+    async with run_store.unit() as unit:
+        await unit.insert_executions([
+            execution(run, "t_allowed"),
+            execution(run, "t_asked", position=1, gate=Gate.ASK, status=ExecStatus.WAITING, request_id=asked.id),
+            execution(other, "t_other", gate=Gate.ASK, status=ExecStatus.READY, request_id=other_request.id),
+        ])
+    assert await run_store.run_of_request(asked.id) == run.id
+    assert await run_store.run_of_request(other_request.id) == other.id  # decided or not
+    assert await run_store.run_of_request("apr_unknown") is None
 
 
 async def test_pending_question_by_card(run_store: RunStore) -> None:
