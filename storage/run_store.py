@@ -72,7 +72,7 @@ class RunUnit(Unit):
 
     @abc.abstractmethod
     async def take_interventions(self, run_id: str, seq: int) -> list[Intervention]:
-        """The queued interventions, oldest first, marked as delivered in message `seq`."""
+        """The queued interventions, oldest first, marked as delivered in message `seq` (each taken once)."""
 
     @abc.abstractmethod
     async def first_time(self, event_id: str, now: datetime) -> bool:
@@ -258,19 +258,16 @@ class SqlRunUnit(SqlUnit, RunUnit):
         ))
 
     async def take_interventions(self, run_id: str, seq: int) -> list[Intervention]:
-        queued = (await self.conn.execute(
-            sa.select(run_interventions)
+        # What this unit takes is what its guarded UPDATE marked, not what it read before: on
+        # PostgreSQL a concurrent taker that read the same queue marks nothing and gets nothing.
+        stmt = (
+            run_interventions.update()
             .where(run_interventions.c.run_id == run_id, run_interventions.c.consumed_seq.is_(None))
-            .order_by(run_interventions.c.id)
-        )).all()
-        taken = [_intervention_from_row(r) for r in queued]
-        if taken:
-            await self.conn.execute(
-                run_interventions.update()
-                .where(run_interventions.c.id.in_([i.id for i in taken]), run_interventions.c.consumed_seq.is_(None))
-                .values(consumed_seq=seq)
-            )
-        return taken
+            .values(consumed_seq=seq)
+            .returning(*run_interventions.c)
+        )
+        taken = [_intervention_from_row(r) for r in (await self.conn.execute(stmt)).all()]
+        return sorted(taken, key=lambda i: i.id or 0)  # RETURNING has no order; arrival order is the id's
 
     async def first_time(self, event_id: str, now: datetime) -> bool:
         stmt = self._insert_ignore(slack_events, {"event_id": event_id, "received_at": now}, "event_id")
