@@ -125,7 +125,9 @@ class RunStore(abc.ABC):
         """Unleased (or expired) runs with work to do: running, cancel asked, or all decided."""
 
     @abc.abstractmethod
-    async def next_lease_expiry(self) -> datetime | None: ...
+    async def next_lease_expiry(self, *, after: datetime) -> datetime | None:
+        """When the soonest lease still held after `after` lapses (a lease that already lapsed was
+        looked at by the sweep that saw it lapse: a run waiting on a person is not recoverable)."""
 
     @abc.abstractmethod
     async def forget_events(self, *, before: datetime) -> int:
@@ -386,9 +388,9 @@ class SqlRunStore(RunStore):
             result = await unit.conn.execute(slack_events.delete().where(slack_events.c.received_at < before))
         return int(result.rowcount or 0)
 
-    async def next_lease_expiry(self) -> datetime | None:
+    async def next_lease_expiry(self, *, after: datetime) -> datetime | None:
         stmt = sa.select(sa.func.min(runs.c.lease_until)).where(
-            runs.c.status.in_(_ACTIVE), runs.c.lease_owner.is_not(None))
+            runs.c.status.in_(_ACTIVE), runs.c.lease_owner.is_not(None), runs.c.lease_until > after)
         async with self.engine.connect() as conn:
             expiry: datetime | None = (await conn.execute(stmt)).scalar()
         return expiry

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from storage.base import Store
-from storage.runs import RunStore, RunUnit, SqlRunStore
+from storage.run_store import RunStore, RunUnit, SqlRunStore
 from storage.sql import SqlStore
 
 __all__ = ["BACKENDS", "Backend", "Closer", "RunStore", "RunUnit", "Store"]

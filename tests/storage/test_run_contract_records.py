@@ -176,22 +176,6 @@ async def test_open_requests(run_store: RunStore) -> None:
     assert await run_store.open_requests(run.id) == [question.id, later_ask.id]
 
 
-async def test_run_of_request(run_store: RunStore) -> None:
-    run, other = make_run(), make_run()
-    asked, other_request = make_request(), make_request(status=Status.APPROVED)
-    await insert(run_store, run, other)
-    await insert_requests(run_store, asked, other_request)
-    async with run_store.unit() as unit:
-        await unit.insert_executions([
-            execution(run, "t_allowed"),
-            execution(run, "t_asked", position=1, gate=Gate.ASK, status=ExecStatus.WAITING, request_id=asked.id),
-            execution(other, "t_other", gate=Gate.ASK, status=ExecStatus.READY, request_id=other_request.id),
-        ])
-    assert await run_store.run_of_request(asked.id) == run.id
-    assert await run_store.run_of_request(other_request.id) == other.id  # decided or not
-    assert await run_store.run_of_request("apr_unknown") is None
-
-
 async def test_pending_question_by_card(run_store: RunStore) -> None:
     question = make_request(Kind.QUESTION, card_channel="C1", card_ts="1.1")
     approval = make_request(card_channel="C1", card_ts="2.2")
