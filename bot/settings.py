@@ -79,7 +79,7 @@ class Settings:
     http_timeout_seconds: float = 10.0
     webhook_max_attempts: int = 8
     log_level: str = "INFO"
-    # Timers (issue 3): the timing of requests that do not give their own, and the sweep's interval.
+    # Timers: the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
     escalate_after: timedelta | None = None
@@ -89,7 +89,7 @@ class Settings:
     timeout_outcome: str = "expire"
     sweep_seconds: float = 15.0
     clock_file: str | None = None  # TEST ONLY (SIGNOFF_CLOCK_FILE): see bot.clock.FileClock
-    # Agent runner (issue 4): model limits, the demo tools' folders, leases and recovery.
+    # Agent runner: model limits, the demo tools' folders, leases and recovery.
     anthropic_max_tokens: int = 4096
     anthropic_max_retries: int = 2
     agent_workspace: str = "workspace"
@@ -105,7 +105,7 @@ class Settings:
 
     def default_timing(self) -> Timing:
         """The timing a request gets for each part (reminders, escalation, timeout) it does not give."""
-        levels = ()
+        levels: tuple[Level, ...] = ()
         if self.escalate_after is not None and self.escalate_to:
             levels = (Level(self.escalate_after, self.escalate_to, self.escalate_add_as_approvers),)
         return Timing(

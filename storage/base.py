@@ -157,7 +157,7 @@ class Unit(abc.ABC):
     async def notify(self, request_id: str) -> None:
         """Tell other processes, on commit, that this request changed (PostgreSQL NOTIFY)."""
 
-    # -- timers and the App Home inbox (issue 3) -------------------------------
+    # -- timers and the App Home inbox -------------------------------------
 
     @abc.abstractmethod
     async def claim_due_requests(self, now: datetime, *, limit: int) -> list[Request]:

@@ -125,7 +125,7 @@ class ApprovalIn(_Strict):
     approvers: Approvers = Field(default_factory=list)
     callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
     requested_by: str | None = Field(default=None, max_length=200)
-    # Timing (issue 3): checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
+    # Timing: checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
     reminders: Any = None
     escalation: Any = None
     timeout: Any = None

@@ -56,7 +56,6 @@ def iso(dt: datetime | None) -> str | None:
 
 
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{1,39}$")
-_GROUP_ID = re.compile(r"^S[A-Z0-9]{1,39}$")
 CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")  # a channel, private channel or DM
 APPROVER_ID = re.compile(r"^[UWS][A-Z0-9]{1,39}$")  # a person or a user group
 
@@ -65,7 +64,3 @@ def is_user_id(value: str) -> bool:
     """A Slack user id (U... or W...)."""
     return bool(_USER_ID.match(value))
 
-
-def is_group_id(value: str) -> bool:
-    """A Slack user group id (S...)."""
-    return bool(_GROUP_ID.match(value))

@@ -194,7 +194,7 @@ def _buttons(req: Request) -> dict[str, Any]:
     if req.action.params:
         buttons.append(_button("Edit", EDIT, req.id))
     buttons.append(_button("Reject", REJECT, req.id, "danger"))
-    if req.timing is not None:  # requests with a timeline (issue 3): for approvers, not a decision
+    if req.timing is not None:  # requests with a timeline: for approvers, not a decision
         if req.timing.reminds:
             buttons.append(_button("Snooze 1h", SNOOZE, req.id))
         buttons.append(_button("Escalate", ESCALATE, req.id))

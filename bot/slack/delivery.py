@@ -58,7 +58,7 @@ class SlackCall:
         try:
             response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
             self.health.ok()
-            return dict(response.data), None  # type: ignore[arg-type]
+            return dict(response.data), None
         except SlackApiError as exc:
             status = exc.response.status_code
             data = exc.response.data if isinstance(exc.response.data, dict) else {}
@@ -98,7 +98,7 @@ def _retry_after(headers: Any) -> float:
 class CardRenderer(Protocol):
     """Builds a card message ({"text", "blocks"}) from a request's state at `now`."""
 
-    def __call__(self, request: Request, *, now: datetime) -> dict[str, Any]: ...
+    def __call__(self, req: Request, *, now: datetime) -> dict[str, Any]: ...
 
 
 class CardDelivery:

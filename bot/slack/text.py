@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from bot.domain.values import is_group_id, is_user_id, iso
+from bot.domain.values import is_user_id, iso
 
 ELLIPSIS = "…"
 ZWSP = "\u200b"
@@ -79,9 +79,6 @@ def is_user(value: str | None) -> bool:
     """A Slack user id (U.../W...): safe to mention. Anything else (an agent's name) is not."""
     return bool(value) and is_user_id(value)  # type: ignore[arg-type]
 
-
-def is_group(value: str | None) -> bool:
-    return bool(value) and is_group_id(value)  # type: ignore[arg-type]
 
 
 def slack_date(at: datetime, token: str) -> str:
