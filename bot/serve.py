@@ -119,9 +119,14 @@ async def serve(settings: Settings) -> None:
     stop = asyncio.Event()
     received: list[str] = []
     loop = asyncio.get_running_loop()
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig.name)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, lambda s=sig: (received.append(s.name), stop.set()))
+            loop.add_signal_handler(sig, on_signal, sig)
     await stop.wait()
     log.info("%s: stopping; finishing %s", received[0] if received else "stop", _draining(signoff))
     if retry is not None:
