@@ -91,6 +91,14 @@ def describe_database(database_url: str) -> str:
     return f"postgresql {url.host or 'localhost'}:{url.port or 5432}/{url.database or ''}"
 
 
+def _no_directory(database_url: str) -> None:
+    """An SQLite file whose directory is missing: said before any connection is tried."""
+    path = sqlite_path(database_url)
+    if path is not None and not path.parent.is_dir():
+        raise StartupError(f"DATABASE_URL: cannot create the SQLite file {path}: the directory {path.parent} does "
+                           "not exist (create it, or point DATABASE_URL at another path)")
+
+
 def database_problem(exc: BaseException, database_url: str) -> str | None:
     """One line for a failure to reach the database, or None if `exc` is not one we recognise."""
     chain = list(_chain(exc))
@@ -156,6 +164,7 @@ async def open_database(database_url: str, *, migrate: bool, must_exist: bool = 
     from storage.sql import SqlStore
 
     path = sqlite_path(database_url)
+    _no_directory(database_url)
     if must_exist and path is not None and not path.is_file():
         raise StartupError(f"DATABASE_URL: there is no database at {path}; `signoff run` adds the run to the "
                            "database `signoff serve` uses: run it in the server's directory or with the server's "
@@ -188,6 +197,7 @@ async def upgrade_database(database_url: str) -> Revisions:
     from storage.migrate import current_revision, upgrade
     from storage.sql import SqlStore
 
+    _no_directory(database_url)
     store = None
     try:
         store = await SqlStore.open(database_url)
