@@ -265,7 +265,7 @@ class Dispatcher:
         elif isinstance(result, Retry):
             if not result.waiting and item.id not in self._failing:
                 self._failing.add(item.id)
-                log.warning("%s for %s failed, retrying in %.0f s: %s", item.kind,
+                log.warning("%s for %s failed, retrying in %.1f s: %s", item.kind,
                             item.request_id or f"item {item.id}", result.after, result.error, extra=extra)
         elif item.id in self._failing:
             self._failing.discard(item.id)
