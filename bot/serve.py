@@ -17,6 +17,7 @@ from typing import Any
 
 from bot.settings import Settings
 from bot.startup import (
+    PLACEHOLDERS,
     SlackCheck,
     StartupError,
     bind,
@@ -40,6 +41,9 @@ def announce(settings: Settings) -> None:
     if placeholders:
         log.warning("%s still hold placeholder values: nothing will reach Slack until you set your app's "
                     "credentials (README, 'Create the Slack app')", " and ".join(placeholders))
+    if any(token in PLACEHOLDERS for token in settings.api_tokens):
+        log.warning("SIGNOFF_API_TOKENS holds the README's example token: anyone who read the README can call "
+                    "the agent API; choose a long random token of your own")
     if not settings.api_tokens:
         log.warning("the agent API is closed: SIGNOFF_API_TOKENS is not set, so every /api/v1 call is refused "
                     "with 401; set it to one or more comma-separated tokens of 8+ characters to open it")

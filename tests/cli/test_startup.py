@@ -176,6 +176,7 @@ async def test_slack_down_at_start_up_serves_warns_once_and_retries(slack: FakeS
 async def test_placeholders_and_a_closed_agent_api_are_noted(slack: FakeSlack, db_url: str, tmp_path: Path) -> None:
     env = serve_env(slack, db_url, free_port(), SLACK_BOT_TOKEN="xoxb-your-bot-token",
                     SLACK_SIGNING_SECRET="your-signing-secret", SIGNOFF_API_TOKENS="")
+    readme = serve_env(slack, db_url, free_port(), SIGNOFF_API_TOKENS="choose-a-long-random-token")
     (tmp_path / ".env").write_text("SIGNOFF_TIMOUT=4h\n")
     async with Server(env, tmp_path) as server:
         await server.line('"serving on ')
@@ -186,3 +187,6 @@ async def test_placeholders_and_a_closed_agent_api_are_noted(slack: FakeSlack, d
             await server.line("SIGNOFF_TIMOUT"))
         await server.stop()
     assert slack.calls_to("auth.test") == []  # a placeholder token is not sent to Slack
+    async with Server(readme, tmp_path) as server:
+        assert "choose a long random token of your own" in await server.line("README's example token")
+        await server.stop()
