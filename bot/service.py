@@ -31,8 +31,11 @@ from bot.domain.model import (
     Via,
     iso,
 )
+from bot.domain.batch import Item
+from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing, initial_state, next_due, state_json
 from bot.domain.transitions import next_status
+from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import IdempotencyMismatch, NotFound
 from bot.inbox import enqueue_homes, republish_homes, user_ids
 from bot.metrics import Metrics
@@ -72,12 +75,24 @@ class ApprovalSpec:
     thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
     timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
     approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
+    # Issue 12 (policy tiers fill these in later): see bot.domain.model.Request.
+    quorum: int = 1
+    requester_may_approve: bool = True
+    confirm: str | None = None
+    requester_user: str | None = None
+    items: tuple[Item, ...] = ()  # a batch: several actions on one card (`action` is then BATCH_ACTION)
 
 
 @dataclass(frozen=True)
 class DecideResult:
     request: Request
     won: bool
+    counted: bool = False  # a quorum vote was counted and the request is still pending
+    duplicate: bool = False  # this person had already approved: nothing was written
+
+
+class _AlreadyVoted(Exception):
+    """The votes table refused a second vote by one person (rolls the unit back)."""
 
 
 class Service:
@@ -177,6 +192,11 @@ class Service:
             timing=timing,
             timers=timers,
             next_due_at=next_due(timers) if timers is not None else None,
+            quorum=spec.quorum,
+            requester_may_approve=spec.requester_may_approve,
+            confirm=spec.confirm,
+            requester_user=spec.requester_user,
+            items=spec.items,
         )
 
     async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = ()) -> None:
@@ -268,57 +288,113 @@ class Service:
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
         read: Request | None = None,
+        items: tuple[Item, ...] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
         `read`: the request as the caller just read it, to save reading it again; if it is stale
         the guarded write fails and the request is re-read.
+        A person's approval (via a button or a modal) is a vote towards the request's quorum: until
+        the quorum is reached it is stored as a vote (`counted=True`, still pending); a second vote by
+        the same person writes nothing (`duplicate=True`). Each vote is its own guarded write: the
+        request's version guard and the votes table's (request, voter) key, in one transaction.
+        `items`: a batch's items, each with its outcome (the decision lists them).
         """
-        for attempt in range(_GUARD_RETRIES):
+        # A vote may lose the guard to each earlier vote of a quorum (every loser re-reads): more tries.
+        vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
+        for attempt in range(_GUARD_RETRIES if not vote else _GUARD_RETRIES * 20):
             request = read if attempt == 0 and read is not None and read.id == request_id else await self.get(request_id)
             if not request.is_pending:
                 return DecideResult(request, won=False)
             now = self.clock.now()
+            votes = request.votes
+            if vote and actor is not None:
+                tally = cast(request.votes, request.quorum, actor.id)
+                if tally is Tally.DUPLICATE:
+                    return DecideResult(request, won=False, duplicate=True)
+                votes = (*request.votes, Vote(actor, now))
+                if tally is Tally.COUNTED:
+                    counted = await self._count_vote(request, votes, now)
+                    if counted is None:
+                        continue  # someone wrote first: re-read
+                    return counted
+            final = request.action.params if params is None else params
             decision = Decision(
                 outcome=outcome,
-                params=request.action.params if params is None else params,
+                params=final,
                 changes=changes,
                 comment=comment,
                 decided_by=actor,
                 decided_at=now,
                 via=via,
+                votes=votes if outcome is Outcome.APPROVED else request.votes,
+                params_sha256=params_sha256(final),
+                items=items if items is not None else request.items,
             )
             decided = request.evolve(
                 status=next_status(request.kind, request.status, outcome),
                 decision=decision,
                 updated_at=now,
                 next_due_at=None,
+                votes=decision.votes,
+                items=decision.items,
             )
-            async with self.store.unit() as unit:
-                if not await unit.update_request(decided, expected_version=request.version):
-                    continue  # someone wrote first: re-read and see whether it is still pending
-                await unit.insert_decision(request.id, decision)
-                await unit.append_audit(
-                    AuditEvent(
-                        request.id,
-                        "decided",
-                        now,
-                        actor.id if actor else None,
-                        {"outcome": outcome.value, "via": via.value, "changes": [c.to_json() for c in changes]},
-                    )
-                )
-                await self._enqueue_decision_effects(unit, decided, now)
-                await unit.notify(request.id)
-            self.metrics.decisions.labels(outcome.value, via.value).inc()
-            decided = decided.evolve(version=request.version + 1)
-            self._committed(request.id)
-            for fn in self._on_decided:
-                try:
-                    fn(decided)
-                except Exception:  # like after-commit hooks: never undo a committed decision
-                    log.exception("on-decided hook failed", extra={"request_id": request.id})
-            return DecideResult(decided, won=True)
+            try:
+                async with self.store.unit() as unit:
+                    if not await unit.update_request(decided, expected_version=request.version):
+                        continue  # someone wrote first: re-read and see whether it is still pending
+                    if request.quorum > 1 and len(votes) > len(request.votes) and actor is not None:
+                        if not await unit.insert_vote(request.id, votes[-1]):
+                            raise _AlreadyVoted
+                    await self._write_decision(unit, decided, decision, now)
+            except _AlreadyVoted:
+                return DecideResult(await self.get(request_id), won=False, duplicate=True)
+            return self._decided(decided.evolve(version=request.version + 1), decision)
         return DecideResult(await self.get(request_id), won=False)
+
+    async def _count_vote(self, request: Request, votes: tuple[Vote, ...], now: datetime) -> DecideResult | None:
+        """Store one more approval of a pending quorum request; None if the version guard failed."""
+        counted = request.evolve(votes=votes, updated_at=now)
+        try:
+            async with self.store.unit() as unit:
+                if not await unit.update_request(counted, expected_version=request.version):
+                    return None
+                if not await unit.insert_vote(request.id, votes[-1]):
+                    raise _AlreadyVoted
+                await unit.append_audit(AuditEvent(request.id, "voted", now, votes[-1].voter.id,
+                                                   {"votes": len(votes), "quorum": request.quorum}))
+                await unit.enqueue(outbox_item(request.id, "slack.update_card",
+                                               f"card:{request.id}:vote:{len(votes)}", now))
+                await unit.notify(request.id)
+        except _AlreadyVoted:
+            return DecideResult(await self.get(request.id), won=False, duplicate=True)
+        self._committed(request.id)
+        return DecideResult(counted.evolve(version=request.version + 1), won=True, counted=True)
+
+    async def _write_decision(self, unit: Unit, decided: Request, decision: Decision, now: datetime) -> None:
+        """The decision row, its audit row and its effects, in the unit of the guarded update."""
+        actor = decision.decided_by
+        await unit.insert_decision(decided.id, decision)
+        data: dict[str, Any] = {"outcome": decision.outcome.value, "via": decision.via.value,
+                                "changes": [c.to_json() for c in decision.changes],
+                                "params_sha256": decision.params_sha256}
+        if len(decision.votes) > 1:
+            data["votes"] = votes_json(decision.votes)
+        if decision.items:
+            data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
+        await unit.append_audit(AuditEvent(decided.id, "decided", now, actor.id if actor else None, data))
+        await self._enqueue_decision_effects(unit, decided, now)
+        await unit.notify(decided.id)
+
+    def _decided(self, decided: Request, decision: Decision) -> DecideResult:
+        self.metrics.decisions.labels(decision.outcome.value, decision.via.value).inc()
+        self._committed(decided.id)
+        for fn in self._on_decided:
+            try:
+                fn(decided)
+            except Exception:  # like after-commit hooks: never undo a committed decision
+                log.exception("on-decided hook failed", extra={"request_id": decided.id})
+        return DecideResult(decided, won=True)
 
     async def _enqueue_decision_effects(self, unit: Unit, request: Request, now: datetime) -> None:
         await unit.enqueue(outbox_item(request.id, "slack.update_card", f"card:{request.id}:decided", now))
@@ -382,4 +458,24 @@ def request_json(request: Request) -> dict[str, Any]:
         "decision": request.decision.to_json() if request.decision else None,
         "timing": request.timing.to_json() if request.timing else None,
         "timers": state_json(request.timers) if request.timers else None,
+        "quorum": request.quorum,
+        "requester_may_approve": request.requester_may_approve,
+        "confirm": request.confirm,
+        "requester_user": request.requester_user,
+        "votes": votes_json(request.votes),
+        "items": [_item_json(i) for i in request.items] if request.items else None,
+    }
+
+
+def _item_json(item: Item) -> dict[str, Any]:
+    """A batch item as agents see it: the proposal, and (while pending) its edits and outcome so far."""
+    preview = item.preview
+    return {
+        "action": {"name": item.action.name, "params": item.action.params,
+                   "params_schema": item.action.params_schema},
+        "preview": {"kind": preview.kind, **preview.data} if preview else None,
+        "key": item.key,
+        "outcome": item.outcome.value if item.outcome else None,
+        "params": item.final_params,
+        "changes": [c.to_json() for c in item.changes],
     }

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # timing imports this module; at run time the annotations stay strings
+if TYPE_CHECKING:  # timing, votes and batch import this module; at run time the annotations stay strings
+    from bot.domain.batch import Item
     from bot.domain.timing import TimerState, Timing
+    from bot.domain.votes import Vote
 
 
 class Status(enum.StrEnum):
@@ -110,16 +112,25 @@ class Decision:
     decided_by: Actor | None
     decided_at: datetime
     via: Via
+    # Quorum (issue 12): every approval counted, in order; `decided_by` cast the one that completed it.
+    votes: tuple[Vote, ...] = ()
+    # What the approval is bound to: sha256 of `params` as canonical JSON (bot.domain.params_hash).
+    params_sha256: str | None = None
+    # A batch's per-item outcomes (bot.domain.batch); empty for a single action.
+    items: tuple[Item, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome.value,
             "params": self.params,
+            "params_sha256": self.params_sha256,
             "changes": [c.to_json() for c in self.changes],
             "comment": self.comment,
             "decided_by": self.decided_by.to_json() if self.decided_by else None,
             "decided_at": iso(self.decided_at),
             "via": self.via.value,
+            "votes": [v.to_json() for v in self.votes],
+            "items": [i.decision_json() for i in self.items] if self.items else None,
         }
 
 
@@ -157,6 +168,17 @@ class Request:
     timing: Timing | None = None  # reminders, escalation, timeout: fixed at submit
     timers: TimerState | None = None  # how far along that timeline the request is
     card_permalink: str | None = None
+    # Issue 12 (filled by policy tiers later; given on the API today):
+    quorum: int = 1  # distinct approvers needed
+    requester_may_approve: bool = True  # False: `requester_user` may not approve (separation of duties)
+    confirm: str | None = None  # Approve asks to type this string first
+    requester_user: str | None = None  # the Slack user who asked (started the run, configured the hook)
+    votes: tuple[Vote, ...] = ()  # approvals counted so far (quorum > 1)
+    items: tuple[Item, ...] = ()  # a batch's actions and their per-item state
+
+    @property
+    def is_batch(self) -> bool:
+        return bool(self.items)
 
     @property
     def is_pending(self) -> bool:
