@@ -42,6 +42,7 @@ from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
 from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
+from bot.agent.gates import run_duties
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.runs import RunStore, RunUnit
@@ -242,6 +243,7 @@ class Steps:
                 requested_by=requested_by,
                 extra=extra,
                 thread_ts=run.root_ts,
+                **run_duties(run, tool.risk, name),
             )
             return execution.evolve(gate=Gate.ASK, status=ExecStatus.WAITING), spec
         return execution.evolve(final_input=params), None

@@ -1,0 +1,58 @@
+"""What the runner puts on the requests of a run's gated tool calls (issue 12, part b).
+
+- Separation of duties: whoever started the run (`/signoff run` in Slack, or `requested_by`
+  given as a user id on the API) is the requester of its cards and may not approve them.
+- Typed confirmation: a critical tool's card asks to type the tool's name.
+- Batches: several gated calls of one turn become one card (`batch_spec`); critical calls keep
+  their own card, since each needs its own typed confirmation.
+
+Policy tiers (issue 12a) will decide these per rule; this module is the one place the runner
+asks, so that is where they plug in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bot.domain.batch import BATCH_ACTION, Item
+from bot.domain.duties import default_may_approve, requester_user_of
+from bot.domain.model import Action, Risk
+from bot.domain.runs import Run
+from bot.service import ApprovalSpec
+
+
+def run_duties(run: Run, risk: Risk, tool_name: str) -> dict[str, Any]:
+    """ApprovalSpec fields for one gated call of `run`."""
+    requester = requester_user_of(run.requested_by)
+    return {
+        "requester_user": requester,
+        "requester_may_approve": default_may_approve(requester, None),
+        "confirm": tool_name if risk is Risk.CRITICAL else None,
+    }
+
+
+def batchable(spec: ApprovalSpec) -> bool:
+    """Whether a gated call may share a batch card (not a question, no typed confirmation)."""
+    return spec.confirm is None and spec.kind.value == "approval" and spec.quorum == 1
+
+
+def batch_spec(specs: list[tuple[str, ApprovalSpec]], run: Run) -> ApprovalSpec:
+    """One request for several gated calls of one turn: `specs` are (tool_use_id, spec) in turn order."""
+    first = specs[0][1]
+    names = ", ".join(dict.fromkeys(s.action.name for _, s in specs))
+    risk = Risk.CRITICAL if any(s.risk is Risk.CRITICAL for _, s in specs) else max(
+        (s.risk for _, s in specs), key=lambda r: list(Risk).index(r))
+    items = tuple(Item(s.action, s.preview, key=tool_use_id) for tool_use_id, s in specs)
+    return ApprovalSpec(
+        action=Action(BATCH_ACTION, {}, None),
+        summary=f"{len(specs)} tool calls: {names}",
+        risk=risk,
+        channel=first.channel,
+        context=first.context,
+        requested_by=first.requested_by,
+        extra={"run_id": run.id, "tool_use_ids": [t for t, _ in specs]},
+        thread_ts=first.thread_ts,
+        requester_user=first.requester_user,
+        requester_may_approve=first.requester_may_approve,
+        items=items,
+    )
