@@ -115,6 +115,8 @@ class Service:
         self._after_commit: list[Callable[[str], None]] = []
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing: Timing | None = None  # set from settings by bot.web.build
+        # Re-evaluation of edits by policy (issue 12a plugs in here): see `recheck_edit`.
+        self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
 
     def after_commit(self, fn: Callable[[str], None]) -> None:
         """Run `fn(request_id)` after every committed change (wakes the outbox dispatcher)."""
@@ -274,6 +276,19 @@ class Service:
                 except LookupError:
                     log.warning("unknown user group %s on request %s", entry, request.id)
         return False
+
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+        """HOOK: why an edit (already valid against the action's schema) may not be approved, or None.
+
+        Policy (issue 12a) registers a check in `edit_rechecks` that re-evaluates the edited call
+        (an edit that turns an allowed call into a denied one is refused in the modal). Runs before
+        the modal's ack: checks must be in-memory and fast.
+        """
+        for check in self.edit_rechecks:
+            problem = check(request, params)
+            if problem:
+                return problem
+        return None
 
     # -- decide ---------------------------------------------------------------
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from bot.domain.batch import BATCH_ACTION, Item
 from bot.domain.duties import default_may_approve, requester_user_of
-from bot.domain.model import Action, Risk
+from bot.domain.model import Action, Request, Risk
+from bot.domain.params_hash import ParamsChanged, check_params
 from bot.domain.runs import Run
 from bot.service import ApprovalSpec
 
@@ -56,3 +57,23 @@ def batch_spec(specs: list[tuple[str, ApprovalSpec]], run: Run) -> ApprovalSpec:
         requester_may_approve=first.requester_may_approve,
         items=items,
     )
+
+
+def approved_params_problem(request: Request | None, tool_use_id: str, params: dict[str, Any]) -> str | None:
+    """Why `params` must not run for this gated call (None: they are exactly what was approved).
+
+    Checks the hash the decision carries (`params_sha256`, or the batch item's) against the
+    parameters about to run, so nothing but the approved parameters ever runs, whatever happened
+    to the execution row in between. Fails closed: no approved decision, no run.
+    """
+    decision = request.decision if request is not None else None
+    if request is None or decision is None:
+        return "its approval request has no decision"
+    approved: dict[str, Any] = decision.to_json()
+    if decision.items:
+        approved = next((i for i in approved["items"] or () if i.get("key") == tool_use_id), {})
+    try:
+        check_params(approved, params)
+    except ParamsChanged as exc:
+        return str(exc)
+    return None

@@ -42,7 +42,7 @@ from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
 from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
-from bot.agent.gates import run_duties
+from bot.agent.gates import approved_params_problem, run_duties
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.runs import RunStore, RunUnit
@@ -364,6 +364,13 @@ class Steps:
         tool = agent.tools.get(started.name)
         assert tool is not None  # an unknown tool never gets past _prepare
         params = started.final_input if started.final_input is not None else started.input
+        if started.gate is Gate.ASK:  # bound to what runs: only the approved parameters, by their hash
+            request = await self.service.store.get_request(started.request_id or "")
+            problem = approved_params_problem(request, started.tool_use_id, params)
+            if problem is not None:
+                log.warning("run %s: refused to run %s: %s", run.id, started.tool_use_id, problem)
+                return started.evolve(status=ExecStatus.FINISHED, is_error=True, finished_at=self.clock.now(),
+                                      result=f"Not run: the parameters are not the approved ones ({problem}).")
         text, is_error = await run_tool(tool, self._ctx(run, started.tool_use_id), params)
         result: Any = text
         if started.note:

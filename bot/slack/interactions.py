@@ -210,6 +210,10 @@ class Interactions:
             if checked.quorum > 1:
                 return None, {}, {first_block: f"This request needs {checked.quorum} approvers and cannot be edited."}
             params, errors = blocks.parse_edit_submission(checked, sub.values)
+            if not errors:
+                problem = self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
+                if problem:
+                    errors = {first_block: _plain(problem)}
             return (None, {}, errors) if errors else (checked, params, {})
         return checked, checked.action.params, {}
 
