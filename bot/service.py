@@ -318,6 +318,8 @@ class Service:
         # A vote may lose the guard to each earlier vote of a quorum (every loser re-reads): more tries.
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
         for attempt in range(_GUARD_RETRIES if not vote else _GUARD_RETRIES * 20):
+            if attempt > 0 and items is not None:  # the items were decided on a request that has changed since
+                return DecideResult(await self.get(request_id), won=False)
             request = read if attempt == 0 and read is not None and read.id == request_id else await self.get(request_id)
             if not request.is_pending:
                 return DecideResult(request, won=False)
