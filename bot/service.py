@@ -31,7 +31,7 @@ from bot.domain.model import (
     Via,
     iso,
 )
-from bot.domain.batch import Item
+from bot.domain.batch import Item, decide_items
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing, initial_state, next_due, state_json
 from bot.domain.transitions import next_status
@@ -335,6 +335,10 @@ class Service:
                     if counted is None:
                         continue  # someone wrote first: re-read
                     return counted
+            decided_items = items if items is not None else request.items
+            if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
+                # Decided as a whole (a timeout, the API): every undecided item gets that outcome.
+                decided_items = decide_items(request.items, dict.fromkeys(range(len(request.items)), outcome), actor)
             final = request.action.params if params is None else params
             decision = Decision(
                 outcome=outcome,
@@ -346,7 +350,7 @@ class Service:
                 via=via,
                 votes=votes if outcome is Outcome.APPROVED else request.votes,
                 params_sha256=params_sha256(final),
-                items=items if items is not None else request.items,
+                items=decided_items,
             )
             decided = request.evolve(
                 status=next_status(request.kind, request.status, outcome),

@@ -18,7 +18,7 @@ from bot.domain.batch import BATCH_ACTION, Item
 from bot.domain.duties import default_may_approve, requester_user_of
 from bot.domain.model import Action, Request, Risk
 from bot.domain.params_hash import ParamsChanged, check_params
-from bot.domain.runs import Run
+from bot.domain.runs import Gate, Run, ToolExecution
 from bot.service import ApprovalSpec
 
 
@@ -35,6 +35,12 @@ def run_duties(run: Run, risk: Risk, tool_name: str) -> dict[str, Any]:
 def batchable(spec: ApprovalSpec) -> bool:
     """Whether a gated call may share a batch card (not a question, no typed confirmation)."""
     return spec.confirm is None and spec.kind.value == "approval" and spec.quorum == 1
+
+
+def batch_members(prepared: list[tuple[ToolExecution, ApprovalSpec | None]]) -> set[str]:
+    """The tool_use_ids of a turn's gated calls that share one batch card (none if fewer than two)."""
+    members = {e.tool_use_id for e, s in prepared if s is not None and e.gate is Gate.ASK and batchable(s)}
+    return members if len(members) >= 2 else set()
 
 
 def batch_spec(specs: list[tuple[str, ApprovalSpec]], run: Run) -> ApprovalSpec:

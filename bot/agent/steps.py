@@ -42,7 +42,7 @@ from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
 from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
-from bot.agent.gates import approved_params_problem, run_duties
+from bot.agent.gates import approved_params_problem, batch_members, batch_spec, run_duties
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.runs import RunStore, RunUnit
@@ -187,8 +187,18 @@ class Steps:
             run = run.evolve(step_count=run.step_count + 1, next_seq=seq + len(messages), updated_at=now)
             if uses:
                 executions = []
+                batched = batch_members(prepared)  # several gated calls of this turn: one card
+                shared: Request | None = None
                 for execution, spec in prepared:
-                    if spec is not None:
+                    if spec is not None and execution.tool_use_id in batched:
+                        if shared is None:
+                            shared = self.service.new_request(batch_spec(
+                                [(e.tool_use_id, s) for e, s in prepared if s is not None and e.tool_use_id in batched],
+                                run))
+                            await self.service.stage(unit, shared)
+                            staged.append(shared)
+                        execution = execution.evolve(request_id=shared.id)
+                    elif spec is not None:
                         request = self.service.new_request(spec)
                         await self.service.stage(unit, request)
                         staged.append(request)

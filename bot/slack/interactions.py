@@ -39,6 +39,8 @@ _OUTCOME_WORDS = {
 
 
 DECIDING_AT_ONCE = 4
+BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
+                 "Approve selected (or Reject all). Nothing was changed.")
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,7 @@ class Interactions:
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
-        refusal = approve_refusal(checked, click.user_id)
+        refusal = BATCH_BUTTONS if checked.is_batch else approve_refusal(checked, click.user_id)
         if refusal is not None:  # separation of duties: told why, nothing written
             await self.tell(click.user_id, click.channel_id, refusal)
             return
@@ -153,6 +155,9 @@ class Interactions:
         checked = await self._check(click.request_id, click.user_id, click)
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
+            return
+        if checked.is_batch:
+            await self.tell(click.user_id, click.channel_id, BATCH_BUTTONS)
             return
         if kind == "edit":
             refusal = approve_refusal(checked, click.user_id)
@@ -199,6 +204,8 @@ class Interactions:
         checked = await self._check(sub.request_id, sub.user_id, authorize=False)
         if isinstance(checked, Refusal):
             return None, {}, {first_block: _plain(checked.text)}
+        if checked.is_batch:
+            return None, {}, {first_block: _plain(BATCH_BUTTONS)}
         if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):
             refusal = approve_refusal(checked, sub.user_id)
             if refusal is not None:

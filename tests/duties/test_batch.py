@@ -9,7 +9,10 @@ from typing import Any
 from slack_sdk.models.blocks import Block
 
 from bot.domain.params_hash import params_sha256
+from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the runner scenario
+from tests.agent.helpers import AgentApp
 from tests.duties.helpers import ephemerals_to, settle, snapshot
+from tests.fakes.anthropic_api import message, text, tool_use
 from tests.fakes.slack_requests import checkboxes, plain_input
 from tests.harness import App, approval_body
 
@@ -192,3 +195,32 @@ async def test_a_click_from_someone_else_or_on_a_foreign_message_writes_nothing(
     assert "not one of the approvers" in ephemerals_to(app, "UOUT")[0]
     assert "does not belong" in ephemerals_to(app, "U1")[0]
     assert await snapshot(app, req["id"]) == before
+
+
+async def test_the_runners_three_parallel_tool_calls_make_one_card(agent: AgentApp) -> None:
+    emails = [{"to": f"c{i}@example.com", "subject": "Refund", "body": "Hello"} for i in range(3)]
+    agent.model.script(
+        message(*[tool_use("send_email", e, id=f"toolu_{i}") for i, e in enumerate(emails)]),
+        message(text("Two sent, one held back.")),
+    )
+    run = await agent.start("Email the three customers")
+    calls = await agent.waiting_calls(run["id"], count=3)
+    assert len({c["request_id"] for c in calls}) == 1
+    request_id = calls[0]["request_id"]
+    card = await agent.app.card(request_id)
+    _, req = await agent.app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert [i["key"] for i in req["items"]] == ["toolu_0", "toolu_1", "toolu_2"]
+    cards = [c for c in agent.slack.calls_to("chat.postMessage") if "signoff_card" in json.dumps(c.args.get("metadata"))]
+    assert len(cards) == 1
+    valid(card.blocks)
+
+    await agent.app.slack_client.block_action(
+        user="U1", user_name="alice", action_id="signoff_batch_approve", value=request_id, block_id="batch:0",
+        channel=card.channel, message_ts=card.ts, state_values=ticked([0, 2]))
+    done = await agent.wait_status(run["id"], "completed", "failed")
+    assert done["status"] == "completed", done
+    results = [b for b in agent.model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
+    assert [r["tool_use_id"] for r in results] == ["toolu_0", "toolu_1", "toolu_2"]
+    assert [bool(r.get("is_error")) for r in results] == [False, True, False]
+    sent = sorted(p.read_text() for p in agent.emails())
+    assert len(sent) == 2 and any("c0@example.com" in m for m in sent) and any("c2@example.com" in m for m in sent)
