@@ -7,54 +7,18 @@ decision and what finally ran can each be read on their own.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # timing, votes and batch import this module; at run time the annotations stay strings
-    from bot.domain.batch import Item
-    from bot.domain.timing import TimerState, Timing
-    from bot.domain.votes import Vote
+from bot.domain.params_hash import params_sha256
+from bot.domain.timing import TimerState, Timing
+from bot.domain.values import Kind, Outcome, Risk, Status, Via, iso
 
-
-class Status(enum.StrEnum):
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-    ANSWERED = "answered"
-
-
-class Outcome(enum.StrEnum):
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-    ANSWERED = "answered"
-
-
-class Via(enum.StrEnum):
-    BUTTON = "button"
-    MODAL = "modal"
-    POLICY = "policy"
-    GRANT = "grant"
-    TIMEOUT = "timeout"
-    API = "api"
-    THREAD = "thread"  # a reply in the Slack thread (answers to an agent's questions)
-
-
-class Risk(enum.StrEnum):
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    CRITICAL = "critical"
-
-
-class Kind(enum.StrEnum):
-    APPROVAL = "approval"
-    QUESTION = "question"
+__all__ = [
+    "Action", "Actor", "AuditEvent", "Change", "Decision", "Kind", "Outcome", "Preview", "Request", "Risk",
+    "Status", "Via", "iso", "PREVIEW_KINDS", "Vote", "Item",
+]
 
 
 PREVIEW_KINDS = ("email", "diff", "table", "markdown", "json")
@@ -101,6 +65,83 @@ class Change:
 
     def to_json(self) -> dict[str, Any]:
         return {"field": self.field, "from": self.before, "to": self.after}
+
+
+@dataclass(frozen=True)
+class Vote:
+    """One person's approval of a pending request (quorum rules: bot.domain.votes)."""
+
+    voter: Actor
+    at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.voter.id, "name": self.voter.name, "at": iso(self.at)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Vote:
+        at = datetime.fromisoformat(str(data["at"]).replace("Z", "+00:00"))
+        return cls(Actor(str(data["id"]), data.get("name")), at)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One action of a batch and, while the batch is pending, where it stands (rules: bot.domain.batch)."""
+
+    action: Action
+    preview: Preview | None = None
+    key: str | None = None  # the caller's id for it (Signoff's runner: the tool_use_id)
+    params: dict[str, Any] | None = None  # the edited parameters; None: as proposed
+    changes: tuple[Change, ...] = ()
+    outcome: Outcome | None = None
+    decided_by: Actor | None = None
+
+    @property
+    def final_params(self) -> dict[str, Any]:
+        return self.action.params if self.params is None else self.params
+
+    def evolve(self, **changes: Any) -> Item:
+        return replace(self, **changes)
+
+    def decision_json(self) -> dict[str, Any]:
+        """The item in a decision: what the agent may run (and its hash), or that it must not."""
+        params = self.final_params
+        return {
+            "name": self.action.name,
+            "key": self.key,
+            "outcome": self.outcome.value if self.outcome else None,
+            "params": params,
+            "changes": [c.to_json() for c in self.changes],
+            "params_sha256": params_sha256(params),
+            "decided_by": self.decided_by.to_json() if self.decided_by else None,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """Storage form (the request row's `items` column)."""
+        return {
+            "action": {"name": self.action.name, "params": self.action.params,
+                       "params_schema": self.action.params_schema},
+            "preview": {"kind": self.preview.kind, "data": self.preview.data} if self.preview else None,
+            "key": self.key,
+            "params": self.params,
+            "changes": [c.to_json() for c in self.changes],
+            "outcome": self.outcome.value if self.outcome else None,
+            "decided_by": self.decided_by.to_json() if self.decided_by else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Item:
+        a = data["action"]
+        p = data.get("preview")
+        d = data.get("decided_by")
+        return cls(
+            action=Action(a["name"], a.get("params") or {}, a.get("params_schema")),
+            preview=Preview(p["kind"], p["data"]) if p else None,
+            key=data.get("key"),
+            params=data.get("params"),
+            changes=tuple(Change(c["field"], c.get("from"), c.get("to")) for c in data.get("changes") or ()),
+            outcome=Outcome(data["outcome"]) if data.get("outcome") else None,
+            decided_by=Actor(d["id"], d.get("name")) if d else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -197,9 +238,3 @@ class AuditEvent:
     at: datetime
     actor: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
-
-
-def iso(dt: datetime | None) -> str | None:
-    if dt is None:
-        return None
-    return dt.isoformat().replace("+00:00", "Z")

@@ -14,33 +14,17 @@ Invariants:
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
-from bot.domain.model import Actor, iso
+from bot.domain.model import Vote
+
+__all__ = ["Tally", "Vote", "cast", "votes_json", "votes_from_json"]
 
 
 class Tally(enum.Enum):
     COUNTED = "counted"  # counted; more approvals are needed
     COMPLETES = "completes"  # this vote reaches the quorum: the request is approved
     DUPLICATE = "duplicate"  # this person already approved: nothing changes
-
-
-@dataclass(frozen=True)
-class Vote:
-    """One person's approval of a pending request."""
-
-    voter: Actor
-    at: datetime
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.voter.id, "name": self.voter.name, "at": iso(self.at)}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Vote:
-        at = datetime.fromisoformat(str(data["at"]).replace("Z", "+00:00"))
-        return cls(Actor(str(data["id"]), data.get("name")), at)
 
 
 def cast(votes: tuple[Vote, ...], quorum: int, voter_id: str) -> Tally:

@@ -101,22 +101,23 @@ class BatchInteractions:
             view = blocks.reject_modal(request)
             view["callback_id"] = BATCH_REJECT_VIEW
             view["title"]["text"] = "Reject all"
-            await self.interactions._open(click, request, view)
+            await self.interactions.open_view(click, request, view)
 
     async def open_edit(self, body: dict[str, Any]) -> None:
         clicked = await self._clicked(body, ITEM_BLOCK)
         if clicked is None:
             return
         click, request, index = clicked
-        if request.items[index].outcome is not None:
+        outcome = request.items[index].outcome
+        if outcome is not None:
             await self.interactions.tell(click.user_id, click.channel_id, f"Action {index + 1} is already "
-                                         f"{request.items[index].outcome.value}. Nothing was changed.")
+                                         f"{outcome.value}. Nothing was changed.")
             return
         view = blocks.edit_modal(as_request(request, index))
         view["callback_id"] = BATCH_EDIT_VIEW
         view["title"]["text"] = f"Edit action {index + 1}"[:24]
         view["submit"]["text"] = "Save"
-        await self.interactions._open(click, request, view, item=index)
+        await self.interactions.open_view(click, request, view, item=index)
 
     async def check_edit(self, body: dict[str, Any]) -> tuple[Request | None, int, dict[str, Any], dict[str, str]]:
         """Before the ack: (request, item, new params, inline errors); errors mean nothing is written."""
@@ -129,8 +130,9 @@ class BatchInteractions:
             return None, 0, {}, {first: checked.text[:2000]}
         if not isinstance(index, int) or not 0 <= index < len(checked.items):
             return None, 0, {}, {first: "This form does not belong to an action of this batch."}
-        if checked.items[index].outcome is not None:
-            return None, 0, {}, {first: f"Action {index + 1} is already {checked.items[index].outcome.value}."}
+        outcome = checked.items[index].outcome
+        if outcome is not None:
+            return None, 0, {}, {first: f"Action {index + 1} is already {outcome.value}."}
         pseudo = as_request(checked, index)
         params, errors = blocks.parse_edit_submission(pseudo, sub.values)
         if not errors:

@@ -19,6 +19,7 @@ from typing import Any
 from bot.domain.batch import Item, pages
 from bot.domain.model import Outcome, Request
 from bot.slack import blocks as card
+from bot.slack.duties import duty_notes
 from bot.slack.previews import clip, escape_mrkdwn, neutralise, one_line, plain, show_value
 
 ITEMS_PER_PAGE = 20
@@ -54,7 +55,7 @@ def batch_page(req: Request, page: int, *, now: datetime, notes: list[str] | Non
     if page == 0:
         out.append(card._header(req))
         out.append(card._context_line(req, now))
-        notes = [*(notes or []), *card.duty_notes(req)]
+        notes = [*(notes or []), *duty_notes(req)]
         if notes:
             out.append(card._notes(notes))
         out.extend(card._reasoning(req))

@@ -12,16 +12,18 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot import effects
 from bot.clock import Clock
 from bot.domain.model import AuditEvent, Request
+from bot.effects import Handler
 from bot.outbox import Dead, Done, Result, after_post
-from bot.service import POST_CARD, Service, outbox_item
+from bot.service import Service
 from bot.slack.batch_blocks import batch_page, page_count
 from bot.slack.delivery import CardDelivery
 from bot.slack.lookup import find_message, has_metadata
 from storage.base import OutboxItem, Unit
 
-POST_PAGE = "slack.post_batch_page"
+POST_PAGE = effects.POST_PAGE
 PAGE_EVENT_TYPE = "signoff_card_page"
 
 
@@ -35,6 +37,10 @@ class BatchPages:
         self.cards = cards
         self.service = service
         self.clock = clock
+
+    def handlers(self) -> dict[str, Handler]:
+        """The card's handlers, wrapped, and the pages' own."""
+        return {effects.POST_CARD: self.post, effects.UPDATE_CARD: self.update, effects.POST_PAGE: self.post_page}
 
     async def post(self, item: OutboxItem) -> Result:
         """The card; for a batch of several pages, the pages' posts join the unit storing its ts."""
@@ -50,8 +56,7 @@ class BatchPages:
                 await first(unit)
             now = self.clock.now()
             for page in range(1, page_count(request)):
-                await unit.enqueue(outbox_item(request.id, POST_PAGE, f"post:{request.id}:page:{page}", now,
-                                               page=page))
+                await unit.enqueue(effects.post_page(request.id, page, now))
 
         return apply
 
@@ -63,7 +68,7 @@ class BatchPages:
         if page_ts(request, page):
             return Done()
         if not request.card_ts or not request.card_channel:
-            return await after_post(self.service.store, request.id, POST_CARD, "card")
+            return await after_post(self.service.store, request.id, effects.POST_CARD, "card")
         thread = request.thread_ts or request.card_ts
         if item.uncertain:
             found = await find_message(self.cards.call, item.attempts,
@@ -96,7 +101,7 @@ class BatchPages:
                 raise RuntimeError("request changed while storing a page ts")  # rolled back; retried
             await unit.append_audit(AuditEvent(request_id, "page_posted", now, None, {"page": page, "ts": ts}))
             # The request may have changed between rendering and storing: show its latest state.
-            await unit.enqueue(outbox_item(request_id, "slack.update_card", f"card:{request_id}:page:{page}", now))
+            await unit.enqueue(effects.update_card(request_id, f"card:{request_id}:page:{page}", now))
 
         return apply
 

@@ -14,10 +14,10 @@ Modals live in `bot.slack.modals` and previews in `bot.slack.previews`; both are
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via, iso
+from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
 from bot.slack.duties import duty_notes, progress_text
 from bot.slack.modals import (
     EDIT_VIEW,
@@ -27,6 +27,7 @@ from bot.slack.modals import (
     parse_reject_submission,
     reject_modal,
 )
+from bot.slack.text import slack_date
 from bot.slack.previews import (
     clip,
     cut,
@@ -96,10 +97,6 @@ def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None
 
     `notes` are Signoff's own lines (mrkdwn, e.g. escalation notices), never agent text.
     """
-    if req.is_batch:  # several actions on one card (bot.slack.batch_blocks): its first page
-        from bot.slack.batch_blocks import batch_page
-
-        return batch_page(req, 0, now=now, notes=notes)
     outcome = _outcome(req)
     top = [_header(req), *_long_summary(req), _context_line(req, now)]
     notes = [*(notes or []), *duty_notes(req)]
@@ -139,12 +136,6 @@ def _long_summary(req: Request) -> list[dict[str, Any]]:
     if len(one_line(neutralise(req.summary))) <= HEADER_MAX:
         return []
     return [rich_text(rt_section(rt_text(cut(req.summary, SUMMARY_BUDGET))))]
-
-
-def slack_date(at: datetime, token: str) -> str:
-    """Slack's localised date syntax, with the ISO time as the fallback text."""
-    unix = int(at.replace(tzinfo=at.tzinfo or UTC).timestamp())
-    return f"<!date^{unix}^{token}|{iso(at)}>"
 
 
 def _context_line(req: Request, now: datetime) -> dict[str, Any]:
@@ -205,7 +196,7 @@ def _buttons(req: Request) -> dict[str, Any]:
     if req.action.params and req.quorum <= 1:  # a quorum approves one set of parameters: no edits
         buttons.append(_button("Edit", EDIT, req.id))
     buttons.append(_button("Reject", REJECT, req.id, "danger"))
-    if req.timing is not None:  # requests with a timeline (issue 3): for approvers, not a decision
+    if req.timing is not None:  # requests with a timeline: for approvers, not a decision
         if req.timing.reminds:
             buttons.append(_button("Snooze 1h", SNOOZE, req.id))
         buttons.append(_button("Escalate", ESCALATE, req.id))

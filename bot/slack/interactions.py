@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +17,15 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import Clock
+from bot.domain.duties import approve_refusal
 from bot.domain.edits import compute_changes
 from bot.domain.model import Actor, Kind, Outcome, Request, Via
 from bot.metrics import Metrics
 from bot.service import Service
-from bot.domain.duties import approve_refusal
 from bot.slack import blocks
 from bot.slack.duties import CONFIRM_VIEW, confirm_block, confirm_errors, confirm_modal, counted_text, duplicate_text
 from bot.slack.payloads import Click, Submission
+from bot.slack.text import mention, mentions, strip_markup, when
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +53,9 @@ def already_decided_text(request: Request) -> str:
     word = _OUTCOME_WORDS.get(request.status.value, request.status.value)
     if decision is None:
         return f"This request was already {word}."
-    who = f"<@{decision.decided_by.id}>" if decision.decided_by else {
+    who = mention(decision.decided_by.id) if decision.decided_by else {
         "timeout": "timeout", "policy": "policy", "api": "the agent"}.get(decision.via.value, "Signoff")
-    when = f"<!date^{int(decision.decided_at.timestamp())}^{{date_short_pretty}} at {{time}}|{decision.decided_at:%Y-%m-%d %H:%M} UTC>"
-    return f"Already {word} by {who} ({when}). Nothing was changed."
+    return f"Already {word} by {who} ({when(decision.decided_at)}). Nothing was changed."
 
 
 async def tell(client: AsyncWebClient, metrics: Metrics, user_id: str, channel: str | None, text: str,
@@ -135,7 +134,7 @@ class Interactions:
             await self.tell(click.user_id, click.channel_id, refusal)
             return
         if checked.confirm is not None:  # typed confirmation: the modal approves, not the click
-            await self._open(click, checked, confirm_modal(checked))
+            await self.open_view(click, checked, confirm_modal(checked))
             return
         result = await self.service.decide(
             checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked
@@ -170,12 +169,17 @@ class Interactions:
         view = blocks.edit_modal(checked) if kind == "edit" else blocks.reject_modal(checked)
         if kind == "edit" and checked.confirm is not None:  # editing approves: it asks to type too
             view["blocks"] = [*view["blocks"][:99], confirm_block(checked)]
-        await self._open(click, checked, view)
+        await self.open_view(click, checked, view)
 
-    async def _open(self, click: Click, checked: Request, view: dict[str, Any], **meta: Any) -> None:
-        """Open `view` for the click (within the trigger's 3 s), remembering where it came from."""
+    async def open_view(self, click: Click, request: Request, view: dict[str, Any], **meta: Any) -> None:
+        """Open a modal about `request` from `click` (straight away: its trigger_id lives 3 s).
+
+        The modal remembers the request, the version it showed, the card it came from and `meta`.
+        If Slack refuses or does not answer in time, the person is told to click again: never left
+        without an answer.
+        """
         view["private_metadata"] = json.dumps(
-            {"request_id": checked.id, "version": checked.version, "channel": click.channel_id,
+            {"request_id": request.id, "version": request.version, "channel": click.channel_id,
              "message_ts": click.message_ts, **meta}
         )
         try:
@@ -183,7 +187,7 @@ class Interactions:
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             why = str(exc.response.get("error")) if isinstance(exc, SlackApiError) else "connection"
             self.metrics.slack_api_errors.labels("views.open", why).inc()
-            log.warning("views.open failed for %s: %s", checked.id, why)
+            log.warning("views.open failed for %s: %s", request.id, why)
             await self.tell(
                 click.user_id, click.channel_id,
                 "Slack could not open the form (it took too long). Please click again.",
@@ -203,13 +207,13 @@ class Interactions:
             return None, {}, oversize
         checked = await self._check(sub.request_id, sub.user_id, authorize=False)
         if isinstance(checked, Refusal):
-            return None, {}, {first_block: _plain(checked.text)}
+            return None, {}, {first_block: strip_markup(checked.text)}
         if checked.is_batch:
-            return None, {}, {first_block: _plain(BATCH_BUTTONS)}
+            return None, {}, {first_block: strip_markup(BATCH_BUTTONS)}
         if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):
             refusal = approve_refusal(checked, sub.user_id)
             if refusal is not None:
-                return None, {}, {first_block: _plain(refusal)}
+                return None, {}, {first_block: strip_markup(refusal)}
             errors = confirm_errors(checked, sub.values)  # nothing is written on a mismatch
             if errors:
                 return None, {}, errors
@@ -220,7 +224,7 @@ class Interactions:
             if not errors:
                 problem = self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
                 if problem:
-                    errors = {first_block: _plain(problem)}
+                    errors = {first_block: strip_markup(problem)}
             return (None, {}, errors) if errors else (checked, params, {})
         return checked, checked.action.params, {}
 
@@ -255,12 +259,11 @@ def _escalated_to(request: Request) -> str:
     state = request.timers
     if state is None or not state.escalated or state.handed_back or not state.escalated_to:
         return ""
-    return ", ".join(f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in state.escalated_to[:10])
+    return mentions(state.escalated_to)
 
 
 def _approvers_text(request: Request) -> str:
-    names = [f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in request.approvers[:10]]
-    return "Approvers: " + ", ".join(names) + ("…" if len(request.approvers) > 10 else "")
+    return "Approvers: " + mentions(request.approvers)
 
 
 # Slack's text inputs hold at most 3000 characters; anything longer did not come from Slack's own form.
@@ -278,10 +281,3 @@ def _oversize_inputs(values: dict[str, Any]) -> dict[str, str]:
                 errors[str(block_id)] = f"must be at most {limit} characters (this is {len(value)})"
     return errors
 
-
-def _plain(text: str) -> str:
-    """Modal error strings are plain text: drop Slack's <...|fallback> markup to its fallback."""
-    text = re.sub(r"<!date\^[^|>]*\|([^>]*)>", r"\1", text)
-    text = re.sub(r"<@([A-Z0-9]+)>", r"@\1", text)
-    text = re.sub(r"<!subteam\^([A-Z0-9]+)>", r"@\1", text)
-    return text[:2000]

@@ -73,7 +73,7 @@ async def test_the_runner_refuses_parameters_whose_hash_differs(agent: AgentApp)
         await conn.execute(decisions.update().where(decisions.c.request_id == call["request_id"]).values(
             params={**email, "to": "attacker@example.com"}))
         await conn.execute(runs.update().where(runs.c.id == run["id"]).values(lease_owner=None, lease_until=None))
-    agent.app.signoff.agent.runner.sweep_soon()  # type: ignore[union-attr]
+    agent.app.signoff.agent.runner.kick(run["id"])  # type: ignore[union-attr]
     done = await agent.wait_status(run["id"], "completed", "failed")
     assert done["status"] == "completed", done
     assert agent.emails() == []  # nothing was sent, to anyone
