@@ -224,3 +224,35 @@ async def test_the_runners_three_parallel_tool_calls_make_one_card(agent: AgentA
     assert [bool(r.get("is_error")) for r in results] == [False, True, False]
     sent = sorted(p.read_text() for p in agent.emails())
     assert len(sent) == 2 and any("c0@example.com" in m for m in sent) and any("c2@example.com" in m for m in sent)
+
+
+def test_every_page_of_the_largest_batch_stays_within_slacks_limits_and_shows_every_item() -> None:
+    from datetime import UTC, datetime
+
+    from bot.domain.batch import MAX_ITEMS
+    from bot.domain.model import Action, Actor, Item, Kind, Outcome, Request, Risk, Status
+    from bot.slack.batch_blocks import batch_page, page_count
+    from bot.slack.blocks import TOTAL_TEXT_BUDGET
+    from bot.slack.previews import text_length
+
+    now = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+    params = {f"field_{k}": "<!channel> " + "x" * 400 for k in range(12)}
+    items = tuple(Item(Action("send_email_" + "y" * 150, params), key=f"toolu_{i}") for i in range(MAX_ITEMS))
+    pending = Request(id="apr_01jf0000000000000000000000", kind=Kind.APPROVAL, status=Status.PENDING,
+                      action=Action("batch", {}), summary="s" * 3000, risk=Risk.HIGH, channel="C1",
+                      created_at=now, updated_at=now, context="c" * 20000, items=items, requester_user="U1",
+                      requester_may_approve=False)
+    half = tuple(i.evolve(outcome=Outcome.APPROVED, decided_by=Actor("U2")) if n % 2 else i
+                 for n, i in enumerate(items))
+    decided = pending.evolve(items=tuple(i.evolve(outcome=i.outcome or Outcome.REJECTED) for i in half))
+    for request in (pending, pending.evolve(items=half), decided):
+        shown = []
+        for page in range(page_count(request)):
+            message = batch_page(request, page, now=now)
+            valid(message["blocks"])
+            assert text_length(message["blocks"]) <= TOTAL_TEXT_BUDGET
+            assert "<!channel>" not in json.dumps(message, ensure_ascii=False)  # agent text is neutralised
+            shown += [b["text"]["text"] for b in message["blocks"] if b["type"] == "section"
+                      and "send_email_" in b["text"]["text"]]
+        assert len(shown) == MAX_ITEMS  # none dropped
+        assert [s.lstrip("✅❌ ").split(".", 1)[0] for s in shown] == [str(n + 1) for n in range(MAX_ITEMS)]

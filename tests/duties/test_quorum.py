@@ -114,3 +114,18 @@ def _body(**overrides: object) -> dict[str, object]:
     from tests.harness import approval_body
 
     return approval_body(**overrides)
+
+
+def test_cast_counts_each_person_once_and_completes_at_the_quorum() -> None:
+    from datetime import UTC, datetime
+
+    from bot.domain.model import Actor, Vote
+    from bot.domain.votes import Tally, cast
+
+    at = datetime(2026, 11, 30, tzinfo=UTC)
+    one = (Vote(Actor("U1"), at),)
+    assert cast((), 1, "U1") is Tally.COMPLETES
+    assert cast((), 2, "U1") is Tally.COUNTED
+    assert cast(one, 2, "U1") is Tally.DUPLICATE
+    assert cast(one, 2, "U2") is Tally.COMPLETES
+    assert cast(one, 3, "U2") is Tally.COUNTED
