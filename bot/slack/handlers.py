@@ -10,6 +10,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack import blocks
+from bot.slack.duties import CONFIRM_VIEW
 from bot.slack.interactions import Interactions
 from bot.slack.payloads import BadPayload, Click, extract_click, extract_submission
 
@@ -83,6 +84,7 @@ def register(
     app.action(blocks.REJECT)(on_reject)
     app.view(blocks.EDIT_VIEW)(on_submit)
     app.view(blocks.REJECT_VIEW)(on_submit)
+    app.view(CONFIRM_VIEW)(on_submit)
     app.command("/signoff")(on_command)
     if timers is not None:
         _register_timers(app, interactions, timers, _click_or_refuse)
