@@ -57,6 +57,8 @@ def modal(title: str = "Approve?") -> dict[str, Any]:
 @pytest_asyncio.fixture
 async def fake() -> AsyncIterator[SlackEmulator]:
     async with SlackEmulator() as server:
+        server.add_channel("C1", "general")  # like Slack, the emulator knows only the channels it has
+        server.add_channel("C2", "random")
         yield server
 
 
