@@ -4,6 +4,8 @@
     signoff db upgrade     apply database migrations
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff demo [--port 3000] [--no-agent]
+                           the bot, an emulated Slack and a page to click in, on this machine
 """
 
 from __future__ import annotations
@@ -93,6 +95,16 @@ async def _db_upgrade(database_url: str) -> None:
     await upgrade(database_url)
 
 
+def _demo(port: int, *, agent: bool) -> int:
+    import os
+
+    from bot.sandbox.demo import serve
+
+    _logging(os.environ.get("SIGNOFF_LOG_LEVEL", "WARNING").upper())
+    asyncio.run(serve(port, os.environ, agent=agent))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,9 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("task", help="what the agent should do")
     run.add_argument("--channel", help="the Slack channel id for the run (default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
+    demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
+    demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
+    demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
     args = parser.parse_args(argv)
 
     try:
+        if args.command == "demo":
+            return _demo(args.port, agent=not args.no_agent)
         if args.command == "db":
             asyncio.run(_db_upgrade(database_url_from_env()))
             print("database is up to date")
