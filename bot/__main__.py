@@ -101,7 +101,12 @@ def _demo(port: int, *, agent: bool) -> int:
     from bot.sandbox.demo import serve
 
     _logging(os.environ.get("SIGNOFF_LOG_LEVEL", "WARNING").upper())
-    asyncio.run(serve(port, os.environ, agent=agent))
+    try:
+        asyncio.run(serve(port, os.environ, agent=agent))
+    except OSError as exc:  # most often: the port is taken
+        print(f"signoff: cannot serve the sandbox on 127.0.0.1:{port}: {exc.strerror or exc}; "
+              f"try --port {port + 1}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -7,8 +7,8 @@ Everything lives on one port (default 3000, loopback only):
     /api/v1/...           the agent API (its token is printed at start)
     /sandbox/slack/api/   the emulated Slack Web API (the bot's SLACK_API_URL)
 
-The database is a fresh SQLite file in a new temporary folder each start (the emulator's messages
-live in memory, so a kept database would point at cards that no longer exist). Tokens and secrets are
+The database is a fresh SQLite file in a new temporary folder each start, removed at stop (the
+emulator's messages live in memory, so a kept database would point at cards that no longer exist). Tokens and secrets are
 made up at start; nothing is configured and nothing leaves the machine, except model calls when
 ANTHROPIC_API_KEY is set (then the demo agent is Claude instead of the scripted model).
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import shutil
 import signal
 import tempfile
 from collections.abc import Callable, Mapping
@@ -61,6 +62,7 @@ class Demo:
         await self.runner.cleanup()
         if self.model is not None:
             await self.model.stop()
+        shutil.rmtree(self.database.parent, ignore_errors=True)  # the sandbox keeps nothing
 
 
 def workspace() -> SlackEmulator:
@@ -166,7 +168,7 @@ def banner(demo: Demo) -> str:
     return "\n".join([
         f"Signoff sandbox: open {demo.url}/",
         f"  Slack:     emulated in this process, no workspace needed; be {people}",
-        f"  Database:  SQLite at {demo.database} (a new temporary file each start)",
+        f"  Database:  SQLite at {demo.database} (a new temporary file each start, removed at stop)",
         f"  Agent:     the demo agent on {model}",
         f"  Agent API: {demo.url}/api/v1/  bearer token {demo.api_token}",
         f"    curl -s -X POST {demo.url}/api/v1/approvals -H 'Authorization: Bearer {demo.api_token}' \\",

@@ -125,6 +125,19 @@ class Workspace:
         self._changed = asyncio.Event()
         self.add_user(bot_user_id, "signoff", "Signoff", is_bot=True)
 
+    def changed(self) -> None:
+        """Tell waiters and listeners that the state changed (after arranging it directly)."""
+        self._notify()
+
+    def add_ephemeral(self, channel: str, user: str, text: str, blocks: list[dict[str, Any]] | None = None,
+                      *, thread_ts: str | None = None) -> str:
+        """Store a message only ``user`` sees, as chat.postEphemeral does; returns its ts."""
+        ts = self._next_ts()
+        self.ephemerals.append({"channel": channel, "user": user, "text": text, "blocks": blocks or [],
+                                "thread_ts": thread_ts, "ts": ts})
+        self._notify()
+        return ts
+
     def _notify(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()

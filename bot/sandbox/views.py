@@ -16,7 +16,7 @@ class ViewMethods(Workspace):
             raise ApiError("exchanged_trigger_id")
         self._used_triggers.add(trigger_id)
 
-    def _store_view(
+    def store_view(
         self, normalized: dict[str, Any], *, view_id: str | None = None, root_view_id: str | None = None,
         previous_view_id: str | None = None,
     ) -> dict[str, Any]:
@@ -58,14 +58,14 @@ class ViewMethods(Workspace):
         normalized = validate_view(args.get("view"))
         self._check_external_id(normalized)
         self._take_trigger(args)
-        return {"view": self._store_view(normalized)}
+        return {"view": self.store_view(normalized)}
 
     def _views_push(self, args: dict[str, Any]) -> dict[str, Any]:
         self._require(args, "trigger_id")
         normalized = validate_view(args.get("view"))
         self._check_external_id(normalized)
         self._take_trigger(args)
-        return {"view": self._store_view(normalized)}
+        return {"view": self.store_view(normalized)}
 
     def _views_update(self, args: dict[str, Any]) -> dict[str, Any]:
         current: dict[str, Any] | None = None
@@ -83,7 +83,7 @@ class ViewMethods(Workspace):
         self._check_external_id(normalized, except_id=current["id"])
         if "external_id" not in normalized and current["external_id"]:
             normalized["external_id"] = current["external_id"]
-        view = self._store_view(
+        view = self.store_view(
             normalized, view_id=current["id"], root_view_id=current["root_view_id"],
             previous_view_id=current["previous_view_id"],
         )
@@ -100,6 +100,6 @@ class ViewMethods(Workspace):
         current = self.home_views.get(user_id)
         if current is not None and args.get("hash") and args["hash"] != current["hash"]:
             raise ApiError("hash_conflict")
-        view = self._store_view(normalized, view_id=current["id"] if current else None)
+        view = self.store_view(normalized, view_id=current["id"] if current else None)
         self.home_views[user_id] = view
         return {"view": view}

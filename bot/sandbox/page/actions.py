@@ -140,14 +140,14 @@ class PageActions:
                 return {"error": f"the app answered an invalid view: {exc.error}"}
             if action == "update":
                 current = self.slack.views[view_id]
-                self.slack._store_view(normalized, view_id=view_id, root_view_id=current["root_view_id"])
+                self.slack.store_view(normalized, view_id=view_id, root_view_id=current["root_view_id"])
             else:
-                stack.append(self.slack._store_view(normalized, root_view_id=view_id)["id"])
+                stack.append(self.slack.store_view(normalized, root_view_id=view_id)["id"])
         elif action == "clear":
             stack.clear()
         elif view_id in stack:
             stack.remove(view_id)
-        self.slack._notify()
+        self.slack.changed()
         return {}
 
     async def _close(self, act: dict[str, Any], user: str) -> dict[str, Any]:
@@ -159,7 +159,7 @@ class PageActions:
         if view is not None and view.get("notify_on_close"):
             await self.client.view_closed(user=user, callback_id=view["callback_id"],
                                           private_metadata=view["private_metadata"], view_id=view_id)
-        self.slack._notify()
+        self.slack.changed()
         return {}
 
     async def _message(self, act: dict[str, Any], user: str, name: str) -> dict[str, Any]:
@@ -175,7 +175,7 @@ class PageActions:
             return {"status": answer.status}
         thread_ts = str(act["thread_ts"]) if act.get("thread_ts") else None
         msg = self.slack.add_message(channel, user, text, thread_ts=thread_ts)
-        self.slack._notify()
+        self.slack.changed()
         event: dict[str, Any] = {"type": "message", "channel": channel, "user": user, "text": text, "ts": msg.ts,
                                  "event_ts": msg.ts, "channel_type": "im" if channel.startswith("D") else "channel"}
         if thread_ts:
@@ -193,9 +193,7 @@ class PageActions:
         if answer.status != 200:
             text, blocks = f"/command failed: HTTP {answer.status}", []
         if text or blocks:
-            self.slack.ephemerals.append({"channel": channel, "user": user, "text": text, "blocks": blocks,
-                                          "thread_ts": None, "ts": self.slack._next_ts()})
-            self.slack._notify()
+            self.slack.add_ephemeral(channel, user, text, blocks)
 
 
 def _json(answer: Response) -> Any:
