@@ -57,11 +57,6 @@ class ConversationMethods(Workspace):
                 return False
         return True
 
-    def _require_member(self, channel: str) -> None:
-        info = self.channels.get(channel)
-        if info is not None and not info.get("bot_member", True):
-            raise ApiError("not_in_channel")
-
     def _conversations_join(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._resolve_channel(args.get("channel"))
         info = self.channels.get(channel)

@@ -285,7 +285,7 @@ class SlackClient:
         """Submit a modal. ``values`` = ``{block_id: {action_id: plain_input("...")}}``."""
         view = self._view(view_id, callback_id=callback_id, private_metadata=private_metadata, values=values, hash=hash)
         view.update(callback_id=callback_id, private_metadata=private_metadata, hash=hash)
-        payload = {
+        payload: dict[str, Any] = {
             "type": "view_submission",
             "team": self._team(),
             "user": self._user(user, user_name),

@@ -226,6 +226,11 @@ class Workspace:
                 raise ApiError("channel_not_found")
         return channel
 
+    def _require_member(self, channel: str) -> None:
+        info = self.channels.get(channel)
+        if info is not None and not info.get("bot_member", True):
+            raise ApiError("not_in_channel")
+
     def _require(self, args: dict[str, Any], key: str, error: str = "invalid_arguments") -> str:
         value = args.get(key)
         if not isinstance(value, str) or not value:

@@ -12,6 +12,7 @@ call record. A modal's stack lives here: the emulator only stores views.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
@@ -95,22 +96,22 @@ class PageActions:
         raise BadAction(f"unknown kind {kind!r}")
 
     async def _action(self, act: dict[str, Any], user: str, name: str) -> dict[str, Any]:
-        raw = act.get("raw") if isinstance(act.get("raw"), dict) else {}
-        common = {"user": user, "user_name": name, "action_id": str(act.get("action_id", "")),
-                  "block_id": str(act.get("block_id", "")), "value": act.get("value"), "trigger_id": self._trigger(user)}
+        raw = _raw(act)
+        value = str(act["value"]) if act.get("value") is not None else None
+        click = functools.partial(self.client.block_action, user=user, user_name=name,
+                                  action_id=str(act.get("action_id", "")), block_id=str(act.get("block_id", "")),
+                                  value=value, trigger_id=self._trigger(user))
         if act.get("view_id"):
             view = self.slack.views.get(str(act["view_id"]))
             if view is None:
                 raise BadAction("that view is gone")
-            answer = await self.client.block_action(view_id=view["id"], state_values=state_values(view["blocks"], raw),
-                                                    **common)
+            answer = await click(view_id=view["id"], state_values=state_values(view["blocks"], raw))
         else:
             channel, ts = str(act.get("channel", "")), str(act.get("ts", ""))
             msg = self.slack.messages.get((channel, ts))
             if msg is None:
                 raise BadAction("that message is gone")
-            answer = await self.client.block_action(channel=channel, message_ts=ts,
-                                                    state_values=state_values(msg.blocks, raw), **common)
+            answer = await click(channel=channel, message_ts=ts, state_values=state_values(msg.blocks, raw))
         return {"status": answer.status}
 
     async def _submit(self, act: dict[str, Any], user: str, name: str) -> dict[str, Any]:
@@ -118,7 +119,7 @@ class PageActions:
         view = self.slack.views.get(view_id)
         if view is None or self.modals.top(user) != view_id:
             raise BadAction("that modal is not open")
-        raw = act.get("raw") if isinstance(act.get("raw"), dict) else {}
+        raw = _raw(act)
         answer = await self.client.view_submission(
             user=user, user_name=name, callback_id=view["callback_id"], values=state_values(view["blocks"], raw),
             private_metadata=view["private_metadata"], view_id=view_id, hash=view["hash"])
@@ -194,6 +195,14 @@ class PageActions:
             text, blocks = f"/command failed: HTTP {answer.status}", []
         if text or blocks:
             self.slack.add_ephemeral(channel, user, text, blocks)
+
+
+def _raw(act: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The form's raw values, ``{block_id: {action_id: value}}``; anything else counts as empty."""
+    raw = act.get("raw")
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): v for k, v in raw.items() if isinstance(v, dict)}
 
 
 def _json(answer: Response) -> Any:
