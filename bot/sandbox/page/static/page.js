@@ -22,7 +22,18 @@
       const r = await fetch("/sandbox/pane?" + query());
       if (!r.ok) return;
       const p = await r.json();
-      if ($("main").dataset.html !== p.main) { $("main").innerHTML = p.main; $("main").dataset.html = p.main; }
+      if ($("main").dataset.html !== p.main) {
+        // Like Slack: a channel or thread read to its end stays at its end when messages arrive.
+        const atEnd = {};
+        $("main").querySelectorAll("section").forEach((s) => {
+          atEnd[s.className] = s.scrollTop + s.clientHeight >= s.scrollHeight - 24;
+        });
+        $("main").innerHTML = p.main;
+        $("main").dataset.html = p.main;
+        $("main").querySelectorAll("section").forEach((s) => {
+          if (atEnd[s.className] !== false) s.scrollTop = s.scrollHeight;
+        });
+      }
       if ($("nav").dataset.html !== p.nav) { $("nav").innerHTML = p.nav; $("nav").dataset.html = p.nav; }
       $("title").textContent = p.title;
       const root = $("modal-root");
