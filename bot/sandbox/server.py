@@ -60,7 +60,7 @@ _INT_FIELDS = frozenset({"limit"})
 
 
 class SlackEmulator(Faults, ChatMethods, ConversationMethods, ViewMethods):
-    """A stateful fake of the Slack Web API served on 127.0.0.1 for one event loop.
+    """A stateful emulator of the Slack Web API on 127.0.0.1 (its own port, or attached to an app), one event loop.
 
     Arrange directory state with ``add_user``/``add_usergroup``/``add_channel``, inspect
     ``calls``, ``messages``, ``ephemerals``, ``views`` and ``home_views``, synchronise
