@@ -6,6 +6,8 @@
     signoff db upgrade       apply database migrations (says from which revision to which)
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff demo [--port 3000] [--no-agent]
+                           the bot, an emulated Slack and a page to click in, on this machine
 """
 
 from __future__ import annotations
@@ -95,12 +97,32 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--channel", help="the Slack channel id for the run, C... or G... "
                                        "(default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
+    demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
+    demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
+    demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
     return parser
+
+
+def _demo(port: int, *, agent: bool) -> int:
+    import os
+
+    from bot.sandbox.demo import serve
+
+    _logging(os.environ.get("SIGNOFF_LOG_LEVEL", "WARNING").upper())
+    try:
+        asyncio.run(serve(port, os.environ, agent=agent))
+    except OSError as exc:  # most often: the port is taken
+        print(f"signoff: cannot serve the sandbox on 127.0.0.1:{port}: {exc.strerror or exc}; "
+              f"try --port {port + 1}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "demo":
+            return _demo(args.port, agent=not args.no_agent)
         if args.command == "db":
             from bot.startup import describe_database, upgrade_database
 

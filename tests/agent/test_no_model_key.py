@@ -3,11 +3,11 @@ and nothing is stored (no run left `running` with no message, forever)."""
 
 from __future__ import annotations
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import start_app
 
 
-async def test_runs_are_refused_without_a_model_key(db_url: str, slack: FakeSlack) -> None:
+async def test_runs_are_refused_without_a_model_key(db_url: str, slack: SlackEmulator) -> None:
     app = await start_app(db_url, slack)  # no ANTHROPIC_API_KEY
     try:
         status, body = await app.api("POST", "/api/v1/runs", json={"task": "tidy up", "channel": "C1"})

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import start_app
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -23,7 +23,7 @@ def example(after: str) -> dict[str, Any]:
     return json.loads(block.group(1))
 
 
-def workspace(slack: FakeSlack) -> None:
+def workspace(slack: SlackEmulator) -> None:
     """The ids the README tells the reader to replace with theirs."""
     slack.add_channel("C0123ABCD", "support")
     for uid, name in [("U0123ALICE", "alice"), ("U0123MANAGER", "manager"), ("U0123BOB", "bob")]:
@@ -32,7 +32,7 @@ def workspace(slack: FakeSlack) -> None:
     slack.add_usergroup("S0456LEADS", ["U0123MANAGER"], "leads")
 
 
-async def test_the_full_request_body_with_timing_works_as_written(db_url: str, slack: FakeSlack) -> None:
+async def test_the_full_request_body_with_timing_works_as_written(db_url: str, slack: SlackEmulator) -> None:
     workspace(slack)
     body = {**example("The request body"), **example("Three optional fields of the request body")}
     app = await start_app(db_url, slack)  # the harness sets SIGNOFF_WEBHOOK_SECRET
@@ -46,7 +46,7 @@ async def test_the_full_request_body_with_timing_works_as_written(db_url: str, s
         await app.stop()
 
 
-async def test_what_it_needs_is_said_when_missing(db_url: str, slack: FakeSlack) -> None:
+async def test_what_it_needs_is_said_when_missing(db_url: str, slack: SlackEmulator) -> None:
     body = example("The request body")
     app = await start_app(db_url, slack, SIGNOFF_WEBHOOK_SECRET="")
     try:

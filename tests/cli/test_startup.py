@@ -13,11 +13,11 @@ from pathlib import Path
 import aiohttp
 
 from tests.cli.helpers import API_TOKEN, BOT_TOKEN, SIGNING_SECRET, assert_one_line, clean_env, signoff
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import free_port
 
 
-def serve_env(slack: FakeSlack, db_url: str, port: int, **extra: str) -> dict[str, str]:
+def serve_env(slack: SlackEmulator, db_url: str, port: int, **extra: str) -> dict[str, str]:
     return clean_env(**{"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET,
                         "SLACK_API_URL": slack.url, "DATABASE_URL": db_url, "PORT": str(port),
                         "SIGNOFF_HOST": "127.0.0.1", "SIGNOFF_API_TOKENS": API_TOKEN, **extra})
@@ -80,7 +80,7 @@ class Server:
             await self._reader
 
 
-async def test_port_in_use_is_one_line_before_anything_starts(slack: FakeSlack, db_url: str, tmp_path: Path) -> None:
+async def test_port_in_use_is_one_line_before_anything_starts(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
@@ -91,14 +91,14 @@ async def test_port_in_use_is_one_line_before_anything_starts(slack: FakeSlack, 
     assert slack.calls == []  # nothing was started, not even a call to Slack
 
 
-async def test_bad_host_is_one_line(slack: FakeSlack, db_url: str, tmp_path: Path) -> None:
+async def test_bad_host_is_one_line(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
     env = serve_env(slack, db_url, free_port(), SIGNOFF_HOST="192.0.2.1")  # TEST-NET: never this machine's
     done = await signoff("serve", env=env, cwd=tmp_path)
     assert_one_line(done, "signoff: SIGNOFF_HOST='192.0.2.1' is not an address of this machine: use 0.0.0.0 or "
                           "127.0.0.1")
 
 
-async def test_invalid_auth_at_start_up_is_fatal_and_says_what_to_do(slack: FakeSlack, db_url: str,
+async def test_invalid_auth_at_start_up_is_fatal_and_says_what_to_do(slack: SlackEmulator, db_url: str,
                                                                       tmp_path: Path) -> None:
     env = serve_env(slack, db_url, free_port(), SLACK_BOT_TOKEN="xoxb-revoked-long-ago")
     done = await signoff("serve", env=env, cwd=tmp_path)
@@ -108,7 +108,7 @@ async def test_invalid_auth_at_start_up_is_fatal_and_says_what_to_do(slack: Fake
     assert [c.method for c in slack.calls] == ["auth.test"]
 
 
-async def test_socket_mode_with_a_bad_app_token_is_one_line(slack: FakeSlack, db_url: str, tmp_path: Path) -> None:
+async def test_socket_mode_with_a_bad_app_token_is_one_line(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
     env = serve_env(slack, db_url, free_port(), SLACK_APP_TOKEN="xapp-not-this-one")
     done = await signoff("serve", env=env, cwd=tmp_path)
     assert_one_line(done, "signoff: SLACK_APP_TOKEN: Slack refused it (invalid_auth): create an app-level token "
@@ -116,7 +116,7 @@ async def test_socket_mode_with_a_bad_app_token_is_one_line(slack: FakeSlack, db
                           "SLACK_APP_TOKEN to it (xapp-...), or unset SLACK_APP_TOKEN to serve Slack over HTTP")
 
 
-async def test_check_runs_the_checks_and_exits(slack: FakeSlack, db_url: str, tmp_path: Path) -> None:
+async def test_check_runs_the_checks_and_exits(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
     port = free_port()
     done = await signoff("serve", "--check", env=serve_env(slack, db_url, port), cwd=tmp_path)
     assert done.code == 0, done.stderr
@@ -132,7 +132,7 @@ async def test_check_runs_the_checks_and_exits(slack: FakeSlack, db_url: str, tm
     assert bad.code == 2 and bad.plain[-1].startswith("signoff: SLACK_BOT_TOKEN: Slack refused it (invalid_auth)")
 
 
-async def test_start_up_line_then_sigterm_says_what_it_drains(slack: FakeSlack, db_url: str, tmp_path: Path) -> None:
+async def test_start_up_line_then_sigterm_says_what_it_drains(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
     port = free_port()
     async with Server(serve_env(slack, db_url, port), tmp_path) as server:
         line = await server.line('"serving on ')
@@ -148,7 +148,7 @@ async def test_start_up_line_then_sigterm_says_what_it_drains(slack: FakeSlack, 
     assert not any("Traceback" in line for line in server.lines)
 
 
-async def test_slack_down_at_start_up_serves_warns_once_and_retries(slack: FakeSlack, db_url: str,
+async def test_slack_down_at_start_up_serves_warns_once_and_retries(slack: SlackEmulator, db_url: str,
                                                                     tmp_path: Path) -> None:
     slack.fail("auth.test", status=503, times=2)
     port = free_port()
@@ -173,7 +173,7 @@ async def test_slack_down_at_start_up_serves_warns_once_and_retries(slack: FakeS
         assert await server.stop() == 0
 
 
-async def test_placeholders_and_a_closed_agent_api_are_noted(slack: FakeSlack, db_url: str, tmp_path: Path) -> None:
+async def test_placeholders_and_a_closed_agent_api_are_noted(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
     env = serve_env(slack, db_url, free_port(), SLACK_BOT_TOKEN="xoxb-your-bot-token",
                     SLACK_SIGNING_SECRET="your-signing-secret", SIGNOFF_API_TOKENS="")
     readme = serve_env(slack, db_url, free_port(), SIGNOFF_API_TOKENS="choose-a-long-random-token")

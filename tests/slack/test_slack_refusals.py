@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.api.test_approvals_api import Receiver
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import App, start_app
 
 OUTBOX = "bot.outbox"
@@ -80,7 +80,7 @@ async def test_invalid_auth_mid_run_then_a_good_token_again(app: App, caplog: py
     assert again["delivery"]["status"] == "failed"  # the refused one stays marked (nothing re-posts it)
 
 
-async def test_not_in_one_channel_while_another_works(db_url: str, slack: FakeSlack,
+async def test_not_in_one_channel_while_another_works(db_url: str, slack: SlackEmulator,
                                                       caplog: pytest.LogCaptureFixture) -> None:
     slack.add_channel("GSECRET", "secret-approvals", bot_member=False, private=True)
     app = await start_app(db_url, slack)
@@ -105,13 +105,14 @@ async def test_not_in_one_channel_while_another_works(db_url: str, slack: FakeSl
 
 
 async def test_missing_scope_names_the_scope(app: App, caplog: pytest.LogCaptureFixture) -> None:
-    app.slack.error("chat.postMessage", "missing_scope", needed="chat:write.public", provided="commands,chat:write")
+    # The app was installed without chat:write: Slack answers missing_scope with needed=chat:write.
+    app.slack.scopes = {"commands", "users:read", "usergroups:read", "channels:history", "groups:history"}
     req = await app.submit()
     body = await poll(app, req["id"])
-    assert body["delivery"]["needed_scope"] == "chat:write.public"
+    assert body["delivery"]["error"] == "missing_scope" and body["delivery"]["needed_scope"] == "chat:write"
     [line] = lines(caplog, logging.ERROR, req["id"])
     assert line.endswith("Slack refused chat.postMessage: missing_scope; the bot token lacks the scope "
-                         "chat:write.public: add it under OAuth & Permissions > Bot Token Scopes at "
+                         "chat:write: add it under OAuth & Permissions > Bot Token Scopes at "
                          "https://api.slack.com/apps (manifest.yml lists every scope Signoff uses), reinstall "
                          "the app and restart")
 

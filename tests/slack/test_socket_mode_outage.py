@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import start_app
 
 
-async def test_http_serves_while_socket_mode_retries(db_url: str, slack: FakeSlack,
+async def test_http_serves_while_socket_mode_retries(db_url: str, slack: SlackEmulator,
                                                      caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     slack.fail("apps.connections.open", status=503, times=2)
@@ -35,7 +35,7 @@ async def test_http_serves_while_socket_mode_retries(db_url: str, slack: FakeSla
 
 
 async def test_an_app_token_refused_mid_run_is_one_error_not_a_traceback_a_try(
-        db_url: str, slack: FakeSlack, caplog: pytest.LogCaptureFixture) -> None:
+        db_url: str, slack: SlackEmulator, caplog: pytest.LogCaptureFixture) -> None:
     # (At start-up `signoff serve` refuses a bad app token with one line: tests/cli/test_startup.py.)
     slack.socket_mode.app_token = "xapp-revoked"
     app = await start_app(db_url, slack, SLACK_APP_TOKEN="xapp-test")
