@@ -83,6 +83,9 @@ async def _serve(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if signoff.policy is not None:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGHUP, signoff.policy.reload)  # a bad file keeps the old policy
     await stop.wait()
     await runner.cleanup()
 

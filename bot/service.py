@@ -72,6 +72,8 @@ class ApprovalSpec:
     thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
     timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
     approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
+    destructive: bool | None = None  # a tool's destructive hint (MCP destructiveHint): an input to policy
+    timing_given: frozenset[str] = frozenset()  # which of reminders/escalation/timeout the caller gave
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,7 @@ class Service:
         self._after_commit: list[Callable[[str], None]] = []
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing: Timing | None = None  # set from settings by bot.web.build
+        self.gate: Any = None  # bot.gate.PolicyGate (issue 12), set by bot.web.build
 
     def after_commit(self, fn: Callable[[str], None]) -> None:
         """Run `fn(request_id)` after every committed change (wakes the outbox dispatcher)."""
@@ -135,17 +138,28 @@ class Service:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False
-        request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
+        if self.gate is not None:  # policy, grants and delegation (issue 12): see bot.gate
+            checked = await self.gate.check(self, spec, idempotency_key=idempotency_key, body_hash=body_hash)
+            request = checked.request
+            assert request is not None  # record_defaults: every evaluated API request is recorded
+        else:
+            request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
         try:
             async with self.store.unit() as unit:
-                await self.stage(unit, request, people=spec.approver_users)
+                if self.gate is not None:
+                    await self.gate.stage(self, unit, checked)
+                else:
+                    await self.stage(unit, request, people=spec.approver_users)
         except DuplicateIdempotencyKey:
             assert idempotency_key is not None
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is None:  # pragma: no cover - the key holder vanished: nothing deletes requests
                 raise
             return existing, False
-        self.submitted(request)
+        if self.gate is not None:
+            self.gate.staged(self, checked)
+        else:
+            self.submitted(request)
         return request, True
 
     def new_request(
@@ -379,7 +393,20 @@ def request_json(request: Request) -> dict[str, Any]:
         "created_at": iso(request.created_at),
         "updated_at": iso(request.updated_at),
         "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
-        "decision": request.decision.to_json() if request.decision else None,
+        "decision": _decision_json(request),
         "timing": request.timing.to_json() if request.timing else None,
         "timers": state_json(request.timers) if request.timers else None,
+        # Issue 12, present only when they apply: how the policy file evaluated it; delegates added.
+        **{key: request.extra[key] for key in ("policy", "delegations") if key in request.extra},
     }
+
+
+def _decision_json(request: Request) -> dict[str, Any] | None:
+    """The decision; one made by policy or a grant also names its rule or grant."""
+    if request.decision is None:
+        return None
+    body = request.decision.to_json()
+    policy = request.extra.get("policy")
+    if request.decision.via in (Via.POLICY, Via.GRANT) and isinstance(policy, dict):
+        body["rule"], body["grant_id"] = policy.get("rule"), policy.get("grant_id")
+    return body

@@ -29,25 +29,31 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.app import AgentRuntime, build_agent
+from bot.api import grants as grants_api
 from bot.api import routes as api
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
+from bot.gate import FYI_KIND, PolicyGate
 from bot.inbox import HOME_KIND
 from bot.jobs import SweepJob
 from bot.metrics import Metrics
 from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
+from bot.policy_holder import PolicyHolder
 from bot.service import POST_CARD, Service
 from bot.settings import Settings
-from bot.slack import blocks, handlers
+from bot.slack import blocks, grant_handlers, handlers
 from bot.slack.backlog import Backlog
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.escalation import TimerInteractions
+from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.notices import NoticeDelivery, render_card
+from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
 from bot.timers import DM_KIND, ESCALATE_KIND, HANDBACK_KIND, REMIND_KIND, Timers
+from storage.grants import GrantStore
 from storage.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -55,7 +61,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, REMEMBER, grant_handlers.views.AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF = web.AppKey("signoff", "Signoff")
 
@@ -81,6 +87,7 @@ class Signoff:
     agent: AgentRuntime | None = None  # the agent runner (issue 4)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
+    policy: PolicyHolder | None = None  # the policy file in force (issue 12); SIGHUP reloads it
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -145,6 +152,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     listener_client = slack_client(settings, http, retries=True)
     service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
                       metrics=metrics)
+    policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
+    grant_store = GrantStore(store)
+    service.gate = PolicyGate(policy, grant_store, service.directory)
     cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics), clock)
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
@@ -158,6 +168,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     )
     service.after_commit(dispatcher.wake)
     home, timers = _timers(settings, service, clock, dispatcher, cards)
+    cards.render = render_policy_card  # timer notes plus policy notes and "Approve & remember"
+    dispatcher.handlers[FYI_KIND] = FyiDelivery(store, cards.call, clock)
     agent = build_agent(settings, service=service, store=store, dispatcher=dispatcher, cards=cards, call=cards.call,
                         client=listener_client, clock=clock, metrics=metrics)
 
@@ -176,15 +188,20 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         )
         for inline in (False, True)
     )
+    grant_interactions = GrantInteractions(interactions, grant_store, home)
+    home_publisher = dispatcher.handlers[HOME_KIND]
+    if isinstance(home_publisher, HomePublisher):
+        home_publisher.tail = grant_interactions.home_blocks  # grants and the away control on the Home tab
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
+        grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         handlers.register(app, interactions, timers=timer_interactions, home=home)
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
-                      agent=agent)
+                      agent=agent, policy=policy)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
     web_app[SIGNOFF] = signoff
@@ -195,6 +212,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
+    grants_api.add_routes(web_app, grant_store, policy, clock)
     agent.add_routes(web_app)
 
     async def lifecycle(_app: web.Application) -> Any:

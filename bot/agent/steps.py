@@ -40,7 +40,7 @@ from bot.agent.messages import (
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
-from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
+from bot.domain.model import Action, Actor, AuditEvent, Kind, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
@@ -177,6 +177,7 @@ class Steps:
         uses = [b for b in content if b["type"] == "tool_use"]
         reasoning = "\n\n".join(b["text"] for b in content if b["type"] == "text").strip()
         prepared = [self._prepare(run, agent, position, block, reasoning) for position, block in enumerate(uses)]
+        checks = await self._policy(prepared)
         now = self.clock.now()
         seq = run.next_seq
         staged: list[Request] = []
@@ -186,8 +187,17 @@ class Steps:
             run = run.evolve(step_count=run.step_count + 1, next_seq=seq + len(messages), updated_at=now)
             if uses:
                 executions = []
-                for execution, spec in prepared:
-                    if spec is not None:
+                for position, (execution, spec) in enumerate(prepared):
+                    checked = checks.get(position)
+                    if checked is not None and checked.request is None:  # the tier's default allows it
+                        assert checked.evaluation is not None
+                        execution = execution.evolve(gate=Gate.ALLOW, status=ExecStatus.READY,
+                                                     final_input=execution.input, risk=checked.evaluation.tier.value)
+                    elif checked is not None and checked.request is not None:  # policy: ask, deny or allow
+                        await self.service.gate.stage(self.service, unit, checked)
+                        staged.append(checked.request)
+                        execution = execution.evolve(request_id=checked.request.id)
+                    elif spec is not None:
                         request = self.service.new_request(spec)
                         await self.service.stage(unit, request)
                         staged.append(request)
@@ -203,8 +213,20 @@ class Steps:
                 run = await self._save(unit, run, "run_completed", steps=run.step_count)
         for request in staged:
             self.service.submitted(request)
+            if request.decision is not None:  # decided by policy at submit
+                self.service.metrics.decisions.labels(request.decision.outcome.value,
+                                                      request.decision.via.value).inc()
         self._remember(run.id, messages)
         return StepResult.CONTINUE if uses else StepResult.DONE
+
+    async def _policy(self, prepared: list[tuple[ToolExecution, ApprovalSpec | None]]) -> dict[int, Any]:
+        """Policy's verdict on each gated call (issue 12; bot.gate): only when a policy file is loaded."""
+        gate = self.service.gate
+        if gate is None or gate.holder.policy is None:
+            return {}
+        return {position: await gate.check(self.service, spec, record_defaults=False)
+                for position, (_, spec) in enumerate(prepared)
+                if spec is not None and spec.kind is Kind.APPROVAL}
 
     def _prepare(
         self, run: Run, agent: Agent, position: int, block: dict[str, Any], reasoning: str
@@ -231,8 +253,10 @@ class Steps:
             spec = question_spec(params["questions"], channel=run.channel, thread_ts=run.root_ts,
                                  context=reasoning or None, requested_by=requested_by, extra=extra)
             return execution.evolve(gate=Gate.QUESTION, status=ExecStatus.WAITING), spec
-        if tool.risk in (Risk.HIGH, Risk.CRITICAL):
+        gate = self.service.gate
+        if tool.risk in (Risk.HIGH, Risk.CRITICAL) or (gate is not None and gate.holder.policy is not None):
             spec = ApprovalSpec(
+                destructive=tool.destructive,  # the tool's declared risk and hint are inputs to policy
                 action=Action(name, params, tool.input_schema),
                 summary=tool.summarize(params),
                 risk=tool.risk,
