@@ -4,6 +4,9 @@
     signoff db upgrade     apply database migrations
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff policy check FILE
+    signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
+                           validate the policy file; say what it decides for one call
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import signal
 import sys
 from typing import Any
 
+from bot import policy_cli
 from bot.errors import SignoffError
 from bot.settings import Settings, SettingsError, database_url_from_env
 
@@ -106,8 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("task", help="what the agent should do")
     run.add_argument("--channel", help="the Slack channel id for the run (default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
+    policy_cli.add_parser(sub)
     args = parser.parse_args(argv)
 
+    if args.command == "policy":  # offline: needs no Slack or database settings
+        return policy_cli.run(args)
     try:
         if args.command == "db":
             asyncio.run(_db_upgrade(database_url_from_env()))
