@@ -66,7 +66,11 @@ async def _serve(settings: Settings) -> None:
     elif await current_revision(store.engine) != head_revision():
         await store.close()
         raise SettingsError("the database schema is not up to date: run `signoff db upgrade` first")
-    signoff = await build(settings, store=store)
+    try:
+        signoff = await build(settings, store=store)
+    except BaseException:  # e.g. a bad policy file: say only that, not also "unclosed engine"
+        await store.close()
+        raise
     runner = web.AppRunner(signoff.web_app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)

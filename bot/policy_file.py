@@ -142,7 +142,7 @@ class RuleIn(_Strict):
         if self.effect is None and self.tier is None:
             raise ValueError("a rule needs an effect (deny, ask, allow), a tier, or both")
         if self.effect is Effect.ALLOW and self.tier == "critical":
-            raise ValueError("an allow rule cannot have tier critical: critical always asks")
+            raise ValueError("an allow rule cannot name tier critical: critical calls ask with a typed confirmation")
         return self
 
 

@@ -143,6 +143,7 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries:
 
 async def build(settings: Settings, *, clock: Clock | None = None, store: SqlStore | None = None) -> Signoff:
     clock = clock or _clock(settings)
+    policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
     store = store or await SqlStore.open(settings.database_url)
     metrics = Metrics()
     waiters = Waiters()
@@ -152,7 +153,6 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     listener_client = slack_client(settings, http, retries=True)
     service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
                       metrics=metrics)
-    policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
     grant_store = GrantStore(store)
     service.gate = PolicyGate(policy, grant_store, service.directory)
     cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics), clock)

@@ -7,8 +7,9 @@ the one decision procedure, in this order (as in Claude Code's permission chain)
    API `risk`, MCP `destructiveHint` or tier.
 2. ask rules: the first matching ask rule asks (at tier high, or the rule's own tier).
 3. remembered grants, then allow rules: an active, in-scope grant that matches allows
-   (`via: grant`); else the first matching allow rule allows (`via: policy`). Neither applies
-   when the call's tier is `critical`: critical always asks.
+   (`via: grant`), never when the call's tier is `critical`; else the first matching allow
+   rule allows (`via: policy`), at any tier (the file is the authority; an allowed call above
+   `low` is announced in the channel afterwards).
 4. the tier's default: low allows silently, medium allows with an FYI, high asks, critical
    asks with typed confirmation.
 
@@ -329,14 +330,14 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
     if ask is not None:
         return _result(policy, call, Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}",
                        rule=ask.name)
-    if tier is not Risk.CRITICAL:
-        grant = grants.find(call.tool, call.params, call.subject, now) if grants is not None else None
+    if tier is not Risk.CRITICAL and grants is not None:
+        grant = grants.find(call.tool, call.params, call.subject, now)
         if grant is not None:
             return _result(policy, call, Effect.ALLOW, tier, f"allowed by grant {grant.id}", grant_id=grant.id)
-        if allow is not None:
-            allowed_tier = allow.tier or tier
-            return _result(policy, call, Effect.ALLOW, allowed_tier, f"allowed by {allow.where}", rule=allow.name,
-                           fyi=allowed_tier is not Risk.LOW)
+    if allow is not None:
+        allowed_tier = allow.tier or tier
+        return _result(policy, call, Effect.ALLOW, allowed_tier, f"allowed by {allow.where}", rule=allow.name,
+                       fyi=allowed_tier is not Risk.LOW)
     if tier is Risk.LOW:
         return _result(policy, call, Effect.ALLOW, tier, "tier low: allowed without a message")
     if tier is Risk.MEDIUM:
