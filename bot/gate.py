@@ -132,13 +132,24 @@ class PolicyGate:
         if evaluation is not None:
             extra["policy"] = evaluation.to_json()
         if delegated:
-            extra["delegations"] = [{"user": d.user, "delegate": d.delegate, "until": iso(d.until)} for d in delegated]
+            extra["delegations"] = [{"user": d.user, "delegate": d.delegate, "until": iso(d.until),
+                                     "added": d.delegate not in spec.approvers} for d in delegated]
             spec = replace(spec, approvers=tuple(dict.fromkeys([*spec.approvers, *(d.delegate for d in delegated)])))
         request = service.new_request(replace(spec, extra=extra), idempotency_key=idempotency_key,
                                       body_hash=body_hash)
         if evaluation is not None and evaluation.outcome is not Effect.ASK:
             request = _decided(request, evaluation, request.created_at)
         return Checked(request, people, evaluation)
+
+    async def still_delegate(self, request: Request, user_id: str, now: datetime) -> bool:
+        """False when `user_id` is an approver of `request` only as a delegate, and that delegation
+        has ended (`/signoff back`, or its window ran out): returning ends it."""
+        entries = [d for d in request.extra.get("delegations") or []
+                   if isinstance(d, dict) and d.get("delegate") == user_id and d.get("added")]
+        if not entries:
+            return True
+        live = await self.grants.delegations_of([str(e["user"]) for e in entries], now)
+        return any(d.delegate == user_id and d.active(now) for d in live)
 
     async def _members(self, approvers: tuple[str, ...]) -> tuple[str, ...]:
         """Members of the tier's user groups (App Home's index); Slack down: none, the request still asks."""

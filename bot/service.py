@@ -258,7 +258,9 @@ class Service:
         """Listed approvers (users, or members of listed user groups) may decide; no list: anyone."""
         if not request.approvers:
             return True
-        if user_id in request.approvers:
+        if user_id in request.approvers and (
+            self.gate is None or await self.gate.still_delegate(request, user_id, self.clock.now())
+        ):
             return True
         for entry in request.approvers:
             if entry.startswith("S") and self.directory is not None:

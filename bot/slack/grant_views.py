@@ -167,7 +167,7 @@ def away_modal() -> dict[str, Any]:
 
 
 _AWAY = re.compile(r"^away(?:\s+until\s+(?P<until>\S+))?\s+to\s+(?P<to>\S+)\s*$", re.IGNORECASE)
-_USER = re.compile(r"^(?:<@(?P<esc>[UW][A-Z0-9]+)(?:\|[^>]*)?>|(?P<raw>[UW][A-Z0-9]{2,}))$")
+_USER = re.compile(r"^(?:<@(?P<esc>[UW][A-Z0-9]+)(?:\|[^>]*)?>|(?P<raw>[UW][A-Z0-9]+))$")
 
 
 def parse_until(text: str, now: datetime) -> datetime:
