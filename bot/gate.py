@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 from bot.domain.grants import Delegation, GrantIndex, delegates_for
 from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 
 FYI_KIND = "policy.fyi"  # an after-the-fact note in the channel for a call policy allowed
 TIMING_PARTS = ("reminders", "escalation", "timeout")
+INDEX_CACHE_TOOLS = 1024
 
 
 @dataclass(frozen=True)
@@ -99,13 +101,31 @@ class PolicyGate:
         self.holder = holder
         self.grants = grants
         self.directory = directory
+        self._indexes: dict[str, tuple[tuple[Any, ...], GrantIndex]] = {}
 
     async def evaluate(self, call: Call, now: datetime) -> Evaluation | None:
         """The evaluation of `call` under the loaded policy and the live grants of its tool (None: no policy)."""
         policy = self.holder.policy
         if policy is None:
             return None
-        return evaluate(policy, call, GrantIndex(await self.grants.for_tool(call.tool, now)), now)
+        return evaluate(policy, call, await self._index(call.tool, now), now)
+
+    async def _index(self, tool: str, now: datetime) -> GrantIndex:
+        """The tool's grant index, rebuilt only when the tool's grants changed in any process.
+
+        The stamp is read before the rows: a revocation that lands between the two reads changes
+        the stamp after it was taken, so the next call rebuilds (never keeps a revoked grant).
+        Expiry needs no rebuild: `find` checks it against `now`.
+        """
+        stamp = await self.grants.stamp(tool)
+        cached = self._indexes.get(tool)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        index = GrantIndex(await self.grants.for_tool(tool, now))
+        if len(self._indexes) >= INDEX_CACHE_TOOLS:
+            self._indexes.clear()
+        self._indexes[tool] = (stamp, index)
+        return index
 
     async def check(self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
                     body_hash: str | None = None, record_defaults: bool = True) -> Checked:

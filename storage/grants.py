@@ -74,6 +74,12 @@ class GrantStore:
         stmt = sa.select(grants).where(grants.c.tool == tool, _live(now)).order_by(grants.c.created_at, grants.c.id)
         return [_grant(r) for r in await self._all(stmt)]
 
+    async def stamp(self, tool: str) -> tuple[Any, ...]:
+        """What changes whenever `tool`'s grants change (one made, one revoked): a cache key."""
+        stmt = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.max(grants.c.revoked_at),
+                         sa.func.count(grants.c.revoked_at)).where(grants.c.tool == tool)
+        return tuple((await self._all(stmt))[0])
+
     async def live(self, now: datetime, *, limit: int = 100) -> list[Grant]:
         stmt = sa.select(grants).where(_live(now)).order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)
         return [_grant(r) for r in await self._all(stmt)]

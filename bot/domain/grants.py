@@ -122,22 +122,53 @@ def match_from_json(data: Mapping[str, Any]) -> dict[str, FieldMatch]:
 
 
 class GrantIndex:
-    """Grants by tool name: finding one for a call looks only at that tool's grants."""
+    """Grants by tool, then by parameter names, then by the exact value of one `eq` field.
+
+    A call can only match grants with its tool and exactly its parameter names (no widening), and
+    a grant with an `eq` field can only match a call with that value: finding one looks at those
+    few grants only, however many there are. When several match, the oldest wins.
+    """
 
     def __init__(self, grants: Iterable[Grant] = ()) -> None:
-        self._by_tool: dict[str, list[Grant]] = {}
+        self._by_tool: dict[str, dict[frozenset[str], _Bucket]] = {}
+        self._count = 0
         for grant in grants:
-            self._by_tool.setdefault(grant.tool, []).append(grant)
+            bucket = self._by_tool.setdefault(grant.tool, {}).setdefault(frozenset(grant.match), _Bucket())
+            key = next((n for n in sorted(grant.match) if grant.match[n].op == "eq"), None)
+            if key is None:
+                bucket.scan.append(grant)
+            else:
+                bucket.keyed.setdefault(key, {}).setdefault(grant.match[key]._compiled, []).append(grant)
+            self._count += 1
 
     def __len__(self) -> int:
-        return sum(len(g) for g in self._by_tool.values())
+        return self._count
 
     def find(self, tool: str, params: Mapping[str, Any], subject: Subject, now: datetime) -> Grant | None:
-        """The first active, in-scope grant that matches the call (oldest first), or None."""
-        for grant in self._by_tool.get(tool, ()):
-            if grant.active(now) and grant.in_scope(subject) and grant.matches(tool, params):
-                return grant
-        return None
+        """The oldest active, in-scope grant that matches the call, or None."""
+        bucket = self._by_tool.get(tool, {}).get(frozenset(params))
+        if bucket is None:
+            return None
+        best: Grant | None = None
+        for name, table in bucket.keyed.items():
+            for grant in table.get(_canonical(params[name]), ()):
+                if _better(grant, best) and grant.active(now) and grant.in_scope(subject) \
+                        and grant.matches(tool, params):
+                    best = grant
+        for grant in bucket.scan:
+            if _better(grant, best) and grant.active(now) and grant.in_scope(subject) and grant.matches(tool, params):
+                best = grant
+        return best
+
+
+@dataclass
+class _Bucket:
+    keyed: dict[str, dict[str, list[Grant]]] = field(default_factory=dict)
+    scan: list[Grant] = field(default_factory=list)
+
+
+def _better(grant: Grant, best: Grant | None) -> bool:
+    return best is None or (grant.created_at, grant.id) < (best.created_at, best.id)
 
 
 # -- generalising a call into a grant's match (the "Approve & remember" modal) --------------------

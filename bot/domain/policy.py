@@ -89,14 +89,21 @@ class ValueMatch:
     _glob: Any = field(default=None, init=False, repr=False, compare=False)
     _regex: Any = field(default=None, init=False, repr=False, compare=False)
 
+    _strings: Any = field(default=None, init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.glob is not None:
             object.__setattr__(self, "_glob", glob_regex(self.glob, ignore_case=True))
         if self.regex is not None:
             object.__setattr__(self, "_regex", re.compile(self.regex))  # re.error: the loader reports it
+        if self.any_of is not None and all(isinstance(v, str) for v in self.any_of):
+            object.__setattr__(self, "_strings", frozenset(self.any_of))  # one hash lookup, not a scan
 
     def matches(self, value: Any) -> bool:
-        if self.any_of is not None and not any(_equal(value, v) for v in self.any_of):
+        if self._strings is not None:
+            if not (isinstance(value, str) and value in self._strings):
+                return False
+        elif self.any_of is not None and not any(_equal(value, v) for v in self.any_of):
             return False
         if self._glob is not None and not (isinstance(value, str) and self._glob.match(value)):
             return False
@@ -217,6 +224,23 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Candidates:
+    """One tool's rules, each list in file order: a rule is in every list its effect and tier put it in."""
+
+    deny: tuple[Rule, ...]
+    ask: tuple[Rule, ...]
+    allow: tuple[Rule, ...]
+    tier: tuple[Rule, ...]
+
+
+def _first(rules: tuple[Rule, ...], call: Call) -> Rule | None:
+    for rule in rules:
+        if rule.matches(call):
+            return rule
+    return None
+
+
+@dataclass(frozen=True)
 class Policy:
     rules: tuple[Rule, ...] = ()
     tiers: Mapping[Risk, TierSettings] = field(default_factory=lambda: dict(DEFAULT_TIERS))
@@ -240,13 +264,19 @@ class Policy:
         object.__setattr__(self, "_wild", wild)
         object.__setattr__(self, "_cache", {})
 
-    def candidates(self, tool: str) -> tuple[Rule, ...]:
-        """The rules whose tool patterns match `tool`, in file order (cached per tool name)."""
+    def candidates(self, tool: str) -> Candidates:
+        """The rules whose tool patterns match `tool`, in file order and by role (cached per tool name)."""
         found = self._cache.get(tool)
         if found is None:
             indexes = set(self._exact.get(tool, ()))
             indexes.update(i for i, pattern in self._wild if pattern.match(tool))
-            found = tuple(self.rules[i] for i in sorted(indexes))
+            rules = [self.rules[i] for i in sorted(indexes)]
+            found = Candidates(
+                deny=tuple(r for r in rules if r.effect is Effect.DENY),
+                ask=tuple(r for r in rules if r.effect is Effect.ASK),
+                allow=tuple(r for r in rules if r.effect is Effect.ALLOW),
+                tier=tuple(r for r in rules if r.tier is not None and r.effect is not Effect.DENY),
+            )
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.clear()
             self._cache[tool] = found
@@ -304,21 +334,10 @@ def render_confirm(template: str | None, call: Call) -> str | None:
 
 def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetime) -> Evaluation:
     """Decide `call` under `policy` and the remembered `grants` (see the module docstring)."""
-    deny = ask = allow = None
-    named_tier: Risk | None = None
-    for rule in policy.candidates(call.tool):
-        if not rule.matches(call):
-            continue
-        if rule.effect is Effect.DENY:
-            deny = rule
-            break  # nothing after it can change a deny
-        if rule.effect is Effect.ASK and ask is None:
-            ask = rule
-        elif rule.effect is Effect.ALLOW and allow is None:
-            allow = rule
-        if rule.tier is not None and named_tier is None:
-            named_tier = rule.tier
-    tier = named_tier
+    rules = policy.candidates(call.tool)
+    deny = _first(rules.deny, call)
+    named = _first(rules.tier, call)
+    tier = named.tier if named is not None else None
     if tier is None:
         tier = call.risk or policy.default_tier
         if call.destructive:
@@ -327,6 +346,7 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
     if deny is not None:
         why = f"denied by {deny.where}" + (f": {deny.reason}" if deny.reason else "")
         return _result(policy, call, Effect.DENY, deny.tier or tier, why, rule=deny.name)
+    ask = _first(rules.ask, call)
     if ask is not None:
         return _result(policy, call, Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}",
                        rule=ask.name)
@@ -334,6 +354,7 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
         grant = grants.find(call.tool, call.params, call.subject, now)
         if grant is not None:
             return _result(policy, call, Effect.ALLOW, tier, f"allowed by grant {grant.id}", grant_id=grant.id)
+    allow = _first(rules.allow, call)
     if allow is not None:
         allowed_tier = allow.tier or tier
         return _result(policy, call, Effect.ALLOW, allowed_tier, f"allowed by {allow.where}", rule=allow.name,
