@@ -213,3 +213,22 @@ async def test_away_without_a_policy_file(app: App) -> None:
     body = approval_body(approvers=["U2"])
     _, asked = await app.api("POST", "/api/v1/approvals", json=body)
     assert asked["approvers"] == ["U2", "U3"] and asked["status"] == "pending"
+
+
+async def test_app_home_lists_grants_with_revoke_and_the_away_control(papp: App) -> None:
+    status, grant = await papp.api("POST", "/api/v1/grants", json={
+        "tool": "post", "match": {"text": {"op": "eq", "value": "hi"}}, "scope": "everyone", "created_by": "U2"})
+    assert status == 201
+    await papp.slack_client.event({"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home"})
+    [published] = await papp.slack.wait_for("views.publish")
+    blocks = published.args["view"]["blocks"]
+    assert len(blocks) <= 100
+    revoke = [b["accessory"]["value"] for b in blocks if b.get("accessory", {}).get("action_id") == "signoff_revoke_grant"]
+    assert revoke == [grant["id"]]
+    assert any(b.get("accessory", {}).get("action_id") == "signoff_away" for b in blocks)
+    await papp.slack_client.block_action(user="U1", action_id="signoff_revoke_grant", value=grant["id"],
+                                         block_id="grant", view_id="VHOME")
+    await papp.slack.wait_for("chat.postMessage")  # told in a DM (there is no channel in App Home)
+    _, grants = await papp.api("GET", "/api/v1/grants")
+    assert grants["items"] == []
+    assert (await submit(papp, {"text": "hi"}, name="post"))["status"] == "pending"
