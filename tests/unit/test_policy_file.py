@@ -143,3 +143,18 @@ def test_serve_refuses_a_bad_policy_with_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     last = done.stderr.strip().splitlines()[-1]
     assert last == f"signoff: {path}:4: rules.0.tier: unknown tier 'severe' (one of: low, medium, high, critical)"
+
+
+def test_readme_policy_example_and_explain(tmp_path: Path) -> None:
+    """The README's policy file loads, and `policy explain` prints what the README shows."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Policy\n"):]
+    example = section[section.index("```yaml\n") + 8:section.index("```\n", section.index("```yaml\n"))]
+    path = tmp_path / "policy.yaml"
+    path.write_text(example)
+    assert signoff("policy", "check", str(path)).returncode == 0
+    shown = section[section.index("# outcome: deny"):section.index("kill -HUP")]
+    expected = [line.removeprefix("# ") for line in shown.strip().splitlines()]
+    done = signoff("policy", "explain", "--policy", str(path), "--action", "db_exec", "--params",
+                   '{"database": "prod-eu", "statement": "DROP TABLE users"}', "--requester", "support-bot")
+    assert done.stdout.strip().splitlines() == expected
