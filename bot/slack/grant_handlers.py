@@ -170,10 +170,14 @@ class GrantInteractions:
         return user, {}
 
     async def home_blocks(self, user: str) -> list[dict[str, Any]]:
-        """The Home tab's grant list and delegation control."""
+        """The Home tab's delegation control and (under a policy file, where grants apply) the grant list."""
         now = self.clock.now()
         mine = await self.grants.delegations_of([user], now)
-        return [{"type": "divider"}, *views.away_blocks(mine, now=now), *views.grant_blocks(await self.grants.live(now))]
+        blocks = [{"type": "divider"}, *views.away_blocks(mine, now=now)]
+        gate = self.service.gate
+        if gate is not None and gate.holder.policy is not None:
+            blocks += views.grant_blocks(await self.grants.live(now))
+        return blocks
 
 
 def register(app: AsyncApp, gi: GrantInteractions) -> None:
