@@ -26,15 +26,17 @@ from bot.domain.grants import Delegation, GrantIndex, delegates_for
 from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
 from bot.domain.timing import DEFAULT, initial_state, next_due
-from bot.inbox import user_ids
+from bot import effects
+from bot.access import Directory
+from bot.homes import user_ids
 from bot.policy_holder import PolicyHolder
-from bot.service import ApprovalSpec, Directory, Service, outbox_item, request_json
+from bot.service import ApprovalSpec, Service
+from bot.wire import request_json
 from storage.base import Unit
 from storage.grants import GrantStore
 
 log = logging.getLogger(__name__)
 
-FYI_KIND = "policy.fyi"  # an after-the-fact note in the channel for a call policy allowed
 TIMING_PARTS = ("reminders", "escalation", "timeout")
 INDEX_CACHE_TOOLS = 1024
 
@@ -203,18 +205,15 @@ class PolicyGate:
             "changes": []}))
         if request.callback_url:
             body = {"type": "approval.decided", "request": request_json(request)}
-            await unit.enqueue(outbox_item(request.id, "webhook", f"webhook:{request.id}:decided",
-                                           decision.decided_at, url=request.callback_url, body=body))
+            await unit.enqueue(effects.webhook(request.id, f"webhook:{request.id}:decided", decision.decided_at,
+                                               url=request.callback_url, body=body))
         if evaluation.fyi and evaluation.outcome is Effect.ALLOW:
-            await unit.enqueue(outbox_item(request.id, FYI_KIND, f"fyi:{request.id}", decision.decided_at))
+            await unit.enqueue(effects.policy_fyi(request.id, decision.decided_at))
         await unit.notify(request.id)
-
-    def staged(self, service: Service, checked: Checked) -> None:
-        """Counts and wake-ups once the unit that staged `checked` committed."""
-        request = checked.request
-        if request is None:
-            return
-        service.submitted(request)
-        if request.decision is not None:
-            service.metrics.decisions.labels(request.decision.outcome.value, request.decision.via.value).inc()
+        # Counted and woken only if the unit commits, like a person's decision.
+        created = service.metrics.requests_created.labels(request.kind.value, request.risk.value)
+        decided = service.metrics.decisions.labels(decision.outcome.value, decision.via.value)
+        unit.after_commit(created.inc)
+        unit.after_commit(decided.inc)
+        service.touch(unit, request.id)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from bot import effects
 from bot.clock import Clock
 from bot.domain.model import AuditEvent, Kind, Request, Risk
 from bot.outbox import Dead, Done, Result
@@ -69,6 +70,9 @@ class FyiDelivery:
         self.store = store
         self.call = call
         self.clock = clock
+
+    def handlers(self) -> dict[str, effects.Handler]:
+        return {effects.POLICY_FYI: self}
 
     async def __call__(self, item: OutboxItem) -> Result:
         request = await self.store.get_request(item.payload["request_id"])
