@@ -37,6 +37,7 @@ from bot.api import run_routes
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
 from bot.gate import PolicyGate
+from bot.grants import Grants
 from bot.jobs import SweepJob
 from bot.metrics import Metrics
 from bot.notify import CrossProcessWatcher, Waiters
@@ -52,6 +53,7 @@ from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.grant_handlers import GrantInteractions
+from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
 from bot.timers import Timers
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, REMEMBER, grant_handlers.views.AWAY})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, REMEMBER, AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
@@ -204,7 +206,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         )
         for inline in (False, True)
     )
-    grant_interactions = GrantInteractions(interactions, grant_store, home)
+    grants = Grants(grant_store, clock)
+    grant_interactions = GrantInteractions(interactions, grants, home)
     home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
@@ -226,7 +229,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
-    grants_api.add_routes(web_app, grant_store, policy, clock)
+    grants_api.add_routes(web_app, grants, policy, clock)
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
 
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:

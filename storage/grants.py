@@ -129,7 +129,8 @@ class GrantStore:
                 user_id=user, delegate=delegate, starts_at=now, until=until, created_at=now))
             await unit.append_audit(AuditEvent(f"away:{user}", "away", now, user, {
                 "delegate": delegate, "until": until.isoformat() if until else None}))
-        return Delegation(user, delegate, now, until, None, result.inserted_primary_key[0])
+        key = result.inserted_primary_key
+        return Delegation(user, delegate, now, until, None, int(key[0]) if key else None)
 
     async def back(self, user: str, now: datetime) -> int:
         """End the user's delegations; how many were running."""

@@ -30,9 +30,9 @@ from bot.domain.grants import FieldMatch, Grant, Scope
 from bot.domain.model import iso
 from bot.errors import NotFound
 from bot.policy_holder import PolicyHolder
-from storage.grants import GrantStore
+from bot.grants import Grants
 
-GRANTS = web.AppKey("grants", GrantStore)
+GRANTS = web.AppKey("grants", Grants)
 POLICY = web.AppKey("policy", PolicyHolder)
 CLOCK = web.AppKey("grants_clock", Clock)
 
@@ -93,20 +93,19 @@ async def get_policy(request: web.Request) -> web.Response:
 
 
 async def list_grants(request: web.Request) -> web.Response:
-    grants = await request.app[GRANTS].live(request.app[CLOCK].now(), limit=500)
+    grants = await request.app[GRANTS].live(limit=500)
     return web.json_response({"items": [grant_json(g) for g in grants]})
 
 
 async def create_grant(request: web.Request) -> web.Response:
     body: GrantIn = parse_body(GrantIn, await request.read())
-    store, now = request.app[GRANTS], request.app[CLOCK].now()
+    grants, now = request.app[GRANTS], request.app[CLOCK].now()
     grant = Grant(
         id=new_id("grt"), tool=body.tool, match={k: FieldMatch(v.op, v.value) for k, v in body.match.items()},
         scope=body.scope, scope_value=body.scope_value, created_by=body.created_by, created_at=now,
         expires_at=None if body.duration == "forever" else now + parse_duration(body.duration),
     )
-    async with store.store.unit() as unit:
-        await store.add(unit, grant)
+    await grants.create(grant)
     return web.json_response(grant_json(grant), status=201, headers={"Location": f"/api/v1/grants/{grant.id}"})
 
 
@@ -119,7 +118,7 @@ async def revoke_grant(request: web.Request) -> web.Response:
         by = str(parse_body(RevokeIn, raw).by or "api")
     if await store.get(grant_id) is None:
         raise NotFound(f"no grant with id {grant_id!r}")
-    await store.revoke(grant_id, by, request.app[CLOCK].now())
+    await store.revoke(grant_id, by)
     grant = await store.get(grant_id)
     assert grant is not None
     return web.json_response(grant_json(grant))
@@ -129,7 +128,7 @@ class RevokeIn(_Strict):
     by: str | None = Field(default=None, max_length=40)
 
 
-def add_routes(app: web.Application, grants: GrantStore, policy: PolicyHolder, clock: Clock) -> None:
+def add_routes(app: web.Application, grants: Grants, policy: PolicyHolder, clock: Clock) -> None:
     app[GRANTS], app[POLICY], app[CLOCK] = grants, policy, clock
     app.router.add_get("/api/v1/policy", get_policy)
     app.router.add_get("/api/v1/grants", list_grants)

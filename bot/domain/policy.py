@@ -266,7 +266,7 @@ class Policy:
 
     def candidates(self, tool: str) -> Candidates:
         """The rules whose tool patterns match `tool`, in file order and by role (cached per tool name)."""
-        found = self._cache.get(tool)
+        found: Candidates | None = self._cache.get(tool)
         if found is None:
             indexes = set(self._exact.get(tool, ()))
             indexes.update(i for i, pattern in self._wild if pattern.match(tool))

@@ -24,7 +24,7 @@ from bot.slack import grant_views as views
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, extract_click, extract_submission, user_of
 from bot.slack.policy_cards import REMEMBER, remember_allowed
-from storage.grants import GrantStore
+from bot.grants import Grants
 
 if TYPE_CHECKING:
     from bot.slack.home import Home
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 class GrantInteractions:
-    def __init__(self, interactions: Interactions, grants: GrantStore, home: Home | None = None) -> None:
+    def __init__(self, interactions: Interactions, grants: Grants, home: Home | None = None) -> None:
         self.interactions = interactions
         self.service = interactions.service
         self.grants = grants
@@ -101,8 +101,7 @@ class GrantInteractions:
             await self.interactions.tell(sub.user_id, channel, already_decided_text(result.request) +
                                          " No grant was made.")
             return
-        async with self.service.store.unit() as unit:
-            await self.grants.add(unit, grant)
+        await self.grants.create(grant)
         await self.interactions.tell(sub.user_id, channel, f"Approved, and remembered as grant `{grant.id}`: "
                                      f"{views.grant_line(grant)}\nSee or revoke grants with `/signoff grants`.")
 
@@ -117,7 +116,7 @@ class GrantInteractions:
         if grant is None:
             await self.interactions.tell(user, channel, "There is no such grant. Nothing was changed.")
             return
-        if await self.grants.revoke(grant_id, user, self.clock.now()):
+        if await self.grants.revoke(grant_id, user):
             text = f"Revoked grant `{grant_id}`: matching calls ask again from now on."
         else:
             text = f"Grant `{grant_id}` was already revoked by <@{grant.revoked_by}>." if grant.revoked_by else \
@@ -127,7 +126,7 @@ class GrantInteractions:
             await self.home.opened(user)  # republish: the grant leaves the list
 
     async def list_message(self) -> dict[str, Any]:
-        grants = await self.grants.live(self.clock.now())
+        grants = await self.grants.live()
         return {"response_type": "ephemeral", "text": f"{len(grants)} standing grant(s)",
                 "blocks": views.grant_blocks(grants)}
 
@@ -140,13 +139,13 @@ class GrantInteractions:
             return str(exc)
         if delegate == user:
             return "You cannot delegate to yourself."
-        await self.grants.away(user, delegate, until, self.clock.now())
+        await self.grants.away(user, delegate, until)
         await self._refresh(user)
         when = f" until {until:%Y-%m-%d %H:%M} UTC" if until else " until you say `/signoff back`"
         return f"You are away{when}: requests that would go to you also go to <@{delegate}>, who may decide."
 
     async def back(self, user: str) -> str:
-        ended = await self.grants.back(user, self.clock.now())
+        ended = await self.grants.back(user)
         await self._refresh(user)
         return "Welcome back: your requests go only to you again." if ended else "You were not away."
 
@@ -165,18 +164,18 @@ class GrantInteractions:
             return None, {views.AWAY_UNTIL: str(exc)}
         if not delegate or delegate == user:
             return None, {views.AWAY_TO: "Pick someone other than yourself."}
-        await self.grants.away(user, str(delegate), until, self.clock.now())
+        await self.grants.away(user, str(delegate), until)
         await self._refresh(user)
         return user, {}
 
     async def home_blocks(self, user: str) -> list[dict[str, Any]]:
         """The Home tab's delegation control and (under a policy file, where grants apply) the grant list."""
         now = self.clock.now()
-        mine = await self.grants.delegations_of([user], now)
+        mine = await self.grants.delegations_of([user])
         blocks = [{"type": "divider"}, *views.away_blocks(mine, now=now)]
         gate = self.service.gate
         if gate is not None and gate.holder.policy is not None:
-            blocks += views.grant_blocks(await self.grants.live(now))
+            blocks += views.grant_blocks(await self.grants.live())
         return blocks
 
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from bot.domain.grants import ANY, DOMAIN, Delegation, Grant, Scope, email_domain
 from bot.domain.model import Request
-from bot.slack.blocks import slack_date
 from bot.slack.previews import clip, escape_mrkdwn, one_line, plain
+from bot.slack.text import slack_date
 
 REMEMBER_VIEW = "signoff_remember_view"
 AWAY_VIEW = "signoff_away_view"
@@ -34,7 +34,7 @@ def _option(text: str, value: str) -> dict[str, Any]:
 
 
 def generalise_options(request: Request) -> list[dict[str, Any]]:
-    options = []
+    options: list[dict[str, Any]] = []
     for name, value in request.action.params.items():
         if len(options) >= MAX_OPTIONS:
             break
@@ -108,7 +108,7 @@ def parse_remember(request: Request, values: dict[str, Any]) -> tuple[RememberCh
     duration = (_selected(values, DURATION).get("selected_option") or {}).get("value")
     if duration not in DURATIONS:
         return None, {DURATION: "Pick how long the grant lasts."}
-    return RememberChoice(choices, Scope(scope_value), DURATIONS[duration]), {}
+    return RememberChoice(choices, Scope(str(scope_value)), DURATIONS[str(duration)]), {}
 
 
 def scope_value(request: Request, scope: Scope) -> str | None:

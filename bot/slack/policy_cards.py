@@ -15,11 +15,12 @@ from bot import effects
 from bot.clock import Clock
 from bot.domain.model import AuditEvent, Kind, Request, Risk
 from bot.outbox import Dead, Done, Result
-from bot.slack.blocks import DECIDE_BLOCK, RISK_EMOJI, approval_card, slack_date
+from bot.slack.blocks import DECIDE_BLOCK, RISK_EMOJI, approval_card
 from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
 from bot.slack.notices import timer_notes
 from bot.slack.previews import clip, escape_mrkdwn, one_line
+from bot.slack.text import slack_date
 from storage.base import OutboxItem, Store
 
 REMEMBER = "signoff_remember"  # "Approve & remember": opens the grant modal
