@@ -8,13 +8,42 @@ from datetime import datetime
 
 from bot.clock import Clock
 from bot.domain.grants import Delegation, Grant
+from bot.domain.model import Kind, Outcome, Risk, Via
+from bot.errors import InvalidInput
+from storage.base import Store
 from storage.grants import GrantStore
 
 
 class Grants:
-    def __init__(self, store: GrantStore, clock: Clock) -> None:
+    def __init__(self, store: GrantStore, clock: Clock, requests: Store) -> None:
         self.store = store
         self.clock = clock
+        self.requests = requests
+
+    async def check_origin(self, grant: Grant) -> None:
+        """A grant made over the API must come from a person's approval (an accepted suggestion):
+        `request_id` names an approval of the same tool, not critical, that `created_by` approved
+        in Slack, and the grant lists exactly that call's parameter names. A bearer token alone
+        (which agents hold) can never grant itself anything. InvalidInput names the field."""
+        def refuse(field: str, message: str) -> InvalidInput:
+            return InvalidInput(f"invalid request body: {field}: {message}", details=[{"field": field,
+                                                                                          "message": message}])
+        request = await self.requests.get_request(grant.request_id or "")
+        if request is None or request.kind is not Kind.APPROVAL:
+            raise refuse("request_id", "must name an approval request a person approved")
+        decision = request.decision
+        if decision is None or decision.outcome is not Outcome.APPROVED or decision.decided_by is None \
+                or decision.via not in (Via.BUTTON, Via.MODAL):
+            raise refuse("request_id", f"request {request.id} was not approved by a person")
+        if decision.decided_by.id != grant.created_by:
+            raise refuse("created_by", f"must be the person who approved {request.id} ({decision.decided_by.id})")
+        if request.action.name != grant.tool:
+            raise refuse("tool", f"must be the tool of {request.id} ({request.action.name!r})")
+        if request.risk is Risk.CRITICAL:
+            raise refuse("request_id", "critical requests cannot be remembered")
+        if set(grant.match) != set(request.action.params):
+            raise refuse("match", f"must list exactly the parameters of {request.id}: "
+                                  f"{', '.join(sorted(request.action.params)) or '(none)'}")
 
     async def create(self, grant: Grant) -> None:
         """Store a grant and its audit row (one unit)."""

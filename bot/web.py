@@ -206,7 +206,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         )
         for inline in (False, True)
     )
-    grants = Grants(grant_store, clock)
+    grants = Grants(grant_store, clock, store)
     grant_interactions = GrantInteractions(interactions, grants, home)
     home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
     for app in (bolt, clicks):

@@ -11,9 +11,12 @@ POST /api/v1/grants body:
      "match": {"to": {"op": "glob", "value": "*@example.com"}, "subject": {"op": "eq", "value": "Hi"}},
      "scope": "everyone" | "channel" | "agent" | "run",  "scope_value": "C0123ABCD",
      "duration": "1h" | "1d" | "7d" | "forever"  (or any duration like "90m"),
-     "created_by": "U0123ABCD"}
+     "created_by": "U0123ABCD", "request_id": "apr_..."}
 A grant matches only calls of `tool` with exactly the parameter names in `match`, each matching
 its value (`eq`: equal; `glob`: case-insensitive pattern). It never applies to critical calls.
+It must come from a person: `request_id` is an approval of the same tool (not critical) that
+`created_by` approved in Slack, and `match` lists exactly that call's parameter names. A bearer
+token alone (agents hold them) cannot grant anything.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class GrantIn(_Strict):
     scope_value: str | None = Field(default=None, max_length=200)
     duration: str = "1d"
     created_by: str = Field(pattern=r"^[UW][A-Z0-9]{1,39}$")
+    request_id: str = Field(min_length=1, max_length=40)  # the approval the person accepted the suggestion on
 
     @field_validator("duration")
     @classmethod
@@ -104,7 +108,9 @@ async def create_grant(request: web.Request) -> web.Response:
         id=new_id("grt"), tool=body.tool, match={k: FieldMatch(v.op, v.value) for k, v in body.match.items()},
         scope=body.scope, scope_value=body.scope_value, created_by=body.created_by, created_at=now,
         expires_at=None if body.duration == "forever" else now + parse_duration(body.duration),
+        request_id=body.request_id,
     )
+    await grants.check_origin(grant)
     await grants.create(grant)
     return web.json_response(grant_json(grant), status=201, headers={"Location": f"/api/v1/grants/{grant.id}"})
 

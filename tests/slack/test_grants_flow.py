@@ -45,6 +45,15 @@ async def submit(app: App, params: dict[str, Any], name: str = "send_email", **k
     return body
 
 
+async def approved(app: App, user: str, params: dict[str, Any], name: str = "post") -> str:
+    """A request `user` approved with a click (what an API grant must come from)."""
+    asked = await submit(app, params, name=name)
+    await app.click(asked["id"], user)
+    _, decided = await app.api("GET", f"/api/v1/approvals/{asked['id']}?wait=5")
+    assert decided["status"] == "approved"
+    return str(asked["id"])
+
+
 def buttons(message: Any) -> list[str]:
     return [e["action_id"] for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
 
@@ -132,28 +141,42 @@ async def test_critical_cannot_be_remembered_and_grants_never_apply(papp: App) -
     await papp.click(drop["id"], "U1", action="signoff_remember")
     [note] = await papp.slack.wait_for("chat.postEphemeral")
     assert "cannot be remembered" in note.args["text"]
-    status, grant = await papp.api("POST", "/api/v1/grants", json={
+    await papp.click(drop["id"], "U1")
+    _, decided = await papp.api("GET", f"/api/v1/approvals/{drop['id']}?wait=5")
+    assert decided["status"] == "approved"
+    status, err = await papp.api("POST", "/api/v1/grants", json={
         "tool": "drop_table", "match": {"table": {"op": "eq", "value": "orders"}}, "scope": "everyone",
-        "duration": "forever", "created_by": "U1"})
-    assert status == 201
+        "duration": "forever", "created_by": "U1", "request_id": drop["id"]})
+    assert status == 400 and "critical requests cannot be remembered" in err["error"]["message"]
     again = await submit(papp, {"table": "orders"}, name="drop_table")
-    assert again["status"] == "pending"  # a grant never applies to critical
+    assert again["status"] == "pending"  # and evaluation never applies a grant to critical (tests/unit)
 
 
 async def test_grants_api_validation_and_revoke(papp: App) -> None:
-    status, err = await papp.api("POST", "/api/v1/grants", json={"tool": "x", "scope": "channel", "created_by": "U1"})
-    assert status == 400 and "scope_value" in err["error"]["message"]
-    status, err = await papp.api("POST", "/api/v1/grants", json={
-        "tool": "x", "scope": "everyone", "created_by": "U1", "match": {"a": {"op": "glob", "value": 3}}})
-    assert status == 400 and "match.a" in err["error"]["message"]
-    status, err = await papp.api("POST", "/api/v1/grants", json={"tool": "x", "scope": "everyone",
-                                                                   "created_by": "U1", "duration": "soon"})
-    assert status == 400 and "duration" in err["error"]["message"]
+    origin = await approved(papp, "U1", {"text": "hi"})
+    base = {"tool": "post", "match": {"text": {"op": "eq", "value": "hi"}}, "scope": "everyone",
+            "created_by": "U1", "request_id": origin}
+    refusals = [
+        ({"scope": "channel"}, "scope_value"),
+        ({"match": {"text": {"op": "glob", "value": 3}}}, "match.text"),
+        ({"duration": "soon"}, "duration"),
+        ({"request_id": None}, "request_id"),
+        ({"created_by": "U2"}, "created_by: must be the person who approved"),  # an agent cannot grant itself
+        ({"tool": "other"}, "tool: must be the tool of"),
+        ({"match": {}}, "match: must list exactly the parameters"),
+        ({"match": {"text": {"op": "glob", "value": "*"}, "extra": {"op": "eq", "value": 1}}}, "match: must list"),
+        ({"request_id": "apr_nope"}, "request_id: must name an approval"),
+    ]
+    for change, words in refusals:
+        status, err = await papp.api("POST", "/api/v1/grants", json={**base, **change})
+        assert status == 400 and words in err["error"]["message"], (change, err)
+    pending = await submit(papp, {"text": "hi"}, name="post")
+    status, err = await papp.api("POST", "/api/v1/grants", json={**base, "request_id": pending["id"]})
+    assert status == 400 and "was not approved by a person" in err["error"]["message"]
     _, grants = await papp.api("GET", "/api/v1/grants")
     assert grants["items"] == []  # nothing partial was written
-    status, grant = await papp.api("POST", "/api/v1/grants", json={
-        "tool": "post", "match": {"text": {"op": "eq", "value": "hi"}}, "scope": "everyone", "created_by": "U1"})
-    assert status == 201
+    status, grant = await papp.api("POST", "/api/v1/grants", json=base)
+    assert status == 201 and grant["request_id"] == origin
     assert (await submit(papp, {"text": "hi"}, name="post"))["status"] == "approved"
     status, revoked = await papp.api("POST", f"/api/v1/grants/{grant['id']}/revoke", json={"by": "U2"})
     assert status == 200 and revoked["revoked_by"] == "U2"
@@ -216,8 +239,10 @@ async def test_away_without_a_policy_file(app: App) -> None:
 
 
 async def test_app_home_lists_grants_with_revoke_and_the_away_control(papp: App) -> None:
+    origin = await approved(papp, "U2", {"text": "hi"})
     status, grant = await papp.api("POST", "/api/v1/grants", json={
-        "tool": "post", "match": {"text": {"op": "eq", "value": "hi"}}, "scope": "everyone", "created_by": "U2"})
+        "tool": "post", "match": {"text": {"op": "eq", "value": "hi"}}, "scope": "everyone", "created_by": "U2",
+        "request_id": origin})
     assert status == 201
     await papp.slack_client.event({"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home"})
     [published] = await papp.slack.wait_for("views.publish")
@@ -226,9 +251,11 @@ async def test_app_home_lists_grants_with_revoke_and_the_away_control(papp: App)
     revoke = [b["accessory"]["value"] for b in blocks if b.get("accessory", {}).get("action_id") == "signoff_revoke_grant"]
     assert revoke == [grant["id"]]
     assert any(b.get("accessory", {}).get("action_id") == "signoff_away" for b in blocks)
+    posts = len(papp.slack.calls_to("chat.postMessage"))
     await papp.slack_client.block_action(user="U1", action_id="signoff_revoke_grant", value=grant["id"],
                                          block_id="grant", view_id="VHOME")
-    await papp.slack.wait_for("chat.postMessage")  # told in a DM (there is no channel in App Home)
+    told = await papp.slack.wait_for("chat.postMessage", count=posts + 1)  # a DM: no channel in App Home
+    assert told[-1].args["channel"] == "U1" and "Revoked grant" in told[-1].args["text"]
     _, grants = await papp.api("GET", "/api/v1/grants")
     assert grants["items"] == []
     assert (await submit(papp, {"text": "hi"}, name="post"))["status"] == "pending"
