@@ -3,14 +3,14 @@ reach their storage (`storage.grants`). Each call is its own unit; times come fr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 
 from bot.clock import Clock
 from bot.domain.grants import Delegation, Grant
 from bot.domain.model import Kind, Outcome, Risk, Via
 from bot.errors import InvalidInput
-from storage.base import Store
+from storage.base import Store, Unit
 from storage.grants import GrantStore
 
 
@@ -49,6 +49,13 @@ class Grants:
         """Store a grant and its audit row (one unit)."""
         async with self.store.store.unit() as unit:
             await self.store.add(unit, grant)
+
+    def adder(self, grant: Grant) -> Callable[[Unit], Awaitable[None]]:
+        """Writes `grant` in a caller's unit (the decision that makes it: `Service.decide(also=...)`)."""
+        async def add(unit: Unit) -> None:
+            await self.store.add(unit, grant)
+
+        return add
 
     async def get(self, grant_id: str) -> Grant | None:
         return await self.store.get(grant_id)

@@ -299,11 +299,13 @@ class Service:
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
         read: Request | None = None,
+        also: Callable[[Unit], Awaitable[None]] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
         `read`: the request as the caller just read it, to save reading it again; if it is stale
-        the guarded write fails and the request is re-read.
+        the guarded write fails and the request is re-read. `also(unit)`: more writes that belong
+        to this decision (a remembered grant), committed with it or not at all.
         """
 
         async def record(unit: Unit, request: Request) -> Request:
@@ -335,6 +337,8 @@ class Service:
                 )
             )
             await self._enqueue_decision_effects(unit, decided, now)
+            if also is not None:
+                await also(unit)
             await unit.notify(request.id)
             decided = decided.evolve(version=request.version + 1)
             unit.after_commit(lambda: self._decided(decided))

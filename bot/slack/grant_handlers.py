@@ -2,15 +2,15 @@
 `/signoff away ...`, `/signoff back`, and the Home tab's Away… / I'm back.
 
 Listeners ack first (modal validation errors go in the ack) and then call in here. "Approve &
-remember" records the approval first (the guarded decide) and creates the grant only if that
-approval won, so a losing click never leaves a grant behind; a crash between the two leaves the
-approval without its grant (the safe side: the next call asks).
+remember" writes the grant in the same unit as the approval (the guarded decide): a losing click
+never leaves a grant behind, and a crash leaves both or neither.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -75,7 +75,7 @@ class GrantInteractions:
         request = await self.service.store.get_request(sub.request_id)
         if request is None or not request.is_pending:
             text = already_decided_text(request) if request is not None else "This request no longer exists."
-            return None, {views.SCOPE: text[:2000]}
+            return None, {views.SCOPE: _plain(text)}
         if not remember_allowed(request):
             return None, {views.SCOPE: "Critical requests cannot be remembered."}
         choice, errors = views.parse_remember(request, sub.values)
@@ -96,12 +96,12 @@ class GrantInteractions:
                       expires_at=now + choice.duration if choice.duration else None, request_id=request.id)
         result = await self.service.decide(request.id, Outcome.APPROVED, via=Via.MODAL,
                                            actor=Actor(sub.user_id, sub.user_name),
-                                           comment=f"Approved and remembered as grant {grant.id}")
+                                           comment=f"Approved and remembered as grant {grant.id}",
+                                           also=self.grants.adder(grant))  # one unit: both or neither
         if not result.won:
             await self.interactions.tell(sub.user_id, channel, already_decided_text(result.request) +
                                          " No grant was made.")
             return
-        await self.grants.create(grant)
         await self.interactions.tell(sub.user_id, channel, f"Approved, and remembered as grant `{grant.id}`: "
                                      f"{views.grant_line(grant)}\nSee or revoke grants with `/signoff grants`.")
 
@@ -245,3 +245,9 @@ def register(app: AsyncApp, gi: GrantInteractions) -> None:
     app.command("/signoff", matchers=[sub("grants")])(on_grants)
     app.command("/signoff", matchers=[sub("away")])(on_away)
     app.command("/signoff", matchers=[sub("back")])(on_back)
+
+
+def _plain(text: str) -> str:
+    """Modal errors are plain text: Slack's <@U1> and <!date^...|fallback> markup becomes @U1 / the fallback."""
+    text = re.sub(r"<!date\^[^|>]*\|([^>]*)>", r"\1", text)
+    return re.sub(r"<@([A-Z0-9]+)>", r"@\1", text)[:2000]

@@ -259,3 +259,21 @@ async def test_app_home_lists_grants_with_revoke_and_the_away_control(papp: App)
     _, grants = await papp.api("GET", "/api/v1/grants")
     assert grants["items"] == []
     assert (await submit(papp, {"text": "hi"}, name="post"))["status"] == "pending"
+
+
+async def test_remember_after_someone_else_decided_makes_no_grant(papp: App) -> None:
+    first = await submit(papp, MAIL)
+    await papp.click(first["id"], "U1", action="signoff_remember")
+    [opened] = await papp.slack.wait_for("views.open")
+    await papp.click(first["id"], "U2")  # bob approves while alice fills in the form
+    _, decided = await papp.api("GET", f"/api/v1/approvals/{first['id']}?wait=5")
+    assert decided["decision"]["decided_by"]["id"] == "U2"
+    values = {"scope": {"scope": radio("everyone")}, "duration": {"duration": static_select("1d")}}
+    resp = await papp.slack_client.view_submission(user="U1", callback_id="signoff_remember_view",
+                                                  private_metadata=opened.args["view"]["private_metadata"],
+                                                  values=values)
+    answer = resp.json()
+    assert answer["response_action"] == "errors" and "Already approved by @U2" in answer["errors"]["scope"]
+    _, grants = await papp.api("GET", "/api/v1/grants")
+    assert grants["items"] == []
+    assert (await submit(papp, MAIL))["status"] == "pending"
