@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.grants import Delegation, GrantIndex, delegates_for
+from bot.domain.params_hash import params_sha256
 from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
 from bot.domain.timing import DEFAULT, initial_state, next_due
@@ -49,6 +50,12 @@ class Checked:
     request: Request | None  # None: allowed by the tier's default and the caller records nothing
     people: tuple[str, ...]
     evaluation: Evaluation | None
+    spec: ApprovalSpec | None = None  # the spec with policy applied (the runner batches pending ones)
+
+    @property
+    def pending(self) -> bool:
+        """A person decides (the request asks)."""
+        return self.request is not None and self.request.is_pending
 
 
 def call_of(spec: ApprovalSpec) -> Call:
@@ -94,6 +101,7 @@ def _decided(request: Request, evaluation: Evaluation, now: datetime) -> Request
         outcome=outcome, params=request.action.params, changes=(),
         comment=evaluation.reason if evaluation.outcome is Effect.DENY else None,
         decided_by=None, decided_at=now, via=Via.GRANT if evaluation.grant_id else Via.POLICY,
+        params_sha256=params_sha256(request.action.params),  # what runs is bound to what policy saw
     )
     return request.evolve(status=Status(outcome.value), decision=decision, next_due_at=None)
 
@@ -161,7 +169,7 @@ class PolicyGate:
                                       body_hash=body_hash)
         if evaluation is not None and evaluation.outcome is not Effect.ASK:
             request = _decided(request, evaluation, request.created_at)
-        return Checked(request, people, evaluation)
+        return Checked(request, people, evaluation, spec)
 
     async def still_delegate(self, request: Request, user_id: str, now: datetime) -> bool:
         """False when `user_id` is an approver of `request` only as a delegate, and that delegation

@@ -45,8 +45,11 @@ from bot.outbox import Dispatcher
 from bot.policy_holder import PolicyHolder
 from bot.service import Service
 from bot.settings import Settings
-from bot.slack import blocks, grant_handlers, handlers
+from bot.slack import batch, blocks, grant_handlers, handlers
 from bot.slack.backlog import Backlog
+from bot.slack.batch import BatchInteractions
+from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
+from bot.slack.batch_delivery import POST_PAGE, BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.timer_buttons import TimerInteractions
@@ -68,7 +71,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, REMEMBER, AWAY})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT, REMEMBER, AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
@@ -176,11 +179,12 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     # Every outbox kind and its one handler. The card shows escalation, timeout and policy notes
     # and "Approve & remember" (render_policy_card), and question requests get question cards (render_any).
     cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_policy_card))
+    pages = BatchPages(cards, service, clock)  # a batch card's continuation pages, wrapping the card's
     home_publisher = HomePublisher(home, call, clock)
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
     outbox_handlers = effects.registry(
-        cards.handlers(),
+        pages.handlers(),
         webhooks.handlers(),
         NoticeDelivery(service, call, clock, directory).handlers(),
         home_publisher.handlers(),
@@ -213,6 +217,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         handlers.register(app, interactions, timers=timer_interactions, home=home)
+        batch.register(app, BatchInteractions(interactions))
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
     verifier = SignatureVerifier(settings.slack_signing_secret or "")

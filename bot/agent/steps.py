@@ -21,7 +21,7 @@ import enum
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,8 +41,9 @@ from bot.agent.messages import (
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
-from bot.domain.model import Action, Actor, AuditEvent, Kind, Outcome, Risk, Via
+from bot.domain.model import Action, Actor, AuditEvent, Kind, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
+from bot.agent.gates import approved_params_problem, batch_members, batch_spec, run_duties
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.run_store import RunStore, RunUnit
@@ -183,13 +184,32 @@ class Steps:
             run = run.evolve(step_count=run.step_count + 1, next_seq=seq + len(messages), updated_at=now)
             if uses:
                 executions = []
+                # Policy first (issue 12): what it decided is recorded per call; the calls it leaves to
+                # a person share one batch card when there are several (issue 12b).
+                asking = [(e, checks[p].spec if p in checks else s) for p, (e, s) in enumerate(prepared)
+                          if s is not None and (p not in checks or checks[p].pending)]
+                batched = batch_members(asking)  # several gated calls of this turn: one card
+                shared: Request | None = None
                 for position, (execution, spec) in enumerate(prepared):
                     checked = checks.get(position)
                     if checked is not None and checked.request is None:  # the tier's default allows it
                         assert checked.evaluation is not None
                         execution = execution.evolve(gate=Gate.ALLOW, status=ExecStatus.READY,
                                                      final_input=execution.input, risk=checked.evaluation.tier.value)
-                    elif checked is not None and checked.request is not None:  # policy: ask, deny or allow
+                    elif checked is not None and checked.request is not None and not checked.pending:
+                        await self.service.gate.stage(self.service, unit, checked)  # denied or allowed by policy
+                        execution = execution.evolve(request_id=checked.request.id)
+                    elif spec is not None and execution.tool_use_id in batched:
+                        if shared is None:
+                            members = [(e.tool_use_id, s) for e, s in asking if s is not None and e.tool_use_id in batched]
+                            batch = batch_spec(members, run)
+                            if checks:  # the tiers' approvers of its calls decide the batch
+                                approvers = tuple(dict.fromkeys(a for _, s in members for a in s.approvers))
+                                batch = replace(batch, approvers=approvers)
+                            shared = self.service.new_request(batch)
+                            await self.service.stage(unit, shared)
+                        execution = execution.evolve(request_id=shared.id)
+                    elif checked is not None and checked.request is not None:  # asks on its own card
                         await self.service.gate.stage(self.service, unit, checked)
                         execution = execution.evolve(request_id=checked.request.id)
                     elif spec is not None:
@@ -255,6 +275,7 @@ class Steps:
                 requested_by=requested_by,
                 extra=extra,
                 thread_ts=run.root_ts,
+                **run_duties(run, tool.risk, name),
             )
             return execution.evolve(gate=Gate.ASK, status=ExecStatus.WAITING), spec
         return execution.evolve(final_input=params), None
@@ -375,6 +396,13 @@ class Steps:
         tool = agent.tools.get(started.name)
         assert tool is not None  # an unknown tool never gets past _prepare
         params = started.final_input if started.final_input is not None else started.input
+        if started.gate is Gate.ASK:  # bound to what runs: only the approved parameters, by their hash
+            request = await self.service.store.get_request(started.request_id or "")
+            problem = approved_params_problem(request, started.tool_use_id, params)
+            if problem is not None:
+                log.warning("run %s: refused to run %s: %s", run.id, started.tool_use_id, problem)
+                return started.evolve(status=ExecStatus.FINISHED, is_error=True, finished_at=self.clock.now(),
+                                      result=f"Not run: the parameters are not the approved ones ({problem}).")
         text, is_error = await run_tool(tool, self._ctx(run, started.tool_use_id), params)
         result: Any = text
         if started.note:

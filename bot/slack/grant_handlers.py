@@ -98,9 +98,14 @@ class GrantInteractions:
                                            actor=Actor(sub.user_id, sub.user_name),
                                            comment=f"Approved and remembered as grant {grant.id}",
                                            also=self.grants.adder(grant))  # one unit: both or neither
-        if not result.won:
-            await self.interactions.tell(sub.user_id, channel, already_decided_text(result.request) +
-                                         " No grant was made.")
+        if not result.won or result.duplicate:
+            text = "You had already approved this request." if result.duplicate else \
+                already_decided_text(result.request)
+            await self.interactions.tell(sub.user_id, channel, text + " No grant was made.")
+            return
+        if result.counted:  # a vote towards a quorum: the grant comes only with the approval itself
+            await self.interactions.tell(sub.user_id, channel, "Your approval was counted; the request needs more "
+                                         "approvals, so no grant was made.")
             return
         await self.interactions.tell(sub.user_id, channel, f"Approved, and remembered as grant `{grant.id}`: "
                                      f"{views.grant_line(grant)}\nSee or revoke grants with `/signoff grants`.")

@@ -15,6 +15,7 @@ from bot import effects
 from bot.clock import Clock
 from bot.domain.model import AuditEvent, Kind, Request, Risk
 from bot.outbox import Dead, Done, Result
+from bot.slack.batch_blocks import batch_page
 from bot.slack.blocks import DECIDE_BLOCK, RISK_EMOJI, approval_card
 from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
@@ -47,6 +48,8 @@ def policy_notes(req: Request) -> list[str]:
 def render_policy_card(req: Request, *, now: datetime) -> dict[str, Any]:
     """The approval card with timer and policy notes, and "Approve & remember" where it applies."""
     notes = [*timer_notes(req), *policy_notes(req)]
+    if req.is_batch:  # a batch's first page (issue 12b): several calls, nothing to remember as one
+        return batch_page(req, 0, now=now, notes=notes or None)
     card = approval_card(req, now=now, notes=notes or None)
     if req.is_pending and remember_allowed(req):
         for block in card["blocks"]:
