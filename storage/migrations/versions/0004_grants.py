@@ -1,7 +1,7 @@
 """Remembered grants (issue 12): "Approve & remember" rows with match, scope and expiry.
 
 Revision ID: 0004_grants
-Revises: 0003
+Revises: 0004_votes (written against 0003 in parallel with 0004_votes; chained after it at the merge)
 Create Date: 2026-11-30
 """
 
@@ -13,7 +13,7 @@ from alembic import op
 from storage.schema import Json, UTCDateTime
 
 revision = "0004_grants"
-down_revision = "0003"
+down_revision = "0004_votes"
 branch_labels = None
 depends_on = None
 
