@@ -90,3 +90,25 @@ async def test_runner_asks_outside_the_rules(pagent: AgentApp) -> None:
     await pagent.app.click(call["request_id"], "U1")
     done = await pagent.wait_status(run["id"], "completed", "failed")
     assert done["status"] == "completed" and len(pagent.emails()) == 1
+
+
+async def test_runner_batches_only_what_policy_leaves_to_a_person(pagent: AgentApp) -> None:
+    pagent.workspace.mkdir()
+    (pagent.workspace / "prod.env").write_text("KEY=1\n")
+    pagent.model.script(
+        message(tool_use("send_email", {**MAIL, "to": "a@else.org"}, id="toolu_a"),
+                tool_use("read_file", {"path": "prod.env"}, id="toolu_secret"),
+                tool_use("send_email", {**MAIL, "to": "b@else.org"}, id="toolu_b"),
+                tool_use("send_email", MAIL, id="toolu_internal")),
+        message(text("Done.")),
+    )
+    run = await pagent.start("Mail two people")
+    waiting = await pagent.waiting_calls(run["id"], count=2)
+    assert {c["tool_use_id"] for c in waiting} == {"toolu_a", "toolu_b"}
+    assert len({c["request_id"] for c in waiting}) == 1  # one batch card for the two asks
+    body = await pagent.run(run["id"])
+    by_id = {c["tool_use_id"]: c for c in body["tool_calls"]}
+    assert by_id["toolu_secret"]["request_id"] not in {c["request_id"] for c in waiting}
+    assert by_id["toolu_internal"]["request_id"] not in {c["request_id"] for c in waiting}
+    _, batch = await pagent.app.api("GET", f"/api/v1/approvals/{waiting[0]['request_id']}")
+    assert [i["key"] for i in batch["items"]] == ["toolu_a", "toolu_b"]
