@@ -88,9 +88,11 @@ def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec
             else:
                 after, outcome = value if value is not None else (None, Outcome.EXPIRED)
                 timing = replace(timing, timeout=after, timeout_outcome=outcome)
-    # LEAD (issue 12b merge): wire the four fields 12b owns here, each only where the request gave none:
+    # LEAD (issue 12b merge): wire the four fields 12b owns HERE, each only where the request gave none
+    # (ApprovalSpec.quorum / requester_may_approve / confirm / requester_user now exist on main):
     #   quorum <- evaluation.quorum; requester_may_approve <- evaluation.requester_may_approve;
-    #   confirm <- evaluation.confirm (typed confirmation, critical); requester_user feeds `call_of` (Call.requester_user).
+    #   confirm <- evaluation.confirm (typed confirmation, critical);
+    #   and in `call_of`: Call(requester_user=spec.requester_user), so rules' `requester` sees it.
     return replace(spec, approvers=tuple(approvers), timing=timing, risk=evaluation.tier)
 
 
