@@ -22,13 +22,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from bot.domain.grants import Delegation, GrantIndex, delegates_for
-from bot.domain.params_hash import params_sha256
-from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
-from bot.domain.policy import Call, Effect, Evaluation, evaluate
-from bot.domain.timing import DEFAULT, initial_state, next_due
 from bot import effects
 from bot.access import Directory
+from bot.domain.grants import Delegation, GrantIndex, delegates_for
+from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
+from bot.domain.params_hash import params_sha256
+from bot.domain.policy import Call, Effect, Evaluation, evaluate
+from bot.domain.timing import DEFAULT
 from bot.homes import user_ids
 from bot.policy_holder import PolicyHolder
 from bot.service import ApprovalSpec, Service
