@@ -7,6 +7,8 @@
     signoff policy check FILE
     signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
                            validate the policy file; say what it decides for one call
+    signoff demo [--port 3000] [--no-agent]
+                           the bot, an emulated Slack and a page to click in, on this machine
 """
 
 from __future__ import annotations
@@ -104,6 +106,21 @@ async def _db_upgrade(database_url: str) -> None:
     await upgrade(database_url)
 
 
+def _demo(port: int, *, agent: bool) -> int:
+    import os
+
+    from bot.sandbox.demo import serve
+
+    _logging(os.environ.get("SIGNOFF_LOG_LEVEL", "WARNING").upper())
+    try:
+        asyncio.run(serve(port, os.environ, agent=agent))
+    except OSError as exc:  # most often: the port is taken
+        print(f"signoff: cannot serve the sandbox on 127.0.0.1:{port}: {exc.strerror or exc}; "
+              f"try --port {port + 1}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -115,11 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--channel", help="the Slack channel id for the run (default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
     policy_cli.add_parser(sub)
+    demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
+    demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
+    demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
     args = parser.parse_args(argv)
 
     if args.command == "policy":  # offline: needs no Slack or database settings
         return policy_cli.run(args)
     try:
+        if args.command == "demo":
+            return _demo(args.port, agent=not args.no_agent)
         if args.command == "db":
             asyncio.run(_db_upgrade(database_url_from_env()))
             print("database is up to date")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest_asyncio
 
+from bot.sandbox import SlackEmulator
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
-from tests.fakes.slack_api import FakeSlack
 from tests.harness import start_app
 
 POLICY = """\
@@ -31,7 +31,7 @@ MAIL = {"to": "ann@example.com", "subject": "Hi", "body": "Hello"}
 
 
 @pytest_asyncio.fixture
-async def pagent(db_url: str, slack: FakeSlack, model: FakeAnthropic, tmp_path: Path) -> AsyncIterator[AgentApp]:
+async def pagent(db_url: str, slack: SlackEmulator, model: FakeAnthropic, tmp_path: Path) -> AsyncIterator[AgentApp]:
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY)
     running = await start_app(db_url, slack, **agent_env(model, tmp_path, SIGNOFF_POLICY=str(path)))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import App, approval_body, start_app
 
 POLICY = """\
@@ -40,7 +40,7 @@ rules:
 
 
 @pytest_asyncio.fixture
-async def papp(db_url: str, slack: FakeSlack, tmp_path: Path) -> AsyncIterator[App]:
+async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY)
     slack.add_usergroup("S1", ["U2", "U3"])

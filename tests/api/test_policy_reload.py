@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import API_TOKEN, ServerProcess, approval_body
 
 ONE_RULE = """\
@@ -58,7 +58,7 @@ async def submit(session: aiohttp.ClientSession, url: str, name: str) -> dict[st
         return dict(await resp.json())
 
 
-async def test_sighup_reloads_and_a_bad_file_keeps_the_old_policy(db_url: str, slack: FakeSlack,
+async def test_sighup_reloads_and_a_bad_file_keeps_the_old_policy(db_url: str, slack: SlackEmulator,
                                                                    tmp_path: Path) -> None:
     path = tmp_path / "policy.yaml"
     path.write_text(ONE_RULE)

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest_asyncio
 
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import checkboxes, radio, static_select
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import checkboxes, radio, static_select
 from tests.harness import App, approval_body, start_app
 
 POLICY = """\
@@ -28,7 +28,7 @@ MAIL = {"to": "ann@example.com", "subject": "Your refund", "body": "Sent."}
 
 
 @pytest_asyncio.fixture
-async def papp(db_url: str, slack: FakeSlack, tmp_path: Path) -> AsyncIterator[App]:
+async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
     path = tmp_path / "policy.yaml"
     path.write_text(POLICY)
     running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path))
@@ -118,7 +118,7 @@ async def test_remember_then_auto_approve_then_revoke(papp: App) -> None:
     assert audit == ["grant_created", "grant_revoked"]
 
 
-async def test_channel_scope_and_exact_match(papp: App, slack: FakeSlack) -> None:
+async def test_channel_scope_and_exact_match(papp: App, slack: SlackEmulator) -> None:
     slack.add_channel("C2", "other")
     first = await submit(papp, MAIL)
     await remember(papp, first["id"], "U1", widen=[], scope="channel", duration="1h")
