@@ -6,6 +6,9 @@
     signoff db upgrade       apply database migrations (says from which revision to which)
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff policy check FILE
+    signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
+                           validate the policy file; say what it decides for one call
     signoff demo [--port 3000] [--no-agent]
                            the bot, an emulated Slack and a page to click in, on this machine
 """
@@ -19,6 +22,7 @@ import logging
 import sys
 from typing import Any
 
+from bot import policy_cli
 from bot.errors import SignoffError
 from bot.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env
 from bot.startup import StartupError, refuse_ephemeral_sqlite, upgrade_line
@@ -97,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--channel", help="the Slack channel id for the run, C... or G... "
                                        "(default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
+    policy_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
     demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
     demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
@@ -120,6 +125,8 @@ def _demo(port: int, *, agent: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "policy":  # offline: needs no Slack or database settings
+        return policy_cli.run(args)
     try:
         if args.command == "demo":
             return _demo(args.port, agent=not args.no_agent)

@@ -100,7 +100,7 @@ async def serve(settings: Settings) -> None:
     sock, store, slack = await preflight(settings)
     try:
         signoff = await build(settings, store=store)
-    except BaseException:
+    except BaseException:  # e.g. a bad policy file: say only that, not also "unclosed engine"
         sock.close()
         await store.close()
         raise
@@ -131,6 +131,9 @@ async def serve(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, on_signal, sig)
+    if signoff.policy is not None:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGHUP, signoff.policy.reload)  # a bad file keeps the old policy
     await stop.wait()
     log.info("%s: stopping; finishing %s", received[0] if received else "stop", _draining(signoff))
     if retry is not None:
