@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
 from bot.domain.model import (
@@ -113,6 +113,17 @@ class Guarded(Generic[T]):
         return not self.ran and not self.request.is_pending
 
 
+class SubmitGate(Protocol):
+    """Policy at submit (bot/gate.py's PolicyGate): what to write for a spec, and writing it."""
+
+    async def check(
+        self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
+        body_hash: str | None = None,
+    ) -> Any: ...
+
+    async def stage(self, service: Service, unit: Unit, checked: Any) -> None: ...
+
+
 class Service:
     def __init__(
         self,
@@ -124,17 +135,19 @@ class Service:
         id_factory: Callable[[str], str] = new_id,
         metrics: Metrics | None = None,
         default_timing: Timing | None = None,
+        gate: SubmitGate | None = None,
+        access: Access | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.waiters = waiters or Waiters()
         self.directory = directory
-        self.access = Access(directory)
+        self.access = access or Access(directory)
         self.new_id = id_factory
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
-        self.gate: Any = None  # bot.gate.PolicyGate (issue 12): policy, grants, delegation; set by bot.web.build
+        self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
         # Re-evaluation of edits by policy plugs in here: see `recheck_edit`.
         self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
 
@@ -195,7 +208,7 @@ class Service:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False
-        if self.gate is not None:  # policy, grants and delegation (issue 12): see bot.gate
+        if self.gate is not None:
             checked = await self.gate.check(self, spec, idempotency_key=idempotency_key, body_hash=body_hash)
             request = checked.request
             assert request is not None  # record_defaults: every evaluated API request is recorded
