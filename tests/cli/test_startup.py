@@ -145,7 +145,7 @@ async def test_start_up_line_then_sigterm_says_what_it_drains(slack: SlackEmulat
     assert any('"event": "SIGTERM: stopping; finishing 0 acked Slack request(s) still being handled, 0 click(s) in '
                'the backlog, 0 outbox deliver(ies) in flight' in line for line in server.lines), server.lines
     assert '"event": "stopped"' in server.lines[-1]
-    assert not any("Traceback" in line for line in server.lines)
+    assert not any("Traceback" in line for line in server.lines), [t for t in server.lines if "Traceback" in t]
 
 
 async def test_slack_down_at_start_up_serves_warns_once_and_retries(slack: SlackEmulator, db_url: str,
