@@ -4,6 +4,8 @@
     signoff db upgrade     apply database migrations
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff wait | hook | mcp
+                           agent-side commands (signoff/cli.py): wait for a decision, Claude Code hook, MCP server
 """
 
 from __future__ import annotations
@@ -94,6 +96,11 @@ async def _db_upgrade(database_url: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in ("wait", "hook", "mcp"):
+        from signoff.cli import main as agent_main
+
+        return agent_main(given)
     parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="run the server")

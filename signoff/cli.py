@@ -1,0 +1,60 @@
+"""The agent-side commands of `signoff` (the console script delegates `wait`, `hook` and `mcp` here).
+
+    signoff wait ID [--timeout S]   block until the request is decided; print the decision JSON;
+                                    exit 0 approved, 1 rejected, 2 expired or cancelled,
+                                    3 no decision (still pending after --timeout, or the server unreachable)
+    signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
+    signoff mcp                     the MCP server over stdio
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from signoff.errors import SignoffError
+
+COMMANDS = ("wait", "hook", "mcp")
+EXIT_BY_OUTCOME = {"approved": 0, "answered": 0, "rejected": 1, "expired": 2, "cancelled": 2}
+EXIT_NO_DECISION = 3
+
+
+def _wait(args: argparse.Namespace) -> int:
+    from signoff.client import SignoffClient
+
+    try:
+        with SignoffClient(args.url, args.token) as client:
+            found = client.decision(args.id, args.timeout)
+    except SignoffError as exc:
+        print(f"signoff wait: {exc.message}", file=sys.stderr)
+        return EXIT_NO_DECISION
+    if found is None:
+        print(f"signoff wait: {args.id} is still pending after {args.timeout:g}s", file=sys.stderr)
+        print(json.dumps({"id": args.id, "outcome": None}))
+        return EXIT_NO_DECISION
+    print(json.dumps(found.to_json()))
+    return EXIT_BY_OUTCOME.get(found.outcome, 1)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="signoff", description="Signoff's agent-side commands.")
+    sub = root.add_subparsers(dest="command", required=True)
+    wait = sub.add_parser("wait", help="wait for a request's decision; exit 0 approved, 1 rejected, 2 expired/cancelled")
+    wait.add_argument("id", help="the request id (apr_... or qst_...)")
+    wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 3)")
+    wait.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
+    wait.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "wait":
+        return _wait(args)
+    raise SystemExit(f"signoff: unknown command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
