@@ -50,7 +50,18 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["hook"]:
+        # Parsed by the hook itself: a bad option must still print a deny, never argparse's exit 2.
+        from signoff import hook
+
+        if given[1:2] != ["claude-code"] or "--help" in given or "-h" in given:
+            print(hook.HELP, file=sys.stderr)
+            if given[1:2] != ["claude-code"]:
+                print(json.dumps(hook.deny("unknown hook; use `signoff hook claude-code`")))
+            return 0
+        return hook.run(given[2:])
+    args = parser().parse_args(given)
     if args.command == "wait":
         return _wait(args)
     raise SystemExit(f"signoff: unknown command {args.command}")
