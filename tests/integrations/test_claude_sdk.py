@@ -85,4 +85,4 @@ async def test_ask_user_question_is_answered_from_slack(app: App, model: FakeCla
     assert result.result == "Deploying to us-east-1."
     [answered] = model.tool_results(1)
     assert answered["tool_use_id"] == "toolu_ask_1" and not answered.get("is_error")
-    assert '"Which region should I deploy to?"="us-east-1"' in json.dumps(answered["content"]).replace('\\"', '"')
+    assert '"Which region should I deploy to?"="us-east-1"' in str(answered["content"])
