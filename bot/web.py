@@ -30,6 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.app import AgentRuntime, build_agent
 from bot.api import routes as api
+from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
 from bot.inbox import HOME_KIND
@@ -196,6 +197,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     agent.add_routes(web_app)
+    add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 
     async def lifecycle(_app: web.Application) -> Any:
         await signoff.start()

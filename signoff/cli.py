@@ -61,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(json.dumps(hook.deny("unknown hook; use `signoff hook claude-code`")))
             return 0
         return hook.run(given[2:])
+    if given[:1] == ["mcp"]:
+        from signoff.mcp_server import run_stdio
+
+        return run_stdio(given[1:])
     args = parser().parse_args(given)
     if args.command == "wait":
         return _wait(args)

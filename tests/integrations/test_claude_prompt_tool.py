@@ -1,0 +1,80 @@
+"""Claude Code's --permission-prompt-tool answered by `signoff mcp`: the real CLI starts the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from tests.fakes.anthropic_api import message, text, tool_use
+from tests.fakes.claude_api import FakeClaudeApi
+from tests.fakes.slack_requests import plain_input
+from tests.harness import API_TOKEN, App
+from tests.integrations.claude_cli import ClaudeCli, signoff_command
+from tests.integrations.test_client import cards, pending_id
+
+PROMPT_TOOL = "mcp__signoff__permission_prompt"
+
+
+@pytest_asyncio.fixture
+async def model() -> AsyncIterator[FakeClaudeApi]:
+    fake = await FakeClaudeApi().start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+def mcp_config() -> str:
+    command, *args = signoff_command().split()
+    return json.dumps({"mcpServers": {"signoff": {"command": command, "args": [*args, "mcp"]}}})
+
+
+def cli_for(app: App, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
+    return ClaudeCli(model, tmp_path, {"SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, "SIGNOFF_CHANNEL": "C1"})
+
+
+async def test_prompt_tool_approve_with_edits_then_deny(app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
+    cli = cli_for(app, model, tmp_path)
+    target = cli.work / "motd.txt"
+    model.script(message(tool_use("Write", {"file_path": str(target), "content": "hello\n"}, id="toolu_prompt_1")),
+                 message(text("Written.")))
+    args = ("--permission-prompt-tool", PROMPT_TOOL, "--mcp-config", mcp_config())
+    running = asyncio.create_task(cli.run("write the motd", *args))
+    request_id = await pending_id(app)
+    _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert body["action"]["name"] == "Write" and body["preview"]["kind"] == "diff"
+    await app.click(request_id, "U1", action="signoff_edit", user_name="alice")
+    [opened] = await app.slack.wait_for("views.open")
+    await app.slack_client.view_submission(user="U1", user_name="alice", callback_id="signoff_edit",
+                                           private_metadata=opened.args["view"]["private_metadata"],
+                                           values={"p:content": {"value": plain_input("hello, edited\n")}})
+    result = await running
+    assert result["_exit"] == 0 and result["result"] == "Written.", result
+    assert target.read_text() == "hello, edited\n"
+
+    # The same session shape, denied: nothing is written and the model reads the reason.
+    model.reset()
+    other = cli.work / "other.txt"
+    model.script(message(tool_use("Write", {"file_path": str(other), "content": "x\n"}, id="toolu_prompt_2")),
+                 message(text("Fine.")))
+    running = asyncio.create_task(cli.run("write other", *args))
+    for _ in range(500):
+        _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
+        if listing["items"]:
+            break
+        await asyncio.sleep(0.01)  # test-side: waiting for the CLI's MCP server to submit
+    [pending] = listing["items"]
+    await app.click(pending["id"], "U2", action="signoff_reject", user_name="bob")
+    [_, opened] = await app.slack.wait_for("views.open", count=2)
+    await app.slack_client.view_submission(user="U2", user_name="bob", callback_id="signoff_reject",
+                                           private_metadata=opened.args["view"]["private_metadata"],
+                                           values={"reason": {"value": plain_input("No new files today")}})
+    denied = await running
+    assert denied["_exit"] == 0 and not other.exists(), denied
+    [tool_result] = model.tool_results(1)
+    assert tool_result.get("is_error") and "No new files today" in json.dumps(tool_result)
+    assert cards(app.slack) == 2
