@@ -3,9 +3,7 @@
 SignoffError
   +-- InvalidInput         400  the caller sent something we cannot accept (details name the fields)
   +-- NotFound             404  no request with that id
-  +-- Conflict             409  the request is no longer in a state that allows this
   +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
-  +-- Forbidden            403  this person may not decide this request
 """
 
 from __future__ import annotations
@@ -39,16 +37,7 @@ class NotFound(SignoffError):
     status = 404
 
 
-class Conflict(SignoffError):
-    code = "conflict"
-    status = 409
-
-
 class IdempotencyMismatch(SignoffError):
     code = "idempotency_key_reused"
     status = 409
 
-
-class Forbidden(SignoffError):
-    code = "forbidden"
-    status = 403

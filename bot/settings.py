@@ -7,7 +7,6 @@ raises `SettingsError` whose message is one line naming the variable.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -18,13 +17,13 @@ from dotenv import dotenv_values
 
 from bot.domain.durations import DurationError, parse_duration
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
+from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from storage.urls import BadDatabaseURL, async_url
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_PATH = "signoff.db"
-# A Slack channel id, the shape the agent API accepts for `channel` (bot/api/schemas.py CHANNEL_ID).
-_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
-_SLACK_PERSON = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
+# The shapes the agent API accepts for `channel` and for approvers.
+_CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 
 
 class SettingsError(Exception):
@@ -52,7 +51,7 @@ class Settings:
     http_timeout_seconds: float = 10.0
     webhook_max_attempts: int = 8
     log_level: str = "INFO"
-    # Timers (issue 3): the timing of requests that do not give their own, and the sweep's interval.
+    # Timers: the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
     escalate_after: timedelta | None = None
@@ -62,7 +61,7 @@ class Settings:
     timeout_outcome: str = "expire"
     sweep_seconds: float = 15.0
     clock_file: str | None = None  # TEST ONLY (SIGNOFF_CLOCK_FILE): see bot.clock.FileClock
-    # Agent runner (issue 4): model limits, the demo tools' folders, leases and recovery.
+    # Agent runner: model limits, the demo tools' folders, leases and recovery.
     anthropic_max_tokens: int = 4096
     anthropic_max_retries: int = 2
     agent_workspace: str = "workspace"

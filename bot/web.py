@@ -28,27 +28,29 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent.app import AgentRuntime, build_agent
+from bot import effects
+from bot.agent import slack as agent_slack
+from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.api import routes as api
+from bot.api import run_routes
 from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
-from bot.inbox import HOME_KIND
 from bot.jobs import SweepJob
 from bot.metrics import Metrics
 from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
-from bot.service import POST_CARD, Service
+from bot.service import Service
 from bot.settings import Settings
 from bot.slack import blocks, handlers
 from bot.slack.backlog import Backlog
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
-from bot.slack.escalation import TimerInteractions
+from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.notices import NoticeDelivery, render_card
-from bot.timers import DM_KIND, ESCALATE_KIND, HANDBACK_KIND, REMIND_KIND, Timers
+from bot.timers import Timers
 from storage.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -77,9 +79,9 @@ class Signoff:
     web_app: web.Application
     verifier: SignatureVerifier
     socket_handler: Any = None
-    timers: Timers | None = None  # reminders, escalation, timeouts (issue 3)
+    timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
-    agent: AgentRuntime | None = None  # the agent runner (issue 4)
+    agent: AgentRuntime | None = None  # Signoff's own agent runner
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
 
@@ -136,6 +138,7 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries:
 
 
 async def build(settings: Settings, *, clock: Clock | None = None, store: SqlStore | None = None) -> Signoff:
+    """Wire one process: every part is made here, and every outbox kind gets its handler here."""
     clock = clock or _clock(settings)
     store = store or await SqlStore.open(settings.database_url)
     metrics = Metrics()
@@ -144,23 +147,31 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     # session's timeout is the one that holds, so it is set here.
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.http_timeout_seconds))
     listener_client = slack_client(settings, http, retries=True)
-    service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
-                      metrics=metrics)
-    cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics), clock)
+    directory = SlackDirectory(listener_client)
+    service = Service(store, clock=clock, waiters=waiters, directory=directory, metrics=metrics,
+                      default_timing=settings.default_timing())
+    timers = Timers(service, clock)
+    home = Home(store, clock)
+    # The outbox's Web API client does not retry by itself: the outbox reschedules.
+    call = SlackCall(slack_client(settings, http, retries=False), metrics)
+    agent = build_agent(settings, service=service, store=store, call=call, client=listener_client, clock=clock,
+                        metrics=metrics)
+
+    # Every outbox kind and its one handler. The card shows escalation and timeout notes
+    # (render_card), and question requests get question cards (render_any).
+    cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_card))
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
-    dispatcher = Dispatcher(
-        store,
-        {POST_CARD: cards.post, "slack.update_card": cards.update, "webhook": webhooks},
-        clock=clock,
-        metrics=metrics,
-        sweep_seconds=settings.outbox_sweep_seconds,
-        lease_seconds=settings.outbox_lease_seconds,
+    outbox_handlers = effects.registry(
+        cards.handlers(),
+        webhooks.handlers(),
+        NoticeDelivery(service, call, clock, directory).handlers(),
+        HomePublisher(home, call, clock).handlers(),
+        agent.delivery.handlers(),
     )
-    service.after_commit(dispatcher.wake)
-    home, timers = _timers(settings, service, clock, dispatcher, cards)
-    agent = build_agent(settings, service=service, store=store, dispatcher=dispatcher, cards=cards, call=cards.call,
-                        client=listener_client, clock=clock, metrics=metrics)
+    dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
+                            sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
+    store.on_outbox_commit(dispatcher.wake)
 
     # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
     # acks clicks and events itself and answers modals and commands when their listener calls
@@ -196,7 +207,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
-    agent.add_routes(web_app)
+    run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
     add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 
     async def lifecycle(_app: web.Application) -> Any:
@@ -214,25 +225,6 @@ def _clock(settings: Settings) -> Clock:
                     settings.clock_file)
         return FileClock(settings.clock_file)
     return SystemClock()
-
-
-def _timers(
-    settings: Settings, service: Service, clock: Clock, dispatcher: Dispatcher, cards: CardDelivery
-) -> tuple[Home, Timers]:
-    """Reminders, escalation, timeouts and App Home: defaults, outbox handlers, the sweep."""
-    service.default_timing = settings.default_timing()
-    cards.render = render_card  # the card shows escalation and timeout notes
-    call = cards.call  # the outbox's Web API client: no retries of its own, the outbox reschedules
-    notices = NoticeDelivery(service, call, clock, service.directory)
-    home = Home(service.store, clock, dispatcher.wake)
-    dispatcher.handlers.update({
-        REMIND_KIND: notices.remind,
-        ESCALATE_KIND: notices.escalate,
-        HANDBACK_KIND: notices.escalate,
-        DM_KIND: notices.dm,
-        HOME_KIND: HomePublisher(home, call, clock),
-    })
-    return home, Timers(service, clock)
 
 
 async def slack_events(request: web.Request) -> web.Response:

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from signoff import claude_tools
+import signoff.claude_tools as claude_tools
 from signoff.client import AsyncSignoffClient
 from signoff.errors import Rejected, SignoffError
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx2
 
-from signoff import _protocol as p
-from signoff.errors import Expired, SignoffUnavailable, StillPending
-from signoff.models import Answers, Decision, final_decision, raise_unless_approved
+import signoff._protocol as p
+from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending
+from signoff.models import Answers, Decision, final_decision
 
 Json = dict[str, Any]
 
@@ -34,6 +34,21 @@ def _give_up(started: float, pause: float, retry_for: float) -> bool:
 
 def _timed_out_message(timeout: float | None) -> str:
     return f"no decision within {timeout:g}s; the request was cancelled"
+
+
+def raise_unless_approved(decision: Decision) -> Decision:
+    """Return an approved (or answered) decision; raise the error that says how it ended otherwise."""
+    who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
+    if decision.outcome in ("approved", "answered"):
+        return decision
+    if decision.outcome == "rejected":
+        reason = f": {decision.comment}" if decision.comment else ""
+        raise Rejected(f"rejected by {who or 'a person'}{reason}", decision=decision)
+    if decision.outcome == "expired":
+        raise Expired(decision.comment or "no decision in time; the request expired", decision=decision)
+    if decision.outcome == "cancelled":
+        raise Cancelled(decision.comment or "the request was cancelled", decision=decision)
+    raise Rejected(f"the request ended as {decision.outcome}", decision=decision)
 
 
 @dataclass(frozen=True)

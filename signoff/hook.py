@@ -30,7 +30,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from signoff import claude_tools
+import signoff.claude_tools as claude_tools
 from signoff.client import SignoffClient
 from signoff.models import Decision
 

@@ -27,7 +27,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from signoff import claude_tools
+import signoff.claude_tools as claude_tools
 from signoff.client import AsyncSignoffClient
 from signoff.errors import SignoffError
 from signoff.models import Answers, Decision

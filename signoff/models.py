@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from signoff.errors import Cancelled, Expired, Rejected
-
 FINAL = ("approved", "rejected", "expired", "cancelled", "answered")
 
 
@@ -137,18 +135,3 @@ def final_decision(body: Mapping[str, Any]) -> Decision | None:
     if body.get("status") not in FINAL:
         return None
     return Decision.from_request(body) or Decision(str(body.get("id")), str(body.get("status")), {})
-
-
-def raise_unless_approved(decision: Decision) -> Decision:
-    """Return an approved (or answered) decision; raise the error that says how it ended otherwise."""
-    who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
-    if decision.outcome in ("approved", "answered"):
-        return decision
-    if decision.outcome == "rejected":
-        reason = f": {decision.comment}" if decision.comment else ""
-        raise Rejected(f"rejected by {who or 'a person'}{reason}", decision=decision)
-    if decision.outcome == "expired":
-        raise Expired(decision.comment or "no decision in time; the request expired", decision=decision)
-    if decision.outcome == "cancelled":
-        raise Cancelled(decision.comment or "the request was cancelled", decision=decision)
-    raise Rejected(f"the request ended as {decision.outcome}", decision=decision)

@@ -3,6 +3,7 @@ column sets each kind of write touches."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,7 +21,7 @@ from bot.domain.model import (
     Status,
     Via,
 )
-from bot.domain.timing import TimerState, Timing, escalation_json, state_from_columns
+from bot.domain.timing import TimerState, Timing
 from storage.base import OutboxItem
 from storage.schema import decisions, requests
 
@@ -131,4 +132,47 @@ def outbox_from_row(row: Any) -> OutboxItem:
         next_attempt_at=m["next_attempt_at"],
         last_error=m["last_error"],
         created_at=m["created_at"],
+    )
+
+
+def escalation_json(state: TimerState) -> dict[str, Any] | None:
+    """TimerState's non-scalar part, as stored in the `escalation` JSON column."""
+    if not state.escalated and not state.escalated_to:
+        return None
+    return {
+        "count": state.escalations,
+        "to": list(state.escalated_to),
+        "from": list(state.escalated_from),
+        "by": state.escalated_by,
+        "note": state.note,
+        "handed_back": state.handed_back,
+    }
+
+
+def state_from_columns(
+    *,
+    reminders_sent: int,
+    remind_at: datetime | None,
+    loop: int,
+    level: int,
+    escalate_at: datetime | None,
+    expires_at: datetime | None,
+    snoozed_until: datetime | None,
+    escalation: dict[str, Any] | None,
+) -> TimerState:
+    moves = escalation or {}
+    return TimerState(
+        reminders_sent=reminders_sent,
+        remind_at=remind_at,
+        loop=loop,
+        level=level,
+        escalate_at=escalate_at,
+        expires_at=expires_at,
+        snoozed_until=snoozed_until,
+        escalations=int(moves.get("count", 0)),
+        escalated_to=tuple(moves.get("to", ())),
+        escalated_from=tuple(moves.get("from", ())),
+        escalated_by=moves.get("by"),
+        note=moves.get("note"),
+        handed_back=bool(moves.get("handed_back", False)),
     )

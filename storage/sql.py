@@ -12,10 +12,10 @@ Dialect differences stay in small private helpers:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -50,6 +50,8 @@ from storage.schema import (
 )
 from storage.urls import async_url
 
+U = TypeVar("U", bound="SqlUnit")
+
 NOTIFY_CHANNEL = "signoff_requests"
 
 def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
@@ -70,6 +72,7 @@ def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
 
 class SqlUnit(Unit):
     def __init__(self, conn: AsyncConnection) -> None:
+        super().__init__()
         self.conn = conn
         self._postgres = conn.dialect.name == "postgresql"
 
@@ -157,7 +160,9 @@ class SqlUnit(Unit):
         }
         stmt = self._insert_ignore(outbox, values, "dedupe_key")
         result = await self.conn.execute(stmt)
-        return result.rowcount == 1
+        stored = result.rowcount == 1
+        self.enqueued += stored
+        return stored
 
     def _insert_ignore(self, table: sa.Table, values: dict[str, Any], key: str) -> Any:
         if self._postgres:
@@ -217,10 +222,6 @@ class SqlUnit(Unit):
                 )
             )
 
-    async def people(self, request_id: str) -> set[str]:
-        stmt = sa.select(request_people.c.user_id).where(request_people.c.request_id == request_id)
-        return set((await self.conn.execute(stmt)).scalars())
-
     async def home_users(self, user_ids: Iterable[str]) -> set[str]:
         ids = list(dict.fromkeys(user_ids))
         if not ids:
@@ -279,14 +280,21 @@ class SqlStore(Store):
         engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
         return cls(engine)
 
+    def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
+        return self.unit_of(SqlUnit)
+
     @asynccontextmanager
-    async def unit(self) -> AsyncIterator[SqlUnit]:
+    async def unit_of(self, make: Callable[[AsyncConnection], U]) -> AsyncIterator[U]:
+        """A unit of the class `make` builds (the run store's units extend the request store's)."""
         if self._write_lock is None:
             async with self.write_engine.begin() as conn:
-                yield SqlUnit(conn)
-            return
-        async with self._write_lock, self.write_engine.begin() as conn:
-            yield SqlUnit(conn)
+                unit = make(conn)
+                yield unit
+        else:
+            async with self._write_lock, self.write_engine.begin() as conn:
+                unit = make(conn)
+                yield unit
+        self._finish_unit(unit)  # reached only once the transaction has committed
 
     async def get_request(self, request_id: str) -> Request | None:
         async with self.engine.connect() as conn:

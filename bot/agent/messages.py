@@ -9,7 +9,7 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
-from bot.agent.questions import answer_text
+from bot.domain.questions import answer_text
 from bot.agent.tools import Tool, ToolContext, ToolError
 from bot.domain.model import Actor, Kind, Outcome, Request
 from bot.domain.runs import ExecStatus, RunMessage, ToolExecution

@@ -26,7 +26,7 @@ from bot.agent.steps import LeaseLost, StepResult, Steps
 from bot.clock import Clock
 from bot.domain.model import Request
 from bot.service import Service
-from storage.runs import RunStore
+from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ class Runner:
         self._again: dict[str, bool] = {}  # runs being driven here -> kicked again meanwhile
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
-        self._sweep_now = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -166,9 +165,6 @@ class Runner:
 
     # -- recovery ---------------------------------------------------------------------
 
-    def sweep_soon(self) -> None:
-        self._sweep_now.set()
-
     async def sweep(self) -> int:
         """Kick every run that has work and nobody working on it; returns how many."""
         ids = await self.runs.recoverable(self.clock.now(), limit=SWEEP_BATCH)
@@ -194,6 +190,4 @@ class Runner:
             except Exception:
                 log.exception("run recovery sweep failed")
                 timeout = self.sweep_seconds
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sweep_now.wait(), timeout)
-            self._sweep_now.clear()
+            await asyncio.sleep(timeout)  # recovery only: live runs are kicked, never found by this sweep

@@ -26,7 +26,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.agent import blocks, effects
+from bot import effects
+from bot.agent import blocks
 from bot.agent.messages import (
     UNKNOWN_OUTCOME,
     decided_execution,
@@ -40,11 +41,11 @@ from bot.agent.messages import (
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
-from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
+from bot.domain.model import Action, Actor, AuditEvent, Outcome, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
-from storage.runs import RunStore, RunUnit
+from storage.run_store import RunStore, RunUnit
 
 if TYPE_CHECKING:  # importing the SDK takes ~2 s: `import_sdk` does it on first use, or in the background
     import anthropic
@@ -93,7 +94,6 @@ class Steps:
         *,
         clock: Clock,
         client: Callable[[], anthropic.AsyncAnthropic],
-        wake_outbox: Callable[[], None],
     ) -> None:
         self.service = service
         self.runs = runs
@@ -101,7 +101,6 @@ class Steps:
         self.config = config
         self.clock = clock
         self.client = client
-        self.wake_outbox = wake_outbox
         self._history: OrderedDict[str, list[RunMessage]] = OrderedDict()
 
     # -- plumbing -------------------------------------------------------------------
@@ -113,8 +112,6 @@ class Steps:
             if not await unit.fence(run_id, owner, until):
                 raise LeaseLost(run_id)
             yield unit
-        if unit.enqueued:  # a wake-up costs the dispatcher a claim (a write on SQLite): only when useful
-            self.wake_outbox()
 
     def _ctx(self, run: Run, tool_use_id: str = "") -> ToolContext:
         return ToolContext(self.config.workspace, self.config.email_outbox, run.id, tool_use_id,
@@ -179,7 +176,6 @@ class Steps:
         prepared = [self._prepare(run, agent, position, block, reasoning) for position, block in enumerate(uses)]
         now = self.clock.now()
         seq = run.next_seq
-        staged: list[Request] = []
         async with self._unit(run.id, owner) as unit:
             messages = [RunMessage(run.id, seq, "assistant", content, now)] if content else []
             await unit.append_messages(messages)
@@ -190,7 +186,6 @@ class Steps:
                     if spec is not None:
                         request = self.service.new_request(spec)
                         await self.service.stage(unit, request)
-                        staged.append(request)
                         execution = execution.evolve(request_id=request.id)
                     executions.append(execution)
                     await self._announce(unit, run, execution, now)
@@ -201,8 +196,6 @@ class Steps:
                 run = run.evolve(status=RunStatus.COMPLETED, result=reasoning)
                 await unit.enqueue(effects.note(run.id, "final", blocks.final_message(run, reasoning), now))
                 run = await self._save(unit, run, "run_completed", steps=run.step_count)
-        for request in staged:
-            self.service.submitted(request)
         self._remember(run.id, messages)
         return StepResult.CONTINUE if uses else StepResult.DONE
 

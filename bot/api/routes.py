@@ -17,7 +17,8 @@ from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.errors import InvalidInput, SignoffError
-from bot.service import ApprovalSpec, Service, request_json
+from bot.service import ApprovalSpec, Service
+from bot.wire import request_json
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)

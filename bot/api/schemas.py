@@ -10,13 +10,12 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from bot.domain.edits import check_schema, validate_params
+from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from bot.domain.model import Action, Preview, Risk
 from bot.errors import InvalidInput
 
 MAX_PARAMS_BYTES = 256 * 1024
 MAX_PREVIEW_BYTES = 512 * 1024
-CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
-APPROVER_ID = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
 
 
 def _approver_ids(value: list[str]) -> list[str]:
@@ -126,7 +125,7 @@ class ApprovalIn(_Strict):
     approvers: Approvers = Field(default_factory=list)
     callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
     requested_by: str | None = Field(default=None, max_length=200)
-    # Timing (issue 3): checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
+    # Timing: checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
     reminders: Any = None
     escalation: Any = None
     timeout: Any = None

@@ -21,6 +21,8 @@ import aiohttp
 from bot.clock import Clock
 from bot.domain.model import AuditEvent
 from bot.metrics import Metrics
+from bot import effects
+from bot.effects import Handler
 from bot.outbox import Dead, Done, Result, Retry, backoff
 from storage.base import OutboxItem
 
@@ -59,6 +61,9 @@ class WebhookDelivery:
         self.clock = clock
         self.metrics = metrics
         self.max_attempts = max_attempts
+
+    def handlers(self) -> dict[str, Handler]:
+        return {effects.WEBHOOK: self}
 
     async def __call__(self, item: OutboxItem) -> Result:
         url: str = item.payload["url"]

@@ -7,52 +7,17 @@ decision and what finally ran can each be read on their own.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # timing imports this module; at run time the annotations stay strings
-    from bot.domain.timing import TimerState, Timing
+from bot.domain.timing import TimerState, Timing
+from bot.domain.values import Kind, Outcome, Risk, Status, Via, iso
 
-
-class Status(enum.StrEnum):
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-    ANSWERED = "answered"
-
-
-class Outcome(enum.StrEnum):
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-    ANSWERED = "answered"
-
-
-class Via(enum.StrEnum):
-    BUTTON = "button"
-    MODAL = "modal"
-    POLICY = "policy"
-    GRANT = "grant"
-    TIMEOUT = "timeout"
-    API = "api"
-    THREAD = "thread"  # a reply in the Slack thread (answers to an agent's questions)
-
-
-class Risk(enum.StrEnum):
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    CRITICAL = "critical"
-
-
-class Kind(enum.StrEnum):
-    APPROVAL = "approval"
-    QUESTION = "question"
+__all__ = [
+    "Action", "Actor", "AuditEvent", "Change", "Decision", "Kind", "Outcome", "Preview", "Request", "Risk",
+    "Status", "Via", "iso", "PREVIEW_KINDS",
+]
 
 
 PREVIEW_KINDS = ("email", "diff", "table", "markdown", "json")
@@ -175,9 +140,3 @@ class AuditEvent:
     at: datetime
     actor: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
-
-
-def iso(dt: datetime | None) -> str | None:
-    if dt is None:
-        return None
-    return dt.isoformat().replace("+00:00", "Z")

@@ -14,10 +14,10 @@ Modals live in `bot.slack.modals` and previews in `bot.slack.previews`; both are
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via, iso
+from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
@@ -26,6 +26,7 @@ from bot.slack.modals import (
     parse_reject_submission,
     reject_modal,
 )
+from bot.slack.text import slack_date
 from bot.slack.previews import (
     clip,
     cut,
@@ -135,12 +136,6 @@ def _long_summary(req: Request) -> list[dict[str, Any]]:
     return [rich_text(rt_section(rt_text(cut(req.summary, SUMMARY_BUDGET))))]
 
 
-def slack_date(at: datetime, token: str) -> str:
-    """Slack's localised date syntax, with the ISO time as the fallback text."""
-    unix = int(at.replace(tzinfo=at.tzinfo or UTC).timestamp())
-    return f"<!date^{unix}^{token}|{iso(at)}>"
-
-
 def _context_line(req: Request, now: datetime) -> dict[str, Any]:
     # A request stamped after `now` (clock skew between replicas) would read "in 2 minutes".
     comparable = (req.created_at.tzinfo is None) == (now.tzinfo is None)
@@ -199,7 +194,7 @@ def _buttons(req: Request) -> dict[str, Any]:
     if req.action.params:
         buttons.append(_button("Edit", EDIT, req.id))
     buttons.append(_button("Reject", REJECT, req.id, "danger"))
-    if req.timing is not None:  # requests with a timeline (issue 3): for approvers, not a decision
+    if req.timing is not None:  # requests with a timeline: for approvers, not a decision
         if req.timing.reminds:
             buttons.append(_button("Snooze 1h", SNOOZE, req.id))
         buttons.append(_button("Escalate", ESCALATE, req.id))

@@ -12,7 +12,7 @@ from bot.slack.interactions import Interactions
 from bot.slack.payloads import BadPayload, extract_click, extract_submission
 
 if TYPE_CHECKING:
-    from bot.slack.escalation import TimerInteractions
+    from bot.slack.timer_buttons import TimerInteractions
     from bot.slack.home import Home
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def register(
 
 
 def _register_timers(app: AsyncApp, interactions: Interactions, timers: TimerInteractions, click_of: Any) -> None:
-    from bot.slack.escalation import ESCALATE_VIEW, TARGET_BLOCK
+    from bot.slack.timer_buttons import ESCALATE_VIEW, TARGET_BLOCK
 
     async def on_snooze(ack: Any, body: dict[str, Any]) -> None:
         await ack()

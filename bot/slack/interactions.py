@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from bot.metrics import Metrics
 from bot.service import Service
 from bot.slack import blocks
 from bot.slack.payloads import Click, Submission
+from bot.slack.text import mention, mentions, strip_markup, when
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +49,9 @@ def already_decided_text(request: Request) -> str:
     word = _OUTCOME_WORDS.get(request.status.value, request.status.value)
     if decision is None:
         return f"This request was already {word}."
-    who = f"<@{decision.decided_by.id}>" if decision.decided_by else {
+    who = mention(decision.decided_by.id) if decision.decided_by else {
         "timeout": "timeout", "policy": "policy", "api": "the agent"}.get(decision.via.value, "Signoff")
-    when = f"<!date^{int(decision.decided_at.timestamp())}^{{date_short_pretty}} at {{time}}|{decision.decided_at:%Y-%m-%d %H:%M} UTC>"
-    return f"Already {word} by {who} ({when}). Nothing was changed."
+    return f"Already {word} by {who} ({when(decision.decided_at)}). Nothing was changed."
 
 
 async def tell(client: AsyncWebClient, metrics: Metrics, user_id: str, channel: str | None, text: str,
@@ -142,8 +141,17 @@ class Interactions:
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
         view = blocks.edit_modal(checked) if kind == "edit" else blocks.reject_modal(checked)
+        await self.open_view(click, checked, view)
+
+    async def open_view(self, click: Click, request: Request, view: dict[str, Any]) -> None:
+        """Open a modal about `request` from `click` (straight away: its trigger_id lives 3 s).
+
+        The modal remembers the request, the version it showed and the card it came from. If Slack
+        refuses or does not answer in time, the person is told to click again: never left without
+        an answer.
+        """
         view["private_metadata"] = json.dumps(
-            {"request_id": checked.id, "version": checked.version, "channel": click.channel_id,
+            {"request_id": request.id, "version": request.version, "channel": click.channel_id,
              "message_ts": click.message_ts}
         )
         try:
@@ -151,7 +159,7 @@ class Interactions:
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             why = str(exc.response.get("error")) if isinstance(exc, SlackApiError) else "connection"
             self.metrics.slack_api_errors.labels("views.open", why).inc()
-            log.warning("views.open failed for %s: %s", checked.id, why)
+            log.warning("views.open failed for %s: %s", request.id, why)
             await self.tell(
                 click.user_id, click.channel_id,
                 "Slack could not open the form (it took too long). Please click again.",
@@ -171,7 +179,7 @@ class Interactions:
             return None, {}, oversize
         checked = await self._check(sub.request_id, sub.user_id, authorize=False)
         if isinstance(checked, Refusal):
-            return None, {}, {first_block: _plain(checked.text)}
+            return None, {}, {first_block: strip_markup(checked.text)}
         if sub.callback_id == blocks.EDIT_VIEW:
             params, errors = blocks.parse_edit_submission(checked, sub.values)
             return (None, {}, errors) if errors else (checked, params, {})
@@ -202,12 +210,11 @@ def _escalated_to(request: Request) -> str:
     state = request.timers
     if state is None or not state.escalated or state.handed_back or not state.escalated_to:
         return ""
-    return ", ".join(f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in state.escalated_to[:10])
+    return mentions(state.escalated_to)
 
 
 def _approvers_text(request: Request) -> str:
-    names = [f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in request.approvers[:10]]
-    return "Approvers: " + ", ".join(names) + ("…" if len(request.approvers) > 10 else "")
+    return "Approvers: " + mentions(request.approvers)
 
 
 # Slack's text inputs hold at most 3000 characters; anything longer did not come from Slack's own form.
@@ -225,10 +232,3 @@ def _oversize_inputs(values: dict[str, Any]) -> dict[str, str]:
                 errors[str(block_id)] = f"must be at most {limit} characters (this is {len(value)})"
     return errors
 
-
-def _plain(text: str) -> str:
-    """Modal error strings are plain text: drop Slack's <...|fallback> markup to its fallback."""
-    text = re.sub(r"<!date\^[^|>]*\|([^>]*)>", r"\1", text)
-    text = re.sub(r"<@([A-Z0-9]+)>", r"@\1", text)
-    text = re.sub(r"<!subteam\^([A-Z0-9]+)>", r"@\1", text)
-    return text[:2000]

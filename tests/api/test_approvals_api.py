@@ -144,7 +144,7 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         "updated_at": None,
         "card": None,
         "decision": None,
-        # The server's default timing (issue 3), since the body gave none.
+        # The server's default timing, since the body gave none.
         "timing": {"reminders": {"every": "1h", "max": 3}, "escalation": None,
                    "timeout": {"after": "1d", "outcome": "expire"}},
         "timers": None,

@@ -1,25 +1,14 @@
-"""The agent-side package stands alone: it never imports the server (bot) or its storage."""
+"""The agent-side package stands alone at run time: importing any of it loads nothing of the server.
+
+(tests/unit/test_imports.py checks the source; this checks what an import really loads.)"""
 
 from __future__ import annotations
 
-import ast
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.harness import ROOT
-
-FORBIDDEN = ("bot", "storage", "tests")
-
-
-def test_no_module_of_signoff_imports_the_server() -> None:
-    offenders = []
-    for path in sorted((ROOT / "signoff").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] in FORBIDDEN]
-    assert offenders == []
 
 
 def test_importing_every_signoff_module_loads_nothing_of_the_server() -> None:

@@ -10,8 +10,8 @@ hold it and extends it, `release` gives it back. A process that dies keeps its l
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
@@ -95,9 +95,6 @@ class RunStore(abc.ABC):
 
     @abc.abstractmethod
     async def executions(self, run_id: str, *, turn_seq: int | None = None) -> list[ToolExecution]: ...
-
-    @abc.abstractmethod
-    async def run_of_request(self, request_id: str) -> str | None: ...
 
     @abc.abstractmethod
     async def find_run_by_root(self, channel: str, ts: str) -> Run | None: ...
@@ -189,12 +186,6 @@ def _intervention_from_row(row: Any) -> Intervention:
 
 
 class SqlRunUnit(SqlUnit, RunUnit):
-    enqueued = 0  # outbox items written in this unit (so the caller wakes the dispatcher only if needed)
-
-    async def enqueue(self, item: Any) -> bool:
-        self.enqueued += 1
-        return await super().enqueue(item)
-
     async def insert_run(self, run: Run) -> None:
         await self.conn.execute(runs.insert().values(
             id=run.id, task=run.task, channel=run.channel, agent=run.agent, requested_by=run.requested_by,
@@ -293,10 +284,8 @@ class SqlRunStore(RunStore):
         self.store = store
         self.engine = store.engine
 
-    @asynccontextmanager
-    async def unit(self) -> AsyncIterator[SqlRunUnit]:
-        async with self.store.unit() as unit:
-            yield SqlRunUnit(unit.conn)
+    def unit(self) -> AbstractAsyncContextManager[SqlRunUnit]:
+        return self.store.unit_of(SqlRunUnit)
 
     async def _all(self, stmt: Any) -> list[Any]:
         async with self.engine.connect() as conn:
@@ -324,10 +313,6 @@ class SqlRunStore(RunStore):
             stmt = stmt.where(tool_executions.c.turn_seq == turn_seq)
         stmt = stmt.order_by(tool_executions.c.turn_seq, tool_executions.c.position)
         return [_execution_from_row(r) for r in await self._all(stmt)]
-
-    async def run_of_request(self, request_id: str) -> str | None:
-        rows = await self._all(sa.select(tool_executions.c.run_id).where(tool_executions.c.request_id == request_id))
-        return rows[0].run_id if rows else None
 
     async def find_run_by_root(self, channel: str, ts: str) -> Run | None:
         rows = await self._all(sa.select(runs).where(runs.c.channel == channel, runs.c.root_ts == ts))

@@ -17,7 +17,8 @@ from pydantic import Field, field_validator
 
 from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION_MAX, check_questions, question_spec
 from bot.agent.runner import Runner
-from bot.agent.runs import RunService, question_json
+from bot.agent.run_service import RunService
+from bot.wire import question_json
 from bot.api.routes import SERVICE, channel_or_default, check_callback, float_param, idempotency_key
 from bot.api.schemas import CHANNEL_ID, Approvers, _Strict, body_hash, parse_body
 from bot.api.timing_in import expand_groups
