@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -53,6 +53,9 @@ from bot.slack.notices import NoticeDelivery, render_card
 from bot.timers import Timers
 from storage.sql import SqlStore
 
+if TYPE_CHECKING:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -60,7 +63,7 @@ MAX_BODY_BYTES = 1024 * 1024
 # listeners run at once instead of from the backlog.
 OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
-SIGNOFF = web.AppKey("signoff", "Signoff")
+SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
 
 @dataclass
@@ -78,7 +81,7 @@ class Signoff:
     http: aiohttp.ClientSession
     web_app: web.Application
     verifier: SignatureVerifier
-    socket_handler: Any = None
+    socket_handler: AsyncSocketModeHandler | None = None
     timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # Signoff's own agent runner
@@ -104,11 +107,11 @@ class Signoff:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
-            await self.socket_handler.connect_async()
+            await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:
         if self.socket_handler is not None:
-            await self.socket_handler.close_async()
+            await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         await self.backlog.stop()
         if self.background:  # clicks already acked: let their listeners reach the database
             await asyncio.wait(list(self.background), timeout=5)
@@ -131,7 +134,7 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries:
     return AsyncWebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_url,
-        timeout=settings.http_timeout_seconds,
+        timeout=int(settings.http_timeout_seconds),
         retry_handlers=handlers_ if retries else [],
         session=session,
     )
@@ -210,7 +213,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
     add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 
-    async def lifecycle(_app: web.Application) -> Any:
+    async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         await signoff.start()
         yield
         await signoff.stop()
@@ -277,7 +280,7 @@ class _SignallingAck(AsyncAck):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Bolt's __init__ has no annotations
         self.answer: asyncio.Future[BoltResponse] = asyncio.get_running_loop().create_future()
 
     async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
@@ -302,7 +305,8 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
         return ack.answer.result()
     ack.answer.cancel()
     if run.done() and not run.cancelled() and run.exception() is None and run.result() is not None:
-        return run.result()
+        answered: BoltResponse = run.result()
+        return answered
     log.error("a Slack listener did not acknowledge within %.1f s", ACK_WITHIN_SECONDS)
     return BoltResponse(status=500, body="")
 

@@ -393,4 +393,5 @@ class SqlRunStore(RunStore):
         stmt = sa.select(sa.func.min(runs.c.lease_until)).where(
             runs.c.status.in_(_ACTIVE), runs.c.lease_owner.is_not(None))
         async with self.engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar()
+            expiry: datetime | None = (await conn.execute(stmt)).scalar()
+        return expiry

@@ -361,7 +361,8 @@ class SqlStore(Store):
         )
         stmt = sa.select(sa.func.min(due)).where(outbox.c.status == "pending")
         async with self.engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar()
+            due_at: datetime | None = (await conn.execute(stmt)).scalar()
+        return due_at
 
     async def outbox_items(self, request_id: str | None = None) -> list[OutboxItem]:
         stmt = sa.select(outbox).order_by(outbox.c.id)
@@ -393,7 +394,7 @@ class SqlStore(Store):
                 rows = (await conn.execute(stmt.where(where).order_by(*order).limit(limit))).all()
                 count = sa.select(sa.func.count()).select_from(REQUEST_JOIN).where(where)
                 total = (await conn.execute(count)).scalar()
-                return rows, int(total or 0)
+                return list(rows), int(total or 0)
 
             waiting_rows, waiting_total = await page(waiting, oldest)
             escalated_rows, escalated_total = await page(escalated, oldest)

@@ -18,7 +18,9 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -98,8 +100,8 @@ class Runner:
         if isinstance(run_id, str):
             self.kick(run_id)
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -160,8 +160,8 @@ class Steps:
                 model=self.config.model,
                 max_tokens=self.config.max_tokens,
                 system=agent.system,
-                tools=agent.tools.definitions(),
-                messages=to_api_messages(history),
+                tools=agent.tools.definitions(),  # type: ignore[arg-type]  # our dicts are the API's shape
+                messages=to_api_messages(history),  # type: ignore[arg-type]
             )
         except anthropic.APIError as exc:
             await self.fail(run, owner, model_error(exc))
