@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Request
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
@@ -18,7 +19,7 @@ from bot.domain.values import iso
 
 def request_json(request: Request) -> dict[str, Any]:
     """The request as the agent API and webhooks show it."""
-    return {
+    body: dict[str, Any] = {
         "id": request.id,
         "kind": request.kind.value,
         "status": request.status.value,
@@ -42,6 +43,9 @@ def request_json(request: Request) -> dict[str, Any]:
         "timing": request.timing.to_json() if request.timing else None,
         "timers": timers_json(request.timers) if request.timers else None,
     }
+    if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
+        body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))
+    return body
 
 
 def question_json(request: Request) -> dict[str, Any]:

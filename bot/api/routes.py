@@ -14,6 +14,7 @@ from aiohttp import web
 
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.timing_in import expand_groups, parse_timing
+from bot.domain.choices import EXTRA_KEY
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.errors import InvalidInput, SignoffError
@@ -91,6 +92,7 @@ async def create_approval(request: web.Request) -> web.Response:
         approvers=tuple(dict.fromkeys(body.approvers)),
         callback_url=body.callback_url,
         requested_by=body.requested_by,
+        extra={EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {},
     )
     created_request, created = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
     response = web.json_response(request_json(created_request), status=201 if created else 200)

@@ -129,6 +129,16 @@ class ApprovalIn(_Strict):
     reminders: Any = None
     escalation: Any = None
     timeout: Any = None
+    # Which decisions the card offers (bot/domain/choices.py); unset: approve, edit, reject.
+    allowed_decisions: list[Literal["approve", "edit", "reject", "respond"]] | None = Field(
+        default=None, min_length=1, max_length=4)
+
+    @field_validator("allowed_decisions")
+    @classmethod
+    def _distinct(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("must not repeat a decision")
+        return value
 
     @field_validator("channel")
     @classmethod

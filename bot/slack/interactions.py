@@ -17,6 +17,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import Clock
+from bot.domain.choices import allowed_decisions
+from bot.domain.choices import refusal as choices_refusal
 from bot.domain.edits import compute_changes
 from bot.domain.model import Actor, Kind, Outcome, Request, Via
 from bot.metrics import Metrics
@@ -37,6 +39,7 @@ _OUTCOME_WORDS = {
 
 
 DECIDING_AT_ONCE = 4
+_VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,8 @@ class Interactions:
     # -- checks shared by every interaction ----------------------------------
 
     async def _check(
-        self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True
+        self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True,
+        decision: str | None = None,
     ) -> Request | Refusal:
         request = await self.service.store.get_request(request_id)
         if request is None:
@@ -94,6 +98,9 @@ class Interactions:
             return Refusal(already_decided_text(request))
         if request.kind is not Kind.APPROVAL:
             return Refusal("This is a question, not an approval: answer it in its thread. Nothing was changed.")
+        offered = allowed_decisions(request.kind, request.extra)
+        if decision is not None and decision not in offered:
+            return Refusal(choices_refusal(decision, offered))
         if authorize and not await self.service.may_decide(request, user_id):
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from
@@ -121,7 +128,7 @@ class Interactions:
             await self._approve(click)
 
     async def _approve(self, click: Click) -> None:
-        checked = await self._check(click.request_id, click.user_id, click)
+        checked = await self._check(click.request_id, click.user_id, click, decision="approve")
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
@@ -136,11 +143,13 @@ class Interactions:
                             "counts because you are still one of its approvers.")
 
     async def open_modal(self, click: Click, kind: str) -> None:
-        checked = await self._check(click.request_id, click.user_id, click)
+        """`kind`: edit, reject or respond ("Reply instead")."""
+        checked = await self._check(click.request_id, click.user_id, click, decision=kind)
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
-        view = blocks.edit_modal(checked) if kind == "edit" else blocks.reject_modal(checked)
+        modal = {"edit": blocks.edit_modal, "respond": blocks.respond_modal}.get(kind, blocks.reject_modal)
+        view = modal(checked)
         await self.open_view(click, checked, view)
 
     async def open_view(self, click: Click, request: Request, view: dict[str, Any]) -> None:
@@ -173,13 +182,16 @@ class Interactions:
         Runs before the ack, so it reads only our database; whether the person may decide can
         need a Slack call (user groups) and is checked after the ack, in `finish_submission`.
         """
-        first_block = "reason" if sub.callback_id == blocks.REJECT_VIEW else next(iter(sub.values), "reason")
+        first_block = "reason" if sub.callback_id in (blocks.REJECT_VIEW, blocks.RESPOND_VIEW) else next(iter(sub.values), "reason")
         oversize = _oversize_inputs(sub.values)
         if oversize:
             return None, {}, oversize
-        checked = await self._check(sub.request_id, sub.user_id, authorize=False)
+        decision = _VIEW_DECISION.get(sub.callback_id, "reject")
+        checked = await self._check(sub.request_id, sub.user_id, authorize=False, decision=decision)
         if isinstance(checked, Refusal):
             return None, {}, {first_block: strip_markup(checked.text)}
+        if sub.callback_id == blocks.RESPOND_VIEW and not blocks.parse_respond_submission(sub.values):
+            return None, {}, {"reason": "Write the reply the agent should get."}
         if sub.callback_id == blocks.EDIT_VIEW:
             params, errors = blocks.parse_edit_submission(checked, sub.values)
             return (None, {}, errors) if errors else (checked, params, {})
@@ -197,6 +209,9 @@ class Interactions:
             result = await self.service.decide(
                 request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor, params=params, changes=changes
             )
+        elif sub.callback_id == blocks.RESPOND_VIEW:  # recorded as a rejection: the action must not run
+            result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.REPLY, actor=actor,
+                                               comment=blocks.parse_respond_submission(sub.values))
         else:
             reason = blocks.parse_reject_submission(sub.values)
             result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.MODAL, actor=actor,
