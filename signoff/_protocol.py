@@ -56,8 +56,11 @@ def new_key() -> str:
 def approval_body(action: str, params: Mapping[str, Any], *, summary: str, preview: Mapping[str, Any] | None,
                   risk: str, params_schema: Mapping[str, Any] | None, channel: str | None,
                   approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
-                  timing: Mapping[str, Any] | None) -> dict[str, Any]:
+                  timing: Mapping[str, Any] | None,
+                  allowed_decisions: Sequence[str] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"action": {"name": action, "params": dict(params)}, "summary": summary, "risk": risk}
+    if allowed_decisions is not None:  # approve | edit | reject | respond; unset: the first three
+        body["allowed_decisions"] = list(allowed_decisions)
     if params_schema is not None:
         body["action"]["params_schema"] = dict(params_schema)
     optional = {"preview": dict(preview) if preview is not None else None, "channel": channel,

@@ -129,11 +129,13 @@ class SignoffClient:
                params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                context: str | None = None, requested_by: str | None = None,
-               timing: Mapping[str, Any] | None = None) -> Submission:
+               timing: Mapping[str, Any] | None = None,
+               allowed_decisions: Sequence[str] | None = None) -> Submission:
         """Create the request (or find the one this key already made) without waiting."""
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
-                               context=context, requested_by=requested_by, timing=timing)
+                               context=context, requested_by=requested_by, timing=timing,
+                               allowed_decisions=allowed_decisions)
         answer, status = self._send("POST", "/api/v1/approvals", json=body,
                                     key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
@@ -247,10 +249,12 @@ class AsyncSignoffClient:
                      params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                      approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                      context: str | None = None, requested_by: str | None = None,
-                     timing: Mapping[str, Any] | None = None) -> AsyncSubmission:
+                     timing: Mapping[str, Any] | None = None,
+                     allowed_decisions: Sequence[str] | None = None) -> AsyncSubmission:
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
-                               context=context, requested_by=requested_by, timing=timing)
+                               context=context, requested_by=requested_by, timing=timing,
+                               allowed_decisions=allowed_decisions)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)

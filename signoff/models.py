@@ -36,7 +36,7 @@ class Decision:
     """How a request ended. Run the action with `params`, never with what was proposed.
 
     `outcome`: approved | rejected | expired | cancelled (answered for questions);
-    `via`: button | modal | policy | grant | timeout | api | thread.
+    `via`: button | modal | policy | grant | timeout | api | thread | reply ("Reply instead": see `reply`).
     """
 
     request_id: str
@@ -56,6 +56,11 @@ class Decision:
     @property
     def edited(self) -> bool:
         return bool(self.changes)
+
+    @property
+    def reply(self) -> str | None:
+        """The person's answer when they chose "Reply instead" (a rejection: the action must not run)."""
+        return self.comment if self.outcome == "rejected" and self.via == "reply" else None
 
     @classmethod
     def from_request(cls, body: Mapping[str, Any]) -> Decision | None:
