@@ -151,6 +151,16 @@ class SignoffClient:
         decision = raise_unless_approved(self._wait_or_cancel(str(answer["id"]), timeout))
         return Answers.from_question(self.get(decision.request_id))
 
+    def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
+                         context: str | None = None, channel: str | None = None,
+                         approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
+                         requested_by: str | None = None) -> Submission:
+        """Post the questions (or find the ones this key already posted) without waiting."""
+        body = p.question_body(questions, summary=summary, context=context, channel=channel,
+                               approvers=approvers, requested_by=requested_by)
+        answer, status = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        return Submission(str(answer["id"]), answer, status == 201, self)
+
     def get(self, request_id: str, *, wait: float = 0.0) -> Json:
         """The request's JSON as the server has it; with `wait`, one long-poll (at most 50 s)."""
         wait = max(0.0, min(wait, p.MAX_LONG_POLL))
@@ -268,6 +278,16 @@ class AsyncSignoffClient:
         answer, _ = await self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
         decision = raise_unless_approved(await self._wait_or_cancel(str(answer["id"]), timeout))
         return Answers.from_question(await self.get(decision.request_id))
+
+    async def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
+                               context: str | None = None, channel: str | None = None,
+                               approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
+                               requested_by: str | None = None) -> AsyncSubmission:
+        body = p.question_body(questions, summary=summary, context=context, channel=channel,
+                               approvers=approvers, requested_by=requested_by)
+        answer, status = await self._send("POST", "/api/v1/questions", json=body,
+                                          key=idempotency_key or p.new_key())
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
 
     async def get(self, request_id: str, *, wait: float = 0.0) -> Json:
         wait = max(0.0, min(wait, p.MAX_LONG_POLL))
