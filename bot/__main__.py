@@ -4,7 +4,7 @@
     signoff db upgrade     apply database migrations
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
-    signoff wait | hook | mcp
+    signoff wait | hook | mcp | langgraph
                            agent-side commands (signoff/cli.py): wait for a decision, Claude Code hook, MCP server
 """
 
@@ -97,7 +97,7 @@ async def _db_upgrade(database_url: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
-    if given and given[0] in ("wait", "hook", "mcp"):
+    if given and given[0] in ("wait", "hook", "mcp", "langgraph"):
         from signoff.cli import main as agent_main
 
         return agent_main(given)

@@ -5,6 +5,8 @@
                                     3 no decision (still pending after --timeout, or the server unreachable)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
     signoff mcp                     the MCP server over stdio
+    signoff langgraph resume --graph module:function [--db checkpoints.db] [--once]
+                                    resume paused LangGraph threads with Signoff's decisions
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 
 from signoff.errors import SignoffError
 
-COMMANDS = ("wait", "hook", "mcp")
+COMMANDS = ("wait", "hook", "mcp", "langgraph")
 EXIT_BY_OUTCOME = {"approved": 0, "answered": 0, "rejected": 1, "expired": 2, "cancelled": 2}
 EXIT_NO_DECISION = 3
 
@@ -38,6 +40,38 @@ def _wait(args: argparse.Namespace) -> int:
     return EXIT_BY_OUTCOME.get(found.outcome, 1)
 
 
+def _langgraph_resume(args: argparse.Namespace) -> int:
+    import signal
+    import sqlite3
+    import threading
+
+    from signoff.client import SignoffClient
+    from signoff.langgraph_resume import Resumer, load_factory
+
+    checkpointer = None
+    if args.db:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        checkpointer = SqliteSaver(sqlite3.connect(args.db, check_same_thread=False))
+    card = {"channel": args.channel, "approvers": args.approver or None, "risk": args.risk,
+            "requested_by": args.requested_by}
+    try:
+        resumer = Resumer(load_factory(args.graph), checkpointer, client=SignoffClient(args.url, args.token),
+                          scan_every=args.scan_every, **card)
+    except SignoffError as exc:
+        print(f"signoff langgraph resume: {exc.message}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        resumer.run(stop=stop, once=args.once)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        resumer.close()
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="signoff", description="Signoff's agent-side commands.")
     sub = root.add_subparsers(dest="command", required=True)
@@ -46,6 +80,19 @@ def parser() -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 3)")
     wait.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
     wait.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
+    lg = sub.add_parser("langgraph", help="LangGraph helpers").add_subparsers(dest="lg_command", required=True)
+    resume = lg.add_parser("resume", help="resume paused LangGraph threads with Signoff's decisions")
+    resume.add_argument("--graph", required=True,
+                        help="module:function returning the compiled graph (given the checkpointer if it takes one)")
+    resume.add_argument("--db", help="a SqliteSaver checkpoint file (else the graph's own checkpointer)")
+    resume.add_argument("--once", action="store_true", help="resume what is decided now, then exit")
+    resume.add_argument("--scan-every", type=float, default=5.0, help="seconds between looks for new paused threads")
+    resume.add_argument("--channel", help="channel for cards this posts (HumanInTheLoopMiddleware interrupts)")
+    resume.add_argument("--approver", action="append", help="approver for those cards (repeatable)")
+    resume.add_argument("--risk", default="high")
+    resume.add_argument("--requested-by")
+    resume.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
+    resume.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
     return root
 
 
@@ -68,6 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(given)
     if args.command == "wait":
         return _wait(args)
+    if args.command == "langgraph":
+        return _langgraph_resume(args)
     raise SystemExit(f"signoff: unknown command {args.command}")
 
 

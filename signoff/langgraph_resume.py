@@ -1,0 +1,215 @@
+"""`Resumer`: resume paused LangGraph threads with Signoff's decisions, from any process.
+
+    resumer = Resumer(make_graph, SqliteSaver(sqlite3.connect("checkpoints.db", check_same_thread=False)),
+                      channel="C0123ABCD")
+    resumer.run()            # or: signoff langgraph resume --graph myapp.agent:make_graph --db checkpoints.db
+
+It finds threads paused at interrupts Signoff answers (see `signoff.langgraph_hitl`), posts the
+cards of any that have none yet, waits for the decisions (long-polls, several at once), and calls
+`graph.invoke(Command(resume={interrupt_id: value, ...}), {"configurable": {"thread_id": ...}})`
+with the application's own graph and checkpointer once every interrupt of the thread is decided.
+The process that hit the interrupt may be long gone: only the checkpointer holds the thread.
+
+Invariants:
+- Exactly once: a resume is claimed first (`Claims`, a row per thread and set of requests); the
+  claim holder re-reads the thread and resumes only if it is still paused at those interrupts.
+  Two resumers never both resume; a finished claim is never applied again.
+- A resumer killed mid-way leaves a `resuming` claim whose owner is gone: the next scan (here or
+  in another process) takes it over and either resumes (still paused there) or, when the resume
+  had got past the interrupt, continues the graph from its last checkpoint (`invoke(None)`).
+- A thread paused at anything Signoff does not answer is left alone, and so is its whole resume.
+- New paused threads are found by re-reading the checkpointer (it cannot notify) every
+  `scan_every` seconds at most, while the long-polls wait for decisions.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import inspect
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from signoff.errors import SignoffError
+from signoff.langgraph_claims import Claims
+from signoff.langgraph_hitl import requests_for, resume_value
+from signoff.models import final_decision
+
+if TYPE_CHECKING:
+    from signoff.client import SignoffClient
+
+log = logging.getLogger("signoff.langgraph")
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A thread paused at interrupts Signoff answers: each interrupt with the requests that answer it."""
+
+    thread_id: str
+    parts: tuple[tuple[Any, tuple[str, ...]], ...]
+
+    @property
+    def interrupt_ids(self) -> tuple[str, ...]:
+        return tuple(i.id for i, _ in self.parts)
+
+    @property
+    def request_ids(self) -> tuple[str, ...]:
+        return tuple(r for _, ids in self.parts for r in ids)
+
+    @property
+    def key(self) -> str:
+        text = "|".join([self.thread_id, *sorted(self.interrupt_ids), *sorted(self.request_ids)])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+class Resumer:
+    """Resume threads of `graph_factory`'s graph (called with `checkpointer` if it takes an argument).
+
+    `card`: channel, approvers, risk, requested_by, timing for cards this resumer posts
+    (HumanInTheLoopMiddleware interrupts); give `post_cards` the same, or its submit is a conflict.
+    """
+
+    def __init__(self, graph_factory: Callable[..., Any], checkpointer: Any = None, *,
+                 client: SignoffClient | None = None, claims: Claims | None = None, scan_every: float = 5.0,
+                 **card: Any) -> None:
+        takes_arg = bool(inspect.signature(graph_factory).parameters)
+        self.graph = graph_factory(checkpointer) if takes_arg else graph_factory()
+        self.checkpointer = checkpointer if checkpointer is not None else getattr(self.graph, "checkpointer", None)
+        if self.checkpointer is None:
+            raise SignoffError("the graph has no checkpointer: compile it with one or pass it to Resumer")
+        self._owns_client = client is None
+        if client is None:
+            from signoff.client import SignoffClient
+
+            client = SignoffClient()  # SIGNOFF_URL / SIGNOFF_TOKEN
+        self.client = client
+        self.claims = claims or Claims.beside(self.checkpointer)
+        self.scan_every = scan_every
+        self.card = card
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="signoff-wait")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._owns_client:
+            self.client.close()
+
+    # -- finding paused threads ---------------------------------------------------------
+
+    def threads(self) -> list[str]:
+        """Every thread id the checkpointer holds, newest first."""
+        seen: dict[str, None] = {}
+        for item in self.checkpointer.list(None):
+            seen.setdefault(str(item.config["configurable"]["thread_id"]), None)
+        return list(seen)
+
+    def paused(self) -> list[Paused]:
+        """Threads paused at interrupts that Signoff answers; posts the cards of those that have none."""
+        found = []
+        for thread_id in self.threads():
+            interrupts = self.graph.get_state(_config(thread_id)).interrupts
+            parts = []
+            for item in interrupts:
+                ids = requests_for(self.client, thread_id, item, self.card)
+                if ids is None:
+                    break  # an interrupt someone else answers: the whole resume is theirs
+                parts.append((item, tuple(ids)))
+            else:
+                if parts:
+                    found.append(Paused(thread_id, tuple(parts)))
+        return found
+
+    # -- resuming -------------------------------------------------------------------------
+
+    def resume_ready(self) -> list[str]:
+        """Resume every paused thread whose requests have all ended; the thread ids this call resumed."""
+        resumed = self._recover()
+        for paused in self.paused():
+            bodies = {rid: self.client.get(rid) for rid in paused.request_ids}
+            if all(final_decision(b) is not None for b in bodies.values()) and self._resume(paused, bodies):
+                resumed.append(paused.thread_id)
+        return resumed
+
+    def run(self, *, stop: threading.Event | None = None, once: bool = False) -> None:
+        """Resume threads as their decisions arrive, until `stop` is set (or after one round with `once`)."""
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            self.resume_ready()
+            if once:
+                return
+            self.wait_for_decision(stop)
+
+    def wait_for_decision(self, stop: threading.Event | None = None) -> bool:
+        """Long-poll every pending request at once; True when one ended (False after `scan_every`)."""
+        pending = [rid for p in self.paused() for rid in p.request_ids]
+        if not pending:  # nothing to long-poll: look at the checkpointer again after a while
+            (stop or threading.Event()).wait(self.scan_every)
+            return False
+        futures = [self._pool.submit(self.client.get, rid, wait=self.scan_every) for rid in pending]
+        for done in concurrent.futures.as_completed(futures):
+            try:
+                if final_decision(done.result()) is not None:
+                    return True
+            except SignoffError as exc:
+                log.warning("waiting for a decision failed: %s", exc)
+        return False
+
+    def _resume(self, paused: Paused, bodies: dict[str, Any]) -> bool:
+        from langgraph.types import Command
+
+        if not self.claims.claim(paused.key, paused.thread_id, paused.interrupt_ids):
+            return False  # another resumer has it, or it was applied already
+        config = _config(paused.thread_id)
+        current = {i.id for i in self.graph.get_state(config).interrupts}
+        if not set(paused.interrupt_ids) <= current:
+            self.claims.finish(paused.key)  # resumed by someone before us: nothing left to do
+            return False
+        values = {item.id: resume_value(item, [bodies[r] for r in ids]) for item, ids in paused.parts}
+        return self._invoke(paused.key, Command(resume=values), config)
+
+    def _invoke(self, key: str, command: Any, config: dict[str, Any]) -> bool:
+        try:
+            self.graph.invoke(command, config)
+        except Exception as exc:
+            log.exception("resuming %s failed", config["configurable"]["thread_id"])
+            self.claims.finish(key, error=f"{type(exc).__name__}: {exc}")
+            return False
+        self.claims.finish(key)
+        return True
+
+    def _recover(self) -> list[str]:
+        """Finish what a dead resumer left half done; the threads this continued."""
+        continued = []
+        for claim in self.claims.stale():
+            if not self.claims.claim(claim.key, claim.thread_id, claim.interrupt_ids):
+                continue
+            config = _config(claim.thread_id)
+            state = self.graph.get_state(config)
+            if set(claim.interrupt_ids) & {i.id for i in state.interrupts}:
+                self.claims.release(claim.key)  # never got past the interrupt: the normal path resumes it
+            elif state.next and not state.interrupts:
+                log.info("continuing %s, left half resumed by a resumer that died", claim.thread_id)
+                if self._invoke(claim.key, None, config):
+                    continued.append(claim.thread_id)
+            else:
+                self.claims.finish(claim.key)
+        return continued
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """`module:function` -> the function (the CLI's --graph)."""
+    import importlib
+
+    module_name, _, name = spec.partition(":")
+    if not module_name or not name:
+        raise SignoffError(f"--graph takes module:function, not {spec!r}")
+    factory = getattr(importlib.import_module(module_name), name, None)
+    if not callable(factory):
+        raise SignoffError(f"{spec} is not a function in {module_name}")
+    return factory
