@@ -28,6 +28,7 @@ import concurrent.futures
 import hashlib
 import inspect
 import logging
+import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,10 @@ class Resumer:
         self.scan_every = scan_every
         self.card = card
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="signoff-wait")
+        self._quiet: dict[str, str] = {}  # thread -> latest checkpoint seen not waiting on Signoff
+        self._known: dict[str, tuple[str, ...]] = {}  # interrupt id -> the requests that answer it
+        self._waiting: list[str] = []  # request ids the last round found still open
+        self._polls: dict[str, concurrent.futures.Future[Any]] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -102,27 +107,44 @@ class Resumer:
 
     # -- finding paused threads ---------------------------------------------------------
 
-    def threads(self) -> list[str]:
-        """Every thread id the checkpointer holds, newest first."""
-        seen: dict[str, None] = {}
+    def threads(self) -> dict[str, str | None]:
+        """Every thread the checkpointer holds -> its latest checkpoint id (None where it cannot say cheaply)."""
+        conn, lock = getattr(self.checkpointer, "conn", None), getattr(self.checkpointer, "lock", None)
+        if isinstance(conn, sqlite3.Connection) and lock is not None:  # SqliteSaver: ask SQL, load no blobs
+            try:
+                with lock:
+                    rows = conn.execute("SELECT thread_id, MAX(checkpoint_id) FROM checkpoints "
+                                        "WHERE checkpoint_ns = '' GROUP BY thread_id").fetchall()
+                return {str(t): str(c) for t, c in rows}
+            except sqlite3.OperationalError:  # no checkpoint written yet: the saver makes its tables lazily
+                return {}
+        found: dict[str, str | None] = {}
         for item in self.checkpointer.list(None):
-            seen.setdefault(str(item.config["configurable"]["thread_id"]), None)
-        return list(seen)
+            found.setdefault(str(item.config["configurable"]["thread_id"]), None)
+        return found
 
     def paused(self) -> list[Paused]:
         """Threads paused at interrupts that Signoff answers; posts the cards of those that have none."""
         found = []
-        for thread_id in self.threads():
+        for thread_id, latest in self.threads().items():
+            if latest is not None and self._quiet.get(thread_id) == latest:
+                continue  # unchanged since we saw it was not waiting on Signoff
             interrupts = self.graph.get_state(_config(thread_id)).interrupts
             parts = []
             for item in interrupts:
-                ids = requests_for(self.client, thread_id, item, self.card)
+                ids = self._known.get(item.id)
                 if ids is None:
-                    break  # an interrupt someone else answers: the whole resume is theirs
-                parts.append((item, tuple(ids)))
+                    asked = requests_for(self.client, thread_id, item, self.card)
+                    if asked is None:
+                        break  # an interrupt someone else answers: the whole resume is theirs
+                    ids = self._known[item.id] = tuple(asked)
+                parts.append((item, ids))
             else:
                 if parts:
                     found.append(Paused(thread_id, tuple(parts)))
+                    continue
+            if latest is not None:
+                self._quiet[thread_id] = latest
         return found
 
     # -- resuming -------------------------------------------------------------------------
@@ -130,29 +152,43 @@ class Resumer:
     def resume_ready(self) -> list[str]:
         """Resume every paused thread whose requests have all ended; the thread ids this call resumed."""
         resumed = self._recover()
+        waiting: list[str] = []
         for paused in self.paused():
             bodies = {rid: self.client.get(rid) for rid in paused.request_ids}
-            if all(final_decision(b) is not None for b in bodies.values()) and self._resume(paused, bodies):
+            open_ids = [rid for rid, body in bodies.items() if final_decision(body) is None]
+            if open_ids:
+                waiting.extend(open_ids)
+            elif self._resume(paused, bodies):
                 resumed.append(paused.thread_id)
+        self._waiting = waiting
         return resumed
 
     def run(self, *, stop: threading.Event | None = None, once: bool = False) -> None:
         """Resume threads as their decisions arrive, until `stop` is set (or after one round with `once`)."""
         stop = stop or threading.Event()
         while not stop.is_set():
-            self.resume_ready()
+            try:
+                self.resume_ready()
+            except SignoffError as exc:  # Signoff unreachable for a while: try again next round
+                log.warning("resume round failed: %s", exc)
             if once:
                 return
             self.wait_for_decision(stop)
 
     def wait_for_decision(self, stop: threading.Event | None = None) -> bool:
-        """Long-poll every pending request at once; True when one ended (False after `scan_every`)."""
-        pending = [rid for p in self.paused() for rid in p.request_ids]
-        if not pending:  # nothing to long-poll: look at the checkpointer again after a while
+        """Long-poll the requests the last round waited on, all at once; True as soon as one ends.
+
+        False after `scan_every` seconds without a decision: time to look for new paused threads.
+        """
+        for rid in self._waiting:
+            if rid not in self._polls or self._polls[rid].done():
+                self._polls[rid] = self._pool.submit(self.client.get, rid, wait=self.scan_every)
+        polls = [self._polls[rid] for rid in self._waiting]
+        self._polls = {rid: f for rid, f in self._polls.items() if rid in self._waiting or not f.done()}
+        if not polls:  # nothing to long-poll: look at the checkpointer again after a while
             (stop or threading.Event()).wait(self.scan_every)
             return False
-        futures = [self._pool.submit(self.client.get, rid, wait=self.scan_every) for rid in pending]
-        for done in concurrent.futures.as_completed(futures):
+        for done in concurrent.futures.as_completed(polls):
             try:
                 if final_decision(done.result()) is not None:
                     return True
@@ -175,7 +211,9 @@ class Resumer:
 
     def _invoke(self, key: str, command: Any, config: dict[str, Any]) -> bool:
         try:
-            self.graph.invoke(command, config)
+            # durability="sync": every step is on disk before the next starts, so a resumer killed
+            # mid-way leaves the thread exactly where the next resumer can pick it up.
+            self.graph.invoke(command, config, durability="sync")
         except Exception as exc:
             log.exception("resuming %s failed", config["configurable"]["thread_id"])
             self.claims.finish(key, error=f"{type(exc).__name__}: {exc}")

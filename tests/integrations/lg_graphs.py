@@ -22,7 +22,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from signoff.langgraph import approval
+from signoff.langgraph import approval, ask
 
 
 def record(name: str, args: dict[str, Any]) -> None:
@@ -110,6 +110,50 @@ def tools(state: State) -> State:
 def tool_graph(checkpointer: Any) -> Any:
     builder = StateGraph(State).add_node("plan", plan).add_node("tools", tools)
     return builder.add_edge(START, "plan").add_edge("plan", "tools").add_edge("tools", END).compile(
+        checkpointer=checkpointer)
+
+
+class Steps(TypedDict, total=False):
+    approved: dict[str, Any]
+    sent: str
+    env: str
+    deployed: str
+
+
+def approve_step(state: Steps) -> Steps:
+    decision = approval("send_email", {"to": "ops@example.com", "subject": "Release notes"}, channel="C1")
+    return {"approved": decision.params}
+
+
+def send_step(state: Steps) -> Steps:
+    """Sends what was approved. With LG_BLOCK (a FIFO), blocks after recording: a resumer to kill mid-way."""
+    record("send_email", state["approved"])
+    if os.environ.get("LG_BLOCK"):
+        open(os.environ["LG_BLOCK"]).read()  # nobody writes: blocks until the process is killed
+    return {"sent": "ok"}
+
+
+def two_step_graph(checkpointer: Any) -> Any:
+    """approval() in one node, the tool in the next: a resume can die after the interrupt is consumed."""
+    builder = StateGraph(Steps).add_node("approve", approve_step).add_node("send", send_step)
+    return builder.add_edge(START, "approve").add_edge("approve", "send").add_edge("send", END).compile(
+        checkpointer=checkpointer)
+
+
+def clarify(state: Steps) -> Steps:
+    answers = ask([{"question": "Which environment?", "header": "Env", "options": ["staging", "production"]}],
+                  summary="Deploy the release", channel="C1")
+    return {"env": answers["Which environment?"].value}
+
+
+def deploy(state: Steps) -> Steps:
+    record("deploy", {"env": state["env"]})
+    return {"deployed": state["env"]}
+
+
+def question_graph(checkpointer: Any) -> Any:
+    builder = StateGraph(Steps).add_node("clarify", clarify).add_node("deploy", deploy)
+    return builder.add_edge(START, "clarify").add_edge("clarify", "deploy").add_edge("deploy", END).compile(
         checkpointer=checkpointer)
 
 

@@ -10,7 +10,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from collections.abc import Iterator
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,8 +23,15 @@ from signoff.langgraph import post_cards
 from signoff.langgraph_resume import Resumer
 from tests.fakes.slack_requests import plain_input
 from tests.harness import API_TOKEN, ROOT, App
-from tests.integrations import lg_graphs
-from tests.integrations.lg_graphs import calls, hitl_agent, hitl_agent_per_call, saver, tool_graph
+from tests.integrations.lg_graphs import (
+    calls,
+    hitl_agent,
+    hitl_agent_per_call,
+    question_graph,
+    saver,
+    tool_graph,
+    two_step_graph,
+)
 
 CARD = {"channel": "C1", "approvers": ["U1"]}
 TIMER_BUTTONS = ("signoff_snooze", "signoff_escalate")
@@ -182,5 +191,65 @@ async def test_hitl_per_call_mode_resumes_each_interrupt_by_its_id(app: App, lg_
     assert "delete_file[success]: Keep it." in final.content
 
 
-def test_graph_module_is_importable_without_a_server() -> None:
-    assert callable(lg_graphs.tool_graph)
+async def test_a_resumer_killed_mid_way_is_finished_by_the_next(app: App, lg_env: dict[str, str],
+                                                                  tmp_path: Path) -> None:
+    db, config = str(tmp_path / "checkpoints.db"), thread("t-kill")
+    result = await asyncio.to_thread(two_step_graph(saver(db)).invoke, {}, config)
+    request_id = result["__interrupt__"][0].value["signoff"]["request_id"]
+    await app.click(request_id, "U1", user_name="alice")
+    await decided(app, request_id)
+    fifo = tmp_path / "block"
+    os.mkfifo(fifo)
+    command = [sys.executable, "-m", "bot", "langgraph", "resume", "--graph",
+               "tests.integrations.lg_graphs:two_step_graph", "--db", db, "--once"]
+    first = await asyncio.create_subprocess_exec(*command, env={**lg_env, "LG_BLOCK": str(fifo)}, cwd=ROOT)
+    await until(lambda: len(calls()) == 1)  # past the interrupt, inside the next node's tool
+    first.kill()
+    await first.wait()
+    state = two_step_graph(saver(db)).get_state(config)
+    assert state.interrupts == () and state.next == ("send",)
+    assert claim_states(db) == ["resuming"]
+    await run(command, lg_env)  # a new resumer: the dead one's claim is stale, so it finishes the job
+    state = two_step_graph(saver(db)).get_state(config)
+    assert state.next == () and state.values["sent"] == "ok"
+    assert claim_states(db) == ["done"]
+    # The tool step the dead resumer was in ran again (LangGraph re-runs an unfinished step).
+    assert [c["tool"] for c in calls()] == ["send_email", "send_email"]
+
+
+async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env: dict[str, str],
+                                                                tmp_path: Path, client: SignoffClient) -> None:
+    db, config = str(tmp_path / "checkpoints.db"), thread("t-ask")
+    result = await asyncio.to_thread(question_graph(saver(db)).invoke, {}, config)
+    question_id = result["__interrupt__"][0].value["signoff"]["request_id"]
+    assert question_id.startswith("qst_")
+    # A long scan interval: only the long-poll's push can wake the resumer in time for this test.
+    resumer = Resumer(question_graph, saver(db), client=client, scan_every=60)
+    stop = threading.Event()
+    running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
+    try:
+        card = await app.card(question_id)
+        await until(lambda: question_id in resumer._waiting)
+        choice = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]][1]
+        await app.slack_client.block_action(user="U1", user_name="alice", action_id=choice["action_id"],
+                                            value=question_id, block_id="signoff_q0", channel=card.channel,
+                                            message_ts=card.ts)
+        await until(lambda: calls() == [{"tool": "deploy", "args": {"env": "production"}}], timeout=30)
+    finally:
+        stop.set()
+        await running
+        resumer.close()
+    assert question_graph(saver(db)).get_state(config).values["deployed"] == "production"
+
+
+async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Test-side wait for something another process or thread does (never a fixed sleep)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def claim_states(db: str) -> list[str]:
+    with sqlite3.connect(db) as conn:
+        return [row[0] for row in conn.execute("SELECT state FROM signoff_resumes")]
