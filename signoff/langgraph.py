@@ -26,44 +26,24 @@ LangGraph is imported lazily: importing this module needs only the `signoff` pac
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from signoff.errors import SignoffError
 from signoff.client import raise_unless_approved
+from signoff.errors import SignoffError
+from signoff.langgraph_claims import Claims
+from signoff.langgraph_hitl import requests_for
+from signoff.langgraph_keys import MARKER, interrupt_key, signoff_value
+from signoff.langgraph_resume import Resumer
 from signoff.models import Answers, Decision, final_decision
 
 if TYPE_CHECKING:
     from signoff.client import SignoffClient
-    from signoff.langgraph_resume import Resumer
 
-MARKER = "signoff"  # the interrupt value's key that says "a Signoff request answers this"
-KEY_MAX = 255
-
-__all__ = ["MARKER", "Resumer", "approval", "ask", "interrupt_key", "post_cards", "signoff_value"]
-
-
-def interrupt_key(kind: str, thread_id: str, namespace: str, index: int | str) -> str:
-    """The Idempotency-Key of one interrupt's request: readable when short, hashed when not."""
-    key = f"lg:{kind}:{thread_id}:{namespace}:{index}"
-    if len(key) <= KEY_MAX:
-        return key
-    return f"lg:{kind}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
-
-
-def signoff_value(kind: str, request: Mapping[str, Any]) -> dict[str, Any]:
-    """The value `approval()` / `ask()` interrupt with: the request id, and what a UI would show."""
-    value: dict[str, Any] = {MARKER: {"request_id": request["id"], "kind": kind}, "summary": request.get("summary")}
-    if kind == "approval":
-        action = request.get("action") or {}
-        value["action"] = {"name": action.get("name"), "params": action.get("params")}
-    else:
-        value["questions"] = request.get("questions")
-    return value
+__all__ = ["MARKER", "Claims", "Resumer", "approval", "ask", "interrupt_key", "post_cards", "signoff_value"]
 
 
 # -- where in the graph are we ------------------------------------------------------------
@@ -180,19 +160,9 @@ def post_cards(graph: Any, config: Mapping[str, Any], *, client: SignoffClient |
     LangChain's HumanInTheLoopMiddleware. `card`: channel, approvers, risk, requested_by, as a
     `Resumer` of the thread is given (the same options, or its submit is refused as a different body).
     """
-    from signoff.langgraph_hitl import requests_for
-
     thread_id = str(config["configurable"]["thread_id"])
     ids: list[str] = []
     with _client(client) as signoff:
         for item in graph.get_state(config).interrupts:
             ids.extend(requests_for(signoff, thread_id, item, card) or [])
     return ids
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Resumer":  # the resumer pulls in more of LangGraph; load it when asked for
-        from signoff.langgraph_resume import Resumer
-
-        return Resumer
-    raise AttributeError(name)

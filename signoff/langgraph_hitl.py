@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from signoff.errors import SignoffError, SignoffRequestError
-from signoff.langgraph import MARKER, interrupt_key
+from signoff.langgraph_keys import MARKER, interrupt_key
 from signoff.models import final_decision
 
 if TYPE_CHECKING:
