@@ -115,6 +115,11 @@ def tool_calls_in_turn(transcript_path: str | None, tool_use_id: str | None) -> 
     return len({b.get("id") for b in blocks_by_message[owner]}) if owner else None
 
 
+def request_key(session_id: str, tool_use_id: str) -> str:
+    """The idempotency key of a tool call's request: `signoff wait --claude-result` derives it again."""
+    return f"claude-code:{session_id}:{tool_use_id}"[:255]
+
+
 def context_line(hook: HookInput) -> str:
     parts = [f"Claude Code session {hook.session_id}", f"in {hook.cwd or '(unknown directory)'}",
              f"on host {socket.gethostname()}"]
@@ -127,7 +132,7 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
     """The hook's answer for one tool call. Raises on errors; `run` turns those into a deny."""
     started = time.monotonic()
     call_id = hook.tool_use_id or f"{hook.tool_name}:{json.dumps(hook.tool_input, sort_keys=True)}"
-    key = f"claude-code:{hook.session_id}:{call_id}"[:255]
+    key = request_key(hook.session_id, call_id)
     with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
         handle = client.submit(
             hook.tool_name, hook.tool_input,
