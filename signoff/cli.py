@@ -1,6 +1,7 @@
 """The agent-side commands of `signoff` (the console script delegates `wait`, `hook` and `mcp` here).
 
-    signoff wait ID [--timeout S]   block until the request is decided; print the decision JSON;
+    signoff wait ID [--timeout S]   (or --claude-result run.json: the call a Claude Code run deferred)
+                                    block until the request is decided; print the decision JSON;
                                     exit 0 approved, 1 rejected, 2 expired or cancelled,
                                     3 no decision (still pending after --timeout, or the server unreachable)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
@@ -15,23 +16,46 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from signoff.errors import SignoffError
 
-COMMANDS = ("wait", "hook", "mcp", "langgraph")
 EXIT_BY_OUTCOME = {"approved": 0, "answered": 0, "rejected": 1, "expired": 2, "cancelled": 2}
 EXIT_NO_DECISION = 3
 
 
+def _deferred_call(path: str) -> tuple[str, str]:
+    """(session_id, tool_use_id) of the call a `claude -p --output-format json` run deferred."""
+    raw = sys.stdin.read() if path == "-" else Path(path).read_text()
+    lines = [line for line in raw.strip().splitlines() if line.strip()]
+    result = json.loads(lines[-1]) if lines else {}
+    deferred = result.get("deferred_tool_use") if isinstance(result, dict) else None
+    if not isinstance(deferred, dict) or not deferred.get("id") or not result.get("session_id"):
+        raise SignoffError(f"{path} is not a Claude Code result with a deferred tool call "
+                           f"(terminal_reason: {result.get('terminal_reason') if isinstance(result, dict) else None})")
+    return str(result["session_id"]), str(deferred["id"])
+
+
 def _wait(args: argparse.Namespace) -> int:
     from signoff.client import SignoffClient
+    from signoff.hook import request_key
 
     try:
         with SignoffClient(args.url, args.token) as client:
-            found = client.decision(args.id, args.timeout)
-    except SignoffError as exc:
-        print(f"signoff wait: {exc.message}", file=sys.stderr)
+            request_id = args.id
+            if args.claude_result:
+                found_request = client.find(request_key(*_deferred_call(args.claude_result)))
+                if found_request is None:
+                    raise SignoffError("no Signoff request for the deferred call (was the hook `signoff hook "
+                                       "claude-code`, on this server?)")
+                request_id = str(found_request["id"])
+            elif not request_id:
+                raise SignoffError("give a request id, or --claude-result FILE")
+            found = client.decision(request_id, args.timeout)
+    except (SignoffError, OSError, ValueError) as exc:
+        print(f"signoff wait: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
         return EXIT_NO_DECISION
+    args.id = request_id
     if found is None:
         print(f"signoff wait: {args.id} is still pending after {args.timeout:g}s", file=sys.stderr)
         print(json.dumps({"id": args.id, "outcome": None}))
@@ -76,7 +100,10 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="signoff", description="Signoff's agent-side commands.")
     sub = root.add_subparsers(dest="command", required=True)
     wait = sub.add_parser("wait", help="wait for a request's decision; exit 0 approved, 1 rejected, 2 expired/cancelled")
-    wait.add_argument("id", help="the request id (apr_... or qst_...)")
+    wait.add_argument("id", nargs="?", help="the request id (apr_... or qst_...)")
+    wait.add_argument("--claude-result", metavar="FILE",
+                      help="instead of an id: the JSON of a `claude -p --output-format json` run that deferred a "
+                           "tool call to `signoff hook claude-code` ('-' for stdin)")
     wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 3)")
     wait.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
     wait.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx2
 
@@ -167,6 +168,11 @@ class SignoffClient:
         path = p.item_path(request_id) + (f"?wait={wait:g}" if wait else "")
         return self._send("GET", path, timeout=p.wait_timeout(wait))[0]
 
+    def find(self, idempotency_key: str) -> Json | None:
+        """The request submitted under `idempotency_key`, or None."""
+        items = self._send("GET", "/api/v1/approvals?" + urlencode({"idempotency_key": idempotency_key}))[0]
+        return items["items"][0] if items.get("items") else None
+
     def decision(self, request_id: str, timeout: float | None = None) -> Decision | None:
         """The final decision whatever it is, or None if still pending when `timeout` runs out (None: wait on)."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -293,6 +299,10 @@ class AsyncSignoffClient:
         wait = max(0.0, min(wait, p.MAX_LONG_POLL))
         path = p.item_path(request_id) + (f"?wait={wait:g}" if wait else "")
         return (await self._send("GET", path, timeout=p.wait_timeout(wait)))[0]
+
+    async def find(self, idempotency_key: str) -> Json | None:
+        items = (await self._send("GET", "/api/v1/approvals?" + urlencode({"idempotency_key": idempotency_key})))[0]
+        return items["items"][0] if items.get("items") else None
 
     async def decision(self, request_id: str, timeout: float | None = None) -> Decision | None:
         loop = asyncio.get_running_loop()

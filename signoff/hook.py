@@ -31,7 +31,8 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import signoff.claude_tools as claude_tools
-from signoff.client import SignoffClient
+from signoff.client import SignoffClient, Submission
+from signoff.errors import SignoffRequestError
 from signoff.models import Decision
 
 DEFAULT_WAIT = 50.0
@@ -115,6 +116,11 @@ def tool_calls_in_turn(transcript_path: str | None, tool_use_id: str | None) -> 
     return len({b.get("id") for b in blocks_by_message[owner]}) if owner else None
 
 
+def request_key(session_id: str, tool_use_id: str) -> str:
+    """The idempotency key of a tool call's request: `signoff wait --claude-result` derives it again."""
+    return f"claude-code:{session_id}:{tool_use_id}"[:255]
+
+
 def context_line(hook: HookInput) -> str:
     parts = [f"Claude Code session {hook.session_id}", f"in {hook.cwd or '(unknown directory)'}",
              f"on host {socket.gethostname()}"]
@@ -127,15 +133,23 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
     """The hook's answer for one tool call. Raises on errors; `run` turns those into a deny."""
     started = time.monotonic()
     call_id = hook.tool_use_id or f"{hook.tool_name}:{json.dumps(hook.tool_input, sort_keys=True)}"
-    key = f"claude-code:{hook.session_id}:{call_id}"[:255]
+    key = request_key(hook.session_id, call_id)
     with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
-        handle = client.submit(
-            hook.tool_name, hook.tool_input,
-            summary=claude_tools.summary(hook.tool_name, hook.tool_input, hook.cwd),
-            preview=claude_tools.preview(hook.tool_name, hook.tool_input, hook.cwd),
-            params_schema=claude_tools.input_schema(hook.tool_name, hook.tool_input), risk=options.risk,
-            channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
-            context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}")
+        try:
+            handle = client.submit(
+                hook.tool_name, hook.tool_input,
+                summary=claude_tools.summary(hook.tool_name, hook.tool_input, hook.cwd),
+                preview=claude_tools.preview(hook.tool_name, hook.tool_input, hook.cwd),
+                params_schema=claude_tools.input_schema(hook.tool_name, hook.tool_input), risk=options.risk,
+                channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
+                context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}")
+        except SignoffRequestError as exc:
+            # Asked before with a different card (the file on disk changed since, another host resumed):
+            # the call is the same, so the request made then is the one to answer from.
+            earlier = client.find(key) if exc.error_code == "idempotency_key_reused" else None
+            if earlier is None:
+                raise
+            handle = Submission(str(earlier["id"]), earlier, False, client)
         found = handle.decision or client.decision(handle.id, max(0.0, options.wait - (time.monotonic() - started)))
     if found is not None:
         return from_decision(found)

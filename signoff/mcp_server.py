@@ -95,9 +95,11 @@ async def _settle(client: AsyncSignoffClient, request_id: str, first: Decision |
     return found if found is not None else await client.cancel(request_id, f"no decision within {timeout:g}s")
 
 
-def build_server(client_factory: ClientFactory | None = None, defaults: Defaults | None = None) -> MCPServer:
-    """The MCPServer with Signoff's three tools."""
-    chosen = defaults or Defaults()
+def build_server(client_factory: ClientFactory | None = None,
+                 defaults: Defaults | Callable[[Any], Defaults] | None = None) -> MCPServer:
+    """The MCPServer with Signoff's three tools. `defaults` may depend on the call (its `Context`)."""
+    given = defaults or Defaults()
+    defaults_for: Callable[[Any], Defaults] = given if callable(given) else (lambda ctx: given)
     factory: ClientFactory = client_factory or (lambda ctx: AsyncSignoffClient())
     server = MCPServer("signoff", instructions=(
         "Ask a person in Slack before risky actions (request_approval) and ask them questions (ask_human). "
@@ -118,6 +120,7 @@ def build_server(client_factory: ClientFactory | None = None, defaults: Defaults
         for a rejection) and `decided_by`. `preview` is one of {"kind": "email"|"diff"|"table"|"markdown"|
         "json", ...}. With `timeout_seconds`, an undecided request is cancelled and reported as such.
         """
+        chosen = defaults_for(ctx)
         async with factory(ctx) as client:
             handle = await client.submit(
                 action, params, summary=summary, preview=preview, risk=risk or chosen.risk,
@@ -134,6 +137,7 @@ def build_server(client_factory: ClientFactory | None = None, defaults: Defaults
                         ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Ask 1-4 multiple-choice questions (2-4 options each) in Slack; people answer with buttons or
         by replying in the thread (free text). Returns each question's selected labels and/or text."""
+        chosen = defaults_for(ctx)
         async with factory(ctx) as client:
             try:
                 answers = await client.ask([q.model_dump() for q in questions], summary=summary, context=context,
@@ -156,6 +160,7 @@ def build_server(client_factory: ClientFactory | None = None, defaults: Defaults
         """Claude Code's --permission-prompt-tool: asks a person in Slack whether the tool call may run.
         Answers {"behavior": "allow", "updatedInput": {...}} or {"behavior": "deny", "message": "..."}."""
         try:
+            chosen = defaults_for(ctx)
             call_id = tool_use_id or _meta_tool_use_id(ctx)
             async with factory(ctx) as client:
                 handle = await client.submit(

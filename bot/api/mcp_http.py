@@ -39,6 +39,20 @@ def _token(request: Any) -> str | None:
     return given.strip() if scheme.lower() == "bearer" and given.strip() else None
 
 
+def _defaults(settings: Settings) -> Callable[[Any], Defaults]:
+    """Where a call's card goes: `/mcp?channel=C...&approvers=U1,S2`, else the server's default channel.
+
+    An MCP host cannot pass environment to a remote server; its configured URL can carry these.
+    """
+    def for_call(ctx: Any) -> Defaults:
+        query = ctx.request_context.request.query_params
+        approvers = tuple(a.strip() for a in query.get("approvers", "").split(",") if a.strip())
+        return Defaults(channel=query.get("channel") or settings.default_channel, approvers=approvers,
+                        risk=query.get("risk") or "high", requested_by="MCP client over HTTP")
+
+    return for_call
+
+
 def _loopback_client(ctx: Any) -> AsyncSignoffClient:
     """A client for this process's own agent API, as the caller (its bearer token)."""
     request = ctx.request_context.request
@@ -86,11 +100,14 @@ async def asgi_handler(app: Asgi, request: web.Request) -> web.StreamResponse:
                 if name.lower() not in (b"content-length", b"transfer-encoding", b"connection"):
                     response.headers.add(name.decode("latin-1"), value.decode("latin-1"))
             await response.prepare(request)
-        elif message["type"] == "http.response.body" and response is not None:
-            if message.get("body"):
-                await response.write(message["body"])
-            if not message.get("more_body"):
-                await response.write_eof()
+        elif message["type"] == "http.response.body" and response is not None and not done.is_set():
+            try:
+                if message.get("body"):
+                    await response.write(message["body"])
+                if not message.get("more_body"):
+                    await response.write_eof()
+            except ConnectionResetError:
+                done.set()  # the client left (e.g. a listen stream when the CLI exits): the app reads a disconnect
 
     try:
         await app(scope, receive, send)
@@ -103,8 +120,7 @@ async def asgi_handler(app: Asgi, request: web.Request) -> web.StreamResponse:
 
 def add_mcp(web_app: web.Application, settings: Settings) -> None:
     """Serve the MCP tools at /mcp; their session manager runs while the web app does."""
-    server = build_server(_loopback_client, Defaults(channel=settings.default_channel,
-                                                     requested_by="MCP client over HTTP"))
+    server = build_server(_loopback_client, _defaults(settings))
     # Bearer auth stands in for the SDK's DNS-rebinding check (a browser cannot add our token); the
     # check would also refuse the public Host header of a deployed server.
     asgi = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True,

@@ -109,6 +109,10 @@ async def get_approval(request: web.Request) -> web.Response:
 
 async def list_approvals(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
+    if "idempotency_key" in request.query:
+        # The request an agent submitted under a key it can derive again (e.g. a Claude Code session + tool call).
+        found = await service.find_by_idempotency_key(request.query["idempotency_key"])
+        return web.json_response({"items": [request_json(found)] if found else [], "next_cursor": None})
     raw_status = request.query.get("status")
     try:
         status = Status(raw_status) if raw_status else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,12 +42,15 @@ class ClaudeCli:
         self.home = self.root / "home"
         self.work = self.root / "work"
         self.tmp = self.root / "claude-tmp"
-        for folder in (self.home, self.work, self.tmp):
+        self.bin = self.root / "bin"
+        for folder in (self.home, self.work, self.tmp, self.bin):
             folder.mkdir(parents=True, exist_ok=True)
+        (self.bin / "claude").symlink_to(CLAUDE)  # `claude` and `signoff` on PATH, as for a user
 
     def env(self) -> dict[str, str]:
+        path = os.pathsep.join([str(self.bin), str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
         return {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "PATH": path,
             "HOME": str(self.home),
             "ANTHROPIC_BASE_URL": self.fake.url,
             "ANTHROPIC_API_KEY": "sk-ant-test",
@@ -75,6 +79,27 @@ class ClaudeCli:
         result["_exit"] = proc.returncode
         result["_stderr"] = err.decode()
         return result
+
+    async def shell(self, script: str, timeout: float = RUN_TIMEOUT) -> tuple[int, str, str]:
+        """Run a README shell example with bash in the work folder: (exit code, stdout, stderr)."""
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", script, cwd=self.work, env=self.env(), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise
+        return proc.returncode or 0, out.decode(), err.decode()
+
+
+def readme_example(name: str) -> str:
+    """The code block the README marks with `<!-- example: NAME -->`."""
+    text = (ROOT / "README.md").read_text()
+    found = re.search(rf"<!-- example: {re.escape(name)} -->\n```\w*\n(.*?)\n```", text, re.S)
+    assert found, f"README has no example {name!r}"
+    return found.group(1)
 
 
 def hook_settings(*hook_args: str, matcher: str = "Write|Edit|MultiEdit|Bash|WebFetch", timeout: int = 60) -> str:

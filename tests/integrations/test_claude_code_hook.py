@@ -109,16 +109,19 @@ async def test_defer_then_a_click_then_resume_runs_the_call_once(app: App, model
                                                                  tmp_path: Path) -> None:
     cli = cli_for(app.url, model, tmp_path)
     target = cli.work / "release.txt"
+    target.write_text("v1\n")
     model.script(message(tool_use("Write", {"file_path": str(target), "content": "v2\n"}, id="toolu_defer_1")))
     first = await cli.run("write the release note", "--settings",
                           hook_settings("--wait", "0.5", "--on-timeout", "defer"))
     assert first["_exit"] == 0 and first["terminal_reason"] == "tool_deferred", first
-    assert first["deferred_tool_use"]["id"] == "toolu_defer_1" and not target.exists()
+    assert first["deferred_tool_use"]["id"] == "toolu_defer_1" and target.read_text() == "v1\n"
     request_id = await pending_id(app)
     await app.click(request_id, "U1", user_name="alice")
     _, decided = await app.api("GET", f"/api/v1/approvals/{request_id}?wait=10")
     assert decided["status"] == "approved"
 
+    # The file changes meanwhile: on resume the hook's card would differ, yet it is the same call and request.
+    target.write_text("v1, edited by hand\n")
     model.script(message(text("Written.")), message(text("Nothing else.")))
     resumed = await cli.run("carry on", "--resume", first["session_id"], "--settings",
                             hook_settings("--wait", "0.5", "--on-timeout", "defer"))

@@ -13,7 +13,7 @@ from tests.fakes.anthropic_api import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.fakes.slack_requests import plain_input
 from tests.harness import API_TOKEN, App
-from tests.integrations.claude_cli import ClaudeCli, signoff_command
+from tests.integrations.claude_cli import ClaudeCli, readme_example
 from tests.integrations.test_client import cards, pending_id
 
 PROMPT_TOOL = "mcp__signoff__permission_prompt"
@@ -29,8 +29,8 @@ async def model() -> AsyncIterator[FakeClaudeApi]:
 
 
 def mcp_config() -> str:
-    command, *args = signoff_command().split()
-    return json.dumps({"mcpServers": {"signoff": {"command": command, "args": [*args, "mcp"]}}})
+    """The README's stdio config: `signoff mcp`, found on PATH, with SIGNOFF_* from the CLI's environment."""
+    return readme_example("mcp-stdio")
 
 
 def cli_for(app: App, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
@@ -78,3 +78,23 @@ async def test_prompt_tool_approve_with_edits_then_deny(app: App, model: FakeCla
     [tool_result] = model.tool_results(1)
     assert tool_result.get("is_error") and "No new files today" in json.dumps(tool_result)
     assert cards(app.slack) == 2
+
+
+async def test_readme_http_config_as_the_prompt_tool(app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
+    """The README's /mcp config and command: the CLI talks streamable HTTP to the main server."""
+    cli = cli_for(app, model, tmp_path)
+    app.slack.add_channel("C0123ABCD", "approvals")
+    config = readme_example("mcp-http").replace("http://127.0.0.1:3000", app.url)
+    (cli.work / "mcp.json").write_text(config.replace("choose-a-long-random-token", API_TOKEN))
+    readme = cli.work / "README.md"
+    model.script(message(tool_use("Write", {"file_path": str(readme), "content": "# Tidy\n"}, id="toolu_http_1")),
+                 message(text("Tidied.")))
+    running = asyncio.create_task(cli.shell(readme_example("mcp-claude")))
+    request_id = await pending_id(app)
+    _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert body["requested_by"] == "MCP client over HTTP" and body["action"]["name"] == "Write"
+    assert body["channel"] == "C0123ABCD"  # from the configured URL
+    await app.click(request_id, "U1", user_name="alice")
+    code, out, err = await running
+    assert code == 0 and "Tidied." in out, (out, err)
+    assert readme.read_text() == "# Tidy\n"

@@ -225,3 +225,11 @@ async def test_signoff_wait_exits_by_outcome(app: App) -> None:
     still = signoff_wait(app.url, pending["id"], "--timeout", "0.1")
     out, err = await asyncio.to_thread(still.communicate, timeout=60)
     assert still.returncode == 3 and "still pending" in err
+
+
+async def test_a_request_is_found_again_by_its_idempotency_key(app: App) -> None:
+    signoff = client(app.url)
+    handle = await asyncio.to_thread(signoff.submit, "refund", PARAMS, idempotency_key="refund-1234", **ASK)
+    found = await asyncio.to_thread(signoff.find, "refund-1234")
+    assert found is not None and found["id"] == handle.id
+    assert await asyncio.to_thread(signoff.find, "never-used") is None
