@@ -184,7 +184,7 @@ class Runner:
                     await self.runs.forget_events(before=now - EVENT_MEMORY)
                     pruned_at = now
                 timeout = self.sweep_seconds
-                expiry = await self.runs.next_lease_expiry()
+                expiry = await self.runs.next_lease_expiry(after=now)
                 if expiry is not None:  # a lease that lapses (its holder died) is worth a look right then
                     timeout = min(timeout, max(0.05, (expiry - self.clock.now()).total_seconds() + 0.05))
             except asyncio.CancelledError:
