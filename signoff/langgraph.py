@@ -70,6 +70,8 @@ def _where() -> tuple[str, str, int]:
         raise SignoffError("the graph runs without a thread_id: pass config={'configurable': {'thread_id': ...}} "
                            "and compile it with a checkpointer")
     scratchpad = conf.get("__pregel_scratchpad")
+    if scratchpad is None:
+        raise SignoffError("approval() and ask() must be called inside a LangGraph node (no task is running)")
     slot = _COUNTERS.get(id(scratchpad))
     if slot is None or slot[0] is not scratchpad:
         slot = (scratchpad, itertools.count())
@@ -119,6 +121,8 @@ def approval(action: str, params: Mapping[str, Any], *, summary: str | None = No
              allowed_decisions: Sequence[str] | None = None) -> Decision:
     """Ask for approval of `action(params)` from inside a node; pause the graph until a person decides.
 
+    The node must propose the same action each time it runs (it replays on resume): the request is
+    found again by its key, and a different body under that key is refused (`SignoffRequestError`).
     Returns the approved `Decision` (run with `decision.params`: a person may have edited them);
     raises `Rejected` (`.reason`, `.decision.reply` for "Reply instead"), `Expired` or `Cancelled`.
     The first run posts the card and interrupts; whoever resumes the thread (a `Resumer`, or your

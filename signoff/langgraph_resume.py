@@ -32,9 +32,9 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from signoff.errors import SignoffError
+from signoff.errors import SignoffError, SignoffRequestError
 from signoff.langgraph_claims import Claims
 from signoff.langgraph_hitl import requests_for, resume_value
 from signoff.models import final_decision
@@ -82,9 +82,10 @@ class Resumer:
                  **card: Any) -> None:
         takes_arg = bool(inspect.signature(graph_factory).parameters)
         self.graph = graph_factory(checkpointer) if takes_arg else graph_factory()
-        self.checkpointer = checkpointer if checkpointer is not None else getattr(self.graph, "checkpointer", None)
-        if self.checkpointer is None:
+        chosen = checkpointer if checkpointer is not None else getattr(self.graph, "checkpointer", None)
+        if chosen is None:
             raise SignoffError("the graph has no checkpointer: compile it with one or pass it to Resumer")
+        self.checkpointer: Any = chosen
         self._owns_client = client is None
         if client is None:
             from signoff.client import SignoffClient
@@ -134,7 +135,11 @@ class Resumer:
             for item in interrupts:
                 ids = self._known.get(item.id)
                 if ids is None:
-                    asked = requests_for(self.client, thread_id, item, self.card)
+                    try:
+                        asked = requests_for(self.client, thread_id, item, self.card)
+                    except SignoffRequestError as exc:  # e.g. post_cards used other card options: say so once
+                        log.warning("cannot ask about thread %s: %s", thread_id, exc)
+                        break
                     if asked is None:
                         break  # an interrupt someone else answers: the whole resume is theirs
                     ids = self._known[item.id] = tuple(asked)
@@ -250,4 +255,4 @@ def load_factory(spec: str) -> Callable[..., Any]:
     factory = getattr(importlib.import_module(module_name), name, None)
     if not callable(factory):
         raise SignoffError(f"{spec} is not a function in {module_name}")
-    return factory
+    return cast("Callable[..., Any]", factory)
