@@ -27,6 +27,7 @@ LangGraph is imported lazily: importing this module needs only the `signoff` pac
 from __future__ import annotations
 
 import itertools
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ __all__ = ["MARKER", "Claims", "Resumer", "approval", "ask", "interrupt_key", "p
 # finished tasks are dropped oldest first.
 _COUNTERS: OrderedDict[int, tuple[object, itertools.count[int]]] = OrderedDict()
 _COUNTERS_MAX = 4096
+_COUNTERS_LOCK = threading.Lock()
 
 
 def _where() -> tuple[str, str, int]:
@@ -72,13 +74,15 @@ def _where() -> tuple[str, str, int]:
     scratchpad = conf.get("__pregel_scratchpad")
     if scratchpad is None:
         raise SignoffError("approval() and ask() must be called inside a LangGraph node (no task is running)")
-    slot = _COUNTERS.get(id(scratchpad))
-    if slot is None or slot[0] is not scratchpad:
-        slot = (scratchpad, itertools.count())
-        _COUNTERS[id(scratchpad)] = slot
-        while len(_COUNTERS) > _COUNTERS_MAX:
-            _COUNTERS.popitem(last=False)
-    return str(thread_id), str(conf.get("checkpoint_ns") or ""), next(slot[1])
+    with _COUNTERS_LOCK:  # parallel branches run in threads
+        slot = _COUNTERS.get(id(scratchpad))
+        if slot is None or slot[0] is not scratchpad:
+            slot = (scratchpad, itertools.count())
+            _COUNTERS[id(scratchpad)] = slot
+            while len(_COUNTERS) > _COUNTERS_MAX:
+                _COUNTERS.popitem(last=False)
+        index = next(slot[1])
+    return str(thread_id), str(conf.get("checkpoint_ns") or ""), index
 
 
 @contextmanager

@@ -157,6 +157,19 @@ def question_graph(checkpointer: Any) -> Any:
         checkpointer=checkpointer)
 
 
+def release(state: Steps) -> Steps:
+    """Two approvals in one node: on each resume the node replays and finds the ones it already made."""
+    tag = approval("git_tag", {"tag": "v2.0"}, channel="C1")
+    push = approval("git_push", {"remote": "origin", "tag": tag.params["tag"]}, channel="C1")
+    record("release", push.params)
+    return {"sent": push.params["tag"]}
+
+
+def release_graph(checkpointer: Any) -> Any:
+    return StateGraph(Steps).add_node("release", release).add_edge(START, "release").add_edge(
+        "release", END).compile(checkpointer=checkpointer)
+
+
 def saver(path: str) -> SqliteSaver:
     return SqliteSaver(sqlite3.connect(path, check_same_thread=False))
 

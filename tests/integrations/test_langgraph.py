@@ -28,6 +28,7 @@ from tests.integrations.lg_graphs import (
     hitl_agent,
     hitl_agent_per_call,
     question_graph,
+    release_graph,
     saver,
     tool_graph,
     two_step_graph,
@@ -240,6 +241,26 @@ async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env:
         await running
         resumer.close()
     assert question_graph(saver(db)).get_state(config).values["deployed"] == "production"
+
+
+async def test_two_approvals_in_one_node_each_get_one_card_across_replays(
+        app: App, lg_env: dict[str, str], tmp_path: Path, client: SignoffClient) -> None:
+    db, config = str(tmp_path / "checkpoints.db"), thread("t-release")
+    result = await asyncio.to_thread(release_graph(saver(db)).invoke, {}, config)
+    tag_id = result["__interrupt__"][0].value["signoff"]["request_id"]
+    resumer = Resumer(release_graph, saver(db), client=client)
+    await app.click(tag_id, "U1", user_name="alice")
+    await decided(app, tag_id)
+    assert await asyncio.to_thread(resumer.resume_ready) == ["t-release"]  # replays, pauses at the second
+    [paused] = release_graph(saver(db)).get_state(config).interrupts
+    push_id = paused.value["signoff"]["request_id"]
+    assert push_id != tag_id and paused.value["action"]["name"] == "git_push"
+    await app.click(push_id, "U1", user_name="alice")
+    await decided(app, push_id)
+    assert await asyncio.to_thread(resumer.resume_ready) == ["t-release"]
+    assert calls() == [{"tool": "release", "args": {"remote": "origin", "tag": "v2.0"}}]
+    # Three runs of the node, two cards: every replay found the requests it had made.
+    assert len(app.slack.calls_to("chat.postMessage")) == 2
 
 
 async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
