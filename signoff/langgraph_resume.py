@@ -130,9 +130,9 @@ class Resumer:
         for thread_id, latest in self.threads().items():
             if latest is not None and self._quiet.get(thread_id) == latest:
                 continue  # unchanged since we saw it was not waiting on Signoff
-            interrupts = self.graph.get_state(_config(thread_id)).interrupts
+            state = self.graph.get_state(_config(thread_id))
             parts = []
-            for item in interrupts:
+            for item in state.interrupts:
                 ids = self._known.get(item.id)
                 if ids is None:
                     try:
@@ -148,7 +148,9 @@ class Resumer:
                 if parts:
                     found.append(Paused(thread_id, tuple(parts)))
                     continue
-            if latest is not None:
+            # Skipped until it changes: a finished thread, or one paused at someone else's interrupt.
+            # Not one that is running: its interrupt is written to the same checkpoint, later.
+            if latest is not None and (state.interrupts or not state.next):
                 self._quiet[thread_id] = latest
         return found
 
