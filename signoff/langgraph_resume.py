@@ -254,7 +254,11 @@ def load_factory(spec: str) -> Callable[..., Any]:
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
         raise SignoffError(f"--graph takes module:function, not {spec!r}")
-    factory = getattr(importlib.import_module(module_name), name, None)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SignoffError(f"--graph {spec}: cannot import {module_name}: {exc}") from exc
+    factory = getattr(module, name, None)
     if not callable(factory):
         raise SignoffError(f"{spec} is not a function in {module_name}")
     return cast("Callable[..., Any]", factory)
