@@ -8,6 +8,7 @@ function never runs. Works on plain and `async def` functions.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Mapping
@@ -53,8 +54,8 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
 
     `summary` is a string (`str.format`-ed with the arguments, e.g. "Refund {amount} to {customer}") or a
     function of the arguments; `preview` a function of the arguments returning a preview mapping
-    (`{"kind": "email", ...}`). `client` defaults to one built from SIGNOFF_URL / SIGNOFF_TOKEN at the
-    first call. The idempotency key is new per call: calling twice asks twice.
+    (`{"kind": "email", ...}`). `client` defaults to one built from SIGNOFF_URL / SIGNOFF_TOKEN for each
+    call. The idempotency key is new per call: calling twice asks twice.
     """
 
     def decorate(fn: F) -> F:
@@ -84,12 +85,13 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 params, text, shown = proposal(args, kwargs)
-                chosen = client or AsyncSignoffClient()
-                if not isinstance(chosen, AsyncSignoffClient):
+                if client is not None and not isinstance(client, AsyncSignoffClient):
                     raise SignoffError(f"{fn.__qualname__} is async: give @require_approval an AsyncSignoffClient")
-                decision = await chosen.request_approval(
-                    name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
-                    channel=channel, approvers=approvers, timeout=timeout)
+                async with contextlib.AsyncExitStack() as stack:
+                    chosen = client or await stack.enter_async_context(AsyncSignoffClient())
+                    decision = await chosen.request_approval(
+                        name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
+                        channel=channel, approvers=approvers, timeout=timeout)
                 return await fn(**run_with(decision.params))
 
             async_wrapper.params_schema = schema  # type: ignore[attr-defined]
@@ -98,12 +100,13 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             params, text, shown = proposal(args, kwargs)
-            chosen = client or SignoffClient()
-            if not isinstance(chosen, SignoffClient):
+            if client is not None and not isinstance(client, SignoffClient):
                 raise SignoffError(f"{fn.__qualname__} is not async: give @require_approval a SignoffClient")
-            decision = chosen.request_approval(
-                name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
-                channel=channel, approvers=approvers, timeout=timeout)
+            with contextlib.ExitStack() as stack:
+                chosen = client or stack.enter_context(SignoffClient())
+                decision = chosen.request_approval(
+                    name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
+                    channel=channel, approvers=approvers, timeout=timeout)
             return fn(**run_with(decision.params))
 
         wrapper.params_schema = schema  # type: ignore[attr-defined]

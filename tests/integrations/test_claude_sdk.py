@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
 from signoff import AsyncSignoffClient
@@ -18,16 +15,7 @@ from tests.fakes.claude_api import FakeClaudeApi
 from tests.fakes.slack_requests import plain_input
 from tests.harness import API_TOKEN, App
 from tests.integrations.claude_cli import CLAUDE, ClaudeCli
-from tests.integrations.test_client import pending_id
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[FakeClaudeApi]:
-    fake = await FakeClaudeApi().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
+from tests.integrations.helpers import pending_id
 
 
 async def run_sdk(cli: ClaudeCli, prompt: str, callback: Any) -> ResultMessage:
