@@ -18,10 +18,10 @@ import json
 import logging
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.errors import SignoffError
-from bot.settings import Settings, SettingsError, database_url_from_env
+if TYPE_CHECKING:
+    from bot.settings import Settings
 
 
 class JsonFormatter(logging.Formatter):
@@ -54,6 +54,7 @@ def _logging(level: str) -> None:
 async def _serve(settings: Settings) -> None:
     from aiohttp import web
 
+    from bot.settings import SettingsError
     from bot.web import build
     from storage.migrate import current_revision, head_revision, upgrade
     from storage.sql import SqlStore
@@ -101,7 +102,14 @@ def main(argv: list[str] | None = None) -> int:
         from signoff.cli import main as agent_main
 
         return agent_main(given)
-    parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.")
+    # Imported here, not at the top: the agent-side commands above (a Claude Code hook runs once per
+    # tool call) must not pay for loading the server's settings and SQLAlchemy.
+    from bot.errors import SignoffError
+    from bot.settings import Settings, SettingsError, database_url_from_env
+
+    parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.",
+                                     epilog="Agent side: signoff wait ID | signoff hook claude-code | signoff mcp "
+                                            "(each with --help).")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="run the server")
     db = sub.add_parser("db", help="database tasks")
