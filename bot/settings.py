@@ -73,7 +73,7 @@ class Settings:
 
     def default_timing(self) -> Timing:
         """The timing a request gets for each part (reminders, escalation, timeout) it does not give."""
-        levels = ()
+        levels: tuple[Level, ...] = ()
         if self.escalate_after is not None and self.escalate_to:
             levels = (Level(self.escalate_after, self.escalate_to, self.escalate_add_as_approvers),)
         return Timing(

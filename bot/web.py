@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -42,8 +42,11 @@ from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
 from bot.service import Service
 from bot.settings import Settings
-from bot.slack import blocks, handlers
+from bot.slack import batch, blocks, handlers
 from bot.slack.backlog import Backlog
+from bot.slack.batch import BatchInteractions
+from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
+from bot.slack.batch_delivery import POST_PAGE, BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.timer_buttons import TimerInteractions
@@ -53,14 +56,17 @@ from bot.slack.notices import NoticeDelivery, render_card
 from bot.timers import Timers
 from storage.sql import SqlStore
 
+if TYPE_CHECKING:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
-SIGNOFF = web.AppKey("signoff", "Signoff")
+SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
 
 @dataclass
@@ -78,7 +84,7 @@ class Signoff:
     http: aiohttp.ClientSession
     web_app: web.Application
     verifier: SignatureVerifier
-    socket_handler: Any = None
+    socket_handler: AsyncSocketModeHandler | None = None
     timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # Signoff's own agent runner
@@ -104,11 +110,11 @@ class Signoff:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
-            await self.socket_handler.connect_async()
+            await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:
         if self.socket_handler is not None:
-            await self.socket_handler.close_async()
+            await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         await self.backlog.stop()
         if self.background:  # clicks already acked: let their listeners reach the database
             await asyncio.wait(list(self.background), timeout=5)
@@ -131,7 +137,7 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries:
     return AsyncWebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_url,
-        timeout=settings.http_timeout_seconds,
+        timeout=int(settings.http_timeout_seconds),
         retry_handlers=handlers_ if retries else [],
         session=session,
     )
@@ -160,10 +166,11 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     # Every outbox kind and its one handler. The card shows escalation and timeout notes
     # (render_card), and question requests get question cards (render_any).
     cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_card))
+    pages = BatchPages(cards, service, clock)  # a batch card's continuation pages, wrapping the card's
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
     outbox_handlers = effects.registry(
-        cards.handlers(),
+        pages.handlers(),
         webhooks.handlers(),
         NoticeDelivery(service, call, clock, directory).handlers(),
         HomePublisher(home, call, clock).handlers(),
@@ -191,6 +198,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         handlers.register(app, interactions, timers=timer_interactions, home=home)
+        batch.register(app, BatchInteractions(interactions))
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
@@ -210,7 +218,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
     add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 
-    async def lifecycle(_app: web.Application) -> Any:
+    async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         await signoff.start()
         yield
         await signoff.stop()
@@ -277,7 +285,7 @@ class _SignallingAck(AsyncAck):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Bolt's __init__ has no annotations
         self.answer: asyncio.Future[BoltResponse] = asyncio.get_running_loop().create_future()
 
     async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
@@ -302,7 +310,8 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
         return ack.answer.result()
     ack.answer.cancel()
     if run.done() and not run.cancelled() and run.exception() is None and run.result() is not None:
-        return run.result()
+        answered: BoltResponse = run.result()
+        return answered
     log.error("a Slack listener did not acknowledge within %.1f s", ACK_WITHIN_SECONDS)
     return BoltResponse(status=500, body="")
 

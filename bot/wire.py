@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bot.domain.model import Request
+from bot.domain.model import Item, Request
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
 from bot.domain.timing import TimerState
@@ -41,6 +41,26 @@ def request_json(request: Request) -> dict[str, Any]:
         "decision": request.decision.to_json() if request.decision else None,
         "timing": request.timing.to_json() if request.timing else None,
         "timers": timers_json(request.timers) if request.timers else None,
+        "quorum": request.quorum,
+        "requester_may_approve": request.requester_may_approve,
+        "confirm": request.confirm,
+        "requester_user": request.requester_user,
+        "votes": [v.to_json() for v in request.votes],
+        "items": [item_json(i) for i in request.items] if request.items else None,
+    }
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    """A batch item as agents see it: the proposal, and (while pending) its edits and outcome so far."""
+    preview = item.preview
+    return {
+        "action": {"name": item.action.name, "params": item.action.params,
+                   "params_schema": item.action.params_schema},
+        "preview": {"kind": preview.kind, **preview.data} if preview else None,
+        "key": item.key,
+        "outcome": item.outcome.value if item.outcome else None,
+        "params": item.final_params,
+        "changes": [c.to_json() for c in item.changes],
     }
 
 

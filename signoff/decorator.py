@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast, get_type_hints
 
-from pydantic import ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
 
 from signoff.client import AsyncSignoffClient, SignoffClient
@@ -25,7 +25,7 @@ Summary = str | Callable[..., str] | None
 PreviewFn = Callable[..., Mapping[str, Any] | None] | None
 
 
-def params_schema(fn: Callable[..., Any]) -> tuple[type, dict[str, Any]]:
+def params_schema(fn: Callable[..., Any]) -> tuple[type[BaseModel], dict[str, Any]]:
     """A pydantic model of `fn`'s parameters and its JSON Schema (titles dropped: Slack shows the names)."""
     signature = inspect.signature(fn)
     hints = get_type_hints(fn)
@@ -88,7 +88,7 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
                 if client is not None and not isinstance(client, AsyncSignoffClient):
                     raise SignoffError(f"{fn.__qualname__} is async: give @require_approval an AsyncSignoffClient")
                 async with contextlib.AsyncExitStack() as stack:
-                    chosen = client or await stack.enter_async_context(AsyncSignoffClient())
+                    chosen = client if client is not None else await stack.enter_async_context(AsyncSignoffClient())
                     decision = await chosen.request_approval(
                         name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
                         channel=channel, approvers=approvers, timeout=timeout)
@@ -103,7 +103,7 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
             if client is not None and not isinstance(client, SignoffClient):
                 raise SignoffError(f"{fn.__qualname__} is not async: give @require_approval a SignoffClient")
             with contextlib.ExitStack() as stack:
-                chosen = client or stack.enter_context(SignoffClient())
+                chosen = client if client is not None else stack.enter_context(SignoffClient())
                 decision = chosen.request_approval(
                     name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
                     channel=channel, approvers=approvers, timeout=timeout)

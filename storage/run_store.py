@@ -72,7 +72,7 @@ class RunUnit(Unit):
 
     @abc.abstractmethod
     async def take_interventions(self, run_id: str, seq: int) -> list[Intervention]:
-        """The queued interventions, oldest first, marked as delivered in message `seq`."""
+        """The queued interventions, oldest first, marked as delivered in message `seq` (each taken once)."""
 
     @abc.abstractmethod
     async def first_time(self, event_id: str, now: datetime) -> bool:
@@ -125,7 +125,9 @@ class RunStore(abc.ABC):
         """Unleased (or expired) runs with work to do: running, cancel asked, or all decided."""
 
     @abc.abstractmethod
-    async def next_lease_expiry(self) -> datetime | None: ...
+    async def next_lease_expiry(self, *, after: datetime) -> datetime | None:
+        """When the soonest lease still held after `after` lapses (a lease that already lapsed was
+        looked at by the sweep that saw it lapse: a run waiting on a person is not recoverable)."""
 
     @abc.abstractmethod
     async def forget_events(self, *, before: datetime) -> int:
@@ -258,19 +260,16 @@ class SqlRunUnit(SqlUnit, RunUnit):
         ))
 
     async def take_interventions(self, run_id: str, seq: int) -> list[Intervention]:
-        queued = (await self.conn.execute(
-            sa.select(run_interventions)
+        # What this unit takes is what its guarded UPDATE marked, not what it read before: on
+        # PostgreSQL a concurrent taker that read the same queue marks nothing and gets nothing.
+        stmt = (
+            run_interventions.update()
             .where(run_interventions.c.run_id == run_id, run_interventions.c.consumed_seq.is_(None))
-            .order_by(run_interventions.c.id)
-        )).all()
-        taken = [_intervention_from_row(r) for r in queued]
-        if taken:
-            await self.conn.execute(
-                run_interventions.update()
-                .where(run_interventions.c.id.in_([i.id for i in taken]), run_interventions.c.consumed_seq.is_(None))
-                .values(consumed_seq=seq)
-            )
-        return taken
+            .values(consumed_seq=seq)
+            .returning(*run_interventions.c)
+        )
+        taken = [_intervention_from_row(r) for r in (await self.conn.execute(stmt)).all()]
+        return sorted(taken, key=lambda i: i.id or 0)  # RETURNING has no order; arrival order is the id's
 
     async def first_time(self, event_id: str, now: datetime) -> bool:
         stmt = self._insert_ignore(slack_events, {"event_id": event_id, "received_at": now}, "event_id")
@@ -389,8 +388,9 @@ class SqlRunStore(RunStore):
             result = await unit.conn.execute(slack_events.delete().where(slack_events.c.received_at < before))
         return int(result.rowcount or 0)
 
-    async def next_lease_expiry(self) -> datetime | None:
+    async def next_lease_expiry(self, *, after: datetime) -> datetime | None:
         stmt = sa.select(sa.func.min(runs.c.lease_until)).where(
-            runs.c.status.in_(_ACTIVE), runs.c.lease_owner.is_not(None))
+            runs.c.status.in_(_ACTIVE), runs.c.lease_owner.is_not(None), runs.c.lease_until > after)
         async with self.engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar()
+            expiry: datetime | None = (await conn.execute(stmt)).scalar()
+        return expiry

@@ -15,7 +15,8 @@ from bot.agent.demo_tools import demo_toolset
 from bot.agent.questions import ask_human_tool
 from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
-from bot.agent.steps import Agent, StepConfig, Steps, import_sdk
+from bot.agent.messages import import_sdk
+from bot.agent.steps import Agent, StepConfig, Steps
 from bot.clock import Clock
 from bot.metrics import Metrics
 from bot.service import Service
@@ -95,7 +96,7 @@ def build_agent(
     card renderer (`agent_slack.render_any`) with everything else (bot/web.py)."""
     agents = agents or {DEFAULT_AGENT: demo_agent()}
     runs = SqlRunStore(store)
-    holder: dict[str, Any] = {}
+    holder: dict[str, AgentRuntime] = {}
     config = StepConfig(
         model=settings.anthropic_model,
         max_tokens=settings.anthropic_max_tokens,

@@ -18,7 +18,9 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -98,8 +100,8 @@ class Runner:
         if isinstance(run_id, str):
             self.kick(run_id)
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -182,7 +184,7 @@ class Runner:
                     await self.runs.forget_events(before=now - EVENT_MEMORY)
                     pruned_at = now
                 timeout = self.sweep_seconds
-                expiry = await self.runs.next_lease_expiry()
+                expiry = await self.runs.next_lease_expiry(after=now)
                 if expiry is not None:  # a lease that lapses (its holder died) is worth a look right then
                     timeout = min(timeout, max(0.05, (expiry - self.clock.now()).total_seconds() + 0.05))
             except asyncio.CancelledError:

@@ -135,10 +135,10 @@ class RunDelivery:
 def render_any(render: CardRenderer) -> CardRenderer:
     """Wrap the card renderer so question requests get question cards."""
 
-    def render_card(request: Request, *, now: datetime) -> dict[str, Any]:
-        if request.kind is Kind.QUESTION:
-            return blocks.question_card(request, now=now)
-        return render(request, now=now)
+    def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
+        if req.kind is Kind.QUESTION:
+            return blocks.question_card(req, now=now)
+        return render(req, now=now)
 
     return render_card
 

@@ -141,7 +141,8 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
         try:
             return await asgi_handler(asgi, request)
         finally:
-            inflight.discard(current)  # type: ignore[arg-type]
+            if current is not None:
+                inflight.discard(current)
 
     started, stop = asyncio.Event(), asyncio.Event()
     task: asyncio.Task[None] | None = None

@@ -20,7 +20,8 @@ from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
 from bot.wire import question_json
 from bot.api.routes import SERVICE, channel_or_default, check_callback, float_param, idempotency_key
-from bot.api.schemas import CHANNEL_ID, Approvers, _Strict, body_hash, parse_body
+from bot.api.schemas import Approvers, _Strict, body_hash, parse_body
+from bot.domain.values import CHANNEL_ID
 from bot.api.timing_in import expand_groups
 from bot.domain.model import Kind
 from bot.domain.runs import NewRun

@@ -65,7 +65,8 @@ class Timing:
     def to_json(self) -> dict[str, Any]:
         """The API's shape, durations in input syntax (parses back to the same Timing)."""
         return {
-            "reminders": {"every": compact(self.remind_every), "max": self.remind_max} if self.reminds else None,
+            "reminders": {"every": compact(self.remind_every), "max": self.remind_max}
+            if self.remind_every is not None and self.reminds else None,
             "escalation": {
                 "levels": [
                     {"after": compact(lv.after), "notify": list(lv.notify), "add_as_approvers": lv.add_as_approvers}

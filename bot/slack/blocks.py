@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
+from bot.slack.duties import duty_notes, progress_text
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
@@ -98,6 +99,7 @@ def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None
     """
     outcome = _outcome(req)
     top = [_header(req), *_long_summary(req), _context_line(req, now)]
+    notes = [*(notes or []), *duty_notes(req)]
     if notes:
         top.append(_notes(notes))
     bottom = [*_params(req), *_reasoning(req)]
@@ -191,7 +193,7 @@ def _buttons(req: Request) -> dict[str, Any]:
     if len(req.id) > BUTTON_VALUE_MAX:
         raise ValueError("request id too long for a button value")
     buttons = [_button("Approve", APPROVE, req.id, "primary")]
-    if req.action.params:
+    if req.action.params and req.quorum <= 1:  # a quorum approves one set of parameters: no edits
         buttons.append(_button("Edit", EDIT, req.id))
     buttons.append(_button("Reject", REJECT, req.id, "danger"))
     if req.timing is not None:  # requests with a timeline: for approvers, not a decision
@@ -221,6 +223,8 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
     if decision is not None:
         line += f" {_who(decision)} {slack_date(decision.decided_at, '{date_short_pretty} at {time}')}"
         line += _how(decision)
+        if len(decision.votes) > 1:  # quorum: everyone who approved, in order
+            line += f" · approved by {progress_text(decision.votes, len(decision.votes)).split(': ', 1)[-1]}"
     section = {"type": "section", "text": {"type": "mrkdwn", "text": clip(line, SECTION_TEXT_MAX)}}
     blocks: list[dict[str, Any]] = [section]
     if decision is not None and decision.changes:

@@ -54,7 +54,7 @@ class SlackCall:
     ) -> tuple[dict[str, Any] | None, Result | None]:
         try:
             response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
-            return dict(response.data), None  # type: ignore[arg-type]
+            return dict(response.data), None
         except SlackApiError as exc:
             status = exc.response.status_code
             error = str(exc.response.get("error", "")) if isinstance(exc.response.data, dict) else ""
@@ -86,7 +86,7 @@ def _retry_after(headers: Any) -> float:
 class CardRenderer(Protocol):
     """Builds a card message ({"text", "blocks"}) from a request's state at `now`."""
 
-    def __call__(self, request: Request, *, now: datetime) -> dict[str, Any]: ...
+    def __call__(self, req: Request, *, now: datetime) -> dict[str, Any]: ...
 
 
 class CardDelivery:

@@ -175,7 +175,7 @@ def _render_email(data: dict[str, Any], budget: int) -> list[dict[str, Any]]:
 def diff_lines(data: dict[str, Any]) -> list[str]:
     """The unified diff as lines: given as `unified`, or computed from `before`/`after`."""
     if isinstance(data.get("unified"), str):
-        return data["unified"].splitlines()
+        return str(data["unified"]).splitlines()
     path = str(data.get("path") or "file")
     before = str(data.get("before") or "").splitlines()
     after = str(data.get("after") or "").splitlines()
@@ -200,7 +200,8 @@ def _cell(value: Any) -> str:
 
 def table_rows(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(column names, rows of cell strings); rows may be lists or dicts keyed by column."""
-    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    given = data.get("rows")
+    rows: list[Any] = given if isinstance(given, list) else []
     columns = [str(c) for c in data.get("columns") or []]
     if not columns and rows and isinstance(rows[0], dict):
         columns = [str(k) for k in rows[0]]
