@@ -46,7 +46,7 @@ from bot.slack import batch, blocks, handlers
 from bot.slack.backlog import Backlog
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
-from bot.slack.batch_delivery import POST_PAGE, BatchPages
+from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.timer_buttons import TimerInteractions

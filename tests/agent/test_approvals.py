@@ -6,8 +6,8 @@ import email
 import json
 
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import message, text, tool_use
-from tests.fakes.slack_requests import checkboxes, plain_input
+from bot.sandbox.model import message, text, tool_use
+from bot.sandbox.signed import checkboxes, plain_input
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello,\nyour refund is on its way."}
 

@@ -13,8 +13,8 @@ from storage.runs_schema import runs
 from storage.schema import decisions
 from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the run scenario
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import message, text, tool_use
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.model import message, text, tool_use
+from bot.sandbox.signed import plain_input
 from tests.harness import App
 
 

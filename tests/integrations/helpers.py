@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import App
 
 
@@ -19,6 +19,6 @@ async def pending_id(app: App) -> str:
     raise AssertionError("no pending request appeared")
 
 
-def cards(slack: FakeSlack) -> int:
+def cards(slack: SlackEmulator) -> int:
     """How many top-level messages (cards) were posted."""
     return sum(1 for c in slack.calls if c.method == "chat.postMessage" and not c.args.get("thread_ts"))

@@ -7,9 +7,9 @@ import json
 import socket
 from pathlib import Path
 
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, App, free_port
 from tests.integrations.claude_cli import ClaudeCli, hook_settings
 from tests.integrations.helpers import cards, pending_id

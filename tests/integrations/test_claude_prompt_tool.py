@@ -6,9 +6,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, App
 from tests.integrations.claude_cli import ClaudeCli, readme_example
 from tests.integrations.helpers import cards, pending_id

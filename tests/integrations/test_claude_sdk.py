@@ -10,9 +10,9 @@ from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
 from signoff import AsyncSignoffClient
 from signoff.claude import can_use_tool
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, App, free_port
 from tests.integrations.claude_cli import CLAUDE, ClaudeCli
 from tests.integrations.helpers import pending_id

@@ -23,8 +23,8 @@ from signoff import (
 )
 from tests.fakes.clock import FakeClock
 from tests.fakes.flaky_proxy import FlakyProxy
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import number_input, plain_input
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import number_input, plain_input
 from tests.harness import API_TOKEN, ROOT, App, free_port, start_app
 from tests.integrations.helpers import cards, pending_id
 from tests.timers.helpers import tick
@@ -107,7 +107,7 @@ async def test_the_callers_timeout_cancels_the_request_and_raises_expired(app: A
             await handle.wait(timeout=0.1)
 
 
-async def test_server_timeout_raises_expired(db_url: str, slack: FakeSlack) -> None:
+async def test_server_timeout_raises_expired(db_url: str, slack: SlackEmulator) -> None:
     clock = FakeClock()
     app = await start_app(db_url, slack, clock=clock, SIGNOFF_SWEEP_SECONDS="3600")
     try:

@@ -8,7 +8,7 @@ from typing import Literal
 import pytest
 
 from signoff import AsyncSignoffClient, Rejected, SignoffClient, require_approval
-from tests.fakes.slack_requests import number_input, plain_input
+from bot.sandbox.signed import number_input, plain_input
 from tests.harness import API_TOKEN, App
 from tests.integrations.helpers import pending_id
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.harness import API_TOKEN, App
 from tests.integrations.claude_cli import ClaudeCli, readme_example
