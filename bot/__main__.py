@@ -4,6 +4,8 @@
     signoff db upgrade     apply database migrations
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff demo [--port 3000] [--no-agent]
+                           the bot, an emulated Slack and a page to click in, on this machine
     signoff wait | hook | mcp | langgraph
                            agent-side commands (signoff/cli.py): wait for a decision, Claude Code hook, MCP server
 """
@@ -18,10 +20,10 @@ import json
 import logging
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.errors import SignoffError
-from bot.settings import Settings, SettingsError, database_url_from_env
+if TYPE_CHECKING:
+    from bot.settings import Settings
 
 
 class JsonFormatter(logging.Formatter):
@@ -54,6 +56,7 @@ def _logging(level: str) -> None:
 async def _serve(settings: Settings) -> None:
     from aiohttp import web
 
+    from bot.settings import SettingsError
     from bot.web import build
     from storage.migrate import current_revision, head_revision, upgrade
     from storage.sql import SqlStore
@@ -95,13 +98,35 @@ async def _db_upgrade(database_url: str) -> None:
     await upgrade(database_url)
 
 
+def _demo(port: int, *, agent: bool) -> int:
+    import os
+
+    from bot.sandbox.demo import serve
+
+    _logging(os.environ.get("SIGNOFF_LOG_LEVEL", "WARNING").upper())
+    try:
+        asyncio.run(serve(port, os.environ, agent=agent))
+    except OSError as exc:  # most often: the port is taken
+        print(f"signoff: cannot serve the sandbox on 127.0.0.1:{port}: {exc.strerror or exc}; "
+              f"try --port {port + 1}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     if given and given[0] in ("wait", "hook", "mcp", "langgraph"):
         from signoff.cli import main as agent_main
 
         return agent_main(given)
-    parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.")
+    # Imported here, not at the top: the agent-side commands above (a Claude Code hook runs once per
+    # tool call) must not pay for loading the server's settings and SQLAlchemy.
+    from bot.errors import SignoffError
+    from bot.settings import Settings, SettingsError, database_url_from_env
+
+    parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.",
+                                     epilog="Agent side: signoff wait ID | signoff hook claude-code | signoff mcp "
+                                            "(each with --help).")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="run the server")
     db = sub.add_parser("db", help="database tasks")
@@ -110,9 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("task", help="what the agent should do")
     run.add_argument("--channel", help="the Slack channel id for the run (default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
+    demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
+    demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
+    demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
     args = parser.parse_args(argv)
 
     try:
+        if args.command == "demo":
+            return _demo(args.port, agent=not args.no_agent)
         if args.command == "db":
             asyncio.run(_db_upgrade(database_url_from_env()))
             print("database is up to date")

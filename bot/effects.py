@@ -25,6 +25,7 @@ from storage.base import OutboxItem
 # Requests and their cards
 POST_CARD = "slack.post_card"
 UPDATE_CARD = "slack.update_card"
+POST_PAGE = "slack.post_batch_page"  # a batch card's continuation page, in the card's thread
 WEBHOOK = "webhook"
 # Timers (reminders, escalation, hand-back) and their direct messages
 REMIND = "slack.remind"
@@ -38,7 +39,7 @@ POST_ROOT = "agent.post_root"
 UPDATE_ROOT = "agent.update_root"
 THREAD_NOTE = "agent.note"
 
-KINDS = frozenset({POST_CARD, UPDATE_CARD, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
+KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
                    UPDATE_ROOT, THREAD_NOTE})
 
 Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox.py)
@@ -75,6 +76,10 @@ def post_card(request_id: str, now: datetime) -> OutboxItem:
 def update_card(request_id: str, key: str, now: datetime) -> OutboxItem:
     """Re-render the card from the request's state at delivery time; `key` names the change."""
     return _of_request(UPDATE_CARD, request_id, key, now)
+
+
+def post_page(request_id: str, page: int, now: datetime) -> OutboxItem:
+    return _of_request(POST_PAGE, request_id, f"post:{request_id}:page:{page}", now, page=page)
 
 
 def webhook(request_id: str, key: str, now: datetime, *, url: str, body: dict[str, Any]) -> OutboxItem:

@@ -31,8 +31,11 @@ from bot.domain.model import (
     Status,
     Via,
 )
+from bot.domain.batch import Item, decide_items
+from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing, initial_state, next_due
 from bot.domain.transitions import next_status
+from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import IdempotencyMismatch, NotFound
 from bot import effects
 from bot.access import Access, Directory
@@ -66,12 +69,25 @@ class ApprovalSpec:
     thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
     timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
     approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
+    # Quorum, separation of duties, typed confirmation, batches (policy tiers fill these in later):
+    # see bot.domain.model.Request.
+    quorum: int = 1
+    requester_may_approve: bool = True
+    confirm: str | None = None
+    requester_user: str | None = None
+    items: tuple[Item, ...] = ()  # a batch: several actions on one card (`action` is then BATCH_ACTION)
 
 
 @dataclass(frozen=True)
 class DecideResult:
     request: Request
     won: bool
+    counted: bool = False  # a change was stored and the request is still pending (a quorum vote, batch items)
+    duplicate: bool = False  # this person had already approved: nothing was written
+
+
+class _AlreadyVoted(Exception):
+    """The votes table refused a second vote by one person (rolls the unit back)."""
 
 
 T = TypeVar("T")
@@ -116,6 +132,8 @@ class Service:
         self.new_id = id_factory
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
+        # Re-evaluation of edits by policy plugs in here: see `recheck_edit`.
+        self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -133,7 +151,8 @@ class Service:
         unit.after_commit(lambda: self.waiters.wake(request_id))
 
     async def guarded(
-        self, request_id: str, change: Callable[[Unit, Request], Awaitable[T]], *, read: Request | None = None
+        self, request_id: str, change: Callable[[Unit, Request], Awaitable[T]], *, read: Request | None = None,
+        retries: int = _GUARD_RETRIES,
     ) -> Guarded[T]:
         """Apply `change` to the pending request in one unit, retrying on a lost version race.
 
@@ -144,7 +163,7 @@ class Service:
         it, to save one read; if it is stale the guard fails and it is read again.
         """
         request = read if read is not None and read.id == request_id else await self.get(request_id)
-        for _attempt in range(_GUARD_RETRIES):
+        for _attempt in range(retries):
             if not request.is_pending:
                 return Guarded(request)
             try:
@@ -214,6 +233,11 @@ class Service:
             timing=timing,
             timers=timers,
             next_due_at=next_due(timers) if timers is not None else None,
+            quorum=spec.quorum,
+            requester_may_approve=spec.requester_may_approve,
+            confirm=spec.confirm,
+            requester_user=spec.requester_user,
+            items=spec.items,
         )
 
     async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = ()) -> None:
@@ -279,6 +303,19 @@ class Service:
         """Whether `user_id` may decide `request` (see bot/access.py)."""
         return await self.access.may_decide(request, user_id)
 
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+        """HOOK: why an edit (already valid against the action's schema) may not be approved, or None.
+
+        Policy registers a check in `edit_rechecks` that re-evaluates the edited call (an edit that
+        turns an allowed call into a denied one is refused in the modal). Runs before the modal's
+        ack: checks must be in-memory and fast.
+        """
+        for check in self.edit_rechecks:
+            problem = check(request, params)
+            if problem:
+                return problem
+        return None
+
     # -- decide ---------------------------------------------------------------
 
     async def decide(
@@ -292,54 +329,100 @@ class Service:
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
         read: Request | None = None,
+        items: tuple[Item, ...] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
         `read`: the request as the caller just read it, to save reading it again; if it is stale
         the guarded write fails and the request is re-read.
+        A person's approval (via a button or a modal) is a vote towards the request's quorum: until
+        the quorum is reached it is stored as a vote (`counted=True`, still pending); a second vote by
+        the same person writes nothing (`duplicate=True`). Each vote is its own guarded write: the
+        request's version guard and the votes table's (request, voter) key, in one transaction.
+        `items`: a batch's items with their outcomes, decided on `read` (if the request changed
+        since, nothing is written and the caller decides again on the fresh request).
         """
+        vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
-        async def record(unit: Unit, request: Request) -> Request:
+        async def record(unit: Unit, request: Request) -> DecideResult:
             now = self.clock.now()
+            if items is not None and read is not None and request.version != read.version:
+                return DecideResult(request, won=False)  # the items were decided on an older version
+            votes = request.votes
+            if vote and actor is not None:
+                tally = cast(request.votes, request.quorum, actor.id)
+                if tally is Tally.DUPLICATE:
+                    return DecideResult(request, won=False, duplicate=True)
+                votes = (*request.votes, Vote(actor, now))
+                if tally is Tally.COUNTED:
+                    return await self._count_vote(unit, request, votes, now)
+            decided_items = items if items is not None else request.items
+            if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
+                # Decided as a whole (a timeout, the API): every undecided item gets that outcome.
+                decided_items = decide_items(request.items, dict.fromkeys(range(len(request.items)), outcome), actor)
+            final = request.action.params if params is None else params
             decision = Decision(
                 outcome=outcome,
-                params=request.action.params if params is None else params,
+                params=final,
                 changes=changes,
                 comment=comment,
                 decided_by=actor,
                 decided_at=now,
                 via=via,
+                votes=votes if outcome is Outcome.APPROVED else request.votes,
+                params_sha256=params_sha256(final),
+                items=decided_items,
             )
             decided = request.evolve(
                 status=next_status(request.kind, request.status, outcome),
                 decision=decision,
                 updated_at=now,
                 next_due_at=None,
+                votes=decision.votes,
+                items=decision.items,
             )
             await self.write(unit, decided, request)
+            if request.quorum > 1 and len(votes) > len(request.votes):
+                if not await unit.insert_vote(request.id, votes[-1]):
+                    raise _AlreadyVoted
             await unit.insert_decision(request.id, decision)
-            await unit.append_audit(
-                AuditEvent(
-                    request.id,
-                    "decided",
-                    now,
-                    actor.id if actor else None,
-                    {"outcome": outcome.value, "via": via.value, "changes": [c.to_json() for c in changes]},
-                )
-            )
+            data: dict[str, Any] = {"outcome": outcome.value, "via": via.value,
+                                    "changes": [c.to_json() for c in changes], "params_sha256": decision.params_sha256}
+            if len(decision.votes) > 1:
+                data["votes"] = votes_json(decision.votes)
+            if decision.items:
+                data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
+            await unit.append_audit(AuditEvent(request.id, "decided", now, actor.id if actor else None, data))
             await self._enqueue_decision_effects(unit, decided, now)
             await unit.notify(request.id)
             decided = decided.evolve(version=request.version + 1)
             unit.after_commit(lambda: self._decided(decided))
-            return decided
+            return DecideResult(decided, won=True)
 
-        result = await self.guarded(request_id, record, read=read)
+        try:
+            # A vote may lose the guard to each earlier vote of a quorum (every loser re-reads): more tries.
+            result = await self.guarded(request_id, record, read=read,
+                                        retries=_GUARD_RETRIES * 20 if vote else _GUARD_RETRIES)
+        except _AlreadyVoted:
+            return DecideResult(await self.get(request_id), won=False, duplicate=True)
         if result.ran:
             assert result.value is not None
-            return DecideResult(result.value, won=True)
+            return result.value
         if result.settled:
             return DecideResult(result.request, won=False)
         return DecideResult(await self.get(request_id), won=False)
+
+    async def _count_vote(self, unit: Unit, request: Request, votes: tuple[Vote, ...], now: datetime) -> DecideResult:
+        """Store one more approval of a pending quorum request (in the guarded unit)."""
+        counted = request.evolve(votes=votes, updated_at=now)
+        await self.write(unit, counted, request)
+        if not await unit.insert_vote(request.id, votes[-1]):
+            raise _AlreadyVoted
+        await unit.append_audit(AuditEvent(request.id, "voted", now, votes[-1].voter.id,
+                                           {"votes": len(votes), "quorum": request.quorum}))
+        await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:vote:{len(votes)}", now))
+        await unit.notify(request.id)
+        return DecideResult(counted.evolve(version=request.version + 1), won=True, counted=True)
 
     def _decided(self, decided: Request) -> None:
         assert decided.decision is not None

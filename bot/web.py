@@ -42,8 +42,11 @@ from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
 from bot.service import Service
 from bot.settings import Settings
-from bot.slack import blocks, handlers
+from bot.slack import batch, blocks, handlers
 from bot.slack.backlog import Backlog
+from bot.slack.batch import BatchInteractions
+from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
+from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.timer_buttons import TimerInteractions
@@ -61,7 +64,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
@@ -163,10 +166,11 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     # Every outbox kind and its one handler. The card shows escalation and timeout notes
     # (render_card), and question requests get question cards (render_any).
     cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_card))
+    pages = BatchPages(cards, service, clock)  # a batch card's continuation pages, wrapping the card's
     webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
     outbox_handlers = effects.registry(
-        cards.handlers(),
+        pages.handlers(),
         webhooks.handlers(),
         NoticeDelivery(service, call, clock, directory).handlers(),
         HomePublisher(home, call, clock).handlers(),
@@ -194,6 +198,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         handlers.register(app, interactions, timers=timer_interactions, home=home)
+        batch.register(app, BatchInteractions(interactions))
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
     verifier = SignatureVerifier(settings.slack_signing_secret or "")

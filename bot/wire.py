@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.domain.choices import EXTRA_KEY, allowed_decisions
-from bot.domain.model import Request
+from bot.domain.model import Item, Request
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
 from bot.domain.timing import TimerState
@@ -42,10 +42,30 @@ def request_json(request: Request) -> dict[str, Any]:
         "decision": request.decision.to_json() if request.decision else None,
         "timing": request.timing.to_json() if request.timing else None,
         "timers": timers_json(request.timers) if request.timers else None,
+        "quorum": request.quorum,
+        "requester_may_approve": request.requester_may_approve,
+        "confirm": request.confirm,
+        "requester_user": request.requester_user,
+        "votes": [v.to_json() for v in request.votes],
+        "items": [item_json(i) for i in request.items] if request.items else None,
     }
     if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
         body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))
     return body
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    """A batch item as agents see it: the proposal, and (while pending) its edits and outcome so far."""
+    preview = item.preview
+    return {
+        "action": {"name": item.action.name, "params": item.action.params,
+                   "params_schema": item.action.params_schema},
+        "preview": {"kind": preview.kind, **preview.data} if preview else None,
+        "key": item.key,
+        "outcome": item.outcome.value if item.outcome else None,
+        "params": item.final_params,
+        "changes": [c.to_json() for c in item.changes],
+    }
 
 
 def question_json(request: Request) -> dict[str, Any]:

@@ -131,8 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if given[1:2] != ["claude-code"] or "--help" in given or "-h" in given:
             print(hook.HELP, file=sys.stderr)
-            if given[1:2] != ["claude-code"]:
-                print(json.dumps(hook.deny("unknown hook; use `signoff hook claude-code`")))
+            # Still a deny on stdout: a hook command that prints no decision lets the call through.
+            print(json.dumps(hook.deny("no decision: `signoff hook` was asked for help or for an unknown hook")))
             return 0
         return hook.run(given[2:])
     if given[:1] == ["mcp"]:

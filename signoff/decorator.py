@@ -8,12 +8,13 @@ function never runs. Works on plain and `async def` functions.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast, get_type_hints
 
-from pydantic import ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
 
 from signoff.client import AsyncSignoffClient, SignoffClient
@@ -24,7 +25,7 @@ Summary = str | Callable[..., str] | None
 PreviewFn = Callable[..., Mapping[str, Any] | None] | None
 
 
-def params_schema(fn: Callable[..., Any]) -> tuple[type, dict[str, Any]]:
+def params_schema(fn: Callable[..., Any]) -> tuple[type[BaseModel], dict[str, Any]]:
     """A pydantic model of `fn`'s parameters and its JSON Schema (titles dropped: Slack shows the names)."""
     signature = inspect.signature(fn)
     hints = get_type_hints(fn)
@@ -53,8 +54,8 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
 
     `summary` is a string (`str.format`-ed with the arguments, e.g. "Refund {amount} to {customer}") or a
     function of the arguments; `preview` a function of the arguments returning a preview mapping
-    (`{"kind": "email", ...}`). `client` defaults to one built from SIGNOFF_URL / SIGNOFF_TOKEN at the
-    first call. The idempotency key is new per call: calling twice asks twice.
+    (`{"kind": "email", ...}`). `client` defaults to one built from SIGNOFF_URL / SIGNOFF_TOKEN for each
+    call. The idempotency key is new per call: calling twice asks twice.
     """
 
     def decorate(fn: F) -> F:
@@ -84,12 +85,13 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 params, text, shown = proposal(args, kwargs)
-                chosen = client or AsyncSignoffClient()
-                if not isinstance(chosen, AsyncSignoffClient):
+                if client is not None and not isinstance(client, AsyncSignoffClient):
                     raise SignoffError(f"{fn.__qualname__} is async: give @require_approval an AsyncSignoffClient")
-                decision = await chosen.request_approval(
-                    name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
-                    channel=channel, approvers=approvers, timeout=timeout)
+                async with contextlib.AsyncExitStack() as stack:
+                    chosen = client if client is not None else await stack.enter_async_context(AsyncSignoffClient())
+                    decision = await chosen.request_approval(
+                        name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
+                        channel=channel, approvers=approvers, timeout=timeout)
                 return await fn(**run_with(decision.params))
 
             async_wrapper.params_schema = schema  # type: ignore[attr-defined]
@@ -98,12 +100,13 @@ def require_approval(*, risk: str = "high", summary: Summary = None, preview: Pr
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             params, text, shown = proposal(args, kwargs)
-            chosen = client or SignoffClient()
-            if not isinstance(chosen, SignoffClient):
+            if client is not None and not isinstance(client, SignoffClient):
                 raise SignoffError(f"{fn.__qualname__} is not async: give @require_approval a SignoffClient")
-            decision = chosen.request_approval(
-                name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
-                channel=channel, approvers=approvers, timeout=timeout)
+            with contextlib.ExitStack() as stack:
+                chosen = client if client is not None else stack.enter_context(SignoffClient())
+                decision = chosen.request_approval(
+                    name, params, summary=text, preview=shown, risk=risk, params_schema=schema,
+                    channel=channel, approvers=approvers, timeout=timeout)
             return fn(**run_with(decision.params))
 
         wrapper.params_schema = schema  # type: ignore[attr-defined]

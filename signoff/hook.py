@@ -159,7 +159,8 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
     if options.on_timeout == "defer":
         if not handle.created:
             # Asked before (a resumed session): deferring again would lose the call.
-            return deny(f"{open_note}. Resume this session once someone has decided.")
+            return deny(f"{open_note}; the session was resumed before anyone decided, so this call is denied "
+                        f"(deferring it again would lose it): wait with `signoff wait {handle.id}` before resuming")
         calls = tool_calls_in_turn(hook.transcript_path, hook.tool_use_id)
         if calls != 1:
             # With several calls in one turn the CLI keeps only the last deferred one.

@@ -72,7 +72,7 @@ def decision_json(decision: Decision) -> dict[str, Any]:
 def answers_json(answers: Answers) -> dict[str, Any]:
     who = answers.decided_by
     return {"request_id": answers.request_id, "outcome": "answered",
-            "answers": [{"question": a.question, "selected": list(a.selected), "text": a.text} for a in answers.items],
+            "answers": [{"question": a.question, "selected": list(a.selected), "text": a.text} for a in answers.answers],
             "answered_by": {"id": who.id, "name": who.name} if who else None, "via": answers.via}
 
 
@@ -105,8 +105,8 @@ def build_server(client_factory: ClientFactory | None = None,
         "Ask a person in Slack before risky actions (request_approval) and ask them questions (ask_human). "
         "Run an action only with the params of an approved decision: the person may have edited them."))
 
-    @server.tool(annotations=ToolAnnotations(title="Ask a person to approve an action", readOnlyHint=False,
-                                             destructiveHint=False, idempotentHint=False, openWorldHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Ask a person to approve an action", read_only_hint=False,
+                                             destructive_hint=False, idempotent_hint=False, open_world_hint=True))
     async def request_approval(action: str, params: dict[str, Any], summary: str,
                                preview: dict[str, Any] | None = None, risk: str | None = None,
                                params_schema: dict[str, Any] | None = None, context: str | None = None,
@@ -129,8 +129,8 @@ def build_server(client_factory: ClientFactory | None = None,
                 context=context, requested_by=chosen.requested_by)
             return decision_json(await _settle(client, handle.id, handle.decision, timeout_seconds))
 
-    @server.tool(annotations=ToolAnnotations(title="Ask people questions in Slack", readOnlyHint=False,
-                                             destructiveHint=False, idempotentHint=False, openWorldHint=True))
+    @server.tool(annotations=ToolAnnotations(title="Ask people questions in Slack", read_only_hint=False,
+                                             destructive_hint=False, idempotent_hint=False, open_world_hint=True))
     async def ask_human(questions: list[Question], summary: str | None = None, context: str | None = None,
                         channel: str | None = None, approvers: list[str] | None = None,
                         timeout_seconds: float | None = None, idempotency_key: str | None = None,
@@ -154,7 +154,7 @@ def build_server(client_factory: ClientFactory | None = None,
 
     @server.tool(structured_output=False,
                  annotations=ToolAnnotations(title="Claude Code permission prompt, answered in Slack",
-                                             readOnlyHint=False, destructiveHint=False, openWorldHint=True))
+                                             read_only_hint=False, destructive_hint=False, open_world_hint=True))
     async def permission_prompt(tool_name: str, input: dict[str, Any], tool_use_id: str | None = None,
                                 ctx: Context = None) -> str:  # type: ignore[assignment]
         """Claude Code's --permission-prompt-tool: asks a person in Slack whether the tool call may run.

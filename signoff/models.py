@@ -108,21 +108,21 @@ class Answers(Mapping[str, Answer]):
     """The answers to a set of questions, by question text, in the order asked."""
 
     request_id: str
-    items: tuple[Answer, ...]
+    answers: tuple[Answer, ...]
     decided_by: Actor | None = None
     via: str | None = None
 
     def __getitem__(self, question: str) -> Answer:
-        for answer in self.items:
+        for answer in self.answers:
             if answer.question == question:
                 return answer
         raise KeyError(question)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(a.question for a in self.items)
+        return iter(a.question for a in self.answers)
 
     def __len__(self) -> int:
-        return len(self.items)
+        return len(self.answers)
 
     @classmethod
     def from_question(cls, body: Mapping[str, Any]) -> Answers:

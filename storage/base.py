@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.votes import Vote
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,10 @@ class Unit(abc.ABC):
 
     @abc.abstractmethod
     async def insert_decision(self, request_id: str, decision: Decision) -> None: ...
+
+    @abc.abstractmethod
+    async def insert_vote(self, request_id: str, vote: Vote) -> bool:
+        """Store one approval of a quorum request; False (nothing written) if this voter already has one."""
 
     @abc.abstractmethod
     async def append_audit(self, event: AuditEvent) -> None: ...

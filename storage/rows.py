@@ -21,7 +21,9 @@ from bot.domain.model import (
     Status,
     Via,
 )
+from bot.domain.batch import items_from_json, items_json
 from bot.domain.timing import TimerState, Timing
+from bot.domain.votes import votes_from_json, votes_json
 from storage.base import OutboxItem
 from storage.schema import decisions, requests
 
@@ -45,6 +47,9 @@ def request_from_row(row: Any) -> Request:
             decided_by=decided_by,
             decided_at=m["d_decided_at"],
             via=Via(m["d_via"]),
+            votes=votes_from_json(m["d_votes"]),
+            params_sha256=m["d_params_sha256"],
+            items=items_from_json(m["d_items"]),
         )
     preview = Preview(m["preview"]["kind"], m["preview"]["data"]) if m["preview"] else None
     return Request(
@@ -74,6 +79,12 @@ def request_from_row(row: Any) -> Request:
         timing=Timing.from_json(m["timing"]) if m["timing"] else None,
         timers=timers_from_row(m) if m["timing"] or m["escalation"] else None,
         card_permalink=m["card_permalink"],
+        quorum=m["quorum"],
+        requester_may_approve=bool(m["requester_may_approve"]),
+        confirm=m["confirm"],
+        requester_user=m["requester_user"],
+        votes=votes_from_json(m["votes"]),
+        items=items_from_json(m["items"]),
     )
 
 
@@ -114,6 +125,8 @@ def mutable_columns(r: Request) -> dict[str, Any]:
         "extra": r.extra,
         "updated_at": r.updated_at,
         "next_due_at": r.next_due_at,
+        "votes": votes_json(r.votes) if r.votes else None,
+        "items": items_json(r.items),
         **timer_columns(r),
     }
 

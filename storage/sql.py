@@ -22,7 +22,9 @@ from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from bot.domain.batch import items_json
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.votes import Vote, votes_json
 from storage.base import (
     DuplicateIdempotencyKey,
     Inbox,
@@ -47,6 +49,7 @@ from storage.schema import (
     outbox,
     request_people,
     requests,
+    votes,
 )
 from storage.urls import async_url
 
@@ -105,6 +108,10 @@ class SqlUnit(Unit):
             "created_at": request.created_at,
             "timing": request.timing.to_json() if request.timing else None,
             "card_permalink": request.card_permalink,
+            "quorum": request.quorum,
+            "requester_may_approve": request.requester_may_approve,
+            "confirm": request.confirm,
+            "requester_user": request.requester_user,
             **mutable_columns(request),
         }
         try:
@@ -136,8 +143,21 @@ class SqlUnit(Unit):
                 decided_by_name=decision.decided_by.name if decision.decided_by else None,
                 decided_at=decision.decided_at,
                 via=decision.via.value,
+                votes=votes_json(decision.votes) if decision.votes else None,
+                params_sha256=decision.params_sha256,
+                items=items_json(decision.items),
             )
         )
+
+    async def insert_vote(self, request_id: str, vote: Vote) -> bool:
+        """Store one approval; False (and nothing written) if this person already voted on it."""
+        try:
+            async with self.conn.begin_nested():
+                await self.conn.execute(votes.insert().values(
+                    request_id=request_id, voter_id=vote.voter.id, voter_name=vote.voter.name, at=vote.at))
+        except IntegrityError:
+            return False
+        return True
 
     async def append_audit(self, event: AuditEvent) -> None:
         await self.conn.execute(

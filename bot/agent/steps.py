@@ -41,8 +41,9 @@ from bot.agent.messages import (
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
-from bot.domain.model import Action, Actor, AuditEvent, Outcome, Risk, Via
+from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
+from bot.agent.gates import approved_params_problem, batch_members, batch_spec, run_duties
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.run_store import RunStore, RunUnit
@@ -182,8 +183,17 @@ class Steps:
             run = run.evolve(step_count=run.step_count + 1, next_seq=seq + len(messages), updated_at=now)
             if uses:
                 executions = []
+                batched = batch_members(prepared)  # several gated calls of this turn: one card
+                shared: Request | None = None
                 for execution, spec in prepared:
-                    if spec is not None:
+                    if spec is not None and execution.tool_use_id in batched:
+                        if shared is None:
+                            shared = self.service.new_request(batch_spec(
+                                [(e.tool_use_id, s) for e, s in prepared if s is not None and e.tool_use_id in batched],
+                                run))
+                            await self.service.stage(unit, shared)
+                        execution = execution.evolve(request_id=shared.id)
+                    elif spec is not None:
                         request = self.service.new_request(spec)
                         await self.service.stage(unit, request)
                         execution = execution.evolve(request_id=request.id)
@@ -235,6 +245,7 @@ class Steps:
                 requested_by=requested_by,
                 extra=extra,
                 thread_ts=run.root_ts,
+                **run_duties(run, tool.risk, name),
             )
             return execution.evolve(gate=Gate.ASK, status=ExecStatus.WAITING), spec
         return execution.evolve(final_input=params), None
@@ -355,6 +366,13 @@ class Steps:
         tool = agent.tools.get(started.name)
         assert tool is not None  # an unknown tool never gets past _prepare
         params = started.final_input if started.final_input is not None else started.input
+        if started.gate is Gate.ASK:  # bound to what runs: only the approved parameters, by their hash
+            request = await self.service.store.get_request(started.request_id or "")
+            problem = approved_params_problem(request, started.tool_use_id, params)
+            if problem is not None:
+                log.warning("run %s: refused to run %s: %s", run.id, started.tool_use_id, problem)
+                return started.evolve(status=ExecStatus.FINISHED, is_error=True, finished_at=self.clock.now(),
+                                      result=f"Not run: the parameters are not the approved ones ({problem}).")
         text, is_error = await run_tool(tool, self._ctx(run, started.tool_use_id), params)
         result: Any = text
         if started.note:

@@ -7,7 +7,8 @@ POST's answer is an SSE stream that ends with the tool's result).
 
 Invariants:
 - Stateless (no MCP session kept between requests), so any replica behind a load balancer can
-  answer any request; the session manager's task group runs for the life of the web app.
+  answer any request; the session manager's task group runs for the life of the web app and is
+  stopped first on shutdown, so an MCP call waiting for a person never holds up a graceful stop.
 - Every request carries a bearer token from SIGNOFF_API_TOKENS, checked before the MCP app sees it.
 - A tool call reaches the agent API of the very process that received it (its own socket, with the
   caller's token): one code path for validation, idempotency and long-polls, whichever way an agent came.
@@ -127,30 +128,52 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
                                       transport_security=TransportSecuritySettings(
                                           enable_dns_rebinding_protection=False))
 
+    inflight: set[asyncio.Task[Any]] = set()
+
     async def handler(request: web.Request) -> web.StreamResponse:
         if not _authorized(request, settings.api_tokens):
             return web.json_response(
                 {"error": {"code": "unauthorized", "message": "missing or invalid bearer token (Authorization: Bearer ...)"}},
                 status=401, headers={"WWW-Authenticate": 'Bearer realm="signoff"'})
-        return await asgi_handler(asgi, request)
+        current = asyncio.current_task()
+        if current is not None:
+            inflight.add(current)
+        try:
+            return await asgi_handler(asgi, request)
+        finally:
+            if current is not None:
+                inflight.discard(current)
 
-    async def session_manager(_app: web.Application) -> Any:
-        # The manager's task group must be entered and left in one task: give it its own.
-        started, stop = asyncio.Event(), asyncio.Event()
+    started, stop = asyncio.Event(), asyncio.Event()
+    task: asyncio.Task[None] | None = None
 
-        async def run() -> None:
-            async with server.session_manager.run():
-                started.set()
-                await stop.wait()
+    async def run() -> None:
+        # The manager's task group must be entered and left in one task: it gets its own.
+        async with server.session_manager.run():
+            started.set()
+            await stop.wait()
 
+    async def start(_app: web.Application) -> None:
+        nonlocal task
         task = asyncio.create_task(run(), name="mcp-session-manager")
-        await asyncio.wait([task, asyncio.create_task(started.wait())], return_when=asyncio.FIRST_COMPLETED)
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
         if task.done():
             task.result()  # raise what stopped it
-        yield
+
+    async def shut_down(_app: web.Application) -> None:
+        # Before aiohttp waits for open requests: MCP calls can wait for a person (or hold a listen
+        # stream) far longer than a graceful stop should take. Their clients see the call fail. (The
+        # 2026 protocol's requests run in their HTTP handler's task, the older ones in the manager's.)
+        for running in list(inflight):
+            running.cancel()
         stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     web_app.router.add_route("*", MCP_PATH, handler)
-    web_app.cleanup_ctx.append(session_manager)
+    web_app.on_startup.append(start)
+    web_app.on_shutdown.append(shut_down)
+    web_app.on_cleanup.append(shut_down)  # a runner that never started the site still stops it

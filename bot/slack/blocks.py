@@ -19,6 +19,7 @@ from typing import Any
 
 from bot.domain.choices import allowed_decisions
 from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
+from bot.slack.duties import duty_notes, progress_text
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
@@ -103,6 +104,7 @@ def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None
     """
     outcome = _outcome(req)
     top = [_header(req), *_long_summary(req), _context_line(req, now)]
+    notes = [*(notes or []), *duty_notes(req)]
     if notes:
         top.append(_notes(notes))
     bottom = [*_params(req), *_reasoning(req)]
@@ -199,7 +201,7 @@ def _buttons(req: Request) -> dict[str, Any]:
     buttons = []
     if "approve" in offered:
         buttons.append(_button("Approve", APPROVE, req.id, "primary"))
-    if "edit" in offered and req.action.params:
+    if "edit" in offered and req.action.params and req.quorum <= 1:  # a quorum approves one set of parameters
         buttons.append(_button("Approve with edits" if "approve" not in offered else "Edit", EDIT, req.id))
     if "respond" in offered:
         buttons.append(_button("Reply instead", RESPOND, req.id))
@@ -234,6 +236,8 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
     if decision is not None:
         line += f" {_who(decision)} {slack_date(decision.decided_at, '{date_short_pretty} at {time}')}"
         line += _how(decision)
+        if len(decision.votes) > 1:  # quorum: everyone who approved, in order
+            line += f" · approved by {progress_text(decision.votes, len(decision.votes)).split(': ', 1)[-1]}"
     section = {"type": "section", "text": {"type": "mrkdwn", "text": clip(line, SECTION_TEXT_MAX)}}
     blocks: list[dict[str, Any]] = [section]
     if decision is not None and decision.changes:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.slack import blocks
+from bot.slack.duties import CONFIRM_VIEW
 from bot.slack.interactions import Interactions
 from bot.slack.payloads import BadPayload, Click, extract_click, extract_submission
 
@@ -90,6 +91,7 @@ def register(
     app.view(blocks.REJECT_VIEW)(on_submit)
     app.action(blocks.RESPOND)(on_respond)
     app.view(blocks.RESPOND_VIEW)(on_submit)
+    app.view(CONFIRM_VIEW)(on_submit)
     app.command("/signoff")(on_command)
     if timers is not None:
         _register_timers(app, interactions, timers, _click_or_refuse)

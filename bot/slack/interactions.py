@@ -19,11 +19,13 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.clock import Clock
 from bot.domain.choices import allowed_decisions
 from bot.domain.choices import refusal as choices_refusal
+from bot.domain.duties import approve_refusal
 from bot.domain.edits import compute_changes
 from bot.domain.model import Actor, Kind, Outcome, Request, Via
 from bot.metrics import Metrics
 from bot.service import Service
 from bot.slack import blocks
+from bot.slack.duties import CONFIRM_VIEW, confirm_block, confirm_errors, confirm_modal, counted_text, duplicate_text
 from bot.slack.payloads import Click, Submission
 from bot.slack.text import mention, mentions, strip_markup, when
 
@@ -39,7 +41,10 @@ _OUTCOME_WORDS = {
 
 
 DECIDING_AT_ONCE = 4
-_VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond"}
+BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
+                 "Approve selected (or Reject all). Nothing was changed.")
+_VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond",
+                  CONFIRM_VIEW: "approve"}
 
 
 @dataclass(frozen=True)
@@ -132,10 +137,21 @@ class Interactions:
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
+        refusal = BATCH_BUTTONS if checked.is_batch else approve_refusal(checked, click.user_id)
+        if refusal is not None:  # separation of duties: told why, nothing written
+            await self.tell(click.user_id, click.channel_id, refusal)
+            return
+        if checked.confirm is not None:  # typed confirmation: the modal approves, not the click
+            await self.open_view(click, checked, confirm_modal(checked))
+            return
         result = await self.service.decide(
             checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked
         )
-        if not result.won:
+        if result.duplicate:
+            await self.tell(click.user_id, click.channel_id, duplicate_text(result.request))
+        elif result.counted:
+            await self.tell(click.user_id, click.channel_id, counted_text(result.request))
+        elif not result.won:
             await self.tell(click.user_id, click.channel_id, already_decided_text(result.request))
         elif _escalated_to(checked) and click.user_id not in (checked.timers.escalated_to if checked.timers else ()):
             await self.tell(click.user_id, click.channel_id,
@@ -148,20 +164,33 @@ class Interactions:
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
+        if checked.is_batch:
+            await self.tell(click.user_id, click.channel_id, BATCH_BUTTONS)
+            return
+        if kind == "edit":
+            refusal = approve_refusal(checked, click.user_id)
+            if refusal is None and checked.quorum > 1:
+                refusal = (f"This request needs {checked.quorum} approvers, who each approve the same parameters, "
+                           "so it cannot be edited. Approve it as it is, or reject it with a reason.")
+            if refusal is not None:
+                await self.tell(click.user_id, click.channel_id, refusal)
+                return
         modal = {"edit": blocks.edit_modal, "respond": blocks.respond_modal}.get(kind, blocks.reject_modal)
         view = modal(checked)
+        if kind == "edit" and checked.confirm is not None:  # editing approves: it asks to type too
+            view["blocks"] = [*view["blocks"][:99], confirm_block(checked)]
         await self.open_view(click, checked, view)
 
-    async def open_view(self, click: Click, request: Request, view: dict[str, Any]) -> None:
+    async def open_view(self, click: Click, request: Request, view: dict[str, Any], **meta: Any) -> None:
         """Open a modal about `request` from `click` (straight away: its trigger_id lives 3 s).
 
-        The modal remembers the request, the version it showed and the card it came from. If Slack
-        refuses or does not answer in time, the person is told to click again: never left without
-        an answer.
+        The modal remembers the request, the version it showed, the card it came from and `meta`.
+        If Slack refuses or does not answer in time, the person is told to click again: never left
+        without an answer.
         """
         view["private_metadata"] = json.dumps(
             {"request_id": request.id, "version": request.version, "channel": click.channel_id,
-             "message_ts": click.message_ts}
+             "message_ts": click.message_ts, **meta}
         )
         try:
             await self.client.views_open(trigger_id=click.trigger_id, view=view)
@@ -192,8 +221,23 @@ class Interactions:
             return None, {}, {first_block: strip_markup(checked.text)}
         if sub.callback_id == blocks.RESPOND_VIEW and not blocks.parse_respond_submission(sub.values):
             return None, {}, {"reason": "Write the reply the agent should get."}
+        if checked.is_batch:
+            return None, {}, {first_block: strip_markup(BATCH_BUTTONS)}
+        if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):
+            refusal = approve_refusal(checked, sub.user_id)
+            if refusal is not None:
+                return None, {}, {first_block: strip_markup(refusal)}
+            errors = confirm_errors(checked, sub.values)  # nothing is written on a mismatch
+            if errors:
+                return None, {}, errors
         if sub.callback_id == blocks.EDIT_VIEW:
+            if checked.quorum > 1:
+                return None, {}, {first_block: f"This request needs {checked.quorum} approvers and cannot be edited."}
             params, errors = blocks.parse_edit_submission(checked, sub.values)
+            if not errors:
+                problem = self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
+                if problem:
+                    errors = {first_block: strip_markup(problem)}
             return (None, {}, errors) if errors else (checked, params, {})
         return checked, checked.action.params, {}
 
@@ -212,11 +256,17 @@ class Interactions:
         elif sub.callback_id == blocks.RESPOND_VIEW:  # recorded as a rejection: the action must not run
             result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.REPLY, actor=actor,
                                                comment=blocks.parse_respond_submission(sub.values))
+        elif sub.callback_id == CONFIRM_VIEW:
+            result = await self.service.decide(request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor)
         else:
             reason = blocks.parse_reject_submission(sub.values)
             result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.MODAL, actor=actor,
                                                comment=reason)
-        if not result.won:
+        if result.duplicate:
+            await self.tell(sub.user_id, channel, duplicate_text(result.request))
+        elif result.counted:
+            await self.tell(sub.user_id, channel, counted_text(result.request))
+        elif not result.won:
             await self.tell(sub.user_id, channel, already_decided_text(result.request))
 
 

@@ -27,6 +27,7 @@ from bot.homes import republish_homes, user_ids
 from bot.effects import Handler
 from bot.outbox import Dead, Done, Result, after_post
 from bot.service import Service
+from bot.slack.batch_blocks import batch_page
 from bot.slack.blocks import approval_card
 from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
@@ -77,7 +78,9 @@ def _round(loop: int) -> str:
 
 
 def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
-    """The approval card with its timer notes (what CardDelivery renders)."""
+    """The approval card with its timer notes (what CardDelivery renders); a batch's first page."""
+    if req.is_batch:
+        return batch_page(req, 0, now=now, notes=timer_notes(req) or None)
     return approval_card(req, now=now, notes=timer_notes(req) or None)
 
 

@@ -16,7 +16,8 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.api.webhooks import verify
-from tests.fakes.slack_api import FakeSlack
+from bot.domain.params_hash import params_sha256
+from bot.sandbox import SlackEmulator
 from tests.harness import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
 
 APPROVALS = "/api/v1/approvals"
@@ -52,7 +53,7 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
 
 
 @pytest_asyncio.fixture
-async def clocked(db_url: str, slack: FakeSlack) -> AsyncIterator[tuple[App, ShiftedClock]]:
+async def clocked(db_url: str, slack: SlackEmulator) -> AsyncIterator[tuple[App, ShiftedClock]]:
     """The app on a clock the test moves forward, so retries fall due without sleeping."""
     clock = ShiftedClock()
     running = await start_app(db_url, slack, clock=clock, SIGNOFF_WEBHOOK_MAX_ATTEMPTS="3")
@@ -148,6 +149,9 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         "timing": {"reminders": {"every": "1h", "max": 3}, "escalation": None,
                    "timeout": {"after": "1d", "outcome": "expire"}},
         "timers": None,
+        # Issue 12: one approver, no requester who is a Slack user, no typed confirmation, no batch.
+        "quorum": 1, "requester_may_approve": True, "confirm": None, "requester_user": None, "votes": [],
+        "items": None,
     }
     assert list(body["action"]["params"]) == list(params)  # the agent's order is kept
     assert body["created_at"].endswith("Z") and body["created_at"] == body["updated_at"]
@@ -404,6 +408,7 @@ async def test_cancel_then_cancel_again(app: App) -> None:
     assert body["decision"] | {"decided_at": None} == {
         "outcome": "cancelled", "params": req["action"]["params"], "changes": [], "comment": "plan changed",
         "decided_by": None, "decided_at": None, "via": "api",
+        "params_sha256": params_sha256(req["action"]["params"]), "votes": [], "items": None,
     }
     status, again = await app.api("POST", f"{APPROVALS}/{req['id']}/cancel")
     assert status == 409
@@ -555,10 +560,12 @@ async def test_webhook_is_signed_and_delivered_once(app: App) -> None:
     assert headers["X-Signoff-Delivery"] == f"webhook:{req['id']}:decided"
     assert body["type"] == "approval.decided"
     assert body["request"]["id"] == req["id"] and body["request"]["status"] == "approved"
-    assert body["request"]["decision"] | {"decided_at": None} == {
+    assert body["request"]["decision"] | {"decided_at": None, "votes": None} == {
         "outcome": "approved", "params": req["action"]["params"], "changes": [], "comment": None,
         "decided_by": {"id": "U1", "name": "alice"}, "decided_at": None, "via": "button",
+        "params_sha256": params_sha256(req["action"]["params"]), "votes": None, "items": None,
     }
+    assert [(v["id"], v["name"]) for v in body["request"]["decision"]["votes"]] == [("U1", "alice")]
     _, current = await app.api("GET", f"{APPROVALS}/{req['id']}")
     assert body["request"]["decision"] == current["decision"]
     types = [e.type for e in await store_of(app).audit_events(req["id"])]
@@ -626,7 +633,7 @@ async def test_webhook_gives_up_after_max_attempts(clocked: tuple[App, ShiftedCl
     assert samples[("signoff_webhook_failures_total", ())] == 1
 
 
-async def test_callback_url_needs_a_webhook_secret(db_url: str, slack: FakeSlack) -> None:
+async def test_callback_url_needs_a_webhook_secret(db_url: str, slack: SlackEmulator) -> None:
     app = await start_app(db_url, slack, SIGNOFF_WEBHOOK_SECRET="")
     try:
         status, body = await app.api("POST", APPROVALS, json=approval_body(callback_url="https://agent.test/hook"))

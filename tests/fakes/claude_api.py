@@ -1,6 +1,6 @@
 """A local, streaming fake of the Messages API for the real Claude Code CLI (and the Agent SDK).
 
-The CLI always streams, sends fields and message shapes the strict `anthropic_api.FakeAnthropic`
+The CLI always streams, sends fields and message shapes the strict `bot.sandbox.model`'s fake
 rejects on purpose (a `role: "system"` entry inside `messages`, newer body fields), and makes side
 requests of its own (no tools: titles, summaries). So this fake is lenient and streaming:
 
@@ -9,7 +9,7 @@ requests of its own (no tools: titles, summaries). So this fake is lenient and s
   `input_json_delta`) / `content_block_stop`; `message_delta` with `stop_reason`; `message_stop`);
   without `stream` with the plain JSON message.
 - Requests that declare tools are the agent's turns: each takes the next scripted `Reply` (built with
-  `anthropic_api.message`/`text`/`tool_use`), or `on_request(body)`'s. Requests without tools get a
+  `bot.sandbox.model.message`/`text`/`tool_use`), or `on_request(body)`'s. Requests without tools get a
   short text and consume nothing. Every request is recorded (`requests`: the agent's turns only).
 - No scripted reply left: a text reply saying so (`unscripted` counts them), so a CLI run ends
   instead of retrying, and the test sees the count.
@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.anthropic_api import Reply, message, text
+from bot.sandbox.model import Reply, message, text
 
 Factory = Callable[[dict[str, Any]], Reply | None]
 

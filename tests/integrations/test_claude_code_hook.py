@@ -5,27 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-import pytest_asyncio
-
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, App, free_port
 from tests.integrations.claude_cli import ClaudeCli, hook_settings
-from tests.integrations.test_client import cards, pending_id
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[FakeClaudeApi]:
-    fake = await FakeClaudeApi().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
+from tests.integrations.helpers import cards, pending_id
 
 
 def cli_for(app_url: str, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:

@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest_asyncio
-
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, App
 from tests.integrations.claude_cli import ClaudeCli, readme_example
-from tests.integrations.test_client import cards, pending_id
+from tests.integrations.helpers import cards, pending_id
 
 PROMPT_TOOL = "mcp__signoff__permission_prompt"
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[FakeClaudeApi]:
-    fake = await FakeClaudeApi().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
 
 
 def mcp_config() -> str:

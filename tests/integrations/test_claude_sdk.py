@@ -3,31 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
 from signoff import AsyncSignoffClient
 from signoff.claude import can_use_tool
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.fakes.slack_requests import plain_input
-from tests.harness import API_TOKEN, App
+from bot.sandbox.signed import plain_input
+from tests.harness import API_TOKEN, App, free_port
 from tests.integrations.claude_cli import CLAUDE, ClaudeCli
-from tests.integrations.test_client import pending_id
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[FakeClaudeApi]:
-    fake = await FakeClaudeApi().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
+from tests.integrations.helpers import pending_id
 
 
 async def run_sdk(cli: ClaudeCli, prompt: str, callback: Any) -> ResultMessage:
@@ -86,3 +74,32 @@ async def test_ask_user_question_is_answered_from_slack(app: App, model: FakeCla
     [answered] = model.tool_results(1)
     assert answered["tool_use_id"] == "toolu_ask_1" and not answered.get("is_error")
     assert '"Which region should I deploy to?"="us-east-1"' in str(answered["content"])
+
+
+async def test_a_rejection_and_an_unreachable_server_are_denials(app: App, model: FakeClaudeApi,
+                                                                 tmp_path: Path) -> None:
+    cli = ClaudeCli(model, tmp_path)
+    target = cli.work / "deploy.sh"
+    model.script(message(tool_use("Write", {"file_path": str(target), "content": "rm -rf /\n"}, id="toolu_sdk_no")),
+                 message(text("Understood.")))
+    async with AsyncSignoffClient(app.url, API_TOKEN) as signoff:
+        running = asyncio.create_task(run_sdk(cli, "write deploy.sh", can_use_tool(signoff, channel="C1")))
+        request_id = await pending_id(app)
+        await app.click(request_id, "U2", action="signoff_reject", user_name="bob")
+        [opened] = await app.slack.wait_for("views.open")
+        await app.slack_client.view_submission(user="U2", user_name="bob", callback_id="signoff_reject",
+                                               private_metadata=opened.args["view"]["private_metadata"],
+                                               values={"reason": {"value": plain_input("Never like this")}})
+        await running
+    assert not target.exists()
+    [denied] = model.tool_results(1)
+    assert denied.get("is_error") and "Rejected in Slack by bob: Never like this" in str(denied["content"])
+
+    model.reset()
+    model.script(message(tool_use("Write", {"file_path": str(target), "content": "x\n"}, id="toolu_sdk_down")),
+                 message(text("OK.")))
+    async with AsyncSignoffClient(f"http://127.0.0.1:{free_port()}", API_TOKEN, retry_for=0.5) as down:
+        await run_sdk(cli, "write deploy.sh", can_use_tool(down, channel="C1"))
+    assert not target.exists()
+    [unavailable] = model.tool_results(1)
+    assert unavailable.get("is_error") and "Signoff: no approval" in str(unavailable["content"])

@@ -23,9 +23,10 @@ from signoff import (
 )
 from tests.fakes.clock import FakeClock
 from tests.fakes.flaky_proxy import FlakyProxy
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import number_input, plain_input
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import number_input, plain_input
 from tests.harness import API_TOKEN, ROOT, App, free_port, start_app
+from tests.integrations.helpers import cards, pending_id
 from tests.timers.helpers import tick
 
 SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}, "amount": {"type": "integer"}},
@@ -36,21 +37,6 @@ ASK = {"summary": "Refund customer@example.com", "channel": "C1", "approvers": [
 
 def client(url: str, **kw: Any) -> SignoffClient:
     return SignoffClient(url, API_TOKEN, **kw)
-
-
-async def pending_id(app: App) -> str:
-    """The id of the one pending request, once the server has it (the client runs in a thread)."""
-    for _ in range(500):
-        _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
-        if listing["items"]:
-            [item] = listing["items"]
-            return str(item["id"])
-        await asyncio.sleep(0.01)  # test-side: waiting for the client thread's submit to land
-    raise AssertionError("no pending request appeared")
-
-
-def cards(slack: FakeSlack) -> int:
-    return sum(1 for c in slack.calls if c.method == "chat.postMessage" and not c.args.get("thread_ts"))
 
 
 async def test_approve_returns_the_decision(app: App) -> None:
@@ -121,7 +107,7 @@ async def test_the_callers_timeout_cancels_the_request_and_raises_expired(app: A
             await handle.wait(timeout=0.1)
 
 
-async def test_server_timeout_raises_expired(db_url: str, slack: FakeSlack) -> None:
+async def test_server_timeout_raises_expired(db_url: str, slack: SlackEmulator) -> None:
     clock = FakeClock()
     app = await start_app(db_url, slack, clock=clock, SIGNOFF_SWEEP_SECONDS="3600")
     try:

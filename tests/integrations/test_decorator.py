@@ -8,9 +8,9 @@ from typing import Literal
 import pytest
 
 from signoff import AsyncSignoffClient, Rejected, SignoffClient, require_approval
-from tests.fakes.slack_requests import number_input, plain_input
+from bot.sandbox.signed import number_input, plain_input
 from tests.harness import API_TOKEN, App
-from tests.integrations.test_client import pending_id
+from tests.integrations.helpers import pending_id
 
 
 async def test_sync_function_runs_with_the_edited_arguments(app: App) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ import pytest
 
 from signoff import hook
 from signoff.claude_tools import preview
-from tests.harness import API_TOKEN, App
+from tests.harness import API_TOKEN, ROOT, App
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude-code"
 SAMPLES = {
@@ -90,3 +92,12 @@ def test_edit_multiedit_and_write_previews_are_diffs_against_the_file(tmp_path: 
     assert fetch == {"kind": "markdown", "text": "Fetch https://example.com/a\n\nThen: summarise"}
     nested = preview("mcp__db__query", {"sql": "select 1", "options": {"limit": 5}})
     assert nested == {"kind": "json", "value": {"sql": "select 1", "options": {"limit": 5}}}
+
+
+@pytest.mark.parametrize("argv, stdin", [(["hook", "claude-code"], "{not json"), (["hook", "gemini"], "{}"),
+                                         (["hook", "claude-code", "--help"], "{}")])
+def test_the_console_command_fails_closed_too(argv: list[str], stdin: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "bot", *argv], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"

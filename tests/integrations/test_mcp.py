@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
+import aiohttp
 import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, ROOT, App
 from tests.integrations.claude_cli import signoff_command
-from tests.integrations.test_client import pending_id
+from tests.integrations.helpers import pending_id
 
 Connect = Callable[[App], AbstractAsyncContextManager[ClientSession]]
 
@@ -97,3 +99,24 @@ async def test_http_mcp_needs_the_bearer_token(app: App) -> None:
     status, _ = await app.api("POST", "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                               headers={"Authorization": "Bearer not-a-token"}, auth=False)
     assert status == 401
+
+
+async def test_a_graceful_stop_ends_open_mcp_streams(app: App) -> None:
+    """A client's listen stream (Claude Code keeps one open) ends when the server stops; it never holds the stop."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {**app.headers, "Accept": "application/json, text/event-stream", "mcp-method": "subscriptions/listen",
+               "mcp-protocol-version": "2026-07-28"}
+    body = {"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
+            "params": {"_meta": meta, "notifications": {"toolsListChanged": True}}}
+    async with app.session.post(f"{app.url}/mcp", json=body, headers=headers) as stream:
+        assert stream.status == 200 and stream.headers["Content-Type"].startswith("text/event-stream")
+        first = await stream.content.readuntil(b"\r\n\r\n")
+        assert b"notifications/subscriptions/acknowledged" in first
+        assert app.runner is not None
+        stopping = asyncio.create_task(app.runner.cleanup())
+        with contextlib.suppress(aiohttp.ClientPayloadError):  # cut mid-stream, as a stop does
+            await asyncio.wait_for(stream.content.read(), 30)  # a hang guard: it ends at once
+        await asyncio.wait_for(stopping, 30)
+        app.runner = None

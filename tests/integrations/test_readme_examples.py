@@ -4,27 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.harness import API_TOKEN, App
 from tests.integrations.claude_cli import ClaudeCli, readme_example
-from tests.integrations.test_client import cards, pending_id
-
-
-@pytest_asyncio.fixture
-async def model() -> AsyncIterator[FakeClaudeApi]:
-    fake = await FakeClaudeApi().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
+from tests.integrations.helpers import cards, pending_id
 
 
 @pytest.fixture
