@@ -21,7 +21,7 @@ from langchain_core.messages import ToolMessage
 from signoff import SignoffClient
 from signoff.langgraph import post_cards
 from signoff.langgraph_resume import Resumer
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, ROOT, App
 from tests.integrations.lg_graphs import (
     calls,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, ROOT, App
 from tests.integrations.claude_cli import readme_example
 from tests.integrations.test_langgraph import buttons, decided, submit_modal, until

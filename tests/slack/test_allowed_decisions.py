@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import App
 from tests.slack.test_decisions import settle, snapshot
 
