@@ -194,6 +194,13 @@ class ApprovalIn(_Strict):
             raise ValueError("must not repeat a decision")
         return value
 
+    @model_validator(mode="after")
+    def _decisions_of_one_action(self) -> ApprovalIn:
+        if self.allowed_decisions is not None and self.items is not None:
+            raise ValueError("`allowed_decisions` is per action: a batch cannot have it (submit such actions "
+                             "one at a time)")
+        return self
+
     @field_validator("channel")
     @classmethod
     def _channel_id(cls, value: str | None) -> str | None:

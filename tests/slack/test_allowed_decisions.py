@@ -79,3 +79,7 @@ async def test_bad_allowed_decisions_are_a_400_naming_the_field(app: App) -> Non
         status, body = await app.api("POST", "/api/v1/approvals", json=approval_body(allowed_decisions=bad))
         assert status == 400, body
         assert body["error"]["details"][0]["field"].startswith("allowed_decisions")
+    batch = approval_body(allowed_decisions=["approve"], items=[{"name": "a", "params": {}}])
+    del batch["action"], batch["preview"]
+    status, body = await app.api("POST", "/api/v1/approvals", json=batch)
+    assert status == 400 and "a batch cannot have it" in body["error"]["message"], body
