@@ -4,6 +4,9 @@
     signoff db upgrade     apply database migrations
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff policy check FILE
+    signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
+                           validate the policy file; say what it decides for one call
     signoff demo [--port 3000] [--no-agent]
                            the bot, an emulated Slack and a page to click in, on this machine
     signoff wait | hook | mcp
@@ -67,7 +70,11 @@ async def _serve(settings: Settings) -> None:
     elif await current_revision(store.engine) != head_revision():
         await store.close()
         raise SettingsError("the database schema is not up to date: run `signoff db upgrade` first")
-    signoff = await build(settings, store=store)
+    try:
+        signoff = await build(settings, store=store)
+    except BaseException:  # e.g. a bad policy file: say only that, not also "unclosed engine"
+        await store.close()
+        raise
     runner = web.AppRunner(signoff.web_app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
@@ -88,6 +95,9 @@ async def _serve(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if signoff.policy is not None:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGHUP, signoff.policy.reload)  # a bad file keeps the old policy
     await stop.wait()
     await runner.cleanup()
 
@@ -121,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return agent_main(given)
     # Imported here, not at the top: the agent-side commands above (a Claude Code hook runs once per
     # tool call) must not pay for loading the server's settings and SQLAlchemy.
+    from bot import policy_cli
     from bot.errors import SignoffError
     from bot.settings import Settings, SettingsError, database_url_from_env
 
@@ -135,11 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("task", help="what the agent should do")
     run.add_argument("--channel", help="the Slack channel id for the run (default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
+    policy_cli.add_parser(sub)
     demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
     demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
     demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
     args = parser.parse_args(argv)
 
+    if args.command == "policy":  # offline: needs no Slack or database settings
+        return policy_cli.run(args)
     try:
         if args.command == "demo":
             return _demo(args.port, agent=not args.no_agent)

@@ -69,6 +69,8 @@ class ApprovalSpec:
     thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
     timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
     approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
+    destructive: bool | None = None  # a tool's destructive hint (MCP destructiveHint): an input to policy
+    timing_given: frozenset[str] = frozenset()  # which of reminders/escalation/timeout the caller gave
     # Quorum, separation of duties, typed confirmation, batches (policy tiers fill these in later):
     # see bot.domain.model.Request.
     quorum: int = 1
@@ -132,6 +134,7 @@ class Service:
         self.new_id = id_factory
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
+        self.gate: Any = None  # bot.gate.PolicyGate (issue 12): policy, grants, delegation; set by bot.web.build
         # Re-evaluation of edits by policy plugs in here: see `recheck_edit`.
         self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
 
@@ -192,10 +195,18 @@ class Service:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False
-        request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
+        if self.gate is not None:  # policy, grants and delegation (issue 12): see bot.gate
+            checked = await self.gate.check(self, spec, idempotency_key=idempotency_key, body_hash=body_hash)
+            request = checked.request
+            assert request is not None  # record_defaults: every evaluated API request is recorded
+        else:
+            request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
         try:
             async with self.store.unit() as unit:
-                await self.stage(unit, request, people=spec.approver_users)
+                if self.gate is not None:
+                    await self.gate.stage(self, unit, checked)
+                else:
+                    await self.stage(unit, request, people=spec.approver_users)
         except DuplicateIdempotencyKey:
             assert idempotency_key is not None
             existing = await self._idempotent(idempotency_key, body_hash)
@@ -329,6 +340,7 @@ class Service:
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
         read: Request | None = None,
+        also: Callable[[Unit], Awaitable[None]] | None = None,
         items: tuple[Item, ...] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
@@ -341,6 +353,8 @@ class Service:
         request's version guard and the votes table's (request, voter) key, in one transaction.
         `items`: a batch's items with their outcomes, decided on `read` (if the request changed
         since, nothing is written and the caller decides again on the fresh request).
+        `also(unit)`: more writes that belong to this decision (a remembered grant), committed with
+        the final decision or not at all (a vote that only counts towards the quorum runs nothing).
         """
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
@@ -394,6 +408,8 @@ class Service:
                 data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
             await unit.append_audit(AuditEvent(request.id, "decided", now, actor.id if actor else None, data))
             await self._enqueue_decision_effects(unit, decided, now)
+            if also is not None:
+                await also(unit)
             await unit.notify(request.id)
             decided = decided.evolve(version=request.version + 1)
             unit.after_commit(lambda: self._decided(decided))
