@@ -24,11 +24,14 @@ class Directory(Protocol):
 
 
 class Access:
-    def __init__(self, directory: Directory | None) -> None:
+    def __init__(
+        self, directory: Directory | None, *,
+        still_delegate: Callable[[Request, str], Awaitable[bool]] | None = None,
+    ) -> None:
         self.directory = directory
-        # Issue 12: False when the user is listed only as a delegate whose delegation has ended
-        # (bot.gate.PolicyGate.still_delegate; set by bot.web.build). Returning ends a delegation.
-        self.still_delegate: Callable[[Request, str], Awaitable[bool]] | None = None
+        # False when the user is listed only as a delegate whose delegation has ended
+        # (bot.gate.PolicyGate.still_delegate): returning from being away ends a delegation.
+        self.still_delegate = still_delegate
 
     async def may_decide(self, request: Request, user_id: str) -> bool:
         """Listed approvers (users, or members of listed user groups) may decide; no list: anyone."""

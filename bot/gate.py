@@ -61,7 +61,8 @@ class Checked:
 def call_of(spec: ApprovalSpec) -> Call:
     return Call(
         tool=spec.action.name, params=spec.action.params, risk=spec.risk, destructive=spec.destructive,
-        requester=spec.requested_by, channel=spec.channel, run_id=spec.extra.get("run_id"),
+        requester=spec.requested_by, requester_user=spec.requester_user, channel=spec.channel,
+        run_id=spec.extra.get("run_id"),
         agent=spec.extra.get("agent"),
     )
 
@@ -70,7 +71,8 @@ def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec
     """THE mapping from an Evaluation to request fields (the only one: keep it that way).
 
     Fills what the request left open: approvers (when it named none), timing parts (when it
-    gave none: `spec.timing_given`), the risk becomes the evaluated tier.
+    gave none: `spec.timing_given`); the risk becomes the evaluated tier; quorum, self-approval
+    and typed confirmation take the stricter of the request's and the tier's.
     """
     approvers = spec.approvers or evaluation.approvers
     timing = spec.timing
@@ -88,12 +90,14 @@ def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec
             else:
                 after, outcome = value if value is not None else (None, Outcome.EXPIRED)
                 timing = replace(timing, timeout=after, timeout_outcome=outcome)
-    # LEAD (issue 12b merge): wire the four fields 12b owns HERE, each only where the request gave none
-    # (ApprovalSpec.quorum / requester_may_approve / confirm / requester_user now exist on main):
-    #   quorum <- evaluation.quorum; requester_may_approve <- evaluation.requester_may_approve;
-    #   confirm <- evaluation.confirm (typed confirmation, critical);
-    #   and in `call_of`: Call(requester_user=spec.requester_user), so rules' `requester` sees it.
-    return replace(spec, approvers=tuple(approvers), timing=timing, risk=evaluation.tier)
+    # Separation of duties and quorum: the stricter of the request and its tier holds, so neither
+    # an API field nor a tier can loosen what the other asks for.
+    return replace(
+        spec, approvers=tuple(approvers), timing=timing, risk=evaluation.tier,
+        quorum=max(spec.quorum, evaluation.quorum),
+        requester_may_approve=spec.requester_may_approve and evaluation.requester_may_approve,
+        confirm=spec.confirm or evaluation.confirm,
+    )
 
 
 def _decided(request: Request, evaluation: Evaluation, now: datetime) -> Request:
@@ -114,6 +118,23 @@ class PolicyGate:
         self.grants = grants
         self.directory = directory
         self._indexes: dict[str, tuple[tuple[Any, ...], GrantIndex]] = {}
+
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+        """A person's edit, re-evaluated: refused if a deny rule refuses the edited call.
+
+        Grants and allow rules are not consulted (a person is approving it); only deny rules,
+        which nothing overrides, can make an edit impossible.
+        """
+        policy = self.holder.policy
+        if policy is None:
+            return None
+        call = Call(tool=request.action.name, params=params, risk=request.risk, requester=request.requested_by,
+                    requester_user=request.requester_user, channel=request.channel,
+                    run_id=request.extra.get("run_id"), agent=request.extra.get("agent"))
+        evaluation = evaluate(policy, call, None, self.holder.clock.now())
+        if evaluation.outcome is Effect.DENY:
+            return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."
+        return None
 
     async def evaluate(self, call: Call, now: datetime) -> Evaluation | None:
         """The evaluation of `call` under the loaded policy and the live grants of its tool (None: no policy)."""
@@ -227,3 +248,8 @@ class PolicyGate:
         unit.after_commit(decided.inc)
         service.touch(unit, request.id)
 
+
+def policy_gate(service: Service) -> PolicyGate | None:
+    """The service's gate when it is the policy gate with a policy file loaded, else None."""
+    gate = service.gate
+    return gate if isinstance(gate, PolicyGate) and gate.holder.policy is not None else None

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
 from bot.domain.model import (
@@ -113,6 +113,19 @@ class Guarded(Generic[T]):
         return not self.ran and not self.request.is_pending
 
 
+class SubmitGate(Protocol):
+    """Policy at submit (bot/gate.py's PolicyGate): what to write for a spec, and writing it."""
+
+    async def check(
+        self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
+        body_hash: str | None = None,
+    ) -> Any: ...
+
+    async def stage(self, service: Service, unit: Unit, checked: Any) -> None: ...
+
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None: ...
+
+
 class Service:
     def __init__(
         self,
@@ -124,19 +137,19 @@ class Service:
         id_factory: Callable[[str], str] = new_id,
         metrics: Metrics | None = None,
         default_timing: Timing | None = None,
+        gate: SubmitGate | None = None,
+        access: Access | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.waiters = waiters or Waiters()
         self.directory = directory
-        self.access = Access(directory)
+        self.access = access or Access(directory)
         self.new_id = id_factory
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
-        self.gate: Any = None  # bot.gate.PolicyGate (issue 12): policy, grants, delegation; set by bot.web.build
-        # Re-evaluation of edits by policy plugs in here: see `recheck_edit`.
-        self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
+        self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -195,7 +208,7 @@ class Service:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False
-        if self.gate is not None:  # policy, grants and delegation (issue 12): see bot.gate
+        if self.gate is not None:
             checked = await self.gate.check(self, spec, idempotency_key=idempotency_key, body_hash=body_hash)
             request = checked.request
             assert request is not None  # record_defaults: every evaluated API request is recorded
@@ -315,17 +328,12 @@ class Service:
         return await self.access.may_decide(request, user_id)
 
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
-        """HOOK: why an edit (already valid against the action's schema) may not be approved, or None.
+        """Why an edit (already valid against the action's schema) may not be approved, or None.
 
-        Policy registers a check in `edit_rechecks` that re-evaluates the edited call (an edit that
-        turns an allowed call into a denied one is refused in the modal). Runs before the modal's
-        ack: checks must be in-memory and fast.
+        The gate re-evaluates the edited call under policy: an edit that turns the call into one a
+        deny rule refuses is refused in the modal. Runs before the modal's ack: in memory, fast.
         """
-        for check in self.edit_rechecks:
-            problem = check(request, params)
-            if problem:
-                return problem
-        return None
+        return self.gate.recheck_edit(request, params) if self.gate is not None else None
 
     # -- decide ---------------------------------------------------------------
 

@@ -30,7 +30,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import effects
 from bot.agent import slack as agent_slack
+from bot.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
+from bot.domain.model import Request
 from bot.api import grants as grants_api
 from bot.api import routes as api
 from bot.api import run_routes
@@ -98,7 +100,7 @@ class Signoff:
     agent: AgentRuntime | None = None  # Signoff's own agent runner
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
-    policy: PolicyHolder | None = None  # the policy file in force (issue 12); SIGHUP reloads it
+    policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -164,12 +166,15 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.http_timeout_seconds))
     listener_client = slack_client(settings, http, retries=True)
     directory = SlackDirectory(listener_client)
-    service = Service(store, clock=clock, waiters=waiters, directory=directory, metrics=metrics,
-                      default_timing=settings.default_timing())
     grant_store = GrantStore(store)
-    gate = PolicyGate(policy, grant_store, directory)
-    service.gate = gate  # policy, grants and delegation at submit (issue 12)
-    service.access.still_delegate = lambda request, user: gate.still_delegate(request, user, clock.now())
+    gate = PolicyGate(policy, grant_store, directory)  # policy, grants and delegation at submit
+
+    async def still_delegate(request: Request, user: str) -> bool:
+        return await gate.still_delegate(request, user, clock.now())
+
+    service = Service(store, clock=clock, waiters=waiters, directory=directory, metrics=metrics,
+                      default_timing=settings.default_timing(), gate=gate,
+                      access=Access(directory, still_delegate=still_delegate))
     timers = Timers(service, clock)
     home = Home(store, clock)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.

@@ -28,6 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 from bot import effects
 from bot.agent import blocks
+from bot.agent.gates import (
+    approved_params_problem,
+    batch_members,
+    batch_spec,
+    run_duties,
+)
 from bot.agent.messages import (
     UNKNOWN_OUTCOME,
     decided_execution,
@@ -41,9 +47,26 @@ from bot.agent.messages import (
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
-from bot.domain.model import Action, Actor, AuditEvent, Kind, Outcome, Request, Risk, Via
-from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
-from bot.agent.gates import approved_params_problem, batch_members, batch_spec, run_duties
+from bot.domain.model import (
+    Action,
+    Actor,
+    AuditEvent,
+    Kind,
+    Outcome,
+    Request,
+    Risk,
+    Via,
+)
+from bot.domain.runs import (
+    ExecStatus,
+    Gate,
+    Phase,
+    Run,
+    RunMessage,
+    RunStatus,
+    ToolExecution,
+)
+from bot.gate import Checked, PolicyGate, policy_gate
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.run_store import RunStore, RunUnit
@@ -184,8 +207,8 @@ class Steps:
             run = run.evolve(step_count=run.step_count + 1, next_seq=seq + len(messages), updated_at=now)
             if uses:
                 executions = []
-                # Policy first (issue 12): what it decided is recorded per call; the calls it leaves to
-                # a person share one batch card when there are several (issue 12b).
+                # Policy first: what it decided is recorded per call; the calls it leaves to a person
+                # share one batch card when there are several.
                 asking = [(e, checks[p].spec if p in checks else s) for p, (e, s) in enumerate(prepared)
                           if s is not None and (p not in checks or checks[p].pending)]
                 batched = batch_members(asking)  # several gated calls of this turn: one card
@@ -197,7 +220,7 @@ class Steps:
                         execution = execution.evolve(gate=Gate.ALLOW, status=ExecStatus.READY,
                                                      final_input=execution.input, risk=checked.evaluation.tier.value)
                     elif checked is not None and checked.request is not None and not checked.pending:
-                        await self.service.gate.stage(self.service, unit, checked)  # denied or allowed by policy
+                        await self._gate().stage(self.service, unit, checked)  # denied or allowed by policy
                         execution = execution.evolve(request_id=checked.request.id)
                     elif spec is not None and execution.tool_use_id in batched:
                         if shared is None:
@@ -210,7 +233,7 @@ class Steps:
                             await self.service.stage(unit, shared)
                         execution = execution.evolve(request_id=shared.id)
                     elif checked is not None and checked.request is not None:  # asks on its own card
-                        await self.service.gate.stage(self.service, unit, checked)
+                        await self._gate().stage(self.service, unit, checked)
                         execution = execution.evolve(request_id=checked.request.id)
                     elif spec is not None:
                         request = self.service.new_request(spec)
@@ -228,10 +251,15 @@ class Steps:
         self._remember(run.id, messages)
         return StepResult.CONTINUE if uses else StepResult.DONE
 
-    async def _policy(self, prepared: list[tuple[ToolExecution, ApprovalSpec | None]]) -> dict[int, Any]:
-        """Policy's verdict on each gated call (issue 12; bot.gate): only when a policy file is loaded."""
-        gate = self.service.gate
-        if gate is None or gate.holder.policy is None:
+    def _gate(self) -> PolicyGate:
+        gate = policy_gate(self.service)
+        assert gate is not None, "a policy verdict exists only under a policy gate"
+        return gate
+
+    async def _policy(self, prepared: list[tuple[ToolExecution, ApprovalSpec | None]]) -> dict[int, Checked]:
+        """Policy's verdict on each gated call (bot.gate): only when a policy file is loaded."""
+        gate = policy_gate(self.service)
+        if gate is None:
             return {}
         return {position: await gate.check(self.service, spec, record_defaults=False)
                 for position, (_, spec) in enumerate(prepared)
@@ -262,8 +290,7 @@ class Steps:
             spec = question_spec(params["questions"], channel=run.channel, thread_ts=run.root_ts,
                                  context=reasoning or None, requested_by=requested_by, extra=extra)
             return execution.evolve(gate=Gate.QUESTION, status=ExecStatus.WAITING), spec
-        gate = self.service.gate
-        if tool.risk in (Risk.HIGH, Risk.CRITICAL) or (gate is not None and gate.holder.policy is not None):
+        if tool.risk in (Risk.HIGH, Risk.CRITICAL) or policy_gate(self.service) is not None:
             spec = ApprovalSpec(
                 destructive=tool.destructive,  # the tool's declared risk and hint are inputs to policy
                 action=Action(name, params, tool.input_schema),

@@ -20,11 +20,12 @@ from slack_sdk.errors import SlackApiError
 from bot.clock import new_id
 from bot.domain.grants import Grant, generalise
 from bot.domain.model import Actor, Outcome, Via
+from bot.gate import policy_gate
+from bot.grants import Grants
 from bot.slack import grant_views as views
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, extract_click, extract_submission, user_of
 from bot.slack.policy_cards import REMEMBER, remember_allowed
-from bot.grants import Grants
 
 if TYPE_CHECKING:
     from bot.slack.home import Home
@@ -178,8 +179,7 @@ class GrantInteractions:
         now = self.clock.now()
         mine = await self.grants.delegations_of([user])
         blocks = [{"type": "divider"}, *views.away_blocks(mine, now=now)]
-        gate = self.service.gate
-        if gate is not None and gate.holder.policy is not None:
+        if policy_gate(self.service) is not None:
             blocks += views.grant_blocks(await self.grants.live())
         return blocks
 

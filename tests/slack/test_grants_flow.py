@@ -13,6 +13,7 @@ import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import checkboxes, radio, static_select
+from bot.sandbox.signed import plain_input
 from tests.harness import App, approval_body, start_app
 
 POLICY = """\
@@ -136,12 +137,21 @@ async def test_channel_scope_and_exact_match(papp: App, slack: SlackEmulator) ->
 async def test_critical_cannot_be_remembered_and_grants_never_apply(papp: App) -> None:
     drop = await submit(papp, {"table": "orders"}, name="drop_table")
     assert drop["risk"] == "critical"
+    assert drop["confirm"] == "DELETE"  # the critical tier's typed confirmation applies
     card = await papp.card(drop["id"])
     assert "signoff_remember" not in buttons(card)
     await papp.click(drop["id"], "U1", action="signoff_remember")
     [note] = await papp.slack.wait_for("chat.postEphemeral")
     assert "cannot be remembered" in note.args["text"]
-    await papp.click(drop["id"], "U1")
+    await papp.click(drop["id"], "U1")  # Approve asks to type the confirmation first
+    [opened] = await papp.slack.wait_for("views.open")
+    assert opened.args["view"]["callback_id"] == "signoff_confirm"
+    response = await papp.slack_client.view_submission(
+        user="U1", user_name="alice", callback_id="signoff_confirm",
+        private_metadata=opened.args["view"]["private_metadata"],
+        values={"confirm": {"typed": plain_input("DELETE")}},
+    )
+    assert response.status == 200
     _, decided = await papp.api("GET", f"/api/v1/approvals/{drop['id']}?wait=5")
     assert decided["status"] == "approved"
     status, err = await papp.api("POST", "/api/v1/grants", json={
