@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return agent_main(given)
     # Imported here, not at the top: the agent-side commands above (a Claude Code hook runs once per
     # tool call) must not pay for loading the server's settings and SQLAlchemy.
+    from bot import policy_cli
     from bot.errors import SignoffError
     from bot.settings import Settings, SettingsError, database_url_from_env
 

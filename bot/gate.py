@@ -119,6 +119,23 @@ class PolicyGate:
         self.directory = directory
         self._indexes: dict[str, tuple[tuple[Any, ...], GrantIndex]] = {}
 
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+        """A person's edit, re-evaluated: refused if a deny rule refuses the edited call.
+
+        Grants and allow rules are not consulted (a person is approving it); only deny rules,
+        which nothing overrides, can make an edit impossible.
+        """
+        policy = self.holder.policy
+        if policy is None:
+            return None
+        call = Call(tool=request.action.name, params=params, risk=request.risk, requester=request.requested_by,
+                    requester_user=request.requester_user, channel=request.channel,
+                    run_id=request.extra.get("run_id"), agent=request.extra.get("agent"))
+        evaluation = evaluate(policy, call, None, self.holder.clock.now())
+        if evaluation.outcome is Effect.DENY:
+            return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."
+        return None
+
     async def evaluate(self, call: Call, now: datetime) -> Evaluation | None:
         """The evaluation of `call` under the loaded policy and the live grants of its tool (None: no policy)."""
         policy = self.holder.policy

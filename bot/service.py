@@ -123,6 +123,8 @@ class SubmitGate(Protocol):
 
     async def stage(self, service: Service, unit: Unit, checked: Any) -> None: ...
 
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None: ...
+
 
 class Service:
     def __init__(
@@ -148,8 +150,6 @@ class Service:
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
         self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
-        # Re-evaluation of edits by policy plugs in here: see `recheck_edit`.
-        self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -328,17 +328,12 @@ class Service:
         return await self.access.may_decide(request, user_id)
 
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
-        """HOOK: why an edit (already valid against the action's schema) may not be approved, or None.
+        """Why an edit (already valid against the action's schema) may not be approved, or None.
 
-        Policy registers a check in `edit_rechecks` that re-evaluates the edited call (an edit that
-        turns an allowed call into a denied one is refused in the modal). Runs before the modal's
-        ack: checks must be in-memory and fast.
+        The gate re-evaluates the edited call under policy: an edit that turns the call into one a
+        deny rule refuses is refused in the modal. Runs before the modal's ack: in memory, fast.
         """
-        for check in self.edit_rechecks:
-            problem = check(request, params)
-            if problem:
-                return problem
-        return None
+        return self.gate.recheck_edit(request, params) if self.gate is not None else None
 
     # -- decide ---------------------------------------------------------------
 

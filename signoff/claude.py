@@ -88,7 +88,9 @@ def can_use_tool(client: AsyncSignoffClient | None = None, *, channel: str | Non
             return PermissionResultAllow(updated_input=decision.params)
         except Rejected as exc:
             because = f": {exc.reason}" if exc.reason else " (no reason given)"
-            return PermissionResultDeny(message=f"Rejected in Slack by {exc.by or 'a person'}{because}")
+            via = exc.decision.via if exc.decision else None
+            by = f"by Signoff's {via}" if via in ("policy", "grant") or not exc.by else f"in Slack by {exc.by}"
+            return PermissionResultDeny(message=f"Rejected {by}{because}")
         except SignoffError as exc:
             return PermissionResultDeny(message=f"Signoff: no approval ({exc.message})")
         except Exception as exc:  # noqa: BLE001 - fail closed: an error is never an allow

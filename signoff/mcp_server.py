@@ -81,9 +81,10 @@ def prompt_answer(decision: Decision) -> dict[str, Any]:
     if decision.approved:
         return {"behavior": "allow", "updatedInput": decision.params}
     who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
+    by = f"by Signoff's {decision.via}" if decision.via in ("policy", "grant") or not who else f"in Slack by {who}"
     if decision.outcome == "rejected":
         because = f": {decision.comment}" if decision.comment else " (no reason given)"
-        return {"behavior": "deny", "message": f"Rejected in Slack by {who or 'policy'}{because}"}
+        return {"behavior": "deny", "message": f"Rejected {by}{because}"}
     return {"behavior": "deny", "message": f"Signoff: the request was {decision.outcome}"
                                            f"{': ' + decision.comment if decision.comment else ''}"}
 

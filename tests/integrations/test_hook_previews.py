@@ -14,7 +14,8 @@ import pytest
 
 from signoff import hook
 from signoff.claude_tools import preview
-from tests.harness import API_TOKEN, ROOT, App
+from bot.sandbox import SlackEmulator
+from tests.harness import API_TOKEN, ROOT, App, start_app
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude-code"
 SAMPLES = {
@@ -101,3 +102,39 @@ def test_the_console_command_fails_closed_too(argv: list[str], stdin: str) -> No
                           cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+
+
+POLICY = """
+rules:
+  - name: no-force-push
+    tool: Bash
+    params: {command: {regex: "push (--force|-f)"}}
+    effect: deny
+    reason: history on main is never rewritten by an agent
+  - name: reads-are-fine
+    tool: WebFetch
+    effect: allow
+"""
+
+
+async def test_policy_decides_at_once_and_the_hook_says_so(db_url: str, slack: SlackEmulator, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    app = await start_app(db_url, slack, SIGNOFF_POLICY=str(policy))
+    try:
+        args = ("--url", app.url, "--token", API_TOKEN, "--channel", "C1", "--wait", "5")
+        push = {**SAMPLES["pre_tool_use_bash_rm.json"], "tool_input": {"command": "git push --force origin main"}}
+        _, denied = await asyncio.to_thread(run_hook, json.dumps(push), *args)
+        out = denied["hookSpecificOutput"]
+        assert out["permissionDecision"] == "deny"
+        assert out["permissionDecisionReason"].startswith("Signoff: rejected by Signoff's policy: ")
+        assert "never rewritten" in out["permissionDecisionReason"]
+        fetch = {**SAMPLES["pre_tool_use_bash_rm.json"], "tool_name": "WebFetch", "tool_use_id": "toolu_fetch",
+                 "tool_input": {"url": "https://example.com/changelog", "prompt": "summarise"}}
+        _, allowed = await asyncio.to_thread(run_hook, json.dumps(fetch), *args)
+        out = allowed["hookSpecificOutput"]
+        assert out["permissionDecision"] == "allow" and out["updatedInput"] == fetch["tool_input"]
+        assert out["permissionDecisionReason"].startswith("Approved by Signoff's policy")
+        assert not [c for c in slack.calls if c.method == "chat.postMessage"]  # no card for either
+    finally:
+        await app.stop()
