@@ -11,6 +11,8 @@
                            validate the policy file; say what it decides for one call
     signoff demo [--port 3000] [--no-agent]
                            the bot, an emulated Slack and a page to click in, on this machine
+    signoff wait | hook | mcp | langgraph
+                           agent-side commands (signoff/cli.py): wait for a decision, Claude Code hook, MCP server
 """
 
 from __future__ import annotations
@@ -22,10 +24,7 @@ import logging
 import sys
 from typing import Any
 
-from bot import policy_cli
-from bot.errors import SignoffError
-from bot.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env
-from bot.startup import StartupError, refuse_ephemeral_sqlite, upgrade_line
+AGENT_SIDE = ("wait", "hook", "mcp", "langgraph")  # handed to signoff/cli.py before the server is imported
 
 
 class JsonFormatter(logging.Formatter):
@@ -80,11 +79,12 @@ SIGNOFF_DEFAULT_CHANNEL and ANTHROPIC_API_KEY from the environment or .env; no S
 
 
 def _parser() -> argparse.ArgumentParser:
-    from bot import __version__
+    from bot import __version__, policy_cli
 
     parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.",
                                      epilog="Settings come from the environment and from .env in the working "
-                                            "directory; see `signoff <command> --help`.")
+                                            "directory; see `signoff <command> --help`. Agent side: signoff wait "
+                                            "ID | signoff hook claude-code | signoff mcp | signoff langgraph resume.")
     parser.add_argument("--version", action="version", version=f"signoff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the server", description=_SERVE_HELP,
@@ -124,6 +124,18 @@ def _demo(port: int, *, agent: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in AGENT_SIDE:
+        from signoff.cli import main as agent_main
+
+        return agent_main(given)
+    # Imported here, not at the top: the agent-side commands above (a Claude Code hook runs once per
+    # tool call) must not pay for loading the server's settings and SQLAlchemy.
+    from bot import policy_cli
+    from bot.errors import SignoffError
+    from bot.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env
+    from bot.startup import StartupError, refuse_ephemeral_sqlite, upgrade_line
+
     args = _parser().parse_args(argv)
     if args.command == "policy":  # offline: needs no Slack or database settings
         return policy_cli.run(args)

@@ -321,6 +321,10 @@ class Service:
     ) -> list[Request]:
         return await self.store.list_requests(status=status, limit=limit, after=after)
 
+    async def find_by_idempotency_key(self, key: str) -> Request | None:
+        async with self.store.unit() as unit:
+            return await unit.find_by_idempotency_key(key)
+
     async def may_decide(self, request: Request, user_id: str) -> bool:
         """Whether `user_id` may decide `request` (see bot/access.py)."""
         return await self.access.may_decide(request, user_id)

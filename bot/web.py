@@ -37,6 +37,7 @@ from bot.domain.model import Request
 from bot.api import grants as grants_api
 from bot.api import routes as api
 from bot.api import run_routes
+from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
 from bot.gate import PolicyGate
@@ -76,7 +77,8 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT, REMEMBER, AWAY})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
+                        REMEMBER, AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
@@ -255,6 +257,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     api.add_routes(web_app)
     grants_api.add_routes(web_app, grants, policy, clock)
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
+    add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         await signoff.start()

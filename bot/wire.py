@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.delivery_state import delivery_json
+from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Item, Request, Via
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
@@ -19,7 +20,7 @@ from bot.domain.values import iso
 
 def request_json(request: Request) -> dict[str, Any]:
     """The request as the agent API and webhooks show it."""
-    return {
+    body: dict[str, Any] = {
         "id": request.id,
         "kind": request.kind.value,
         "status": request.status.value,
@@ -52,6 +53,9 @@ def request_json(request: Request) -> dict[str, Any]:
         # Issue 12, present only when they apply: how the policy file evaluated it; delegates added.
         **{key: request.extra[key] for key in ("policy", "delegations") if key in request.extra},
     }
+    if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
+        body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))
+    return body
 
 
 def item_json(item: Item) -> dict[str, Any]:

@@ -52,6 +52,12 @@ def register(
         if click is not None:
             await interactions.open_modal(click, "reject")
 
+    async def on_respond(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        click = await _click_or_refuse(body)
+        if click is not None:
+            await interactions.open_modal(click, "respond")
+
     async def on_submit(ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
             sub = extract_submission(body)
@@ -86,6 +92,8 @@ def register(
     app.action(blocks.REJECT)(on_reject)
     app.view(blocks.EDIT_VIEW)(on_submit)
     app.view(blocks.REJECT_VIEW)(on_submit)
+    app.action(blocks.RESPOND)(on_respond)
+    app.view(blocks.RESPOND_VIEW)(on_submit)
     app.view(CONFIRM_VIEW)(on_submit)
     app.command("/signoff")(on_command)
     if timers is not None:
