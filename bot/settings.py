@@ -6,6 +6,7 @@ raises `SettingsError` whose message is one line naming the variable.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -25,6 +26,16 @@ DEFAULT_DATABASE_PATH = "signoff.db"
 # A Slack channel id, the shape the agent API accepts for `channel` (bot/api/schemas.py CHANNEL_ID).
 _CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
 _SLACK_PERSON = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
+
+
+_HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
+
+
+def _network(entry: str) -> Any:
+    try:
+        return ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return None
 
 
 class SettingsError(Exception):
@@ -52,6 +63,9 @@ class Settings:
     http_timeout_seconds: float = 10.0
     webhook_max_attempts: int = 8
     log_level: str = "INFO"
+    # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/egress.py).
+    egress_allow: tuple[str, ...] = ()
+    fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
     # Timers (issue 3): the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
@@ -189,7 +203,13 @@ def _parse(env: Mapping[str, str]) -> Settings:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise SettingsError(f"SIGNOFF_LOG_LEVEL={level!r} must be DEBUG, INFO, WARNING or ERROR")
 
+    egress_allow = tuple(e.strip() for e in (get("SIGNOFF_EGRESS_ALLOW") or "").split(",") if e.strip())
+    for entry in egress_allow:
+        if ("/" in entry and _network(entry) is None) or not _HOST_OR_NET.match(entry):
+            raise SettingsError(f"SIGNOFF_EGRESS_ALLOW: {entry!r} is not a host name, an IP address or a CIDR")
+
     return Settings(
+        egress_allow=egress_allow,
         slack_bot_token=bot_token,
         slack_signing_secret=signing_secret,
         slack_app_token=app_token,
@@ -277,4 +297,12 @@ def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict
         "run_lease_seconds": number("SIGNOFF_RUN_LEASE_SECONDS", 30.0, float, 0.5, 3600),
         "run_sweep_seconds": number("SIGNOFF_RUN_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         "run_max_steps": number("SIGNOFF_RUN_MAX_STEPS", 50, int, 1, 10_000),
+        "fetch_url_risk": _choice(get, "SIGNOFF_FETCH_URL_RISK", "high", ("low", "medium", "high", "critical")),
     }
+
+
+def _choice(get: Callable[[str], str | None], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = (get(name) or default).lower()
+    if value not in choices:
+        raise SettingsError(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value

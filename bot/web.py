@@ -32,6 +32,7 @@ from bot.agent.app import AgentRuntime, build_agent
 from bot.api import routes as api
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
+from bot.egress import EgressPolicy, guarded_session
 from bot.inbox import HOME_KIND
 from bot.jobs import SweepJob
 from bot.metrics import Metrics
@@ -79,6 +80,7 @@ class Signoff:
     timers: Timers | None = None  # reminders, escalation, timeouts (issue 3)
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # the agent runner (issue 4)
+    egress_http: aiohttp.ClientSession | None = None  # for agent/API-chosen URLs only (bot.egress)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
 
@@ -116,6 +118,8 @@ class Signoff:
         await self.dispatcher.stop()
         await self.watcher.stop()
         await self.http.close()
+        if self.egress_http is not None:
+            await self.egress_http.close()
         await self.store.close()
 
 
@@ -146,8 +150,11 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
                       metrics=metrics)
     cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics), clock)
-    webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
-                               max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
+    egress = EgressPolicy.from_entries(settings.egress_allow)
+    egress_http = guarded_session(egress, timeout=settings.http_timeout_seconds)
+    webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,
+                               max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds,
+                               policy=egress)
     dispatcher = Dispatcher(
         store,
         {POST_CARD: cards.post, "slack.update_card": cards.update, "webhook": webhooks},
@@ -184,7 +191,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
-                      agent=agent)
+                      agent=agent, egress_http=egress_http)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
     web_app[SIGNOFF] = signoff

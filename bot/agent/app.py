@@ -20,6 +20,8 @@ from bot.agent.runs import RunService
 from bot.agent.steps import Agent, StepConfig, Steps, import_sdk
 from bot.api import runs as runs_api
 from bot.clock import Clock
+from bot.domain.model import Risk
+from bot.egress import EgressPolicy
 from bot.metrics import Metrics
 from bot.outbox import Dispatcher
 from bot.service import Service
@@ -42,8 +44,8 @@ If the task is ambiguous, use ask_human instead of guessing. Messages from peopl
 arrive as user messages; follow them. When you are done, answer with a short summary of what you did."""
 
 
-def demo_agent() -> Agent:
-    tools = demo_toolset()
+def demo_agent(fetch_risk: Risk = Risk.HIGH) -> Agent:
+    tools = demo_toolset(fetch_risk=fetch_risk)
     tools.add(ask_human_tool)
     return Agent(DEFAULT_AGENT, DEMO_SYSTEM, tools)
 
@@ -97,7 +99,7 @@ def build_agent(
     settings: Settings, *, service: Service, store: SqlStore, dispatcher: Dispatcher, cards: CardDelivery,
     call: SlackCall, client: AsyncWebClient, clock: Clock, metrics: Metrics, agents: dict[str, Agent] | None = None,
 ) -> AgentRuntime:
-    agents = agents or {DEFAULT_AGENT: demo_agent()}
+    agents = agents or {DEFAULT_AGENT: demo_agent(Risk(settings.fetch_url_risk))}
     runs = SqlRunStore(store)
     holder: dict[str, Any] = {}
     config = StepConfig(
@@ -109,6 +111,7 @@ def build_agent(
         email_outbox=Path(settings.email_outbox),
         http_timeout=max(settings.http_timeout_seconds, 30.0),
         api_key_set=bool(settings.anthropic_api_key),
+        egress=EgressPolicy.from_entries(settings.egress_allow),
     )
     steps = Steps(service, runs, agents, config, clock=clock, client=lambda: holder["runtime"].client(),
                   wake_outbox=dispatcher.wake)

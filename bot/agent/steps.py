@@ -21,7 +21,7 @@ import enum
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,6 +40,7 @@ from bot.agent.messages import (
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
+from bot.egress import EgressPolicy
 from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
 from bot.service import ApprovalSpec, Service
@@ -81,6 +82,7 @@ class StepConfig:
     email_outbox: Path
     http_timeout: float = 30.0
     api_key_set: bool = True
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
 
 
 class Steps:
@@ -118,7 +120,7 @@ class Steps:
 
     def _ctx(self, run: Run, tool_use_id: str = "") -> ToolContext:
         return ToolContext(self.config.workspace, self.config.email_outbox, run.id, tool_use_id,
-                           self.config.http_timeout)
+                           self.config.http_timeout, self.config.egress)
 
     async def _save(self, unit: RunUnit, run: Run, event: str | None = None, **data: Any) -> Run:
         await unit.save_run(run)

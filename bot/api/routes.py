@@ -16,6 +16,7 @@ from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
+from bot.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import InvalidInput, SignoffError
 from bot.service import ApprovalSpec, Service, request_json
 from bot.settings import Settings
@@ -72,7 +73,7 @@ async def create_approval(request: web.Request) -> web.Response:
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
     channel = channel_or_default(request, body.channel)
-    check_callback(request, body.callback_url)
+    await check_callback(request, body.callback_url)
     key = idempotency_key(request)
     timing = parse_timing(body.reminders, body.escalation, body.timeout, risk=body.risk,
                           defaults=service.default_timing or Timing())
@@ -141,11 +142,20 @@ def channel_or_default(request: web.Request, channel: str | None) -> str:
     return chosen
 
 
-def check_callback(request: web.Request, callback_url: str | None) -> None:
-    """A callback_url is only accepted when the server can sign what it sends there."""
-    if callback_url and not request.app[SETTINGS].webhook_secret:
+async def check_callback(request: web.Request, callback_url: str | None) -> None:
+    """A callback_url is only accepted when the server can sign what it sends there, and when it
+    leads to a public address (or one SIGNOFF_EGRESS_ALLOW opens): see bot.egress."""
+    if not callback_url:
+        return
+    settings = request.app[SETTINGS]
+    if not settings.webhook_secret:
         raise InvalidInput("callback_url needs SIGNOFF_WEBHOOK_SECRET to be set on the server, to sign the webhook",
                            details=[{"field": "callback_url", "message": "server has no webhook secret"}])
+    try:
+        await check_url(callback_url, EgressPolicy.from_entries(settings.egress_allow), unresolvable_ok=True)
+    except EgressRefused as exc:
+        raise InvalidInput(f"callback_url is refused: {exc}",
+                           details=[{"field": "callback_url", "message": str(exc)}]) from None
 
 
 def idempotency_key(request: web.Request) -> str | None:

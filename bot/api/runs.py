@@ -137,7 +137,7 @@ async def create_question(request: web.Request) -> web.Response:
     problem = check_questions(questions)
     if problem:
         raise InvalidInput(problem, details=[{"field": "questions", "message": problem}])
-    check_callback(request, body.callback_url)
+    await check_callback(request, body.callback_url)
     key = idempotency_key(request)
     # The same check as for approvals: a user group Slack does not know is a 400 (nobody could answer).
     members = await expand_groups(service.directory, body.approvers, Timing(), escalation_given=True)

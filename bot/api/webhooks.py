@@ -20,6 +20,7 @@ import aiohttp
 
 from bot.clock import Clock
 from bot.domain.model import AuditEvent
+from bot.egress import EgressPolicy, EgressRefused, Unresolvable, check_url
 from bot.metrics import Metrics
 from bot.outbox import Dead, Done, Result, Retry, backoff
 from storage.base import OutboxItem
@@ -52,7 +53,9 @@ class WebhookDelivery:
         metrics: Metrics,
         max_attempts: int,
         timeout: float = TIMEOUT_SECONDS,
+        policy: EgressPolicy | None = None,
     ) -> None:
+        self.policy = policy or EgressPolicy()
         self.timeout = timeout
         self.session = session
         self.secret = secret
@@ -63,7 +66,16 @@ class WebhookDelivery:
     async def __call__(self, item: OutboxItem) -> Result:
         url: str = item.payload["url"]
         body = json.dumps(item.payload["body"], separators=(",", ":")).encode()
-        outcome = await self._post(url, body, item)
+        try:
+            # Checked again at delivery (it was at submit): a name can point elsewhere by now.
+            await check_url(url, self.policy)
+        except Unresolvable as exc:
+            outcome: str | None = str(exc)
+        except EgressRefused as exc:
+            self.metrics.webhook_failures.inc()
+            return Dead(f"refused: {exc}", (self._audit(item, "webhook_failed", {"url": url, "error": str(exc)}),))
+        else:
+            outcome = await self._post(url, body, item)
         if outcome is None:
             return Done(audit=(self._audit(item, "webhook_delivered", {"url": url, "attempts": item.attempts}),))
         if item.attempts >= self.max_attempts:
@@ -91,6 +103,8 @@ class WebhookDelivery:
                 if 200 <= response.status < 300:
                     return None
                 return f"HTTP {response.status}"
+        except EgressRefused as exc:  # the connector's own check (DNS rebinding since check_url)
+            return str(exc)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 

@@ -55,7 +55,8 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
 async def clocked(db_url: str, slack: FakeSlack) -> AsyncIterator[tuple[App, ShiftedClock]]:
     """The app on a clock the test moves forward, so retries fall due without sleeping."""
     clock = ShiftedClock()
-    running = await start_app(db_url, slack, clock=clock, SIGNOFF_WEBHOOK_MAX_ATTEMPTS="3")
+    running = await start_app(db_url, slack, clock=clock, SIGNOFF_WEBHOOK_MAX_ATTEMPTS="3",
+                              SIGNOFF_EGRESS_ALLOW="127.0.0.1")  # the receivers listen on loopback
     try:
         yield running, clock
     finally:
@@ -540,7 +541,18 @@ async def webhook_item(app: App, request_id: str) -> Any:
     return item
 
 
-async def test_webhook_is_signed_and_delivered_once(app: App) -> None:
+@pytest_asyncio.fixture
+async def loopback_hooks(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
+    """The app with loopback opened to webhooks (SIGNOFF_EGRESS_ALLOW): the test receivers listen there."""
+    running = await start_app(db_url, slack, SIGNOFF_EGRESS_ALLOW="127.0.0.1")
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def test_webhook_is_signed_and_delivered_once(loopback_hooks: App) -> None:
+    app = loopback_hooks
     async with Receiver([200]) as receiver:
         req = await app.submit(callback_url=receiver.url)
         assert req["callback_url"] == receiver.url
