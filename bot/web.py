@@ -40,7 +40,7 @@ from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
 from bot.service import POST_CARD, Service
 from bot.settings import Settings
-from bot.slack import blocks, handlers
+from bot.slack import blocks, handlers, shapes
 from bot.slack.backlog import Backlog
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
@@ -252,6 +252,11 @@ async def slack_events(request: web.Request) -> web.Response:
         bolt_request = AsyncBoltRequest(body=body, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
     except ValueError as exc:
         return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
+    malformed = shapes.problem(bolt_request.body)
+    if malformed is not None:
+        # Signed, so from Slack (or whoever holds the secret): ack, so nothing is retried; read nothing.
+        log.warning("dropped a signed Slack payload of the wrong shape: %s", malformed)
+        return web.Response(status=200)
     if bolt_request.body.get("type") == "block_actions":
         # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out;
         # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks

@@ -59,8 +59,10 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     tokens = request.app[SETTINGS].api_tokens
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
+    # A header of non-UTF-8 bytes arrives as surrogate escapes: compare bytes, never fail to encode.
+    presented = given.strip().encode("utf-8", "surrogateescape")
     if scheme.lower() != "bearer" or not given or not any(
-        hmac.compare_digest(given.strip().encode(), t.encode()) for t in tokens
+        hmac.compare_digest(presented, t.encode()) for t in tokens
     ):
         response = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer ...)")
         response.headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
