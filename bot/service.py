@@ -219,19 +219,24 @@ class Service:
         return request
 
     async def wait(self, request_id: str, timeout: float) -> Request:
-        """Return as soon as the request leaves `pending`, or when `timeout` seconds pass."""
+        """Return as soon as the request leaves `pending`, or when `timeout` seconds pass (not before)."""
         if timeout <= 0:
             return await self.get(request_id)
-        # Register before reading: a decision committed after the read still wakes us.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, MAX_WAIT_SECONDS)
+        # Register before reading: a decision committed after the read still wakes us. A wake-up for
+        # anything else (a reminder, an escalation, a snooze) is not an answer: read again, wait on.
         with self.waiters.register(request_id) as event:
-            request = await self.get(request_id)
-            if not request.is_pending:
-                return request
-            try:
-                await asyncio.wait_for(event.wait(), min(timeout, MAX_WAIT_SECONDS))
-            except TimeoutError:
-                pass
-        return await self.get(request_id)
+            while True:
+                event.clear()
+                request = await self.get(request_id)
+                remaining = deadline - loop.time()
+                if not request.is_pending or remaining <= 0:
+                    return request
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    return await self.get(request_id)
 
     async def list(
         self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
