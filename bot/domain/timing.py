@@ -112,6 +112,9 @@ class TimerState:
     escalated_by: str | None = None  # the person who escalated by hand (None: the timer)
     note: str | None = None  # that person's note
     handed_back: bool = False  # the latest move was a hand-back, not an escalation
+    # Everyone who has been an approver of the request (kept from its first escalation on): a
+    # hand-back may give approval back only to them, never to someone who was only notified.
+    approvers_seen: tuple[str, ...] = ()
 
     @property
     def escalated(self) -> bool:
@@ -352,6 +355,7 @@ def escalation_json(state: TimerState) -> dict[str, Any] | None:
         "by": state.escalated_by,
         "note": state.note,
         "handed_back": state.handed_back,
+        "approvers_seen": list(state.approvers_seen),
     }
 
 
@@ -381,4 +385,5 @@ def state_from_columns(
         escalated_by=moves.get("by"),
         note=moves.get("note"),
         handed_back=bool(moves.get("handed_back", False)),
+        approvers_seen=tuple(moves.get("approvers_seen", ())),
     )
