@@ -247,6 +247,8 @@ class Service:
 
     async def may_decide(self, request: Request, user_id: str) -> bool:
         """Listed approvers (users, or members of listed user groups) may decide; no list: anyone."""
+        if user_id in (request.extra.get("not_by") or ()):  # e.g. the person who started an agent run
+            return False
         if not request.approvers:
             return True
         if user_id in request.approvers:

@@ -66,6 +66,11 @@ class Settings:
     # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/egress.py).
     egress_allow: tuple[str, ...] = ()
     fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
+    # Who may start runs, approve their cards, write into / cancel them (bot/agent/access.py).
+    run_starters: tuple[str, ...] = ()
+    run_approvers: tuple[str, ...] = ()
+    run_writers: tuple[str, ...] = ()
+    run_self_approval: bool = False
     # Timers (issue 3): the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
@@ -297,8 +302,20 @@ def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict
         "run_lease_seconds": number("SIGNOFF_RUN_LEASE_SECONDS", 30.0, float, 0.5, 3600),
         "run_sweep_seconds": number("SIGNOFF_RUN_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         "run_max_steps": number("SIGNOFF_RUN_MAX_STEPS", 50, int, 1, 10_000),
+        "run_starters": _people(get, "SIGNOFF_RUN_STARTERS"),
+        "run_approvers": _people(get, "SIGNOFF_RUN_APPROVERS"),
+        "run_writers": _people(get, "SIGNOFF_RUN_WRITERS"),
+        "run_self_approval": _choice(get, "SIGNOFF_RUN_SELF_APPROVAL", "false", ("true", "false")) == "true",
         "fetch_url_risk": _choice(get, "SIGNOFF_FETCH_URL_RISK", "high", ("low", "medium", "high", "critical")),
     }
+
+
+def _people(get: Callable[[str], str | None], name: str) -> tuple[str, ...]:
+    entries = tuple(t.strip() for t in (get(name) or "").split(",") if t.strip())
+    for entry in entries:
+        if not _SLACK_PERSON.match(entry):
+            raise SettingsError(f"{name}: {entry!r} is not a Slack user id (U..., W...) or user group (S...)")
+    return entries
 
 
 def _choice(get: Callable[[str], str | None], name: str, default: str, choices: tuple[str, ...]) -> str:

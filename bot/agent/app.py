@@ -12,6 +12,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import effects
+from bot.agent.access import RunAccess
 from bot.agent import slack as agent_slack
 from bot.agent.demo_tools import demo_toolset
 from bot.agent.questions import ask_human_tool
@@ -102,6 +103,8 @@ def build_agent(
     agents = agents or {DEFAULT_AGENT: demo_agent(Risk(settings.fetch_url_risk))}
     runs = SqlRunStore(store)
     holder: dict[str, Any] = {}
+    access = RunAccess(settings.run_starters, settings.run_approvers, settings.run_writers,
+                       settings.run_self_approval)
     config = StepConfig(
         model=settings.anthropic_model,
         max_tokens=settings.anthropic_max_tokens,
@@ -112,6 +115,7 @@ def build_agent(
         http_timeout=max(settings.http_timeout_seconds, 30.0),
         api_key_set=bool(settings.anthropic_api_key),
         egress=EgressPolicy.from_entries(settings.egress_allow),
+        access=access,
     )
     steps = Steps(service, runs, agents, config, clock=clock, client=lambda: holder["runtime"].client(),
                   wake_outbox=dispatcher.wake)
@@ -119,6 +123,7 @@ def build_agent(
                     sweep_seconds=settings.run_sweep_seconds)
     run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick,
                              wake_outbox=dispatcher.wake)
+    run_service.access = access
     delivery = agent_slack.RunDelivery(runs, run_service, call)
     dispatcher.handlers.update({
         effects.POST_ROOT: delivery.post_root,
@@ -127,7 +132,7 @@ def build_agent(
     })
     cards.render = agent_slack.render_any(cards.render)  # question requests get question cards
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
-                                               default_agent=DEFAULT_AGENT)
+                                               default_agent=DEFAULT_AGENT, access=access)
     runtime = AgentRuntime(runs, run_service, runner, steps, interactions, settings)
     holder["runtime"] = runtime
     return runtime

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.agent import effects
+from bot.agent.access import RunAccess
 from bot.agent.questions import answers_from_text, answers_of, questions_of
 from bot.clock import Clock, new_id
 from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via, iso
@@ -28,6 +29,7 @@ class ThreadReply:
     """What a person's message in a thread turned out to be."""
 
     kind: str  # "answer" | "intervention" | "duplicate" | "ended" | "refused" (not one of those asked) | "ignored"
+    #          | "not_writer" (may not write into this run: bot.agent.access)
     run: Run | None = None
     request: Request | None = None
 
@@ -46,6 +48,7 @@ class RunService:
         self.service = service
         self.runs = runs
         self.clock = clock
+        self.access = RunAccess()  # who may write into a run (set by bot.agent.app)
         self.agents = agents
         self.kick = kick
         self.wake_outbox = wake_outbox
@@ -120,6 +123,9 @@ class RunService:
                 assert run is not None
                 if run.status.is_final:
                     return ThreadReply("ended", run)
+                directory = self.service.directory
+                if not await self.access.may_write(run, user_id, directory.group_members if directory else None):
+                    return ThreadReply("not_writer", run)
                 await unit.add_intervention(Intervention(run.id, text, user_id, now, user_name, ts))
                 await unit.append_audit(AuditEvent(run.id, "intervention", now, user_id, {"ts": ts}))
                 return ThreadReply("intervention", run)

@@ -20,6 +20,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent import blocks, effects
+from bot.agent.access import RunAccess
 from bot.agent.questions import answers_from_choices, questions_of
 from bot.agent.runs import RunService
 from bot.clock import Clock
@@ -141,7 +142,8 @@ def render_any(render: Any) -> Any:
 
 class RunInteractions:
     def __init__(self, service: Service, run_service: RunService, client: AsyncWebClient, clock: Clock,
-                 metrics: Metrics, *, default_agent: str) -> None:
+                 metrics: Metrics, *, default_agent: str, access: RunAccess | None = None) -> None:
+        self.access = access or RunAccess()
         self.service = service
         self.run_service = run_service
         self.client = client
@@ -153,12 +155,23 @@ class RunInteractions:
     async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
         await tell(self.client, self.metrics, user, channel, text, thread_ts)
 
+    def _members(self) -> Any:
+        return self.service.directory.group_members if self.service.directory is not None else None
+
+    async def may_start(self, user_id: str) -> bool:
+        return await self.access.may_start(user_id, self._members())
+
     async def cancel(self, click: Click) -> None:
         known = await self.run_service.runs.get_run(click.request_id)
         if known is not None and known.root_ts and click.message_ts and click.view_id is None and (
                 click.message_ts != known.root_ts or (click.channel_id and click.channel_id != known.channel)):
             await self.tell(click.user_id, click.channel_id,
                             "This button does not belong to the message it was clicked on. Nothing was changed.")
+            return
+        if known is not None and not await self.access.may_write(known, click.user_id, self._members()):
+            await self.tell(click.user_id, click.channel_id,
+                            "You may not cancel this run (only its starter and the people named to supervise "
+                            "runs may). Nothing was changed.")
             return
         try:
             run, asked = await self.run_service.cancel(click.request_id, by=click.user_id)
@@ -230,6 +243,9 @@ class RunInteractions:
         elif reply.kind == "refused":
             await self.tell(str(user), channel, "You are not one of the people asked, so your reply was not "
                             "taken as the answer.", str(thread_ts))
+        elif reply.kind == "not_writer":
+            await self.tell(str(user), channel, "You may not write to this run (only its starter and the people "
+                            "named to supervise runs may), so the agent will not read this.", str(thread_ts))
         elif reply.kind == "ended" and reply.run is not None:
             await self.tell(str(user), channel, f"This run has {reply.run.status.value}: the agent will not read "
                             "this. Start a new one with `/signoff run <task>`.", str(thread_ts))
@@ -302,6 +318,10 @@ def register(app: AsyncApp, interactions: RunInteractions) -> None:
         text = task.group(1).strip() if task else ""
         if not text:
             await ack(text="Usage: `/signoff run <what the agent should do>`", response_type="ephemeral")
+            return
+        if not await interactions.may_start(str(command.get("user_id") or "")):
+            await ack(text="You may not start agent runs here (SIGNOFF_RUN_STARTERS). Nothing was started.",
+                      response_type="ephemeral")
             return
         await ack(text="Starting an agent run; follow it in the thread of its message.", response_type="ephemeral")
         await interactions.start_run(command, text)

@@ -37,6 +37,7 @@ from bot.agent.messages import (
     run_tool,
     to_api_messages,
 )
+from bot.agent.access import NOT_BY, RunAccess
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
@@ -83,6 +84,7 @@ class StepConfig:
     http_timeout: float = 30.0
     api_key_set: bool = True
     egress: EgressPolicy = field(default_factory=EgressPolicy)
+    access: RunAccess = field(default_factory=RunAccess)
 
 
 class Steps:
@@ -227,7 +229,7 @@ class Steps:
             return execution.evolve(gate=Gate.INVALID, status=ExecStatus.FINISHED, is_error=True,
                                     result=f"Not run: {problem}"), None
         assert tool is not None
-        extra = {"run_id": run.id, "tool_use_id": block["id"]}
+        extra: dict[str, Any] = {"run_id": run.id, "tool_use_id": block["id"]}
         requested_by = f"{run.agent} agent"
         if tool.kind == "question":
             spec = question_spec(params["questions"], channel=run.channel, thread_ts=run.root_ts,
@@ -242,7 +244,8 @@ class Steps:
                 context=reasoning or None,
                 preview=tool.build_preview(self._ctx(run, block["id"]), params),
                 requested_by=requested_by,
-                extra=extra,
+                extra={**extra, NOT_BY: self.config.access.not_deciders(run)},
+                approvers=self.config.access.card_approvers(),
                 thread_ts=run.root_ts,
             )
             return execution.evolve(gate=Gate.ASK, status=ExecStatus.WAITING), spec

@@ -84,12 +84,20 @@ class QuestionsIn(_Strict):
         return _channel(value)
 
 
+def api_origin(requested_by: str | None) -> str | None:
+    """What an API client says about who asked, kept as text: a value shaped like a Slack user id would
+    render as a mention (a ping, and a person it may not be) and count as the run's starter."""
+    if requested_by is not None and re.match(r"^[UW][A-Z0-9]{1,39}$", requested_by):
+        return f"api:{requested_by}"
+    return requested_by
+
+
 async def create_run(request: web.Request) -> web.Response:
     runs = request.app[RUNS]
     body: RunIn = parse_body(RunIn, await request.read())
     run = await runs.start(NewRun(
         task=body.task, channel=channel_or_default(request, body.channel),
-        agent=body.agent or request.app[DEFAULT_AGENT], requested_by=body.requested_by,
+        agent=body.agent or request.app[DEFAULT_AGENT], requested_by=api_origin(body.requested_by),
     ))
     response = web.json_response(await runs.run_json(run), status=201)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"

@@ -96,6 +96,9 @@ class Interactions:
         if request.kind is not Kind.APPROVAL:
             return Refusal("This is a question, not an approval: answer it in its thread. Nothing was changed.")
         if authorize and not await self.service.may_decide(request, user_id):
+            if user_id in (request.extra.get("not_by") or ()):
+                return Refusal("You started this agent run, so someone else approves its actions. "
+                               "Your click was not recorded.")
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from
                 return Refusal(f"This request was escalated to {escalated}, and you are no longer one of its "
