@@ -11,6 +11,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
+from collections.abc import Coroutine
 from typing import Any
 
 import aiohttp
@@ -79,6 +80,7 @@ class Interactions:
         self.clock = clock
         self.metrics = metrics
         self._deciding = asyncio.Semaphore(DECIDING_AT_ONCE)
+        self._notes: set[asyncio.Task[None]] = set()  # ephemeral notes still being posted
 
     # -- checks shared by every interaction ----------------------------------
 
@@ -122,22 +124,31 @@ class Interactions:
         # A burst of clicks waits here, using no CPU, rather than all at once: the event loop stays
         # free to answer the next clicks' acks promptly (Slack's 3 s), while decisions go at full speed.
         async with self._deciding:
-            await self._approve(click)
+            note = await self._approve(click)
+        if note is not None:
+            # After the slot is released, and in the background: a slow or rate-limited Slack (with
+            # its retries) delays only this person's note, never someone else's decision.
+            self.later(self.tell(click.user_id, click.channel_id, note))
 
-    async def _approve(self, click: Click) -> None:
+    def later(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
+
+    async def _approve(self, click: Click) -> str | None:
+        """Decide; returns the note to tell the clicker, if any (the caller posts it)."""
         checked = await self._check(click.request_id, click.user_id, click)
         if isinstance(checked, Refusal):
-            await self.tell(click.user_id, click.channel_id, checked.text)
-            return
+            return checked.text
         result = await self.service.decide(
             checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked
         )
         if not result.won:
-            await self.tell(click.user_id, click.channel_id, already_decided_text(result.request))
-        elif _escalated_to(checked) and click.user_id not in (checked.timers.escalated_to if checked.timers else ()):
-            await self.tell(click.user_id, click.channel_id,
-                            f"Approved. This request had been escalated to {_escalated_to(checked)}; your decision "
-                            "counts because you are still one of its approvers.")
+            return already_decided_text(result.request)
+        if _escalated_to(checked) and click.user_id not in (checked.timers.escalated_to if checked.timers else ()):
+            return (f"Approved. This request had been escalated to {_escalated_to(checked)}; your decision "
+                    "counts because you are still one of its approvers.")
+        return None
 
     async def open_modal(self, click: Click, kind: str) -> None:
         checked = await self._check(click.request_id, click.user_id, click)
