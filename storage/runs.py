@@ -177,6 +177,14 @@ def _execution_columns(e: ToolExecution) -> dict[str, Any]:
     }
 
 
+def _slack_order(intervention: Intervention) -> tuple[int, int, int]:
+    """Sort key: Slack's ts ("seconds.micros", compared as numbers), then arrival (the row id)."""
+    seconds, _, micros = (intervention.slack_ts or "").partition(".")
+    if not seconds.isdigit():
+        return (1 << 62, 0, intervention.id or 0)
+    return (int(seconds), int(micros) if micros.isdigit() else 0, intervention.id or 0)
+
+
 def _intervention_from_row(row: Any) -> Intervention:
     m = row._mapping
     return Intervention(
@@ -272,7 +280,8 @@ class SqlRunUnit(SqlUnit, RunUnit):
             .where(run_interventions.c.run_id == run_id, run_interventions.c.consumed_seq.is_(None))
             .order_by(run_interventions.c.id)
         )).all()
-        taken = [_intervention_from_row(r) for r in queued]
+        # In the order people wrote them (Slack's ts), not the order their events were processed in.
+        taken = sorted((_intervention_from_row(r) for r in queued), key=_slack_order)
         if taken:
             await self.conn.execute(
                 run_interventions.update()
@@ -355,7 +364,7 @@ class SqlRunStore(RunStore):
     async def interventions(self, run_id: str) -> list[Intervention]:
         stmt = sa.select(run_interventions).where(run_interventions.c.run_id == run_id).order_by(
             run_interventions.c.id)
-        return [_intervention_from_row(r) for r in await self._all(stmt)]
+        return sorted((_intervention_from_row(r) for r in await self._all(stmt)), key=_slack_order)
 
     async def has_interventions(self, run_id: str) -> bool:
         stmt = sa.select(run_interventions.c.id).where(
