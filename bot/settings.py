@@ -65,6 +65,8 @@ class Settings:
     log_level: str = "INFO"
     # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/egress.py).
     egress_allow: tuple[str, ...] = ()
+    longpoll_per_token: int = 100
+    longpoll_max: int = 2000
     fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
     # Who may start runs, approve their cards, write into / cancel them (bot/agent/access.py).
     run_starters: tuple[str, ...] = ()
@@ -233,6 +235,8 @@ def _parse(env: Mapping[str, str]) -> Settings:
         outbox_lease_seconds=lease,
         http_timeout_seconds=http_timeout,
         webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 8, int, 1, 50),
+        longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
+        longpoll_max=number("SIGNOFF_LONGPOLL_MAX", 2000, int, 1, 1_000_000),
         log_level=level,
         **_timers(get, number),
         **_agent(get, number),

@@ -29,6 +29,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.app import AgentRuntime, build_agent
+from bot.api import longpoll
 from bot.api import routes as api
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
@@ -187,7 +188,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         handlers.register(app, interactions, timers=timer_interactions, home=home)
 
-    web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
+    web_app = web.Application(client_max_size=MAX_BODY_BYTES,
+                              middlewares=[api.json_errors, api.bearer_auth, longpoll.cap_long_polls])
+    web_app[longpoll.LIMITS] = longpoll.LongPollLimits(settings.longpoll_per_token, settings.longpoll_max)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),

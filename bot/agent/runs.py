@@ -99,7 +99,10 @@ class RunService:
 
     async def root_failed(self, run_id: str, error: str) -> None:
         async with self.runs.unit() as unit:
-            await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", self.clock.now())
+            now = self.clock.now()
+            await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", now)
+            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.notify).
+            await unit.append_audit(AuditEvent(run_id, "run_failed", now, None, {"error": error}))
 
     async def thread_reply(
         self, *, channel: str, thread_ts: str, user_id: str, user_name: str | None, text: str, ts: str | None,
