@@ -33,7 +33,7 @@ from bot.domain.model import (
 )
 from bot.domain.timing import Timing, initial_state, next_due, state_json
 from bot.domain.transitions import next_status
-from bot.errors import IdempotencyMismatch, NotFound
+from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
 from bot.inbox import enqueue_homes, republish_homes, user_ids
 from bot.metrics import Metrics
 from bot.notify import Waiters
@@ -340,6 +340,23 @@ class Service:
         # Everyone whose App Home listed it, and the decider ("Decided by you recently").
         decider = [request.decision.decided_by.id] if request.decision and request.decision.decided_by else []
         await enqueue_homes(unit, await unit.home_users_of(request.id, decider), f"{request.id}:decided", now)
+
+    async def redeliver(self, request_id: str) -> str:
+        """Send the decided request's webhook again (a new delivery id); returns that id."""
+        request = await self.get(request_id)
+        if request.is_pending or request.decision is None:
+            raise Conflict("request is still pending: there is no decision to deliver yet")
+        if not request.callback_url:
+            raise InvalidInput("this request has no callback_url", details=[{"field": "callback_url",
+                                                                             "message": "not set"}])
+        now = self.clock.now()
+        body = {"type": "approval.decided", "request": request_json(request)}
+        key = f"webhook:{request.id}:redeliver:{now.timestamp():.6f}"
+        async with self.store.unit() as unit:
+            await unit.enqueue(outbox_item(request.id, "webhook", key, now, url=request.callback_url, body=body))
+            await unit.append_audit(AuditEvent(request.id, "webhook_redeliver", now, None, {"delivery": key}))
+        self._committed(request.id)
+        return key
 
     async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
         return await self.decide(request_id, Outcome.CANCELLED, via=Via.API, actor=actor, comment=reason)

@@ -61,7 +61,9 @@ class Settings:
     outbox_sweep_seconds: float = 5.0
     outbox_lease_seconds: float = 60.0
     http_timeout_seconds: float = 10.0
-    webhook_max_attempts: int = 8
+    webhook_max_attempts: int = 200
+    webhook_max_age: timedelta = timedelta(hours=24)
+    webhook_backoff_cap_seconds: float = 1800.0
     log_level: str = "INFO"
     # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/egress.py).
     egress_allow: tuple[str, ...] = ()
@@ -234,7 +236,9 @@ def _parse(env: Mapping[str, str]) -> Settings:
         outbox_sweep_seconds=number("SIGNOFF_OUTBOX_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         outbox_lease_seconds=lease,
         http_timeout_seconds=http_timeout,
-        webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 8, int, 1, 50),
+        webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 200, int, 1, 10_000),
+        webhook_max_age=_duration_setting(get, "SIGNOFF_WEBHOOK_MAX_AGE", timedelta(hours=24)),
+        webhook_backoff_cap_seconds=number("SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", 1800.0, float, 1, 86_400),
         longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
         longpoll_max=number("SIGNOFF_LONGPOLL_MAX", 2000, int, 1, 1_000_000),
         log_level=level,
@@ -312,6 +316,16 @@ def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict
         "run_self_approval": _choice(get, "SIGNOFF_RUN_SELF_APPROVAL", "false", ("true", "false")) == "true",
         "fetch_url_risk": _choice(get, "SIGNOFF_FETCH_URL_RISK", "high", ("low", "medium", "high", "critical")),
     }
+
+
+def _duration_setting(get: Callable[[str], str | None], name: str, default: timedelta) -> timedelta:
+    raw = get(name)
+    if raw is None:
+        return default
+    try:
+        return parse_duration(raw)
+    except DurationError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
 
 
 def _people(get: Callable[[str], str | None], name: str) -> tuple[str, ...]:

@@ -155,7 +155,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     egress_http = guarded_session(egress, timeout=settings.http_timeout_seconds)
     webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds,
-                               policy=egress)
+                               policy=egress, max_age=settings.webhook_max_age,
+                               backoff_cap=settings.webhook_backoff_cap_seconds)
     dispatcher = Dispatcher(
         store,
         {POST_CARD: cards.post, "slack.update_card": cards.update, "webhook": webhooks},

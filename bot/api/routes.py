@@ -135,6 +135,12 @@ async def cancel_approval(request: web.Request) -> web.Response:
     return web.json_response(payload)
 
 
+async def redeliver_webhook(request: web.Request) -> web.Response:
+    """POST /api/v1/approvals/{id}/redeliver: the decision's webhook again, for a receiver that lost it."""
+    delivery = await request.app[SERVICE].redeliver(request.match_info["id"])
+    return web.json_response({"delivery": delivery}, status=202)
+
+
 def channel_or_default(request: web.Request, channel: str | None) -> str:
     """The body's channel, else SIGNOFF_DEFAULT_CHANNEL; neither is a 400."""
     chosen = channel or request.app[SETTINGS].default_channel
@@ -204,3 +210,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/approvals", list_approvals)
     app.router.add_get("/api/v1/approvals/{id}", get_approval)
     app.router.add_post("/api/v1/approvals/{id}/cancel", cancel_approval)
+    app.router.add_post("/api/v1/approvals/{id}/redeliver", redeliver_webhook)

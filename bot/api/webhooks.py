@@ -4,7 +4,10 @@ Each POST carries:
     X-Signoff-Timestamp: unix seconds
     X-Signoff-Signature: v1=<hex HMAC-SHA256(secret, "v1:{timestamp}:{raw body}")>
     X-Signoff-Delivery:  a stable id for this delivery (same on every retry; dedupe on it)
-Delivery is at least once: a receiver that answers 2xx is not called again for it.
+Delivery is at least once: a receiver that answers 2xx is not called again for it. Failed attempts
+are retried with capped exponential backoff until SIGNOFF_WEBHOOK_MAX_AGE (default 24 h) or
+SIGNOFF_WEBHOOK_MAX_ATTEMPTS; `POST /api/v1/approvals/{id}/redeliver` sends it again later
+(a new X-Signoff-Delivery id, the same body).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import hashlib
 import hmac
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
@@ -26,6 +30,12 @@ from bot.outbox import Dead, Done, Result, Retry, backoff
 from storage.base import OutboxItem
 
 TIMEOUT_SECONDS = 10.0
+DEFAULT_MAX_AGE = timedelta(hours=24)  # SIGNOFF_WEBHOOK_MAX_AGE
+DEFAULT_BACKOFF_CAP = 1800.0  # SIGNOFF_WEBHOOK_BACKOFF_CAP: at most 30 minutes between attempts
+
+
+def _hours(age: timedelta) -> str:
+    return f"{age.total_seconds() / 3600:.1f} h"
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -54,7 +64,11 @@ class WebhookDelivery:
         max_attempts: int,
         timeout: float = TIMEOUT_SECONDS,
         policy: EgressPolicy | None = None,
+        max_age: timedelta = DEFAULT_MAX_AGE,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
     ) -> None:
+        self.max_age = max_age
+        self.backoff_cap = backoff_cap
         self.policy = policy or EgressPolicy()
         self.timeout = timeout
         self.session = session
@@ -78,11 +92,13 @@ class WebhookDelivery:
             outcome = await self._post(url, body, item)
         if outcome is None:
             return Done(audit=(self._audit(item, "webhook_delivered", {"url": url, "attempts": item.attempts}),))
-        if item.attempts >= self.max_attempts:
+        age = self.clock.now() - item.created_at if item.created_at is not None else timedelta(0)
+        if item.attempts >= self.max_attempts or age >= self.max_age:
             self.metrics.webhook_failures.inc()
-            error = f"gave up after {item.attempts} attempts: {outcome}"
+            error = f"gave up after {item.attempts} attempts over {_hours(age)}: {outcome}"
             return Dead(error, (self._audit(item, "webhook_failed", {"url": url, "error": error}),))
-        return Retry(backoff(item.attempts, base=1.0, cap=600), outcome)
+        # Capped exponential backoff: a receiver down for a deploy (or a night) still gets it.
+        return Retry(backoff(item.attempts, base=1.0, cap=self.backoff_cap), outcome)
 
     async def _post(self, url: str, body: bytes, item: OutboxItem) -> str | None:
         """None on a 2xx answer, else what went wrong."""
