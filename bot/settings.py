@@ -17,6 +17,7 @@ from typing import Any
 
 from dotenv import dotenv_values
 
+from bot.api.tokens import ApiToken, parse_tokens
 from bot.domain.durations import DurationError, parse_duration
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
 from storage.urls import BadDatabaseURL, async_url
@@ -44,17 +45,19 @@ class SettingsError(Exception):
 
 @dataclass(frozen=True)
 class Settings:
-    slack_bot_token: str
-    slack_signing_secret: str | None
-    slack_app_token: str | None = None
+    # Secrets are left out of repr (a logged or printed Settings must not leak them).
+    slack_bot_token: str = field(repr=False)
+    slack_signing_secret: str | None = field(repr=False)
+    slack_app_token: str | None = field(default=None, repr=False)
     slack_api_url: str = DEFAULT_SLACK_API_URL
-    database_url: str = f"sqlite:///{DEFAULT_DATABASE_PATH}"
+    database_url: str = field(default=f"sqlite:///{DEFAULT_DATABASE_PATH}", repr=False)  # may hold a password
     port: int = 3000
     host: str = "0.0.0.0"
-    api_tokens: tuple[str, ...] = ()
-    webhook_secret: str | None = None
+    api_tokens: tuple[str, ...] = field(default=(), repr=False)
+    api_token_specs: tuple[ApiToken, ...] = field(default=(), repr=False)  # names and scopes (bot/api/tokens.py)
+    webhook_secret: str | None = field(default=None, repr=False)
     policy_path: str | None = None
-    anthropic_api_key: str | None = None
+    anthropic_api_key: str | None = field(default=None, repr=False)
     anthropic_base_url: str | None = None
     anthropic_model: str = "claude-sonnet-4-5"
     default_channel: str | None = None
@@ -93,7 +96,7 @@ class Settings:
     run_lease_seconds: float = 30.0
     run_sweep_seconds: float = 5.0
     run_max_steps: int = 50
-    extra: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict, repr=False)  # raw SIGNOFF_* values
 
     def default_timing(self) -> Timing:
         """The timing a request gets for each part (reminders, escalation, timeout) it does not give."""
@@ -184,9 +187,11 @@ def _parse(env: Mapping[str, str]) -> Settings:
     except BadDatabaseURL as exc:
         raise SettingsError(str(exc)) from None
 
-    tokens = tuple(t.strip() for t in (get("SIGNOFF_API_TOKENS") or "").split(",") if t.strip())
-    if any(len(t) < 8 for t in tokens):
-        raise SettingsError("SIGNOFF_API_TOKENS: every token must be at least 8 characters")
+    try:
+        token_specs = parse_tokens(get("SIGNOFF_API_TOKENS") or "")
+    except ValueError as exc:
+        raise SettingsError(f"SIGNOFF_API_TOKENS: {exc}") from None
+    tokens = tuple(t.secret for t in token_specs)
 
     policy = get("SIGNOFF_POLICY")
     if policy is not None and not Path(policy).is_file():
@@ -227,6 +232,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         port=number("PORT", 3000, int, 0, 65535),
         host=get("SIGNOFF_HOST") or "0.0.0.0",
         api_tokens=tokens,
+        api_token_specs=token_specs,
         webhook_secret=get("SIGNOFF_WEBHOOK_SECRET"),
         policy_path=policy,
         anthropic_api_key=get("ANTHROPIC_API_KEY"),

@@ -53,19 +53,22 @@ class RunService:
         self.kick = kick
         self.wake_outbox = wake_outbox
 
-    async def start(self, new: NewRun) -> Run:
-        """Store the run with its task as the first message and enqueue its root message."""
+    async def start(self, new: NewRun, *, owner: str | None = None, run_id: str | None = None) -> Run:
+        """Store the run with its task as the first message and enqueue its root message.
+
+        `owner`: the API token that started it (stored in its run_created audit row). `run_id`: a
+        deterministic id (from an Idempotency-Key): a second start with it fails on the primary key."""
         if new.agent not in self.agents:
             raise InvalidInput(f"no agent named {new.agent!r} (known: {', '.join(sorted(self.agents))})",
                                details=[{"field": "agent", "message": "unknown agent"}])
         now = self.clock.now()
-        run = Run(id=new_id("run"), status=RunStatus.RUNNING, task=new.task, channel=new.channel, agent=new.agent,
+        run = Run(id=run_id or new_id("run"), status=RunStatus.RUNNING, task=new.task, channel=new.channel, agent=new.agent,
                   requested_by=new.requested_by, created_at=now, updated_at=now, next_seq=1)
         async with self.runs.unit() as unit:
             await unit.insert_run(run)
             await unit.append_messages([RunMessage(run.id, 0, "user", [{"type": "text", "text": new.task}], now)])
-            await unit.append_audit(AuditEvent(run.id, "run_created", now, new.requested_by,
-                                               {"agent": new.agent, "channel": new.channel}))
+            created = {"agent": new.agent, "channel": new.channel, **({"api_token": owner} if owner else {})}
+            await unit.append_audit(AuditEvent(run.id, "run_created", now, new.requested_by, created))
             await unit.enqueue(effects.post_root(run, now))
         self.wake_outbox()
         return run

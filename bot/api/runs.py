@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import replace
 
 from aiohttp import web
 from pydantic import Field, field_validator
@@ -18,6 +19,9 @@ from pydantic import Field, field_validator
 from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION_MAX, check_questions, question_spec
 from bot.agent.runner import Runner
 from bot.agent.runs import RunService, question_json
+
+from bot.api import owners
+from bot.api.run_keys import check_run_owner, start_once
 from bot.api.routes import SERVICE, channel_or_default, check_callback, float_param, idempotency_key
 from bot.api.schemas import CHANNEL_ID, Approvers, _Strict, body_hash, parse_body
 from bot.api.timing_in import expand_groups
@@ -95,11 +99,11 @@ def api_origin(requested_by: str | None) -> str | None:
 async def create_run(request: web.Request) -> web.Response:
     runs = request.app[RUNS]
     body: RunIn = parse_body(RunIn, await request.read())
-    run = await runs.start(NewRun(
-        task=body.task, channel=channel_or_default(request, body.channel),
-        agent=body.agent or request.app[DEFAULT_AGENT], requested_by=api_origin(body.requested_by),
-    ))
-    response = web.json_response(await runs.run_json(run), status=201)
+    new = NewRun(task=body.task, channel=channel_or_default(request, body.channel),
+                 agent=body.agent or request.app[DEFAULT_AGENT], requested_by=api_origin(body.requested_by))
+    run, created = await start_once(runs, new, owner=owners.token_of(request).name,
+                                    key=owners.scoped_key(request, idempotency_key(request)))
+    response = web.json_response(await runs.run_json(run), status=201 if created else 200)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"
     return response
 
@@ -109,6 +113,7 @@ async def get_run(request: web.Request) -> web.Response:
     run_id = request.match_info["id"]
     wait = float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
     run = await runs.get(run_id)
+    await check_run_owner(request, runs, run_id)
     if wait > 0 and not run.status.is_final:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -128,6 +133,8 @@ async def get_run(request: web.Request) -> web.Response:
 
 async def cancel_run(request: web.Request) -> web.Response:
     runs = request.app[RUNS]
+    await runs.get(request.match_info["id"])
+    await check_run_owner(request, runs, request.match_info["id"])
     run, asked = await runs.cancel(request.match_info["id"], by=None)
     body = await runs.run_json(run)
     if not asked:
@@ -146,7 +153,7 @@ async def create_question(request: web.Request) -> web.Response:
     if problem:
         raise InvalidInput(problem, details=[{"field": "questions", "message": problem}])
     await check_callback(request, body.callback_url)
-    key = idempotency_key(request)
+    key = owners.scoped_key(request, idempotency_key(request))
     # The same check as for approvals: a user group Slack does not know is a 400 (nobody could answer).
     members = await expand_groups(service.directory, body.approvers, Timing(), escalation_given=True)
     spec = question_spec(
@@ -154,6 +161,7 @@ async def create_question(request: web.Request) -> web.Response:
         requested_by=body.requested_by, callback_url=body.callback_url, approvers=tuple(dict.fromkeys(body.approvers)),
         approver_users=members,
     )
+    spec = replace(spec, extra={**spec.extra, **owners.stamp(request)})
     created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
     response = web.json_response(question_json(created), status=201 if is_new else 200)
     response.headers["Location"] = f"/api/v1/questions/{created.id}"
@@ -166,6 +174,7 @@ async def get_question(request: web.Request) -> web.Response:
     if not re.match(r"^qst_[0-9a-z]{26}$", question_id):
         raise NotFound(f"no question with id {question_id!r}")
     wait = float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
+    owners.check(request, (await service.get(question_id)).extra.get(owners.OWNER), "question", question_id)
     found = await service.wait(question_id, wait)
     if found.kind is not Kind.QUESTION:
         raise NotFound(f"no question with id {question_id!r}")
