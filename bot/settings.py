@@ -70,6 +70,8 @@ class Settings:
     log_level: str = "INFO"
     # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/egress.py).
     egress_allow: tuple[str, ...] = ()
+    metrics_token: str | None = field(default=None, repr=False)  # SIGNOFF_METRICS_TOKEN
+    metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # SIGNOFF_METRICS_ALLOW: CIDRs without a token
     longpoll_per_token: int = 100
     longpoll_max: int = 2000
     fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
@@ -245,6 +247,8 @@ def _parse(env: Mapping[str, str]) -> Settings:
         webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 200, int, 1, 10_000),
         webhook_max_age=_duration_setting(get, "SIGNOFF_WEBHOOK_MAX_AGE", timedelta(hours=24)),
         webhook_backoff_cap_seconds=number("SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", 1800.0, float, 1, 86_400),
+        metrics_token=get("SIGNOFF_METRICS_TOKEN"),
+        metrics_allow=_networks(get, "SIGNOFF_METRICS_ALLOW", ("127.0.0.0/8", "::1/128")),
         longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
         longpoll_max=number("SIGNOFF_LONGPOLL_MAX", 2000, int, 1, 1_000_000),
         log_level=level,
@@ -332,6 +336,17 @@ def _duration_setting(get: Callable[[str], str | None], name: str, default: time
         return parse_duration(raw)
     except DurationError as exc:
         raise SettingsError(f"{name}: {exc}") from None
+
+
+def _networks(get: Callable[[str], str | None], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = get(name)
+    if raw is None:
+        return default
+    entries = tuple(e.strip() for e in raw.split(",") if e.strip())
+    for entry in entries:
+        if _network(entry) is None:
+            raise SettingsError(f"{name}: {entry!r} is not an IP address or CIDR")
+    return entries
 
 
 def _people(get: Callable[[str], str | None], name: str) -> tuple[str, ...]:

@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import logging
 import time
 from collections.abc import Coroutine
@@ -329,6 +331,19 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
     return BoltResponse(status=500, body="")
 
 
+def _may_scrape(settings: Settings, request: web.Request) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if settings.metrics_token and scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "surrogateescape"), settings.metrics_token.encode()):
+        return True
+    try:
+        peer = ipaddress.ip_address((request.remote or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    return any(peer in ipaddress.ip_network(n, strict=False) for n in settings.metrics_allow)
+
+
 def _kind(text: str) -> str:
     """The kind of Slack request, from its raw body (Bolt's parsed `body` is a dict)."""
     if text.startswith("payload="):
@@ -348,5 +363,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
+    """Prometheus text, for a scraper that shows SIGNOFF_METRICS_TOKEN or connects from SIGNOFF_METRICS_ALLOW."""
     signoff = request.app[SIGNOFF]
+    if not _may_scrape(signoff.settings, request):
+        return web.json_response({"error": {"code": "forbidden", "message": "metrics need SIGNOFF_METRICS_TOKEN "
+                                            "(Authorization: Bearer ...) or a client address in SIGNOFF_METRICS_ALLOW"}},
+                                 status=403)
     return web.Response(body=signoff.metrics.render(), headers={"Content-Type": signoff.metrics.content_type})

@@ -91,3 +91,17 @@ def test_settings_repr_shows_no_secret() -> None:
     plain = Settings.from_env({"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s",
                                "SIGNOFF_API_TOKENS": "old-plain-token"}, dotenv=None)
     assert [(t.name, t.scope) for t in plain.api_token_specs] == [("token-1", "admin")]
+
+
+async def test_metrics_need_a_token_or_an_allowed_address(db_url: str, slack: FakeSlack) -> None:
+    # The test client connects from 127.0.0.1: take loopback out of the allowed addresses.
+    app = await start_app(db_url, slack, SIGNOFF_METRICS_ALLOW="10.0.0.0/8", SIGNOFF_METRICS_TOKEN="scrape-me-123")
+    try:
+        status, body = await app.api("GET", "/metrics", auth=False)
+        assert status == 403 and "SIGNOFF_METRICS_TOKEN" in body["error"]["message"]
+        status, _ = await app.api("GET", "/metrics", auth=False, headers={"Authorization": "Bearer wrong-token"})
+        assert status == 403
+        status, text = await app.api("GET", "/metrics", auth=False, headers={"Authorization": "Bearer scrape-me-123"})
+        assert status == 200 and "signoff_" in text
+    finally:
+        await app.stop()
