@@ -273,7 +273,8 @@ class RunInteractions:
             user = command.get("user_id")
             if user:
                 await self.tell(str(user), command.get("channel_id"),
-                                f"The agent run could not be started ({type(exc).__name__}: {exc}). Nothing was run.")
+                                f"The agent run could not be started ({type(exc).__name__}; the details are in "
+                                "Signoff's log). Nothing was run.")
 
 
 def register(app: AsyncApp, interactions: RunInteractions) -> None:
