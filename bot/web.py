@@ -193,10 +193,12 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES,
                               middlewares=[api.json_errors, api.bearer_auth, longpoll.cap_long_polls])
-    web_app[longpoll.LIMITS] = longpoll.LongPollLimits(settings.longpoll_per_token, settings.longpoll_max)
+    limits = web_app[longpoll.LIMITS] = longpoll.LongPollLimits(settings.longpoll_per_token, settings.longpoll_max)
+    metrics.long_polls.set_function(lambda: limits.held)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
-                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
+                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
+                                                         done=metrics.sweeps.labels("timers").inc),
                       agent=agent, egress_http=egress_http)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)

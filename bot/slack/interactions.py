@@ -186,6 +186,10 @@ class Interactions:
         checked = await self._check(sub.request_id, sub.user_id, authorize=False)
         if isinstance(checked, Refusal):
             return None, {}, {first_block: _plain(checked.text)}
+        if sub.message_ts and checked.card_ts and (sub.message_ts != checked.card_ts or (
+                sub.channel_id and checked.card_channel and sub.channel_id != checked.card_channel)):
+            # The form was opened from another card than this request's: its metadata was tampered with.
+            return None, {}, {first_block: "This form does not belong to that request. Nothing was changed."}
         if sub.callback_id == blocks.EDIT_VIEW:
             params, errors = blocks.parse_edit_submission(checked, sub.values)
             return (None, {}, errors) if errors else (checked, params, {})

@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.api.webhooks import verify
 from tests.fakes.slack_api import FakeSlack
 from tests.harness import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
+from tests.waits import long_poll_registered
 
 APPROVALS = "/api/v1/approvals"
 
@@ -385,8 +386,7 @@ async def test_wait_returns_a_decided_request_at_once_and_a_pending_one_after_th
 async def test_waiting_poll_is_woken_by_a_cancel(app: App) -> None:
     req = await app.submit()
     waiter = asyncio.create_task(app.api("GET", f"{APPROVALS}/{req['id']}?wait=30"))
-    # Let the poll register; the result does not depend on it (the service re-reads after registering).
-    await asyncio.sleep(0.05)
+    await long_poll_registered(app.url)  # a cancel that wakes a registered poll is what this tests
     status, _ = await app.api("POST", f"{APPROVALS}/{req['id']}/cancel", json={"reason": "user left"})
     assert status == 200
     status, body = await asyncio.wait_for(waiter, 10)
