@@ -260,6 +260,11 @@ async def slack_events(request: web.Request) -> web.Response:
         bolt_request = AsyncBoltRequest(body=body, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
     except ValueError as exc:
         return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:
+        # Bolt reads ids out of the body as it builds the request; a signed body of the wrong shape
+        # (`"user": true`) breaks it there. Ack it (Slack must not retry) and read nothing.
+        log.warning("dropped a signed Slack payload Bolt could not read: %s: %s", type(exc).__name__, exc)
+        return web.Response(status=200)
     malformed = shapes.problem(bolt_request.body)
     if malformed is not None:
         # Signed, so from Slack (or whoever holds the secret): ack, so nothing is retried; read nothing.

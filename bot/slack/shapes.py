@@ -40,7 +40,7 @@ class _Message(_Open):
 
 
 class _Action(_Open):
-    action_id: str | None = None
+    action_id: str  # Bolt's matchers read it unguarded
     value: str | None = None
     block_id: str | None = None
 
@@ -51,7 +51,7 @@ class _State(_Open):
 
 class _View(_Open):
     id: str | None = None
-    callback_id: str | None = None
+    callback_id: str = ""  # Bolt's matchers read it unguarded
     private_metadata: str | None = None
     hash: str | None = None
     state: _State | None = None
@@ -99,7 +99,11 @@ def problem(body: dict[str, Any]) -> str | None:
                 _Envelope.model_validate(body)
         elif kind in ("block_actions", "view_submission", "view_closed", "block_suggestion", "shortcut",
                       "message_action"):
-            _Interaction.model_validate(body)
+            parsed = _Interaction.model_validate(body)
+            if kind in ("view_submission", "view_closed") and parsed.view is None:
+                return f"{kind}: view: missing"
+            if kind == "block_actions" and not parsed.actions:
+                return f"{kind}: actions: missing"
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         return f"{kind}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
