@@ -72,6 +72,7 @@ class Settings:
     egress_allow: tuple[str, ...] = ()
     metrics_token: str | None = field(default=None, repr=False)  # SIGNOFF_METRICS_TOKEN
     metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # SIGNOFF_METRICS_ALLOW: CIDRs without a token
+    slack_channel_pace_seconds: float = 1.0  # SIGNOFF_SLACK_CHANNEL_PACE_SECONDS (bot/slack/pace.py)
     longpoll_per_token: int = 100
     longpoll_max: int = 2000
     fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
@@ -249,6 +250,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         webhook_backoff_cap_seconds=number("SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", 1800.0, float, 1, 86_400),
         metrics_token=get("SIGNOFF_METRICS_TOKEN"),
         metrics_allow=_networks(get, "SIGNOFF_METRICS_ALLOW", ("127.0.0.0/8", "::1/128")),
+        slack_channel_pace_seconds=number("SIGNOFF_SLACK_CHANNEL_PACE_SECONDS", 1.0, float, 0, 60),
         longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
         longpoll_max=number("SIGNOFF_LONGPOLL_MAX", 2000, int, 1, 1_000_000),
         log_level=level,

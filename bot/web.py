@@ -50,6 +50,7 @@ from bot.slack.directory import SlackDirectory
 from bot.slack.escalation import TimerInteractions
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
+from bot.slack.pace import ChannelPace
 from bot.slack.notices import NoticeDelivery, render_card
 from bot.timers import DM_KIND, ESCALATE_KIND, HANDBACK_KIND, REMIND_KIND, Timers
 from storage.sql import SqlStore
@@ -152,7 +153,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     listener_client = slack_client(settings, http, retries=True)
     service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
                       metrics=metrics)
-    cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics), clock)
+    pace = ChannelPace(clock, settings.slack_channel_pace_seconds)
+    cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics, pace), clock)
     egress = EgressPolicy.from_entries(settings.egress_allow)
     egress_http = guarded_session(egress, timeout=settings.http_timeout_seconds)
     webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,

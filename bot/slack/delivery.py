@@ -28,6 +28,7 @@ from bot.outbox import Dead, Done, Result, Retry, after_post, backoff
 from bot.service import POST_CARD, Service
 from bot.slack.blocks import approval_card
 from bot.slack.lookup import find_message, has_metadata
+from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace
 from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
@@ -43,13 +44,21 @@ _TRANSIENT_ERRORS = frozenset(
 class SlackCall:
     """Runs one Web API call and turns every failure into an outbox Result."""
 
-    def __init__(self, client: AsyncWebClient, metrics: Metrics) -> None:
+    def __init__(self, client: AsyncWebClient, metrics: Metrics, pace: ChannelPace | None = None) -> None:
         self.client = client
         self.metrics = metrics
+        self.pace = pace
 
     async def __call__(
         self, method: str, attempt: int, **kwargs: Any
     ) -> tuple[dict[str, Any] | None, Result | None]:
+        channel = kwargs.get("channel") if self.pace is not None else None
+        if isinstance(channel, str) and method in PACED_METHODS:
+            assert self.pace is not None
+            while (wait := self.pace.wait_for(channel)) > 0:
+                if wait > INLINE_WAIT_SECONDS:  # not this channel's turn: free the slot, come back then
+                    return None, Retry(wait, f"{method}: paced for channel {channel}")
+                await asyncio.sleep(wait)
         try:
             response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
             return dict(response.data), None  # type: ignore[arg-type]
@@ -59,6 +68,8 @@ class SlackCall:
             self.metrics.slack_api_errors.labels(method, str(status) if status != 200 else error).inc()
             if status == 429:
                 retry_after = _retry_after(exc.response.headers)
+                if self.pace is not None and isinstance(channel, str):
+                    self.pace.rate_limited(channel, retry_after)
                 return None, Retry(retry_after, f"{method}: 429 rate limited, retry after {retry_after:g}s")
             if status >= 500:
                 return None, Retry(backoff(attempt), f"{method}: HTTP {status}", definite=False)

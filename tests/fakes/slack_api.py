@@ -262,6 +262,8 @@ class FakeSlack:
         self._delays: dict[str, deque[_Delay]] = {}
         self._ts_counter = 0
         self._view_counter = 0
+        self._per_channel: dict[str, tuple[float, int]] = {}  # method -> (min interval s, Retry-After)
+        self._last_in_channel: dict[tuple[str, str], float] = {}
         self._used_triggers: set[str] = set()
         self._changed = asyncio.Event()
         self._release = asyncio.Event()
@@ -454,6 +456,11 @@ class FakeSlack:
         release, self._release = self._release, asyncio.Event()
         release.set()
 
+    def rate_limit(self, method: str, *, per_channel_seconds: float, retry_after: int = 1) -> None:
+        """Like Slack's per-channel limit: a call to `method` for a channel less than
+        `per_channel_seconds` after the last accepted one there gets 429 with `Retry-After`."""
+        self._per_channel[method] = (per_channel_seconds, retry_after)
+
     def clear_faults(self) -> None:
         """Drop all queued faults and delays."""
         self._faults.clear()
@@ -492,6 +499,13 @@ class FakeSlack:
         fault: _Fault | None = self._take(self._faults, method)
         headers: dict[str, str] = {}
         status = 200
+        limited = self._per_channel.get(method)
+        if fault is None and limited is not None and isinstance(args.get("channel"), str):
+            where, now = (method, args["channel"]), time.monotonic()
+            if now - self._last_in_channel.get(where, -1e9) < limited[0]:
+                fault = _Fault("fail", 1, status=429, retry_after=limited[1])
+            else:
+                self._last_in_channel[where] = now
         if fault is not None and fault.kind == "fail":
             status = fault.status
             body: dict[str, Any] = {"ok": False, "error": "ratelimited" if status == 429 else "internal_error"}
