@@ -35,10 +35,10 @@ from typing import Any
 from bench.fake_slack import SubprocessSlack
 from bench.load import Client, Dist, click_body, sign
 from bench.procs import Server, scratch_database
-from bot.agent import effects
+from bot import effects
 from bot.domain.model import AuditEvent
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
-from storage.runs import SqlRunStore
+from storage.run_store import SqlRunStore
 from storage.sql import SqlStore
 from tests.fakes.anthropic_api import FakeAnthropic, Reply, message, text, tool_use
 from tests.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET

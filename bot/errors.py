@@ -3,9 +3,8 @@
 SignoffError
   +-- InvalidInput         400  the caller sent something we cannot accept (details name the fields)
   +-- NotFound             404  no request with that id
-  +-- Conflict             409  the request is no longer in a state that allows this
   +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
-  +-- Forbidden            403  this person may not decide this request
+  +-- Conflict             409  not in a state that allows it (e.g. redeliver while pending)
 """
 
 from __future__ import annotations
@@ -39,16 +38,14 @@ class NotFound(SignoffError):
     status = 404
 
 
-class Conflict(SignoffError):
-    code = "conflict"
-    status = 409
-
-
 class IdempotencyMismatch(SignoffError):
     code = "idempotency_key_reused"
     status = 409
 
 
-class Forbidden(SignoffError):
-    code = "forbidden"
-    status = 403
+
+class Conflict(SignoffError):
+    """The request is not in a state that allows this (e.g. redelivering a pending request's webhook)."""
+
+    code = "conflict"
+    status = 409

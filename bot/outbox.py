@@ -72,7 +72,7 @@ async def after_post(store: Store, ordered_by: str, post_kind: str, what: str) -
 
 def backoff(attempt: int, *, base: float = 0.5, cap: float = 300.0) -> float:
     """Exponential backoff with full jitter on the upper half: attempt 1 -> ~0.5 s, 2 -> ~1 s, ..."""
-    delay = min(cap, base * 2 ** max(0, attempt - 1))
+    delay = min(cap, base * 2.0 ** max(0, attempt - 1))
     return delay / 2 + random.random() * delay / 2
 
 

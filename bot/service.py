@@ -1,19 +1,20 @@
 """Use cases: submit, decide, cancel, wait. The only caller of storage.
 
 Every state change is one unit: the guarded request update, its decision, its
-audit row and its outbox rows commit together, then waiters and the outbox
-dispatcher are woken. A writer that loses the version guard re-reads and, if
-the request is no longer pending, reports the winner instead of overwriting.
+audit row and its outbox rows commit together; the unit's after-commit hooks then
+wake waiters (and the store wakes the outbox dispatcher). Every change to a pending
+request goes through `guarded`: a writer that loses the version guard re-reads and,
+if the request is no longer pending, reports the winner instead of overwriting.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Generic, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
 from bot.domain.model import (
@@ -29,29 +30,25 @@ from bot.domain.model import (
     Risk,
     Status,
     Via,
-    iso,
 )
-from bot.domain.timing import Timing, initial_state, next_due, state_json
+from bot.domain.batch import Item, decide_items
+from bot.domain.params_hash import params_sha256
+from bot.domain.timing import Timing, initial_state, next_due
 from bot.domain.transitions import next_status
+from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
-from bot.inbox import enqueue_homes, republish_homes, user_ids
+from bot import effects
+from bot.access import Access, Directory
+from bot.homes import enqueue_homes, republish_homes, user_ids
 from bot.metrics import Metrics
+from bot.wire import request_json
 from bot.notify import Waiters
-from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
+from storage.base import DuplicateIdempotencyKey, Store, Unit
 
 log = logging.getLogger(__name__)
 
 MAX_WAIT_SECONDS = 60.0
-POST_CARD = "slack.post_card"  # the outbox kind that posts a request's card
 _GUARD_RETRIES = 5
-
-
-class Directory(Protocol):
-    """Who is who in Slack (implemented over the Web API with a cache)."""
-
-    async def group_members(self, group_id: str) -> frozenset[str]:
-        """Members of a user group; raises LookupError if Slack does not know the group."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -72,12 +69,46 @@ class ApprovalSpec:
     thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
     timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
     approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
+    # Quorum, separation of duties, typed confirmation, batches (policy tiers fill these in later):
+    # see bot.domain.model.Request.
+    quorum: int = 1
+    requester_may_approve: bool = True
+    confirm: str | None = None
+    requester_user: str | None = None
+    items: tuple[Item, ...] = ()  # a batch: several actions on one card (`action` is then BATCH_ACTION)
 
 
 @dataclass(frozen=True)
 class DecideResult:
     request: Request
     won: bool
+    counted: bool = False  # a change was stored and the request is still pending (a quorum vote, batch items)
+    duplicate: bool = False  # this person had already approved: nothing was written
+
+
+class _AlreadyVoted(Exception):
+    """The votes table refused a second vote by one person (rolls the unit back)."""
+
+
+T = TypeVar("T")
+
+
+class LostRace(Exception):
+    """A guarded write found another version: someone wrote first. `Service.guarded` retries."""
+
+
+@dataclass(frozen=True)
+class Guarded(Generic[T]):
+    """How a guarded change ended: `value` when it ran; else `request` is what stopped it
+    (`settled`: no longer pending; neither: it kept changing through every retry)."""
+
+    request: Request
+    value: T | None = None
+    ran: bool = False
+
+    @property
+    def settled(self) -> bool:
+        return not self.ran and not self.request.is_pending
 
 
 class Service:
@@ -90,20 +121,19 @@ class Service:
         directory: Directory | None = None,
         id_factory: Callable[[str], str] = new_id,
         metrics: Metrics | None = None,
+        default_timing: Timing | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.waiters = waiters or Waiters()
         self.directory = directory
+        self.access = Access(directory)
         self.new_id = id_factory
-        self._after_commit: list[Callable[[str], None]] = []
         self._on_decided: list[Callable[[Request], None]] = []
-        self.default_timing: Timing | None = None  # set from settings by bot.web.build
-
-    def after_commit(self, fn: Callable[[str], None]) -> None:
-        """Run `fn(request_id)` after every committed change (wakes the outbox dispatcher)."""
-        self._after_commit.append(fn)
+        self.default_timing = default_timing
+        # Re-evaluation of edits by policy plugs in here: see `recheck_edit`.
+        self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -113,17 +143,44 @@ class Service:
         """
         self._on_decided.append(fn)
 
-    def changed(self, request_id: str) -> None:
-        """Wake waiters and the outbox after a unit that changed `request_id` committed (timers use it)."""
-        self._committed(request_id)
+    def touch(self, unit: Unit, request_id: str) -> None:
+        """`unit` changes `request_id`: once it commits, wake whoever waits on the request here.
 
-    def _committed(self, request_id: str) -> None:
-        self.waiters.wake(request_id)
-        for fn in self._after_commit:
+        (The outbox dispatcher is woken by the store itself when a unit enqueued something.)
+        """
+        unit.after_commit(lambda: self.waiters.wake(request_id))
+
+    async def guarded(
+        self, request_id: str, change: Callable[[Unit, Request], Awaitable[T]], *, read: Request | None = None,
+        retries: int = _GUARD_RETRIES,
+    ) -> Guarded[T]:
+        """Apply `change` to the pending request in one unit, retrying on a lost version race.
+
+        `change(unit, request)` writes with `write(unit, updated, request)` (or `unit.update_request`
+        guarded on `request.version`) and returns its result; a lost guard raises `LostRace`, which
+        rolls the unit back and starts again from a fresh read. A request that is (or becomes) no
+        longer pending is returned `settled`, untouched. `read`: the request as the caller just read
+        it, to save one read; if it is stale the guard fails and it is read again.
+        """
+        request = read if read is not None and read.id == request_id else await self.get(request_id)
+        for _attempt in range(retries):
+            if not request.is_pending:
+                return Guarded(request)
             try:
-                fn(request_id)
-            except Exception:  # a wake-up hook must never undo a committed decision
-                log.exception("after-commit hook failed", extra={"request_id": request_id})
+                async with self.store.unit() as unit:
+                    self.touch(unit, request_id)  # runs only if the change commits
+                    value = await change(unit, request)
+            except LostRace:
+                request = await self.get(request_id)
+                continue
+            return Guarded(request, value, ran=True)
+        return Guarded(request)
+
+    @staticmethod
+    async def write(unit: Unit, updated: Request, read: Request) -> None:
+        """The version-guarded write of `updated` over `read`; raises LostRace if someone wrote first."""
+        if not await unit.update_request(updated, expected_version=read.version):
+            raise LostRace(read.id)
 
     # -- submit -----------------------------------------------------------
 
@@ -145,7 +202,6 @@ class Service:
             if existing is None:  # pragma: no cover - the key holder vanished: nothing deletes requests
                 raise
             return existing, False
-        self.submitted(request)
         return request, True
 
     def new_request(
@@ -177,29 +233,30 @@ class Service:
             timing=timing,
             timers=timers,
             next_due_at=next_due(timers) if timers is not None else None,
+            quorum=spec.quorum,
+            requester_may_approve=spec.requester_may_approve,
+            confirm=spec.confirm,
+            requester_user=spec.requester_user,
+            items=spec.items,
         )
 
     async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = ()) -> None:
         """Write a new request, its audit row and its card post in `unit` (a caller's transaction).
 
-        After that unit commits, call `submitted(request)`.
+        Counting it and waking whoever waits happen when, and only if, that unit commits.
         """
         await unit.insert_request(request)
         await unit.append_audit(
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value})
         )
-        await unit.enqueue(
-            outbox_item(request.id, POST_CARD, f"post:{request.id}", request.created_at)
-        )
+        await unit.enqueue(effects.post_card(request.id, request.created_at))
         # App Home's per-user index: direct approvers and the members of listed user groups.
         approvers = user_ids([*request.approvers, *people])
         await unit.add_people(request.id, "approver", approvers, request.created_at)
         await republish_homes(unit, approvers, f"{request.id}:v{request.version}", request.created_at)
-
-    def submitted(self, request: Request) -> None:
-        """Counts and wake-ups once the unit that staged `request` has committed."""
-        self.metrics.requests_created.labels(request.kind.value, request.risk.value).inc()
-        self._committed(request.id)
+        counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
+        unit.after_commit(counter.inc)
+        self.touch(unit, request.id)
 
     async def _idempotent(self, key: str, body_hash: str | None) -> Request | None:
         async with self.store.unit() as unit:
@@ -243,24 +300,22 @@ class Service:
     ) -> list[Request]:
         return await self.store.list_requests(status=status, limit=limit, after=after)
 
-    # -- authorization ------------------------------------------------------
-
     async def may_decide(self, request: Request, user_id: str) -> bool:
-        """Listed approvers (users, or members of listed user groups) may decide; no list: anyone."""
-        if user_id in (request.extra.get("not_by") or ()):  # e.g. the person who started an agent run
-            return False
-        if not request.approvers:
-            return True
-        if user_id in request.approvers:
-            return True
-        for entry in request.approvers:
-            if entry.startswith("S") and self.directory is not None:
-                try:
-                    if user_id in await self.directory.group_members(entry):
-                        return True
-                except LookupError:
-                    log.warning("unknown user group %s on request %s", entry, request.id)
-        return False
+        """Whether `user_id` may decide `request` (see bot/access.py)."""
+        return await self.access.may_decide(request, user_id)
+
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+        """HOOK: why an edit (already valid against the action's schema) may not be approved, or None.
+
+        Policy registers a check in `edit_rechecks` that re-evaluates the edited call (an edit that
+        turns an allowed call into a denied one is refused in the modal). Runs before the modal's
+        ack: checks must be in-memory and fast.
+        """
+        for check in self.edit_rechecks:
+            problem = check(request, params)
+            if problem:
+                return problem
+        return None
 
     # -- decide ---------------------------------------------------------------
 
@@ -275,68 +330,117 @@ class Service:
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
         read: Request | None = None,
+        items: tuple[Item, ...] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
         `read`: the request as the caller just read it, to save reading it again; if it is stale
         the guarded write fails and the request is re-read.
+        A person's approval (via a button or a modal) is a vote towards the request's quorum: until
+        the quorum is reached it is stored as a vote (`counted=True`, still pending); a second vote by
+        the same person writes nothing (`duplicate=True`). Each vote is its own guarded write: the
+        request's version guard and the votes table's (request, voter) key, in one transaction.
+        `items`: a batch's items with their outcomes, decided on `read` (if the request changed
+        since, nothing is written and the caller decides again on the fresh request).
         """
-        for attempt in range(_GUARD_RETRIES):
-            request = read if attempt == 0 and read is not None and read.id == request_id else await self.get(request_id)
-            if not request.is_pending:
-                return DecideResult(request, won=False)
+        vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
+
+        async def record(unit: Unit, request: Request) -> DecideResult:
             now = self.clock.now()
+            if items is not None and read is not None and request.version != read.version:
+                return DecideResult(request, won=False)  # the items were decided on an older version
+            votes = request.votes
+            if vote and actor is not None:
+                tally = cast(request.votes, request.quorum, actor.id)
+                if tally is Tally.DUPLICATE:
+                    return DecideResult(request, won=False, duplicate=True)
+                votes = (*request.votes, Vote(actor, now))
+                if tally is Tally.COUNTED:
+                    return await self._count_vote(unit, request, votes, now)
+            decided_items = items if items is not None else request.items
+            if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
+                # Decided as a whole (a timeout, the API): every undecided item gets that outcome.
+                decided_items = decide_items(request.items, dict.fromkeys(range(len(request.items)), outcome), actor)
+            final = request.action.params if params is None else params
             decision = Decision(
                 outcome=outcome,
-                params=request.action.params if params is None else params,
+                params=final,
                 changes=changes,
                 comment=comment,
                 decided_by=actor,
                 decided_at=now,
                 via=via,
+                votes=votes if outcome is Outcome.APPROVED else request.votes,
+                params_sha256=params_sha256(final),
+                items=decided_items,
             )
             decided = request.evolve(
                 status=next_status(request.kind, request.status, outcome),
                 decision=decision,
                 updated_at=now,
                 next_due_at=None,
+                votes=decision.votes,
+                items=decision.items,
             )
-            async with self.store.unit() as unit:
-                if not await unit.update_request(decided, expected_version=request.version):
-                    continue  # someone wrote first: re-read and see whether it is still pending
-                await unit.insert_decision(request.id, decision)
-                await unit.append_audit(
-                    AuditEvent(
-                        request.id,
-                        "decided",
-                        now,
-                        actor.id if actor else None,
-                        {"outcome": outcome.value, "via": via.value, "changes": [c.to_json() for c in changes]},
-                    )
-                )
-                await self._enqueue_decision_effects(unit, decided, now)
-                await unit.notify(request.id)
-            self.metrics.decisions.labels(outcome.value, via.value).inc()
+            await self.write(unit, decided, request)
+            if request.quorum > 1 and len(votes) > len(request.votes):
+                if not await unit.insert_vote(request.id, votes[-1]):
+                    raise _AlreadyVoted
+            await unit.insert_decision(request.id, decision)
+            data: dict[str, Any] = {"outcome": outcome.value, "via": via.value,
+                                    "changes": [c.to_json() for c in changes], "params_sha256": decision.params_sha256}
+            if len(decision.votes) > 1:
+                data["votes"] = votes_json(decision.votes)
+            if decision.items:
+                data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
+            await unit.append_audit(AuditEvent(request.id, "decided", now, actor.id if actor else None, data))
+            await self._enqueue_decision_effects(unit, decided, now)
+            await unit.notify(request.id)
             decided = decided.evolve(version=request.version + 1)
-            self._committed(request.id)
-            for fn in self._on_decided:
-                try:
-                    fn(decided)
-                except Exception:  # like after-commit hooks: never undo a committed decision
-                    log.exception("on-decided hook failed", extra={"request_id": request.id})
+            unit.after_commit(lambda: self._decided(decided))
             return DecideResult(decided, won=True)
+
+        try:
+            # A vote may lose the guard to each earlier vote of a quorum (every loser re-reads): more tries.
+            result = await self.guarded(request_id, record, read=read,
+                                        retries=_GUARD_RETRIES * 20 if vote else _GUARD_RETRIES)
+        except _AlreadyVoted:
+            return DecideResult(await self.get(request_id), won=False, duplicate=True)
+        if result.ran:
+            assert result.value is not None
+            return result.value
+        if result.settled:
+            return DecideResult(result.request, won=False)
         return DecideResult(await self.get(request_id), won=False)
 
+    async def _count_vote(self, unit: Unit, request: Request, votes: tuple[Vote, ...], now: datetime) -> DecideResult:
+        """Store one more approval of a pending quorum request (in the guarded unit)."""
+        counted = request.evolve(votes=votes, updated_at=now)
+        await self.write(unit, counted, request)
+        if not await unit.insert_vote(request.id, votes[-1]):
+            raise _AlreadyVoted
+        await unit.append_audit(AuditEvent(request.id, "voted", now, votes[-1].voter.id,
+                                           {"votes": len(votes), "quorum": request.quorum}))
+        await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:vote:{len(votes)}", now))
+        await unit.notify(request.id)
+        return DecideResult(counted.evolve(version=request.version + 1), won=True, counted=True)
+
+    def _decided(self, decided: Request) -> None:
+        assert decided.decision is not None
+        self.metrics.decisions.labels(decided.decision.outcome.value, decided.decision.via.value).inc()
+        for fn in self._on_decided:
+            try:
+                fn(decided)
+            except Exception:  # like after-commit hooks: never undo a committed decision
+                log.exception("on-decided hook failed", extra={"request_id": decided.id})
+
     async def _enqueue_decision_effects(self, unit: Unit, request: Request, now: datetime) -> None:
-        await unit.enqueue(outbox_item(request.id, "slack.update_card", f"card:{request.id}:decided", now))
+        await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:decided", now))
         if request.callback_url:
             assert request.decision is not None
             body = {"type": "approval.decided", "request": request_json(request)}
-            await unit.enqueue(
-                outbox_item(
-                    request.id, "webhook", f"webhook:{request.id}:decided", now, url=request.callback_url, body=body
-                )
-            )
+            await unit.enqueue(effects.webhook(request.id, f"webhook:{request.id}:decided", now,
+                                               url=request.callback_url, body=body))
         # Everyone whose App Home listed it, and the decider ("Decided by you recently").
         decider = [request.decision.decided_by.id] if request.decision and request.decision.decided_by else []
         await enqueue_homes(unit, await unit.home_users_of(request.id, decider), f"{request.id}:decided", now)
@@ -353,9 +457,8 @@ class Service:
         body = {"type": "approval.decided", "request": request_json(request)}
         key = f"webhook:{request.id}:redeliver:{now.timestamp():.6f}"
         async with self.store.unit() as unit:
-            await unit.enqueue(outbox_item(request.id, "webhook", key, now, url=request.callback_url, body=body))
+            await unit.enqueue(effects.webhook(request.id, key, now, url=request.callback_url, body=body))
             await unit.append_audit(AuditEvent(request.id, "webhook_redeliver", now, None, {"delivery": key}))
-        self._committed(request.id)
         return key
 
     async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
@@ -373,37 +476,3 @@ class Service:
         if not await unit.update_request(updated, expected_version=request.version):
             raise RuntimeError("request changed while storing its card ts")  # the unit rolls back; retried
         await unit.append_audit(AuditEvent(request_id, "posted", now, None, {"channel": channel, "ts": ts}))
-
-
-
-def outbox_item(request_id: str, kind: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
-    """A side effect of a request, delivered in order with the request's other effects."""
-    return OutboxItem.due(kind, key, now, ordered_by=request_id, payload={"request_id": request_id, **payload})
-
-
-def request_json(request: Request) -> dict[str, Any]:
-    """The request as the agent API and webhooks show it."""
-    return {
-        "id": request.id,
-        "kind": request.kind.value,
-        "status": request.status.value,
-        "action": {
-            "name": request.action.name,
-            "params": request.action.params,
-            "params_schema": request.action.params_schema,
-        },
-        "summary": request.summary,
-        "context": request.context,
-        "preview": {"kind": request.preview.kind, **request.preview.data} if request.preview else None,
-        "risk": request.risk.value,
-        "channel": request.channel,
-        "approvers": list(request.approvers),
-        "callback_url": request.callback_url,
-        "requested_by": request.requested_by,
-        "created_at": iso(request.created_at),
-        "updated_at": iso(request.updated_at),
-        "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
-        "decision": request.decision.to_json() if request.decision else None,
-        "timing": request.timing.to_json() if request.timing else None,
-        "timers": state_json(request.timers) if request.timers else None,
-    }

@@ -20,13 +20,13 @@ from dotenv import dotenv_values
 from bot.api.tokens import ApiToken, parse_tokens
 from bot.domain.durations import DurationError, parse_duration
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
+from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from storage.urls import BadDatabaseURL, async_url
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_PATH = "signoff.db"
-# A Slack channel id, the shape the agent API accepts for `channel` (bot/api/schemas.py CHANNEL_ID).
-_CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
-_SLACK_PERSON = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
+# The shapes the agent API accepts for `channel` and for approvers.
+_CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 
 
 _HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
@@ -81,7 +81,7 @@ class Settings:
     run_approvers: tuple[str, ...] = ()
     run_writers: tuple[str, ...] = ()
     run_self_approval: bool = False
-    # Timers (issue 3): the timing of requests that do not give their own, and the sweep's interval.
+    # Timers: the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
     escalate_after: timedelta | None = None
@@ -91,7 +91,7 @@ class Settings:
     timeout_outcome: str = "expire"
     sweep_seconds: float = 15.0
     clock_file: str | None = None  # TEST ONLY (SIGNOFF_CLOCK_FILE): see bot.clock.FileClock
-    # Agent runner (issue 4): model limits, the demo tools' folders, leases and recovery.
+    # Agent runner: model limits, the demo tools' folders, leases and recovery.
     anthropic_max_tokens: int = 4096
     anthropic_max_retries: int = 2
     agent_workspace: str = "workspace"
@@ -103,7 +103,7 @@ class Settings:
 
     def default_timing(self) -> Timing:
         """The timing a request gets for each part (reminders, escalation, timeout) it does not give."""
-        levels = ()
+        levels: tuple[Level, ...] = ()
         if self.escalate_after is not None and self.escalate_to:
             levels = (Level(self.escalate_after, self.escalate_to, self.escalate_add_as_approvers),)
         return Timing(

@@ -41,21 +41,16 @@ from bot.domain.timing import (
     snoozed,
 )
 from bot.domain.transitions import IllegalTransition, next_status
-from bot.inbox import republish_homes, user_ids
-from bot.service import Service, outbox_item
+from bot import effects
+from bot.homes import republish_homes, user_ids
+from bot.service import Guarded, LostRace, Service
 from storage.base import Unit
 
 log = logging.getLogger(__name__)
 
-REMIND_KIND = "slack.remind"
-ESCALATE_KIND = "slack.escalate"
-HANDBACK_KIND = "slack.handback"
-DM_KIND = "slack.dm"
-CARD_KIND = "slack.update_card"
 SNOOZE = timedelta(hours=1)
 BATCH = 100
 MAX_ROUNDS = 50  # per sweep; whatever is left is due at the next tick
-_GUARD_RETRIES = 5
 _OUTCOME_WORDS = {Outcome.EXPIRED: "expired", Outcome.REJECTED: "rejected", Outcome.APPROVED: "approved"}
 
 
@@ -80,11 +75,6 @@ class Refused:
     """A hand move that could not happen; nothing was written. `text` says why, to the person."""
 
     text: str
-
-
-def mention(entry: str) -> str:
-    """A Slack mention of a user (U/W) or user group (S) id."""
-    return f"<!subteam^{entry}>" if entry.startswith("S") else f"<@{entry}>"
 
 
 class Timers:
@@ -138,8 +128,8 @@ class Timers:
                     fixed = request.evolve(next_due_at=next_due(state))
                     if await unit.update_request(fixed, expected_version=request.version):
                         changed.append(request.id)
-        for request_id in changed:
-            self.service.changed(request_id)
+            for request_id in changed:
+                self.service.touch(unit, request_id)
         return len(due), timeouts
 
     async def _remind(self, unit: Unit, request: Request, step: Remind, now: datetime) -> bool:
@@ -149,8 +139,7 @@ class Timers:
             return False
         await unit.append_audit(AuditEvent(request.id, "reminded", now, None,
                                            {"number": step.number, "of": step.of, "sweeper": self.sweeper}))
-        await unit.enqueue(outbox_item(request.id, REMIND_KIND, f"remind:{request.id}:{step.number}", now,
-                                       number=step.number, of=step.of))
+        await unit.enqueue(effects.remind(request.id, step.number, step.of, now))
         return True
 
     async def _escalate(
@@ -181,9 +170,9 @@ class Timers:
         await unit.add_people(request.id, "escalated", direct, now)
         if add:
             await unit.add_people(request.id, "approver", direct, now)
-        await unit.enqueue(outbox_item(request.id, ESCALATE_KIND, key, now, to=list(targets), add=add,
-                                       by=by.id if by else None, note=note, **data))
-        await unit.enqueue(outbox_item(request.id, CARD_KIND, f"card:{key}", now))
+        await unit.enqueue(effects.escalate(request.id, key, now, to=list(targets), add=add,
+                                            by=by.id if by else None, note=note, **data))
+        await unit.enqueue(effects.update_card(request.id, f"card:{key}", now))
         await republish_homes(unit, [*direct, *([by.id] if by else [])], f"{request.id}:v{request.version + 1}", now)
 
     async def _write(
@@ -194,6 +183,12 @@ class Timers:
         timers = timers.evolve(approvers_seen=seen)
         updated = request.evolve(timers=timers, next_due_at=next_due(timers), updated_at=now, **changes)
         return await unit.update_request(updated, expected_version=request.version)
+
+    async def _write_or_lose(
+        self, unit: Unit, request: Request, timers: TimerState, now: datetime, **changes: Any
+    ) -> None:
+        if not await self._write(unit, request, timers, now, **changes):
+            raise LostRace(request.id)
 
     @staticmethod
     def _holders(request: Request) -> tuple[str, ...]:
@@ -220,52 +215,45 @@ class Timers:
 
     async def snooze(self, request_id: str, actor: Actor, duration: timedelta = SNOOZE) -> Moved | Refused:
         """Delay the next reminder (not the escalation, not the timeout) by `duration`."""
-        for _ in range(_GUARD_RETRIES):
-            request = await self.service.get(request_id)
-            if not request.is_pending:
-                return Refused(f"This request is already {request.status.value}. Nothing was changed.")
+
+        async def change(unit: Unit, request: Request) -> Moved | Refused:
             now = self.clock.now()
             timers = snoozed(request.timers or TimerState(), now, duration)
             if timers is None:
                 return Refused("No reminders are left for this request, so there is nothing to snooze.")
-            async with self.store.unit() as unit:
-                if not await self._write(unit, request, timers, now):
-                    continue
-                data = {"until": iso(timers.snoozed_until), "next_reminder_at": iso(timers.remind_at)}
-                await unit.append_audit(AuditEvent(request.id, "snoozed", now, actor.id, data))
-            self.service.changed(request.id)
+            await self._write_or_lose(unit, request, timers, now)
+            data = {"until": iso(timers.snoozed_until), "next_reminder_at": iso(timers.remind_at)}
+            await unit.append_audit(AuditEvent(request.id, "snoozed", now, actor.id, data))
             return Moved(request.evolve(timers=timers, next_due_at=next_due(timers), version=request.version + 1))
-        return Refused("The request kept changing while you snoozed it. Please try again.")
+
+        return _moved(await self.service.guarded(request_id, change), "snoozed it")
 
     async def escalate(
         self, request_id: str, actor: Actor, *, to_person: str | None, note: str | None, step_back: bool,
     ) -> Moved | Refused:
         """Move the request up now: to `to_person`, or (None) to the next configured level."""
-        for _ in range(_GUARD_RETRIES):
-            request = await self.service.get(request_id)
-            if not request.is_pending:
-                return Refused(f"This request is already {request.status.value}. Nothing was changed.")
+
+        async def change(unit: Unit, request: Request) -> Moved | Refused:
             now = self.clock.now()
             timing, state = request.timing or Timing(), request.timers or TimerState()
             holders = (actor.id,)
-            async with self.store.unit() as unit:
-                if to_person is None:
-                    step = next_level(timing, state)
-                    if step is None:
-                        return Refused("This request has no further escalation level; pick a person instead.")
-                    written = await self._escalate(unit, request, step, now, holders=holders, by=actor, note=note)
-                else:
-                    written = await self._escalate_to_person(unit, request, to_person, now, actor, note)
-                if not written:
-                    continue
-                moved = await unit.get_request(request.id)
-                assert moved is not None
-                text = ""
-                if step_back:
-                    moved, text = await self._step_back(unit, moved, actor, now)
-            self.service.changed(request.id)
+            if to_person is None:
+                step = next_level(timing, state)
+                if step is None:
+                    return Refused("This request has no further escalation level; pick a person instead.")
+                written = await self._escalate(unit, request, step, now, holders=holders, by=actor, note=note)
+            else:
+                written = await self._escalate_to_person(unit, request, to_person, now, actor, note)
+            if not written:
+                raise LostRace(request.id)
+            moved = await unit.get_request(request.id)
+            assert moved is not None
+            text = ""
+            if step_back:
+                moved, text = await self._step_back(unit, moved, actor, now)
             return Moved(moved, text)
-        return Refused("The request kept changing while you escalated it. Please try again.")
+
+        return _moved(await self.service.guarded(request_id, change), "escalated it")
 
     async def _escalate_to_person(
         self, unit: Unit, request: Request, person: str, now: datetime, actor: Actor, note: str | None
@@ -295,10 +283,8 @@ class Timers:
 
     async def hand_back(self, request_id: str, actor: Actor, *, note: str | None) -> Moved | Refused:
         """Return an escalated request to whoever escalated it, with a comment."""
-        for _ in range(_GUARD_RETRIES):
-            request = await self.service.get(request_id)
-            if not request.is_pending:
-                return Refused(f"This request is already {request.status.value}. Nothing was changed.")
+
+        async def change(unit: Unit, request: Request) -> Moved | Refused:
             state = request.timers or TimerState()
             if not state.escalated or not state.escalated_from:
                 return Refused("This request was not escalated, so there is nobody to hand it back to.")
@@ -308,22 +294,29 @@ class Timers:
             had_it = set(state.approvers_seen) | set(request.approvers)
             restored = tuple(p for p in back_to if p in had_it)
             timers = after_hand_back(request.timing or Timing(), state, now, by=actor.id, note=note)
-            async with self.store.unit() as unit:
-                if not await self._write(unit, request, timers, now, approvers=_with(request.approvers, restored)):
-                    continue
-                key = f"handback:{request.id}:v{request.version + 1}"
-                await unit.append_audit(AuditEvent(request.id, "handed_back", now, actor.id,
-                                                   {"to": list(back_to), "note": note}))
-                await unit.remove_people(request.id, "escalated", [actor.id])
-                await unit.add_people(request.id, "approver", user_ids(restored), now)
-                await unit.enqueue(outbox_item(request.id, HANDBACK_KIND, key, now, to=list(back_to),
-                                               add=bool(restored),
-                                               by=actor.id, note=note))
-                await unit.enqueue(outbox_item(request.id, CARD_KIND, f"card:{key}", now))
-                await republish_homes(unit, [actor.id, *back_to], f"{request.id}:v{request.version + 1}", now)
-            self.service.changed(request.id)
+            await self._write_or_lose(unit, request, timers, now, approvers=_with(request.approvers, restored))
+            key = f"handback:{request.id}:v{request.version + 1}"
+            await unit.append_audit(AuditEvent(request.id, "handed_back", now, actor.id,
+                                               {"to": list(back_to), "note": note}))
+            await unit.remove_people(request.id, "escalated", [actor.id])
+            await unit.add_people(request.id, "approver", user_ids(restored), now)
+            await unit.enqueue(effects.handback(request.id, key, now, to=list(back_to), add=bool(restored), by=actor.id,
+                                                note=note))
+            await unit.enqueue(effects.update_card(request.id, f"card:{key}", now))
+            await republish_homes(unit, [actor.id, *back_to], f"{request.id}:v{request.version + 1}", now)
             return Moved(request.evolve(timers=timers, version=request.version + 1))
-        return Refused("The request kept changing while you handed it back. Please try again.")
+
+        return _moved(await self.service.guarded(request_id, change), "handed it back")
+
+
+def _moved(result: Guarded[Moved | Refused], doing: str) -> Moved | Refused:
+    """A hand move's answer to the person: what happened, or why nothing did."""
+    if result.ran:
+        assert result.value is not None
+        return result.value
+    if result.settled:
+        return Refused(f"This request is already {result.request.status.value}. Nothing was changed.")
+    return Refused(f"The request kept changing while you {doing}. Please try again.")
 
 
 def _with(approvers: tuple[str, ...], added: Iterable[str]) -> tuple[str, ...]:

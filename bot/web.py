@@ -13,9 +13,9 @@ import hmac
 import ipaddress
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -30,39 +30,47 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent.app import AgentRuntime, build_agent
+from bot import effects
+from bot.agent import slack as agent_slack
+from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.api import longpoll
 from bot.api import routes as api
+from bot.api import run_routes
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
 from bot.egress import EgressPolicy, guarded_session
-from bot.inbox import HOME_KIND
 from bot.jobs import SweepJob
 from bot.metrics import Metrics
 from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
-from bot.service import POST_CARD, Service
+from bot.service import Service
 from bot.settings import Settings
-from bot.slack import blocks, handlers, shapes
+from bot.slack import batch, blocks, handlers, shapes
 from bot.slack.backlog import Backlog
+from bot.slack.batch import BatchInteractions
+from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
+from bot.slack.batch_delivery import POST_PAGE, BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
-from bot.slack.escalation import TimerInteractions
+from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
 from bot.slack.notices import NoticeDelivery, render_card
-from bot.timers import DM_KIND, ESCALATE_KIND, HANDBACK_KIND, REMIND_KIND, Timers
+from bot.timers import Timers
 from storage.sql import SqlStore
+
+if TYPE_CHECKING:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
-SIGNOFF = web.AppKey("signoff", "Signoff")
+SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
 
 @dataclass
@@ -80,10 +88,10 @@ class Signoff:
     http: aiohttp.ClientSession
     web_app: web.Application
     verifier: SignatureVerifier
-    socket_handler: Any = None
-    timers: Timers | None = None  # reminders, escalation, timeouts (issue 3)
+    socket_handler: AsyncSocketModeHandler | None = None
+    timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
-    agent: AgentRuntime | None = None  # the agent runner (issue 4)
+    agent: AgentRuntime | None = None  # Signoff's own agent runner
     egress_http: aiohttp.ClientSession | None = None  # for agent/API-chosen URLs only (bot.egress)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
@@ -107,11 +115,11 @@ class Signoff:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
-            await self.socket_handler.connect_async()
+            await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
 
     async def stop(self) -> None:
         if self.socket_handler is not None:
-            await self.socket_handler.close_async()
+            await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         await self.backlog.stop()
         if self.background:  # clicks already acked: let their listeners reach the database
             await asyncio.wait(list(self.background), timeout=5)
@@ -136,13 +144,14 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries:
     return AsyncWebClient(
         token=settings.slack_bot_token,
         base_url=settings.slack_api_url,
-        timeout=settings.http_timeout_seconds,
+        timeout=int(settings.http_timeout_seconds),
         retry_handlers=handlers_ if retries else [],
         session=session,
     )
 
 
 async def build(settings: Settings, *, clock: Clock | None = None, store: SqlStore | None = None) -> Signoff:
+    """Wire one process: every part is made here, and every outbox kind gets its handler here."""
     clock = clock or _clock(settings)
     store = store or await SqlStore.open(settings.database_url)
     metrics = Metrics()
@@ -151,28 +160,37 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     # session's timeout is the one that holds, so it is set here.
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.http_timeout_seconds))
     listener_client = slack_client(settings, http, retries=True)
-    service = Service(store, clock=clock, waiters=waiters, directory=SlackDirectory(listener_client),
-                      metrics=metrics)
+    directory = SlackDirectory(listener_client)
+    service = Service(store, clock=clock, waiters=waiters, directory=directory, metrics=metrics,
+                      default_timing=settings.default_timing())
+    timers = Timers(service, clock)
+    home = Home(store, clock)
+    # The outbox's Web API client does not retry by itself: the outbox reschedules.
     pace = ChannelPace(clock, settings.slack_channel_pace_seconds)
-    cards = CardDelivery(service, SlackCall(slack_client(settings, http, retries=False), metrics, pace), clock)
+    call = SlackCall(slack_client(settings, http, retries=False), metrics, pace)
+    agent = build_agent(settings, service=service, store=store, call=call, client=listener_client, clock=clock,
+                        metrics=metrics)
+
+    # Every outbox kind and its one handler. The card shows escalation and timeout notes
+    # (render_card), and question requests get question cards (render_any).
+    cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_card))
+    pages = BatchPages(cards, service, clock)  # a batch card's continuation pages, wrapping the card's
     egress = EgressPolicy.from_entries(settings.egress_allow)
     egress_http = guarded_session(egress, timeout=settings.http_timeout_seconds)
     webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds,
                                policy=egress, max_age=settings.webhook_max_age,
                                backoff_cap=settings.webhook_backoff_cap_seconds)
-    dispatcher = Dispatcher(
-        store,
-        {POST_CARD: cards.post, "slack.update_card": cards.update, "webhook": webhooks},
-        clock=clock,
-        metrics=metrics,
-        sweep_seconds=settings.outbox_sweep_seconds,
-        lease_seconds=settings.outbox_lease_seconds,
+    outbox_handlers = effects.registry(
+        pages.handlers(),
+        webhooks.handlers(),
+        NoticeDelivery(service, call, clock, directory).handlers(),
+        HomePublisher(home, call, clock).handlers(),
+        agent.delivery.handlers(),
     )
-    service.after_commit(dispatcher.wake)
-    home, timers = _timers(settings, service, clock, dispatcher, cards)
-    agent = build_agent(settings, service=service, store=store, dispatcher=dispatcher, cards=cards, call=cards.call,
-                        client=listener_client, clock=clock, metrics=metrics)
+    dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
+                            sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
+    store.on_outbox_commit(dispatcher.wake)
 
     # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
     # acks clicks and events itself and answers modals and commands when their listener calls
@@ -192,6 +210,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         handlers.register(app, interactions, timers=timer_interactions, home=home)
+        batch.register(app, BatchInteractions(interactions))
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES,
                               middlewares=[api.json_errors, api.bearer_auth, longpoll.cap_long_polls])
@@ -212,9 +231,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
-    agent.add_routes(web_app)
+    run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
 
-    async def lifecycle(_app: web.Application) -> Any:
+    async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         await signoff.start()
         yield
         await signoff.stop()
@@ -229,25 +248,6 @@ def _clock(settings: Settings) -> Clock:
                     settings.clock_file)
         return FileClock(settings.clock_file)
     return SystemClock()
-
-
-def _timers(
-    settings: Settings, service: Service, clock: Clock, dispatcher: Dispatcher, cards: CardDelivery
-) -> tuple[Home, Timers]:
-    """Reminders, escalation, timeouts and App Home: defaults, outbox handlers, the sweep."""
-    service.default_timing = settings.default_timing()
-    cards.render = render_card  # the card shows escalation and timeout notes
-    call = cards.call  # the outbox's Web API client: no retries of its own, the outbox reschedules
-    notices = NoticeDelivery(service, call, clock, service.directory)
-    home = Home(service.store, clock, dispatcher.wake)
-    dispatcher.handlers.update({
-        REMIND_KIND: notices.remind,
-        ESCALATE_KIND: notices.escalate,
-        HANDBACK_KIND: notices.escalate,
-        DM_KIND: notices.dm,
-        HOME_KIND: HomePublisher(home, call, clock),
-    })
-    return home, Timers(service, clock)
 
 
 async def slack_events(request: web.Request) -> web.Response:
@@ -310,7 +310,7 @@ class _SignallingAck(AsyncAck):
     """
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Bolt's __init__ has no annotations
         self.answer: asyncio.Future[BoltResponse] = asyncio.get_running_loop().create_future()
 
     async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
@@ -335,7 +335,8 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
         return ack.answer.result()
     ack.answer.cancel()
     if run.done() and not run.cancelled() and run.exception() is None and run.result() is not None:
-        return run.result()
+        answered: BoltResponse = run.result()
+        return answered
     log.error("a Slack listener did not acknowledge within %.1f s", ACK_WITHIN_SECONDS)
     return BoltResponse(status=500, body="")
 

@@ -13,13 +13,17 @@ Errors:
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.votes import Vote
+
+log = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
@@ -90,7 +94,28 @@ class Inbox:
 
 
 class Unit(abc.ABC):
-    """One transaction. Leaving the `async with` block commits; an exception rolls back."""
+    """One transaction. Leaving the `async with` block commits; an exception rolls back.
+
+    `after_commit(fn)` registers work that must happen only once the unit's writes are visible to
+    everyone (waking long-polls, the outbox dispatcher): the store calls it right after the commit,
+    and never when the unit rolls back.
+    """
+
+    def __init__(self) -> None:
+        self._after_commit: list[Callable[[], None]] = []
+        self.enqueued = 0  # outbox items written in this unit
+
+    def after_commit(self, fn: Callable[[], None]) -> None:
+        self._after_commit.append(fn)
+
+    def committed(self) -> None:
+        """Called by the store once the unit has committed: run the hooks, each at most once."""
+        hooks, self._after_commit = self._after_commit, []
+        for fn in hooks:
+            try:
+                fn()
+            except Exception:  # a wake-up must never undo, or hide, a committed change
+                log.exception("after-commit hook failed")
 
     @abc.abstractmethod
     async def get_request(self, request_id: str) -> Request | None: ...
@@ -113,6 +138,10 @@ class Unit(abc.ABC):
     async def insert_decision(self, request_id: str, decision: Decision) -> None: ...
 
     @abc.abstractmethod
+    async def insert_vote(self, request_id: str, vote: Vote) -> bool:
+        """Store one approval of a quorum request; False (nothing written) if this voter already has one."""
+
+    @abc.abstractmethod
     async def append_audit(self, event: AuditEvent) -> None: ...
 
     @abc.abstractmethod
@@ -133,7 +162,7 @@ class Unit(abc.ABC):
     async def notify(self, request_id: str) -> None:
         """Tell other processes, on commit, that this request changed (PostgreSQL NOTIFY)."""
 
-    # -- timers and the App Home inbox (issue 3) -------------------------------
+    # -- timers and the App Home inbox -------------------------------------
 
     @abc.abstractmethod
     async def claim_due_requests(self, now: datetime, *, limit: int) -> list[Request]:
@@ -149,10 +178,6 @@ class Unit(abc.ABC):
 
     @abc.abstractmethod
     async def remove_people(self, request_id: str, role: str, user_ids: Iterable[str]) -> None: ...
-
-    @abc.abstractmethod
-    async def people(self, request_id: str) -> set[str]:
-        """Every user indexed for the request, whatever the role."""
 
     @abc.abstractmethod
     async def home_users(self, user_ids: Iterable[str]) -> set[str]:
@@ -172,9 +197,24 @@ class Unit(abc.ABC):
 
 
 class Store(abc.ABC):
-    """Everything Signoff keeps. Reads outside a unit see committed data."""
+    """Everything Signoff keeps. Reads outside a unit see committed data.
+
+    `on_outbox_commit(fn)`: `fn()` runs after every unit that enqueued an outbox item commits, so
+    the dispatcher is woken by the store itself and no use case has to remember to.
+    """
 
     dialect: str
+    _outbox_listeners: list[Callable[[], None]]
+
+    def on_outbox_commit(self, fn: Callable[[], None]) -> None:
+        self.__dict__.setdefault("_outbox_listeners", []).append(fn)
+
+    def _finish_unit(self, unit: Unit) -> None:
+        """Run after a unit committed: its own hooks, then the outbox listeners if it enqueued."""
+        if unit.enqueued:
+            for fn in self.__dict__.get("_outbox_listeners", ()):
+                unit.after_commit(fn)
+        unit.committed()
 
     @abc.abstractmethod
     def unit(self) -> AbstractAsyncContextManager[Unit]: ...

@@ -3,6 +3,7 @@ column sets each kind of write touches."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,7 +21,9 @@ from bot.domain.model import (
     Status,
     Via,
 )
-from bot.domain.timing import TimerState, Timing, escalation_json, state_from_columns
+from bot.domain.batch import items_from_json, items_json
+from bot.domain.timing import TimerState, Timing
+from bot.domain.votes import votes_from_json, votes_json
 from storage.base import OutboxItem
 from storage.schema import decisions, requests
 
@@ -44,6 +47,9 @@ def request_from_row(row: Any) -> Request:
             decided_by=decided_by,
             decided_at=m["d_decided_at"],
             via=Via(m["d_via"]),
+            votes=votes_from_json(m["d_votes"]),
+            params_sha256=m["d_params_sha256"],
+            items=items_from_json(m["d_items"]),
         )
     preview = Preview(m["preview"]["kind"], m["preview"]["data"]) if m["preview"] else None
     return Request(
@@ -73,6 +79,12 @@ def request_from_row(row: Any) -> Request:
         timing=Timing.from_json(m["timing"]) if m["timing"] else None,
         timers=timers_from_row(m) if m["timing"] or m["escalation"] else None,
         card_permalink=m["card_permalink"],
+        quorum=m["quorum"],
+        requester_may_approve=bool(m["requester_may_approve"]),
+        confirm=m["confirm"],
+        requester_user=m["requester_user"],
+        votes=votes_from_json(m["votes"]),
+        items=items_from_json(m["items"]),
     )
 
 
@@ -113,6 +125,8 @@ def mutable_columns(r: Request) -> dict[str, Any]:
         "extra": r.extra,
         "updated_at": r.updated_at,
         "next_due_at": r.next_due_at,
+        "votes": votes_json(r.votes) if r.votes else None,
+        "items": items_json(r.items),
         **timer_columns(r),
     }
 
@@ -131,4 +145,49 @@ def outbox_from_row(row: Any) -> OutboxItem:
         next_attempt_at=m["next_attempt_at"],
         last_error=m["last_error"],
         created_at=m["created_at"],
+    )
+
+
+def escalation_json(state: TimerState) -> dict[str, Any] | None:
+    """TimerState's non-scalar part, as stored in the `escalation` JSON column."""
+    if not state.escalated and not state.escalated_to:
+        return None
+    return {
+        "count": state.escalations,
+        "to": list(state.escalated_to),
+        "from": list(state.escalated_from),
+        "by": state.escalated_by,
+        "note": state.note,
+        "handed_back": state.handed_back,
+        "approvers_seen": list(state.approvers_seen),
+    }
+
+
+def state_from_columns(
+    *,
+    reminders_sent: int,
+    remind_at: datetime | None,
+    loop: int,
+    level: int,
+    escalate_at: datetime | None,
+    expires_at: datetime | None,
+    snoozed_until: datetime | None,
+    escalation: dict[str, Any] | None,
+) -> TimerState:
+    moves = escalation or {}
+    return TimerState(
+        reminders_sent=reminders_sent,
+        remind_at=remind_at,
+        loop=loop,
+        level=level,
+        escalate_at=escalate_at,
+        expires_at=expires_at,
+        snoozed_until=snoozed_until,
+        escalations=int(moves.get("count", 0)),
+        escalated_to=tuple(moves.get("to", ())),
+        escalated_from=tuple(moves.get("from", ())),
+        escalated_by=moves.get("by"),
+        note=moves.get("note"),
+        handed_back=bool(moves.get("handed_back", False)),
+        approvers_seen=tuple(moves.get("approvers_seen", ())),
     )

@@ -73,6 +73,13 @@ requests = sa.Table(
     sa.Column("snoozed_until", UTCDateTime),
     sa.Column("escalation", Json),  # who it was escalated to/from, by whom, the note
     sa.Column("card_permalink", sa.Text),
+    # Quorum, separation of duties, typed confirmation, batches (migration 0004_votes).
+    sa.Column("quorum", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("requester_may_approve", sa.Boolean, nullable=False, server_default=sa.true()),
+    sa.Column("confirm", sa.Text),
+    sa.Column("requester_user", sa.String(40)),
+    sa.Column("votes", Json),
+    sa.Column("items", Json),
     sa.Index("ix_requests_status_created", "status", "created_at", "id"),
     sa.Index("ux_requests_idempotency_key", "idempotency_key", unique=True),
     sa.Index("ix_requests_next_due_at", "next_due_at"),
@@ -90,6 +97,9 @@ decisions = sa.Table(
     sa.Column("decided_by_name", sa.String(200)),
     sa.Column("decided_at", UTCDateTime, nullable=False),
     sa.Column("via", sa.String(16), nullable=False),
+    sa.Column("votes", Json),  # migration 0004_votes
+    sa.Column("params_sha256", sa.String(64)),
+    sa.Column("items", Json),
     sa.Index("ix_decisions_decided_by", "decided_by_id", "decided_at"),  # App Home: "decided by you"
 )
 
@@ -123,6 +133,18 @@ outbox = sa.Table(
     sa.Column("done_at", UTCDateTime),
     sa.Index("ux_outbox_dedupe_key", "dedupe_key", unique=True),
     sa.Index("ix_outbox_due", "status", "next_attempt_at"),
+)
+
+
+# One approval of a request that needs a quorum (migration 0004_votes). The primary key is the
+# guard: one person can never count twice, whatever the application read.
+votes = sa.Table(
+    "votes",
+    metadata,
+    sa.Column("request_id", sa.String(40), sa.ForeignKey("requests.id"), primary_key=True),
+    sa.Column("voter_id", sa.String(40), primary_key=True),
+    sa.Column("voter_name", sa.String(200)),
+    sa.Column("at", UTCDateTime, nullable=False),
 )
 
 

@@ -12,17 +12,19 @@ Dialect differences stay in small private helpers:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from bot.domain.batch import items_json
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.votes import Vote, votes_json
 from storage.base import (
     DuplicateIdempotencyKey,
     Inbox,
@@ -47,8 +49,11 @@ from storage.schema import (
     outbox,
     request_people,
     requests,
+    votes,
 )
 from storage.urls import async_url
+
+U = TypeVar("U", bound="SqlUnit")
 
 NOTIFY_CHANNEL = "signoff_requests"
 
@@ -70,6 +75,7 @@ def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
 
 class SqlUnit(Unit):
     def __init__(self, conn: AsyncConnection) -> None:
+        super().__init__()
         self.conn = conn
         self._postgres = conn.dialect.name == "postgresql"
 
@@ -102,6 +108,10 @@ class SqlUnit(Unit):
             "created_at": request.created_at,
             "timing": request.timing.to_json() if request.timing else None,
             "card_permalink": request.card_permalink,
+            "quorum": request.quorum,
+            "requester_may_approve": request.requester_may_approve,
+            "confirm": request.confirm,
+            "requester_user": request.requester_user,
             **mutable_columns(request),
         }
         try:
@@ -133,8 +143,21 @@ class SqlUnit(Unit):
                 decided_by_name=decision.decided_by.name if decision.decided_by else None,
                 decided_at=decision.decided_at,
                 via=decision.via.value,
+                votes=votes_json(decision.votes) if decision.votes else None,
+                params_sha256=decision.params_sha256,
+                items=items_json(decision.items),
             )
         )
+
+    async def insert_vote(self, request_id: str, vote: Vote) -> bool:
+        """Store one approval; False (and nothing written) if this person already voted on it."""
+        try:
+            async with self.conn.begin_nested():
+                await self.conn.execute(votes.insert().values(
+                    request_id=request_id, voter_id=vote.voter.id, voter_name=vote.voter.name, at=vote.at))
+        except IntegrityError:
+            return False
+        return True
 
     async def append_audit(self, event: AuditEvent) -> None:
         await self.conn.execute(
@@ -157,7 +180,9 @@ class SqlUnit(Unit):
         }
         stmt = self._insert_ignore(outbox, values, "dedupe_key")
         result = await self.conn.execute(stmt)
-        return result.rowcount == 1
+        stored = result.rowcount == 1
+        self.enqueued += stored
+        return stored
 
     def _insert_ignore(self, table: sa.Table, values: dict[str, Any], key: str) -> Any:
         if self._postgres:
@@ -217,10 +242,6 @@ class SqlUnit(Unit):
                 )
             )
 
-    async def people(self, request_id: str) -> set[str]:
-        stmt = sa.select(request_people.c.user_id).where(request_people.c.request_id == request_id)
-        return set((await self.conn.execute(stmt)).scalars())
-
     async def home_users(self, user_ids: Iterable[str]) -> set[str]:
         ids = list(dict.fromkeys(user_ids))
         if not ids:
@@ -279,14 +300,21 @@ class SqlStore(Store):
         engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
         return cls(engine)
 
+    def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
+        return self.unit_of(SqlUnit)
+
     @asynccontextmanager
-    async def unit(self) -> AsyncIterator[SqlUnit]:
+    async def unit_of(self, make: Callable[[AsyncConnection], U]) -> AsyncIterator[U]:
+        """A unit of the class `make` builds (the run store's units extend the request store's)."""
         if self._write_lock is None:
             async with self.write_engine.begin() as conn:
-                yield SqlUnit(conn)
-            return
-        async with self._write_lock, self.write_engine.begin() as conn:
-            yield SqlUnit(conn)
+                unit = make(conn)
+                yield unit
+        else:
+            async with self._write_lock, self.write_engine.begin() as conn:
+                unit = make(conn)
+                yield unit
+        self._finish_unit(unit)  # reached only once the transaction has committed
 
     async def get_request(self, request_id: str) -> Request | None:
         async with self.engine.connect() as conn:
@@ -353,7 +381,8 @@ class SqlStore(Store):
         )
         stmt = sa.select(sa.func.min(due)).where(outbox.c.status == "pending")
         async with self.engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar()
+            due_at: datetime | None = (await conn.execute(stmt)).scalar()
+        return due_at
 
     async def outbox_items(self, request_id: str | None = None) -> list[OutboxItem]:
         stmt = sa.select(outbox).order_by(outbox.c.id)
@@ -385,7 +414,7 @@ class SqlStore(Store):
                 rows = (await conn.execute(stmt.where(where).order_by(*order).limit(limit))).all()
                 count = sa.select(sa.func.count()).select_from(REQUEST_JOIN).where(where)
                 total = (await conn.execute(count)).scalar()
-                return rows, int(total or 0)
+                return list(rows), int(total or 0)
 
             waiting_rows, waiting_total = await page(waiting, oldest)
             escalated_rows, escalated_total = await page(escalated, oldest)

@@ -18,13 +18,13 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.domain.runs import Run
 
 log = logging.getLogger(__name__)
 
 _USER = re.compile(r"^[UW][A-Z0-9]{1,39}$")
-NOT_BY = "not_by"  # request.extra key: people who may not decide it (checked by Service.may_decide)
 
 GroupMembers = Callable[[str], Awaitable[frozenset[str]]]
 
@@ -48,9 +48,12 @@ class RunAccess:
     def card_approvers(self) -> tuple[str, ...]:
         return self.approvers
 
-    def not_deciders(self, run: Run) -> list[str]:
-        starter = starter_of(run)
-        return [starter] if starter and not self.self_approval else []
+    def duties(self, duties: dict[str, Any]) -> dict[str, Any]:
+        """The runner's separation-of-duties fields (bot.agent.gates), with SIGNOFF_RUN_SELF_APPROVAL applied:
+        by default the person who started the run is the requester of its cards and may not approve them."""
+        if self.self_approval:
+            return {**duties, "requester_may_approve": True}
+        return duties
 
     async def may_write(self, run: Run, user_id: str, members: GroupMembers | None) -> bool:
         """Write into the run's thread (interventions) or cancel it."""

@@ -7,28 +7,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import effects
 from bot.agent.access import RunAccess
 from bot.agent import slack as agent_slack
 from bot.agent.demo_tools import demo_toolset
 from bot.agent.questions import ask_human_tool
 from bot.agent.runner import Runner
-from bot.agent.runs import RunService
-from bot.agent.steps import Agent, StepConfig, Steps, import_sdk
-from bot.api import runs as runs_api
+from bot.agent.run_service import RunService
+from bot.agent.messages import import_sdk
+from bot.agent.steps import Agent, StepConfig, Steps
 from bot.clock import Clock
 from bot.domain.model import Risk
 from bot.egress import EgressPolicy
 from bot.metrics import Metrics
-from bot.outbox import Dispatcher
 from bot.service import Service
 from bot.settings import Settings
-from bot.slack.delivery import CardDelivery, SlackCall
-from storage.runs import SqlRunStore
+from bot.slack.delivery import SlackCall
+from storage.run_store import SqlRunStore
 from storage.sql import SqlStore
 
 if TYPE_CHECKING:
@@ -58,6 +55,7 @@ class AgentRuntime:
     runner: Runner
     steps: Steps
     interactions: agent_slack.RunInteractions
+    delivery: agent_slack.RunDelivery
     settings: Settings
     _client: anthropic.AsyncAnthropic | None = field(default=None, repr=False)
     _warmup: asyncio.Task[Any] | None = field(default=None, repr=False)
@@ -79,9 +77,6 @@ class AgentRuntime:
         """Those of `ids` that are runs which have ended (the SQLite cross-process check)."""
         return await self.runner.runs.ended([i for i in ids if i.startswith("run_")])
 
-    def add_routes(self, app: web.Application) -> None:
-        runs_api.add_routes(app, self.run_service, self.runner, DEFAULT_AGENT)
-
     async def start(self) -> None:
         await self.runner.start()
         # Import the Anthropic SDK (~2 s) off the event loop now, so the server starts at once
@@ -97,12 +92,14 @@ class AgentRuntime:
 
 
 def build_agent(
-    settings: Settings, *, service: Service, store: SqlStore, dispatcher: Dispatcher, cards: CardDelivery,
-    call: SlackCall, client: AsyncWebClient, clock: Clock, metrics: Metrics, agents: dict[str, Agent] | None = None,
+    settings: Settings, *, service: Service, store: SqlStore, call: SlackCall, client: AsyncWebClient, clock: Clock,
+    metrics: Metrics, agents: dict[str, Agent] | None = None,
 ) -> AgentRuntime:
+    """The runner's parts. The caller wires its outbox handlers (`delivery.handlers()`), routes and
+    card renderer (`agent_slack.render_any`) with everything else (bot/web.py)."""
     agents = agents or {DEFAULT_AGENT: demo_agent(Risk(settings.fetch_url_risk))}
     runs = SqlRunStore(store)
-    holder: dict[str, Any] = {}
+    holder: dict[str, AgentRuntime] = {}
     access = RunAccess(settings.run_starters, settings.run_approvers, settings.run_writers,
                        settings.run_self_approval)
     config = StepConfig(
@@ -117,22 +114,14 @@ def build_agent(
         egress=EgressPolicy.from_entries(settings.egress_allow),
         access=access,
     )
-    steps = Steps(service, runs, agents, config, clock=clock, client=lambda: holder["runtime"].client(),
-                  wake_outbox=dispatcher.wake)
+    steps = Steps(service, runs, agents, config, clock=clock, client=lambda: holder["runtime"].client())
     runner = Runner(steps, runs, service, clock=clock, lease_seconds=settings.run_lease_seconds,
                     sweep_seconds=settings.run_sweep_seconds)
-    run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick,
-                             wake_outbox=dispatcher.wake)
+    run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick)
     run_service.access = access
     delivery = agent_slack.RunDelivery(runs, run_service, call)
-    dispatcher.handlers.update({
-        effects.POST_ROOT: delivery.post_root,
-        effects.UPDATE_ROOT: delivery.update_root,
-        effects.THREAD_NOTE: delivery.note,
-    })
-    cards.render = agent_slack.render_any(cards.render)  # question requests get question cards
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
                                                default_agent=DEFAULT_AGENT, access=access)
-    runtime = AgentRuntime(runs, run_service, runner, steps, interactions, settings)
+    runtime = AgentRuntime(runs, run_service, runner, steps, interactions, delivery, settings)
     holder["runtime"] = runtime
     return runtime

@@ -9,10 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.agent.questions import answer_line, answers_of, questions_of
+from bot.domain.questions import answer_line, answers_of, questions_of
 from bot.domain.model import Request, Status
 from bot.domain.runs import Run, RunStatus
-from bot.slack.blocks import OUTCOME_LABEL, slack_date
+from bot.slack.blocks import OUTCOME_LABEL
+from bot.slack.text import is_user, slack_date
 from bot.slack.previews import clip, cut, escape_mrkdwn, one_line, plain, rich_text, rt_section, rt_text
 
 CANCEL_RUN = "signoff_run_cancel"
@@ -78,10 +79,6 @@ def root_message(run: Run) -> dict[str, Any]:
             },
         }]})
     return {"text": f"Agent run ({status}): {escape_mrkdwn(clip(one_line(run.task), 200))}", "blocks": blocks}
-
-
-def is_user(value: str) -> bool:
-    return value[:1] in ("U", "W") and value[1:].isalnum() and value.isupper()
 
 
 def note_message(emoji: str, text: str, *, detail: str | None = None) -> dict[str, Any]:

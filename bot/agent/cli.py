@@ -10,12 +10,12 @@ from __future__ import annotations
 import getpass
 
 from bot.agent.app import DEFAULT_AGENT
-from bot.agent.runs import RunService
+from bot.agent.run_service import RunService
 from bot.clock import SystemClock
 from bot.domain.runs import NewRun
 from bot.service import Service
 from bot.settings import Settings, SettingsError
-from storage.runs import SqlRunStore
+from storage.run_store import SqlRunStore
 from storage.sql import SqlStore
 
 

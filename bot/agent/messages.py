@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from bot.agent.questions import answer_text
+from bot.domain.questions import answer_text
 from bot.agent.tools import Tool, ToolContext, ToolError
 from bot.domain.model import Actor, Kind, Outcome, Request
 from bot.domain.runs import ExecStatus, RunMessage, ToolExecution
@@ -70,6 +71,8 @@ def decided_execution(execution: ToolExecution, request: Request | None) -> Tool
     finished = execution.evolve(status=ExecStatus.FINISHED, is_error=True)
     if request is None:
         return finished.evolve(result="Not run: its approval request no longer exists.")
+    if request.items and request.decision is not None:  # one item of a batch card: its own outcome
+        request = item_request(request, execution.tool_use_id)
     decision = request.decision
     if request.kind is Kind.QUESTION:
         if decision is not None and decision.outcome is Outcome.ANSWERED:
@@ -89,6 +92,18 @@ def decided_execution(execution: ToolExecution, request: Request | None) -> Tool
     if request.status.value == "expired":
         return finished.evolve(result="Not run: nobody approved this call in time (the request expired).")
     return finished.evolve(result="Not run: the approval request was cancelled.")
+
+
+def item_request(request: Request, tool_use_id: str) -> Request:
+    """A decided batch request as if it were the request of the one call `tool_use_id`."""
+    decision = request.decision
+    assert decision is not None
+    item = next((i for i in request.items if i.key == tool_use_id), None)
+    if item is None or item.outcome is None:  # expired or cancelled before this item was decided
+        return request.evolve(items=())
+    return request.evolve(items=(), decision=replace(
+        decision, outcome=item.outcome, params=item.final_params, changes=item.changes,
+        decided_by=item.decided_by or decision.decided_by, items=()))
 
 
 def _json(value: Any) -> str:

@@ -18,7 +18,9 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Coroutine
 from datetime import timedelta
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
@@ -27,7 +29,7 @@ from bot.agent.steps import LeaseLost, StepResult, Steps
 from bot.clock import Clock
 from bot.domain.model import Request
 from bot.service import Service
-from storage.runs import RunStore
+from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,6 @@ class Runner:
         self._again: dict[str, bool] = {}  # runs being driven here -> kicked again meanwhile
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
-        self._sweep_now = asyncio.Event()
         self._sweeper: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -100,8 +101,8 @@ class Runner:
         if isinstance(run_id, str):
             self.kick(run_id)
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -167,9 +168,6 @@ class Runner:
 
     # -- recovery ---------------------------------------------------------------------
 
-    def sweep_soon(self) -> None:
-        self._sweep_now.set()
-
     async def sweep(self) -> int:
         """Kick every run that has work and nobody working on it; returns how many."""
         ids = await self.runs.recoverable(self.clock.now(), limit=SWEEP_BATCH)
@@ -187,7 +185,7 @@ class Runner:
                     await self.runs.forget_events(before=now - EVENT_MEMORY)
                     pruned_at = now
                 timeout = self.sweep_seconds
-                expiry = await self.runs.next_lease_expiry()
+                expiry = await self.runs.next_lease_expiry(after=now)
                 if expiry is not None:  # a lease that lapses (its holder died) is worth a look right then
                     timeout = min(timeout, max(0.05, (expiry - self.clock.now()).total_seconds() + 0.05))
             except asyncio.CancelledError:
@@ -195,6 +193,4 @@ class Runner:
             except Exception:
                 log.exception("run recovery sweep failed")
                 timeout = self.sweep_seconds
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._sweep_now.wait(), timeout)
-            self._sweep_now.clear()
+            await asyncio.sleep(timeout)  # recovery only: live runs are kicked, never found by this sweep

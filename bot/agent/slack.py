@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import logging
 import re
+from datetime import datetime
 from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.agent import blocks, effects
+from bot import effects
+from bot.agent import blocks
+from bot.domain.questions import answers_from_choices, questions_of
+from bot.agent.run_service import RunService
 from bot.agent.access import RunAccess
-from bot.agent.questions import answers_from_choices, questions_of
-from bot.agent.runs import RunService
 from bot.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
 from bot.domain.runs import NewRun
@@ -30,12 +32,13 @@ from bot.errors import NotFound
 from bot.metrics import Metrics
 from bot.outbox import Dead, Done, Result, after_post
 from bot.service import Service
-from bot.slack.delivery import SlackCall
+from bot.effects import Handler
+from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
 from storage.base import OutboxItem
-from storage.runs import RunStore
+from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,10 @@ class RunDelivery:
         self.runs = runs
         self.run_service = run_service
         self.call = call
+
+    def handlers(self) -> dict[str, Handler]:
+        return {effects.POST_ROOT: self.post_root, effects.UPDATE_ROOT: self.update_root,
+                effects.THREAD_NOTE: self.note}
 
     async def post_root(self, item: OutboxItem) -> Result:
         run = await self.runs.get_run(item.payload["run_id"])
@@ -126,13 +133,13 @@ class RunDelivery:
                                   thread_ts=ts, **window)
 
 
-def render_any(render: Any) -> Any:
+def render_any(render: CardRenderer) -> CardRenderer:
     """Wrap the card renderer so question requests get question cards."""
 
-    def render_card(request: Request, *, now: Any, **kwargs: Any) -> dict[str, Any]:
-        if request.kind is Kind.QUESTION:
-            return blocks.question_card(request, now=now)
-        return render(request, now=now, **kwargs)
+    def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
+        if req.kind is Kind.QUESTION:
+            return blocks.question_card(req, now=now)
+        return render(req, now=now)
 
     return render_card
 

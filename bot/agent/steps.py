@@ -26,7 +26,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.agent import blocks, effects
+from bot import effects
+from bot.agent import blocks
 from bot.agent.messages import (
     UNKNOWN_OUTCOME,
     decided_execution,
@@ -37,16 +38,17 @@ from bot.agent.messages import (
     run_tool,
     to_api_messages,
 )
-from bot.agent.access import NOT_BY, RunAccess
+from bot.agent.access import RunAccess
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
 from bot.egress import EgressPolicy
 from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
+from bot.agent.gates import approved_params_problem, batch_members, batch_spec, run_duties
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
-from storage.runs import RunStore, RunUnit
+from storage.run_store import RunStore, RunUnit
 
 if TYPE_CHECKING:  # importing the SDK takes ~2 s: `import_sdk` does it on first use, or in the background
     import anthropic
@@ -97,7 +99,6 @@ class Steps:
         *,
         clock: Clock,
         client: Callable[[], anthropic.AsyncAnthropic],
-        wake_outbox: Callable[[], None],
     ) -> None:
         self.service = service
         self.runs = runs
@@ -105,7 +106,6 @@ class Steps:
         self.config = config
         self.clock = clock
         self.client = client
-        self.wake_outbox = wake_outbox
         self._history: OrderedDict[str, list[RunMessage]] = OrderedDict()
 
     # -- plumbing -------------------------------------------------------------------
@@ -117,8 +117,6 @@ class Steps:
             if not await unit.fence(run_id, owner, until):
                 raise LeaseLost(run_id)
             yield unit
-        if unit.enqueued:  # a wake-up costs the dispatcher a claim (a write on SQLite): only when useful
-            self.wake_outbox()
 
     def _ctx(self, run: Run, tool_use_id: str = "") -> ToolContext:
         return ToolContext(self.config.workspace, self.config.email_outbox, run.id, tool_use_id,
@@ -167,8 +165,8 @@ class Steps:
                 model=self.config.model,
                 max_tokens=self.config.max_tokens,
                 system=agent.system,
-                tools=agent.tools.definitions(),
-                messages=to_api_messages(history),
+                tools=agent.tools.definitions(),  # type: ignore[arg-type]  # our dicts are the API's shape
+                messages=to_api_messages(history),  # type: ignore[arg-type]
             )
         except anthropic.APIError as exc:
             await self.fail(run, owner, model_error(exc))
@@ -183,18 +181,25 @@ class Steps:
         prepared = [self._prepare(run, agent, position, block, reasoning) for position, block in enumerate(uses)]
         now = self.clock.now()
         seq = run.next_seq
-        staged: list[Request] = []
         async with self._unit(run.id, owner) as unit:
             messages = [RunMessage(run.id, seq, "assistant", content, now)] if content else []
             await unit.append_messages(messages)
             run = run.evolve(step_count=run.step_count + 1, next_seq=seq + len(messages), updated_at=now)
             if uses:
                 executions = []
+                batched = batch_members(prepared)  # several gated calls of this turn: one card
+                shared: Request | None = None
                 for execution, spec in prepared:
-                    if spec is not None:
+                    if spec is not None and execution.tool_use_id in batched:
+                        if shared is None:
+                            shared = self.service.new_request(batch_spec(
+                                [(e.tool_use_id, s) for e, s in prepared if s is not None and e.tool_use_id in batched],
+                                run))
+                            await self.service.stage(unit, shared)
+                        execution = execution.evolve(request_id=shared.id)
+                    elif spec is not None:
                         request = self.service.new_request(spec)
                         await self.service.stage(unit, request)
-                        staged.append(request)
                         execution = execution.evolve(request_id=request.id)
                     executions.append(execution)
                     await self._announce(unit, run, execution, now)
@@ -205,8 +210,6 @@ class Steps:
                 run = run.evolve(status=RunStatus.COMPLETED, result=reasoning)
                 await unit.enqueue(effects.note(run.id, "final", blocks.final_message(run, reasoning), now))
                 run = await self._save(unit, run, "run_completed", steps=run.step_count)
-        for request in staged:
-            self.service.submitted(request)
         self._remember(run.id, messages)
         return StepResult.CONTINUE if uses else StepResult.DONE
 
@@ -244,9 +247,10 @@ class Steps:
                 context=reasoning or None,
                 preview=tool.build_preview(self._ctx(run, block["id"]), params),
                 requested_by=requested_by,
-                extra={**extra, NOT_BY: self.config.access.not_deciders(run)},
+                extra=extra,
                 approvers=self.config.access.card_approvers(),
                 thread_ts=run.root_ts,
+                **self.config.access.duties(run_duties(run, tool.risk, name)),
             )
             return execution.evolve(gate=Gate.ASK, status=ExecStatus.WAITING), spec
         return execution.evolve(final_input=params), None
@@ -367,6 +371,13 @@ class Steps:
         tool = agent.tools.get(started.name)
         assert tool is not None  # an unknown tool never gets past _prepare
         params = started.final_input if started.final_input is not None else started.input
+        if started.gate is Gate.ASK:  # bound to what runs: only the approved parameters, by their hash
+            request = await self.service.store.get_request(started.request_id or "")
+            problem = approved_params_problem(request, started.tool_use_id, params)
+            if problem is not None:
+                log.warning("run %s: refused to run %s: %s", run.id, started.tool_use_id, problem)
+                return started.evolve(status=ExecStatus.FINISHED, is_error=True, finished_at=self.clock.now(),
+                                      result=f"Not run: the parameters are not the approved ones ({problem}).")
         text, is_error = await run_tool(tool, self._ctx(run, started.tool_use_id), params)
         result: Any = text
         if started.note:

@@ -32,7 +32,7 @@ import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, overload
 
 import jsonschema
 
@@ -40,6 +40,8 @@ from bot.domain.model import Preview, Risk
 from bot.egress import EgressPolicy
 
 MAX_RESULT_CHARS = 20_000
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class ToolError(Exception):
@@ -159,9 +161,20 @@ class Toolset:
         self.tools[tool.name] = tool
         return tool
 
+    @overload
+    def tool(self, fn: F) -> F: ...
+
+    @overload
+    def tool(
+        self, fn: None = None, *, name: str | None = None, description: str | None = None, risk: Risk | None = None,
+        read_only: bool = False, destructive: bool = False, idempotent: bool | None = None,
+        preview: PreviewFn | None = None, summary: SummaryFn | None = None, schema: dict[str, Any] | None = None,
+        timeout: float = 120.0,
+    ) -> Callable[[F], F]: ...
+
     def tool(
         self,
-        fn: Callable[..., Any] | None = None,
+        fn: F | None = None,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -173,10 +186,10 @@ class Toolset:
         summary: SummaryFn | None = None,
         schema: dict[str, Any] | None = None,
         timeout: float = 120.0,
-    ) -> Any:
+    ) -> F | Callable[[F], F]:
         """Register `fn` as a tool (usable bare, `@tools.tool`, or with options)."""
 
-        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        def register(func: F) -> F:
             inferred, context_param = input_schema(func)
             self.add(Tool(
                 name=name or func.__name__,

@@ -13,13 +13,15 @@ from typing import Any
 from aiohttp import web
 
 from bot.api import owners
+from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import InvalidInput, SignoffError
-from bot.service import ApprovalSpec, Service, request_json
+from bot.service import ApprovalSpec, Service
+from bot.wire import request_json
 from bot.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -84,7 +86,13 @@ async def create_approval(request: web.Request) -> web.Response:
                           defaults=service.default_timing or Timing())
     members = await expand_groups(service.directory, body.approvers, timing,
                                   escalation_given=body.escalation is not None)
+    duties = parse_duties(body, members)
     spec = ApprovalSpec(
+        quorum=duties.quorum,
+        requester_user=duties.requester_user,
+        requester_may_approve=duties.requester_may_approve,
+        confirm=duties.confirm,
+        items=body.domain_items(),
         timing=timing,
         approver_users=members,
         action=body.domain_action(),

@@ -13,7 +13,7 @@ import hashlib
 from aiohttp import web
 from sqlalchemy.exc import IntegrityError
 
-from bot.agent.runs import RunService
+from bot.agent.run_service import RunService
 from bot.api import owners
 from bot.domain.runs import NewRun, Run
 from bot.errors import IdempotencyMismatch

@@ -9,16 +9,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.domain.batch import BATCH_ACTION, MAX_ITEMS, Item
 from bot.domain.edits import check_schema, validate_params
 from bot.domain.linear import MAX_DEPTH, too_deep_at
+from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from bot.domain.model import Action, Preview, Risk
 from bot.errors import InvalidInput
 
 MAX_PARAMS_BYTES = 256 * 1024
 MAX_BODY_DEPTH = MAX_DEPTH + 4  # params (at depth 2) may nest MAX_DEPTH levels
 MAX_PREVIEW_BYTES = 512 * 1024
-CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")
-APPROVER_ID = re.compile(r"^[UWS][A-Z0-9]{1,39}$")
 
 
 def _approver_ids(value: list[str]) -> list[str]:
@@ -118,8 +118,21 @@ PreviewIn = Annotated[
 ]
 
 
+class ItemIn(ActionIn):
+    """One action of a batch (`items`): the action's fields plus its own preview."""
+
+    preview: PreviewIn | None = None
+
+    @field_validator("preview")
+    @classmethod
+    def _item_preview_size(cls, value: Any) -> Any:
+        if value is not None and len(value.model_dump_json()) > MAX_PREVIEW_BYTES:
+            raise ValueError(f"must be at most {MAX_PREVIEW_BYTES // 1024} KB as JSON")
+        return value
+
+
 class ApprovalIn(_Strict):
-    action: ActionIn
+    action: ActionIn | None = None
     summary: str = Field(min_length=1, max_length=3000)
     context: str | None = Field(default=None, max_length=20000)
     preview: PreviewIn | None = None
@@ -128,10 +141,50 @@ class ApprovalIn(_Strict):
     approvers: Approvers = Field(default_factory=list)
     callback_url: str | None = Field(default=None, max_length=2000, pattern=r"^https?://")
     requested_by: str | None = Field(default=None, max_length=200)
-    # Timing (issue 3): checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
+    # Timing: checked and merged with the server's defaults by bot.api.timing_in.parse_timing.
     reminders: Any = None
     escalation: Any = None
     timeout: Any = None
+    # Issue 12: quorum, separation of duties, typed confirmation, batches.
+    quorum: int = Field(default=1, ge=1, le=50)
+    requester_may_approve: bool | None = None  # default: false when the requester is a Slack user
+    confirm: str | None = Field(default=None, min_length=1, max_length=200)
+    requester_user: str | None = Field(default=None, pattern=r"^[UW][A-Z0-9]{1,39}$")
+    items: list[ItemIn] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _action_required(cls, data: Any, handler: Any) -> Any:
+        """`action` is required unless `items` is given: reported beside every other problem."""
+        missing = isinstance(data, dict) and "action" not in data and "items" not in data
+        errors: list[Any] = []
+        try:
+            model = handler(data)
+        except ValidationError as exc:
+            errors = [{"type": e["type"], "loc": e["loc"], "input": e["input"], **({"ctx": e["ctx"]} if "ctx" in e else {})}
+                      for e in exc.errors(include_url=False)]
+            model = None
+        if missing:
+            errors.insert(0, {"type": "missing", "loc": ("action",), "input": data})
+        if errors:
+            raise ValidationError.from_exception_data(cls.__name__, errors)
+        return model
+
+    @model_validator(mode="after")
+    def _action_or_items(self) -> ApprovalIn:
+        if (self.action is None) == (self.items is None):
+            raise ValueError("give either `action` (one action) or `items` (a batch), not both or neither")
+        if self.items is not None:
+            for name, given in (("preview", self.preview), ("confirm", self.confirm)):
+                if given is not None:
+                    raise ValueError(f"`{name}` is per action: a batch cannot have one (give each item its own "
+                                     "preview; submit actions that need typed confirmation one at a time)")
+            if self.quorum != 1:
+                raise ValueError("a batch is decided by one person: quorum must be 1 (submit the actions one "
+                                 "at a time to require more approvers)")
+            if self.risk is Risk.CRITICAL:
+                raise ValueError("critical actions need typed confirmation, one at a time: they cannot be batched")
+        return self
 
     @field_validator("channel")
     @classmethod
@@ -156,7 +209,24 @@ class ApprovalIn(_Strict):
         return value
 
     def domain_action(self) -> Action:
+        if self.action is None:
+            return Action(BATCH_ACTION, {}, None)
         return Action(self.action.name, self.action.params, self.action.params_schema)
+
+    def domain_items(self) -> tuple[Item, ...]:
+        return tuple(
+            Item(Action(i.name, i.params, i.params_schema),
+                 Preview(i.preview.kind, i.preview.model_dump(exclude={"kind"})) if i.preview else None)
+            for i in self.items or ()
+        )
+
+    def confirm_text(self) -> str | None:
+        """The string Approve asks to type: the given one; for a critical action, its name."""
+        if self.confirm is not None:
+            return self.confirm
+        if self.risk is Risk.CRITICAL and self.action is not None:
+            return self.action.name
+        return None
 
     def domain_preview(self) -> Preview | None:
         if self.preview is None:

@@ -24,7 +24,7 @@ from bot.domain.durations import DurationError, parse_duration
 from bot.domain.model import Risk
 from bot.domain.timing import DEFAULT, TIMEOUT_OUTCOMES, Level, Timing, TimingError, combine
 from bot.errors import InvalidInput
-from bot.service import Directory
+from bot.access import Directory
 
 log = logging.getLogger(__name__)
 

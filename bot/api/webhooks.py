@@ -26,6 +26,8 @@ from bot.clock import Clock
 from bot.domain.model import AuditEvent
 from bot.egress import EgressPolicy, EgressRefused, Unresolvable, check_url
 from bot.metrics import Metrics
+from bot import effects
+from bot.effects import Handler
 from bot.outbox import Dead, Done, Result, Retry, backoff
 from storage.base import OutboxItem
 
@@ -76,6 +78,9 @@ class WebhookDelivery:
         self.clock = clock
         self.metrics = metrics
         self.max_attempts = max_attempts
+
+    def handlers(self) -> dict[str, Handler]:
+        return {effects.WEBHOOK: self}
 
     async def __call__(self, item: OutboxItem) -> Result:
         url: str = item.payload["url"]

@@ -129,14 +129,16 @@ def _describe(error: ValidationError) -> Iterable[tuple[str, str]]:
 
 def _describe_root(error: ValidationError) -> Iterable[tuple[str, str]]:
     instance = error.instance
+    required: Any = error.validator_value
     if error.validator == "required" and isinstance(instance, dict):
         # One error per missing name; key each to that name so the form marks the right input.
-        for name in error.validator_value:
+        for name in required:
             if name not in instance:
                 yield str(name), "is required"
         return
     if error.validator == "additionalProperties" and isinstance(instance, dict):
-        allowed = set(error.schema.get("properties", {}))
+        schema: Any = error.schema
+        allowed = set(schema.get("properties", {}))
         for name in instance:
             if name not in allowed:
                 yield str(name), "is not an allowed field"
@@ -146,7 +148,8 @@ def _describe_root(error: ValidationError) -> Iterable[tuple[str, str]]:
 
 def _message(error: ValidationError) -> str:
     """A short sentence (no subject: the form shows it next to the field)."""
-    v, value = error.validator, error.validator_value
+    v: Any = error.validator
+    value: Any = error.validator_value
     simple = {
         "maximum": f"must be at most {value}",
         "minimum": f"must be at least {value}",

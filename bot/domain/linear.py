@@ -139,7 +139,7 @@ def linear(cls: Any) -> Any:
     checker = FormatChecker()
     checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
     checker.checkers["regex"] = (_regex_format, ())
-    extended = extend(cls, validators={
+    extended = extend(cls, validators={  # type: ignore[no-untyped-call]
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,

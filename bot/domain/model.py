@@ -7,52 +7,18 @@ decision and what finally ran can each be read on their own.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # timing imports this module; at run time the annotations stay strings
-    from bot.domain.timing import TimerState, Timing
+from bot.domain.params_hash import params_sha256
+from bot.domain.timing import TimerState, Timing
+from bot.domain.values import Kind, Outcome, Risk, Status, Via, iso
 
-
-class Status(enum.StrEnum):
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-    ANSWERED = "answered"
-
-
-class Outcome(enum.StrEnum):
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"
-    CANCELLED = "cancelled"
-    ANSWERED = "answered"
-
-
-class Via(enum.StrEnum):
-    BUTTON = "button"
-    MODAL = "modal"
-    POLICY = "policy"
-    GRANT = "grant"
-    TIMEOUT = "timeout"
-    API = "api"
-    THREAD = "thread"  # a reply in the Slack thread (answers to an agent's questions)
-
-
-class Risk(enum.StrEnum):
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
-    CRITICAL = "critical"
-
-
-class Kind(enum.StrEnum):
-    APPROVAL = "approval"
-    QUESTION = "question"
+__all__ = [
+    "Action", "Actor", "AuditEvent", "Change", "Decision", "Kind", "Outcome", "Preview", "Request", "Risk",
+    "Status", "Via", "iso", "PREVIEW_KINDS", "Vote", "Item",
+]
 
 
 PREVIEW_KINDS = ("email", "diff", "table", "markdown", "json")
@@ -102,6 +68,83 @@ class Change:
 
 
 @dataclass(frozen=True)
+class Vote:
+    """One person's approval of a pending request (quorum rules: bot.domain.votes)."""
+
+    voter: Actor
+    at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.voter.id, "name": self.voter.name, "at": iso(self.at)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Vote:
+        at = datetime.fromisoformat(str(data["at"]).replace("Z", "+00:00"))
+        return cls(Actor(str(data["id"]), data.get("name")), at)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One action of a batch and, while the batch is pending, where it stands (rules: bot.domain.batch)."""
+
+    action: Action
+    preview: Preview | None = None
+    key: str | None = None  # the caller's id for it (Signoff's runner: the tool_use_id)
+    params: dict[str, Any] | None = None  # the edited parameters; None: as proposed
+    changes: tuple[Change, ...] = ()
+    outcome: Outcome | None = None
+    decided_by: Actor | None = None
+
+    @property
+    def final_params(self) -> dict[str, Any]:
+        return self.action.params if self.params is None else self.params
+
+    def evolve(self, **changes: Any) -> Item:
+        return replace(self, **changes)
+
+    def decision_json(self) -> dict[str, Any]:
+        """The item in a decision: what the agent may run (and its hash), or that it must not."""
+        params = self.final_params
+        return {
+            "name": self.action.name,
+            "key": self.key,
+            "outcome": self.outcome.value if self.outcome else None,
+            "params": params,
+            "changes": [c.to_json() for c in self.changes],
+            "params_sha256": params_sha256(params),
+            "decided_by": self.decided_by.to_json() if self.decided_by else None,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """Storage form (the request row's `items` column)."""
+        return {
+            "action": {"name": self.action.name, "params": self.action.params,
+                       "params_schema": self.action.params_schema},
+            "preview": {"kind": self.preview.kind, "data": self.preview.data} if self.preview else None,
+            "key": self.key,
+            "params": self.params,
+            "changes": [c.to_json() for c in self.changes],
+            "outcome": self.outcome.value if self.outcome else None,
+            "decided_by": self.decided_by.to_json() if self.decided_by else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Item:
+        a = data["action"]
+        p = data.get("preview")
+        d = data.get("decided_by")
+        return cls(
+            action=Action(a["name"], a.get("params") or {}, a.get("params_schema")),
+            preview=Preview(p["kind"], p["data"]) if p else None,
+            key=data.get("key"),
+            params=data.get("params"),
+            changes=tuple(Change(c["field"], c.get("from"), c.get("to")) for c in data.get("changes") or ()),
+            outcome=Outcome(data["outcome"]) if data.get("outcome") else None,
+            decided_by=Actor(d["id"], d.get("name")) if d else None,
+        )
+
+
+@dataclass(frozen=True)
 class Decision:
     outcome: Outcome
     params: dict[str, Any]
@@ -110,16 +153,25 @@ class Decision:
     decided_by: Actor | None
     decided_at: datetime
     via: Via
+    # Quorum (issue 12): every approval counted, in order; `decided_by` cast the one that completed it.
+    votes: tuple[Vote, ...] = ()
+    # What the approval is bound to: sha256 of `params` as canonical JSON (bot.domain.params_hash).
+    params_sha256: str | None = None
+    # A batch's per-item outcomes (bot.domain.batch); empty for a single action.
+    items: tuple[Item, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome.value,
             "params": self.params,
+            "params_sha256": self.params_sha256,
             "changes": [c.to_json() for c in self.changes],
             "comment": self.comment,
             "decided_by": self.decided_by.to_json() if self.decided_by else None,
             "decided_at": iso(self.decided_at),
             "via": self.via.value,
+            "votes": [v.to_json() for v in self.votes],
+            "items": [i.decision_json() for i in self.items] if self.items else None,
         }
 
 
@@ -157,6 +209,17 @@ class Request:
     timing: Timing | None = None  # reminders, escalation, timeout: fixed at submit
     timers: TimerState | None = None  # how far along that timeline the request is
     card_permalink: str | None = None
+    # Issue 12 (filled by policy tiers later; given on the API today):
+    quorum: int = 1  # distinct approvers needed
+    requester_may_approve: bool = True  # False: `requester_user` may not approve (separation of duties)
+    confirm: str | None = None  # Approve asks to type this string first
+    requester_user: str | None = None  # the Slack user who asked (started the run, configured the hook)
+    votes: tuple[Vote, ...] = ()  # approvals counted so far (quorum > 1)
+    items: tuple[Item, ...] = ()  # a batch's actions and their per-item state
+
+    @property
+    def is_batch(self) -> bool:
+        return bool(self.items)
 
     @property
     def is_pending(self) -> bool:
@@ -175,9 +238,3 @@ class AuditEvent:
     at: datetime
     actor: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
-
-
-def iso(dt: datetime | None) -> str | None:
-    if dt is None:
-        return None
-    return dt.isoformat().replace("+00:00", "Z")

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.durations import compact, parse_duration
-from bot.domain.model import Outcome, Risk, iso
+from bot.domain.values import Outcome, Risk
 
 TIMEOUT_OUTCOMES = {"expire": Outcome.EXPIRED, "reject": Outcome.REJECTED, "approve": Outcome.APPROVED}
 OUTCOME_WORDS = {v: k for k, v in TIMEOUT_OUTCOMES.items()}
@@ -65,7 +65,8 @@ class Timing:
     def to_json(self) -> dict[str, Any]:
         """The API's shape, durations in input syntax (parses back to the same Timing)."""
         return {
-            "reminders": {"every": compact(self.remind_every), "max": self.remind_max} if self.reminds else None,
+            "reminders": {"every": compact(self.remind_every), "max": self.remind_max}
+            if self.remind_every is not None and self.reminds else None,
             "escalation": {
                 "levels": [
                     {"after": compact(lv.after), "notify": list(lv.notify), "add_as_approvers": lv.add_as_approvers}
@@ -326,64 +327,3 @@ def combine(
                 f"({compact(escalation[0][0].after)}), or nobody could ever be escalated to",
             )
     return timing
-
-
-def state_json(state: TimerState | None) -> dict[str, Any]:
-    """The state as the agent API shows it (ISO times)."""
-    if state is None:
-        return {}
-    return {
-        "reminders_sent": state.reminders_sent,
-        "next_reminder_at": iso(state.remind_at),
-        "escalation_level": state.level,
-        "escalation_loop": state.loop,
-        "escalated_to": list(state.escalated_to),
-        "next_escalation_at": iso(state.escalate_at),
-        "expires_at": iso(state.expires_at),
-        "snoozed_until": iso(state.snoozed_until),
-    }
-
-
-def escalation_json(state: TimerState) -> dict[str, Any] | None:
-    """TimerState's non-scalar part, as stored in the `escalation` JSON column."""
-    if not state.escalated and not state.escalated_to:
-        return None
-    return {
-        "count": state.escalations,
-        "to": list(state.escalated_to),
-        "from": list(state.escalated_from),
-        "by": state.escalated_by,
-        "note": state.note,
-        "handed_back": state.handed_back,
-        "approvers_seen": list(state.approvers_seen),
-    }
-
-
-def state_from_columns(
-    *,
-    reminders_sent: int,
-    remind_at: datetime | None,
-    loop: int,
-    level: int,
-    escalate_at: datetime | None,
-    expires_at: datetime | None,
-    snoozed_until: datetime | None,
-    escalation: dict[str, Any] | None,
-) -> TimerState:
-    moves = escalation or {}
-    return TimerState(
-        reminders_sent=reminders_sent,
-        remind_at=remind_at,
-        loop=loop,
-        level=level,
-        escalate_at=escalate_at,
-        expires_at=expires_at,
-        snoozed_until=snoozed_until,
-        escalations=int(moves.get("count", 0)),
-        escalated_to=tuple(moves.get("to", ())),
-        escalated_from=tuple(moves.get("from", ())),
-        escalated_by=moves.get("by"),
-        note=moves.get("note"),
-        handed_back=bool(moves.get("handed_back", False)),
-        approvers_seen=tuple(moves.get("approvers_seen", ())),
-    )

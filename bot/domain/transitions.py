@@ -31,6 +31,3 @@ def next_status(kind: Kind, status: Status, outcome: Outcome) -> Status:
         raise IllegalTransition(kind, status, outcome)
     return _OUTCOME_STATUS[outcome]
 
-
-def is_final(status: Status) -> bool:
-    return status is not Status.PENDING

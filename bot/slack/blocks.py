@@ -14,10 +14,11 @@ Modals live in `bot.slack.modals` and previews in `bot.slack.previews`; both are
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via, iso
+from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
+from bot.slack.duties import duty_notes, progress_text
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
@@ -26,6 +27,7 @@ from bot.slack.modals import (
     parse_reject_submission,
     reject_modal,
 )
+from bot.slack.text import slack_date
 from bot.slack.previews import (
     clip,
     cut,
@@ -97,6 +99,7 @@ def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None
     """
     outcome = _outcome(req)
     top = [_header(req), *_long_summary(req), _context_line(req, now)]
+    notes = [*(notes or []), *duty_notes(req)]
     if notes:
         top.append(_notes(notes))
     bottom = [*_params(req), *_reasoning(req)]
@@ -133,12 +136,6 @@ def _long_summary(req: Request) -> list[dict[str, Any]]:
     if len(one_line(neutralise(req.summary))) <= HEADER_MAX:
         return []
     return [rich_text(rt_section(rt_text(cut(req.summary, SUMMARY_BUDGET))))]
-
-
-def slack_date(at: datetime, token: str) -> str:
-    """Slack's localised date syntax, with the ISO time as the fallback text."""
-    unix = int(at.replace(tzinfo=at.tzinfo or UTC).timestamp())
-    return f"<!date^{unix}^{token}|{iso(at)}>"
 
 
 def _context_line(req: Request, now: datetime) -> dict[str, Any]:
@@ -196,10 +193,10 @@ def _buttons(req: Request) -> dict[str, Any]:
     if len(req.id) > BUTTON_VALUE_MAX:
         raise ValueError("request id too long for a button value")
     buttons = [_button("Approve", APPROVE, req.id, "primary")]
-    if req.action.params:
+    if req.action.params and req.quorum <= 1:  # a quorum approves one set of parameters: no edits
         buttons.append(_button("Edit", EDIT, req.id))
     buttons.append(_button("Reject", REJECT, req.id, "danger"))
-    if req.timing is not None:  # requests with a timeline (issue 3): for approvers, not a decision
+    if req.timing is not None:  # requests with a timeline: for approvers, not a decision
         if req.timing.reminds:
             buttons.append(_button("Snooze 1h", SNOOZE, req.id))
         buttons.append(_button("Escalate", ESCALATE, req.id))
@@ -226,6 +223,8 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
     if decision is not None:
         line += f" {_who(decision)} {slack_date(decision.decided_at, '{date_short_pretty} at {time}')}"
         line += _how(decision)
+        if len(decision.votes) > 1:  # quorum: everyone who approved, in order
+            line += f" · approved by {progress_text(decision.votes, len(decision.votes)).split(': ', 1)[-1]}"
     section = {"type": "section", "text": {"type": "mrkdwn", "text": clip(line, SECTION_TEXT_MAX)}}
     blocks: list[dict[str, Any]] = [section]
     if decision is not None and decision.changes:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 import aiohttp
 from slack_sdk.errors import SlackApiError
@@ -25,7 +25,9 @@ from bot.clock import Clock
 from bot.domain.model import AuditEvent, Request
 from bot.metrics import Metrics
 from bot.outbox import Dead, Done, Result, Retry, after_post, backoff
-from bot.service import POST_CARD, Service
+from bot import effects
+from bot.effects import Handler
+from bot.service import Service
 from bot.slack.blocks import approval_card
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace
@@ -61,7 +63,7 @@ class SlackCall:
                 await asyncio.sleep(wait)
         try:
             response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
-            return dict(response.data), None  # type: ignore[arg-type]
+            return dict(response.data), None
         except SlackApiError as exc:
             status = exc.response.status_code
             error = str(exc.response.get("error", "")) if isinstance(exc.response.data, dict) else ""
@@ -92,12 +94,21 @@ def _retry_after(headers: Any) -> float:
         return 1.0
 
 
+class CardRenderer(Protocol):
+    """Builds a card message ({"text", "blocks"}) from a request's state at `now`."""
+
+    def __call__(self, req: Request, *, now: datetime) -> dict[str, Any]: ...
+
+
 class CardDelivery:
-    def __init__(self, service: Service, call: SlackCall, clock: Clock, *, render: Callable[..., dict] = approval_card):
+    def __init__(self, service: Service, call: SlackCall, clock: Clock, *, render: CardRenderer = approval_card):
         self.service = service
         self.call = call
         self.clock = clock
         self.render = render
+
+    def handlers(self) -> dict[str, Handler]:
+        return {effects.POST_CARD: self.post, effects.UPDATE_CARD: self.update}
 
     async def post(self, item: OutboxItem) -> Result:
         request = await self.service.store.get_request(item.payload["request_id"])
@@ -152,7 +163,7 @@ class CardDelivery:
         if request is None:
             return Dead("request no longer exists")
         if not request.card_ts or not request.card_channel:
-            return await after_post(self.service.store, request.id, POST_CARD, "card")
+            return await after_post(self.service.store, request.id, effects.POST_CARD, "card")
         card = self.render(request, now=self.clock.now())
         _, failure = await self.call(
             "chat.update",

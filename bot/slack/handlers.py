@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.slack import blocks
+from bot.slack.duties import CONFIRM_VIEW
 from bot.slack.interactions import Interactions
-from bot.slack.payloads import BadPayload, extract_click, extract_submission
+from bot.slack.payloads import BadPayload, Click, extract_click, extract_submission
 
 if TYPE_CHECKING:
-    from bot.slack.escalation import TimerInteractions
+    from bot.slack.timer_buttons import TimerInteractions
     from bot.slack.home import Home
 
 log = logging.getLogger(__name__)
@@ -29,25 +31,25 @@ HELP = (
 def register(
     app: AsyncApp, interactions: Interactions, *, timers: TimerInteractions | None = None, home: Home | None = None
 ) -> None:
-    async def on_approve(ack: Any, body: dict[str, Any]) -> None:
+    async def on_approve(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         click = await _click_or_refuse(body)
         if click is not None:
             await interactions.approve(click)
 
-    async def on_edit(ack: Any, body: dict[str, Any]) -> None:
+    async def on_edit(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         click = await _click_or_refuse(body)
         if click is not None:
             await interactions.open_modal(click, "edit")
 
-    async def on_reject(ack: Any, body: dict[str, Any]) -> None:
+    async def on_reject(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         click = await _click_or_refuse(body)
         if click is not None:
             await interactions.open_modal(click, "reject")
 
-    async def on_submit(ack: Any, body: dict[str, Any]) -> None:
+    async def on_submit(ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
             sub = extract_submission(body)
         except BadPayload as exc:
@@ -60,13 +62,13 @@ def register(
         await ack()
         await interactions.finish_submission(sub, request, params)
 
-    async def on_command(ack: Any, command: dict[str, Any]) -> None:
+    async def on_command(ack: AsyncAck, command: dict[str, Any]) -> None:
         if home is not None and (command.get("text") or "").strip().lower() == "pending" and command.get("user_id"):
             await ack(**await home.pending(str(command["user_id"])))  # a database read: fast enough for the ack
             return
         await ack(text=HELP, response_type="ephemeral")
 
-    async def _click_or_refuse(body: dict[str, Any]) -> Any:
+    async def _click_or_refuse(body: dict[str, Any]) -> Click | None:
         try:
             return extract_click(body)
         except BadPayload as exc:
@@ -81,6 +83,7 @@ def register(
     app.action(blocks.REJECT)(on_reject)
     app.view(blocks.EDIT_VIEW)(on_submit)
     app.view(blocks.REJECT_VIEW)(on_submit)
+    app.view(CONFIRM_VIEW)(on_submit)
     app.command("/signoff")(on_command)
     if timers is not None:
         _register_timers(app, interactions, timers, _click_or_refuse)
@@ -88,22 +91,25 @@ def register(
         _register_home(app, home)
 
 
-def _register_timers(app: AsyncApp, interactions: Interactions, timers: TimerInteractions, click_of: Any) -> None:
-    from bot.slack.escalation import ESCALATE_VIEW, TARGET_BLOCK
+def _register_timers(
+    app: AsyncApp, interactions: Interactions, timers: TimerInteractions,
+    click_of: Callable[[dict[str, Any]], Awaitable[Click | None]],
+) -> None:
+    from bot.slack.timer_buttons import ESCALATE_VIEW, TARGET_BLOCK
 
-    async def on_snooze(ack: Any, body: dict[str, Any]) -> None:
+    async def on_snooze(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         click = await click_of(body)
         if click is not None:
             await timers.snooze(click)
 
-    async def on_escalate(ack: Any, body: dict[str, Any]) -> None:
+    async def on_escalate(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         click = await click_of(body)
         if click is not None:
             await timers.open_modal(click)  # views.open straight from the listener: trigger_id lives 3 s
 
-    async def on_escalate_submit(ack: Any, body: dict[str, Any]) -> None:
+    async def on_escalate_submit(ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
             sub = extract_submission(body)
         except BadPayload as exc:

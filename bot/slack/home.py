@@ -21,9 +21,11 @@ from typing import Any
 from bot.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Kind, Request
-from bot.inbox import home_item
+from bot import effects
+from bot.effects import Handler
 from bot.outbox import Dead, Done, Result
-from bot.slack.blocks import APPROVE, OUTCOME_LABEL, REJECT, RISK_EMOJI, slack_date
+from bot.slack.blocks import APPROVE, OUTCOME_LABEL, REJECT, RISK_EMOJI
+from bot.slack.text import slack_date
 from bot.slack.delivery import SlackCall
 from bot.slack.previews import clip, escape_mrkdwn, more, one_line, plain
 from storage.base import Inbox, InboxEntry, Store, Unit
@@ -145,10 +147,9 @@ def _fingerprint(inbox: Inbox) -> tuple[Any, ...]:
 class Home:
     """Reads a person's inbox; opens Home; answers `/signoff pending`."""
 
-    def __init__(self, store: Store, clock: Clock, wake: Callable[[], None]) -> None:
+    def __init__(self, store: Store, clock: Clock) -> None:
         self.store = store
         self.clock = clock
-        self.wake = wake  # the outbox dispatcher: publish right after commit
 
     async def inbox(self, user_id: str) -> Inbox:
         now = self.clock.now()
@@ -159,8 +160,7 @@ class Home:
         now = self.clock.now()
         async with self.store.unit() as unit:
             await unit.open_home(user_id, now)
-            await unit.enqueue(home_item(user_id, f"open:{uuid.uuid4().hex}", now))
-        self.wake()
+            await unit.enqueue(effects.publish_home(user_id, f"open:{uuid.uuid4().hex}", now))
 
     async def pending(self, user_id: str) -> dict[str, Any]:
         return pending_message(await self.inbox(user_id), now=self.clock.now())
@@ -173,6 +173,9 @@ class HomePublisher:
         self.home = home
         self.call = call
         self.clock = clock
+
+    def handlers(self) -> dict[str, Handler]:
+        return {effects.PUBLISH_HOME: self}
 
     async def __call__(self, item: Any) -> Result:
         user = str(item.payload["user"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from dataclasses import dataclass
 from collections.abc import Coroutine
 from typing import Any
@@ -19,12 +18,15 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import Clock
+from bot.domain.duties import approve_refusal
 from bot.domain.edits import compute_changes
 from bot.domain.model import Actor, Kind, Outcome, Request, Via
 from bot.metrics import Metrics
 from bot.service import Service
 from bot.slack import blocks
+from bot.slack.duties import CONFIRM_VIEW, confirm_block, confirm_errors, confirm_modal, counted_text, duplicate_text
 from bot.slack.payloads import Click, Submission
+from bot.slack.text import mention, mentions, strip_markup, when
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,8 @@ _OUTCOME_WORDS = {
 
 
 DECIDING_AT_ONCE = 4
+BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
+                 "Approve selected (or Reject all). Nothing was changed.")
 
 
 @dataclass(frozen=True)
@@ -50,10 +54,9 @@ def already_decided_text(request: Request) -> str:
     word = _OUTCOME_WORDS.get(request.status.value, request.status.value)
     if decision is None:
         return f"This request was already {word}."
-    who = f"<@{decision.decided_by.id}>" if decision.decided_by else {
+    who = mention(decision.decided_by.id) if decision.decided_by else {
         "timeout": "timeout", "policy": "policy", "api": "the agent"}.get(decision.via.value, "Signoff")
-    when = f"<!date^{int(decision.decided_at.timestamp())}^{{date_short_pretty}} at {{time}}|{decision.decided_at:%Y-%m-%d %H:%M} UTC>"
-    return f"Already {word} by {who} ({when}). Nothing was changed."
+    return f"Already {word} by {who} ({when(decision.decided_at)}). Nothing was changed."
 
 
 async def tell(client: AsyncWebClient, metrics: Metrics, user_id: str, channel: str | None, text: str,
@@ -98,9 +101,6 @@ class Interactions:
         if request.kind is not Kind.APPROVAL:
             return Refusal("This is a question, not an approval: answer it in its thread. Nothing was changed.")
         if authorize and not await self.service.may_decide(request, user_id):
-            if user_id in (request.extra.get("not_by") or ()):
-                return Refusal("You started this agent run, so someone else approves its actions. "
-                               "Your click was not recorded.")
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from
                 return Refusal(f"This request was escalated to {escalated}, and you are no longer one of its "
@@ -140,9 +140,19 @@ class Interactions:
         checked = await self._check(click.request_id, click.user_id, click)
         if isinstance(checked, Refusal):
             return checked.text
+        refusal = BATCH_BUTTONS if checked.is_batch else approve_refusal(checked, click.user_id)
+        if refusal is not None:  # separation of duties: told why, nothing written
+            return refusal
+        if checked.confirm is not None:  # typed confirmation: the modal approves, not the click
+            await self.open_view(click, checked, confirm_modal(checked))  # within 3 s of the click: now
+            return None
         result = await self.service.decide(
             checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked
         )
+        if result.duplicate:
+            return duplicate_text(result.request)
+        if result.counted:
+            return counted_text(result.request)
         if not result.won:
             return already_decided_text(result.request)
         if _escalated_to(checked) and click.user_id not in (checked.timers.escalated_to if checked.timers else ()):
@@ -155,17 +165,39 @@ class Interactions:
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
+        if checked.is_batch:
+            await self.tell(click.user_id, click.channel_id, BATCH_BUTTONS)
+            return
+        if kind == "edit":
+            refusal = approve_refusal(checked, click.user_id)
+            if refusal is None and checked.quorum > 1:
+                refusal = (f"This request needs {checked.quorum} approvers, who each approve the same parameters, "
+                           "so it cannot be edited. Approve it as it is, or reject it with a reason.")
+            if refusal is not None:
+                await self.tell(click.user_id, click.channel_id, refusal)
+                return
         view = blocks.edit_modal(checked) if kind == "edit" else blocks.reject_modal(checked)
+        if kind == "edit" and checked.confirm is not None:  # editing approves: it asks to type too
+            view["blocks"] = [*view["blocks"][:99], confirm_block(checked)]
+        await self.open_view(click, checked, view)
+
+    async def open_view(self, click: Click, request: Request, view: dict[str, Any], **meta: Any) -> None:
+        """Open a modal about `request` from `click` (straight away: its trigger_id lives 3 s).
+
+        The modal remembers the request, the version it showed, the card it came from and `meta`.
+        If Slack refuses or does not answer in time, the person is told to click again: never left
+        without an answer.
+        """
         view["private_metadata"] = json.dumps(
-            {"request_id": checked.id, "version": checked.version, "channel": click.channel_id,
-             "message_ts": click.message_ts}
+            {"request_id": request.id, "version": request.version, "channel": click.channel_id,
+             "message_ts": click.message_ts, **meta}
         )
         try:
             await self.client.views_open(trigger_id=click.trigger_id, view=view)
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             why = str(exc.response.get("error")) if isinstance(exc, SlackApiError) else "connection"
             self.metrics.slack_api_errors.labels("views.open", why).inc()
-            log.warning("views.open failed for %s: %s", checked.id, why)
+            log.warning("views.open failed for %s: %s", request.id, why)
             await self.tell(
                 click.user_id, click.channel_id,
                 "Slack could not open the form (it took too long). Please click again.",
@@ -185,13 +217,28 @@ class Interactions:
             return None, {}, oversize
         checked = await self._check(sub.request_id, sub.user_id, authorize=False)
         if isinstance(checked, Refusal):
-            return None, {}, {first_block: _plain(checked.text)}
+            return None, {}, {first_block: strip_markup(checked.text)}
         if sub.message_ts and checked.card_ts and (sub.message_ts != checked.card_ts or (
                 sub.channel_id and checked.card_channel and sub.channel_id != checked.card_channel)):
             # The form was opened from another card than this request's: its metadata was tampered with.
             return None, {}, {first_block: "This form does not belong to that request. Nothing was changed."}
+        if checked.is_batch:
+            return None, {}, {first_block: strip_markup(BATCH_BUTTONS)}
+        if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):
+            refusal = approve_refusal(checked, sub.user_id)
+            if refusal is not None:
+                return None, {}, {first_block: strip_markup(refusal)}
+            errors = confirm_errors(checked, sub.values)  # nothing is written on a mismatch
+            if errors:
+                return None, {}, errors
         if sub.callback_id == blocks.EDIT_VIEW:
+            if checked.quorum > 1:
+                return None, {}, {first_block: f"This request needs {checked.quorum} approvers and cannot be edited."}
             params, errors = blocks.parse_edit_submission(checked, sub.values)
+            if not errors:
+                problem = self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
+                if problem:
+                    errors = {first_block: strip_markup(problem)}
             return (None, {}, errors) if errors else (checked, params, {})
         return checked, checked.action.params, {}
 
@@ -207,11 +254,17 @@ class Interactions:
             result = await self.service.decide(
                 request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor, params=params, changes=changes
             )
+        elif sub.callback_id == CONFIRM_VIEW:
+            result = await self.service.decide(request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor)
         else:
             reason = blocks.parse_reject_submission(sub.values)
             result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.MODAL, actor=actor,
                                                comment=reason)
-        if not result.won:
+        if result.duplicate:
+            await self.tell(sub.user_id, channel, duplicate_text(result.request))
+        elif result.counted:
+            await self.tell(sub.user_id, channel, counted_text(result.request))
+        elif not result.won:
             await self.tell(sub.user_id, channel, already_decided_text(result.request))
 
 
@@ -220,12 +273,11 @@ def _escalated_to(request: Request) -> str:
     state = request.timers
     if state is None or not state.escalated or state.handed_back or not state.escalated_to:
         return ""
-    return ", ".join(f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in state.escalated_to[:10])
+    return mentions(state.escalated_to)
 
 
 def _approvers_text(request: Request) -> str:
-    names = [f"<!subteam^{a}>" if a.startswith("S") else f"<@{a}>" for a in request.approvers[:10]]
-    return "Approvers: " + ", ".join(names) + ("…" if len(request.approvers) > 10 else "")
+    return "Approvers: " + mentions(request.approvers)
 
 
 # Slack's text inputs hold at most 3000 characters; anything longer did not come from Slack's own form.
@@ -243,10 +295,3 @@ def _oversize_inputs(values: dict[str, Any]) -> dict[str, str]:
                 errors[str(block_id)] = f"must be at most {limit} characters (this is {len(value)})"
     return errors
 
-
-def _plain(text: str) -> str:
-    """Modal error strings are plain text: drop Slack's <...|fallback> markup to its fallback."""
-    text = re.sub(r"<!date\^[^|>]*\|([^>]*)>", r"\1", text)
-    text = re.sub(r"<@([A-Z0-9]+)>", r"@\1", text)
-    text = re.sub(r"<!subteam\^([A-Z0-9]+)>", r"@\1", text)
-    return text[:2000]

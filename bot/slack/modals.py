@@ -136,7 +136,8 @@ def _plan(req: Request) -> tuple[list[_Field], list[str]]:
     """The form's fields, and the names of parameters the schema does not list."""
     schema = effective_schema(req.action)
     params = req.action.params
-    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    given = schema.get("properties")
+    properties: dict[str, Any] = given if isinstance(given, dict) else {}
     required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
     too_many = len(properties) > MODAL_FIELDS_MAX
     bad_name = any(len(f"p:{name}") > BLOCK_ID_MAX for name in properties)
@@ -243,8 +244,9 @@ def _number_element(field: _Field, value: Any, present: bool) -> dict[str, Any]:
         element["initial_value"] = _number_text(value, decimal)
     for bound, key in (("minimum", "min_value"), ("maximum", "max_value")):
         limit = field.schema.get(bound)
-        numeric = isinstance(limit, int | float) and not isinstance(limit, bool)
-        usable = numeric and (decimal or float(limit).is_integer())
+        if not isinstance(limit, int | float) or isinstance(limit, bool):
+            continue
+        usable = decimal or float(limit).is_integer()
         if usable and _within(value, bound, limit):
             element[key] = _number_text(limit, decimal)
     return element

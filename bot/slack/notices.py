@@ -21,14 +21,17 @@ from bot.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import AuditEvent, Request
 from bot.domain.timing import OUTCOME_WORDS, TimerState
-from bot.inbox import republish_homes, user_ids
+from bot import effects
+from bot.access import Directory
+from bot.homes import republish_homes, user_ids
+from bot.effects import Handler
 from bot.outbox import Dead, Done, Result, after_post
-from bot.service import POST_CARD, Directory, Service, outbox_item
-from bot.slack.blocks import approval_card, slack_date
+from bot.service import Service
+from bot.slack.batch_blocks import batch_page
+from bot.slack.blocks import approval_card
 from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
-from bot.slack.previews import clip, escape_mrkdwn, one_line
-from bot.timers import DM_KIND, HANDBACK_KIND, mention
+from bot.slack.text import clip, escape_mrkdwn, mention, one_line, slack_date
 from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
@@ -75,7 +78,9 @@ def _round(loop: int) -> str:
 
 
 def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
-    """The approval card with its timer notes (what CardDelivery renders)."""
+    """The approval card with its timer notes (what CardDelivery renders); a batch's first page."""
+    if req.is_batch:
+        return batch_page(req, 0, now=now, notes=timer_notes(req) or None)
     return approval_card(req, now=now, notes=timer_notes(req) or None)
 
 
@@ -148,7 +153,7 @@ class NoticeDelivery:
         if not request.is_pending:
             return Done()  # decided meanwhile: a reminder or escalation notice is moot
         if not request.card_ts or not request.card_channel:
-            return await after_post(self.store, request.id, POST_CARD, "card")  # no card: there is no thread
+            return await after_post(self.store, request.id, effects.POST_CARD, "card")  # no card: there is no thread
         return request
 
     async def _post_in_thread(self, item: OutboxItem, request: Request, text: str) -> Result | None:
@@ -166,6 +171,10 @@ class NoticeDelivery:
         )
         return failure
 
+    def handlers(self) -> dict[str, Handler]:
+        return {effects.REMIND: self.remind, effects.ESCALATE: self.escalate, effects.HANDBACK: self.escalate,
+                effects.DM: self.dm}
+
     async def remind(self, item: OutboxItem) -> Result:
         found = await self._card(item)
         if not isinstance(found, Request):
@@ -180,7 +189,7 @@ class NoticeDelivery:
         if not isinstance(found, Request):
             return found
         request = found
-        payload = {**item.payload, "kind": "handback" if item.kind == HANDBACK_KIND else "escalate"}
+        payload = {**item.payload, "kind": "handback" if item.kind == effects.HANDBACK else "escalate"}
         permalink = request.card_permalink
         if permalink is None:
             data, failure = await self.call("chat.getPermalink", item.attempts, channel=request.card_channel,
@@ -218,8 +227,8 @@ class NoticeDelivery:
             if payload.get("add") and request.approvers:  # an empty list means anyone may decide already
                 await unit.add_people(request.id, "approver", people, now)
             for user in people:
-                await unit.enqueue(outbox_item(request.id, DM_KIND, f"dm:{item.dedupe_key}:{user}", now,
-                                               user=user, notice=payload, permalink=permalink))
+                await unit.enqueue(effects.dm(request.id, f"dm:{item.dedupe_key}:{user}", now,
+                                              user=user, notice=payload, permalink=permalink))
             # Targets named directly had their Home refreshed by the escalating unit; members of groups not.
             expanded = [p for p in people if p not in payload["to"]]
             await republish_homes(unit, expanded, f"{item.dedupe_key}:people", now)

@@ -10,7 +10,7 @@ Everything an agent writes is untrusted. Three rules keep it from speaking for S
   `label (url)` so the real destination is always on screen.
 
 Builders return plain dicts and never exceed the budget they are given (characters of text).
-The primitives live here rather than in `blocks.py` because `blocks.py` imports this module.
+The text primitives (escaping, clipping, mentions, dates) are in `bot/slack/text.py`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.domain.model import Preview
+from bot.slack.text import ELLIPSIS, ZWSP, clip, count, cut, escape_mrkdwn, more, neutralise, one_line
 
-ELLIPSIS = "…"
-ZWSP = "\u200b"
+__all__ = ["ELLIPSIS", "ZWSP", "clip", "count", "cut", "escape_mrkdwn", "more", "neutralise", "one_line"]
 
 TEXT_ELEMENT_MAX = 3000  # our cap for one rich_text text element (Slack documents none)
 MARKDOWN_BLOCK_MAX = 12_000  # Slack's limit for a `markdown` block
@@ -33,54 +33,7 @@ TABLE_CELL_MAX = 40
 TABLE_COLUMNS_MAX = 8
 PREVIEW_MIN_BUDGET = 400  # below this a preview is not worth showing; we still show the marker
 
-# A Slack control sequence: <!channel>, <@U1>, <#C1>, <!subteam^S1>, <https://x|label>, <mailto:..>
-_TOKEN_START = re.compile(r"<(?=[!@#]|[A-Za-z][A-Za-z0-9+.\-]*:)")
-
-
 # --------------------------------------------------------------------------- text primitives
-
-
-def escape_mrkdwn(text: str) -> str:
-    """Escape Slack's three control characters so mrkdwn shows `text` literally."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def neutralise(text: str) -> str:
-    """Break mention and link tokens in text shown as plain_text or rich_text.
-
-    Those surfaces do not parse tokens, so this is defence in depth: it also keeps a token out
-    of anything that later copies the text into mrkdwn (a fallback, a log line pasted back).
-    The zero-width space is invisible, so the text reads exactly as written.
-    """
-    return _TOKEN_START.sub("<" + ZWSP, text)
-
-
-def count(n: int, noun: str) -> str:
-    """ "1 row", "5,000 rows" (`noun` given in the plural)."""
-    return f"{n:,} {noun if n != 1 else noun.removesuffix('s')}"
-
-
-def more(n: int, noun: str) -> str:
-    """The explicit truncation marker: "… 12 more lines"."""
-    return f"{ELLIPSIS} {n:,} more {noun if n != 1 else noun.removesuffix('s')}"
-
-
-def cut(text: str, limit: int) -> str:
-    """`text` if it fits in `limit` characters, else its head plus "… N more characters"."""
-    if len(text) <= limit:
-        return text
-    # Size the marker for the worst case first; the real count can only be smaller.
-    keep = max(0, limit - len(more(len(text), "characters")) - 1)
-    return text[:keep] + "\n" * (keep > 0) + more(len(text) - keep, "characters")
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters with a bare "…" (for labels, cells and headers)."""
-    return text if len(text) <= limit else text[: max(0, limit - 1)] + ELLIPSIS
-
-
-def one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def plain(text: str, *, limit: int | None = None) -> dict[str, Any]:
@@ -222,7 +175,7 @@ def _render_email(data: dict[str, Any], budget: int) -> list[dict[str, Any]]:
 def diff_lines(data: dict[str, Any]) -> list[str]:
     """The unified diff as lines: given as `unified`, or computed from `before`/`after`."""
     if isinstance(data.get("unified"), str):
-        return data["unified"].splitlines()
+        return str(data["unified"]).splitlines()
     path = str(data.get("path") or "file")
     before = str(data.get("before") or "").splitlines()
     after = str(data.get("after") or "").splitlines()
@@ -247,7 +200,8 @@ def _cell(value: Any) -> str:
 
 def table_rows(data: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(column names, rows of cell strings); rows may be lists or dicts keyed by column."""
-    rows = data.get("rows") if isinstance(data.get("rows"), list) else []
+    given = data.get("rows")
+    rows: list[Any] = given if isinstance(given, list) else []
     columns = [str(c) for c in data.get("columns") or []]
     if not columns and rows and isinstance(rows[0], dict):
         columns = [str(k) for k in rows[0]]

@@ -10,8 +10,8 @@ from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
 from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_requests import checkboxes, plain_input
 from tests.harness import start_app
-from tests.fakes.slack_requests import plain_input
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello,\nyour refund is on its way."}
 
@@ -95,7 +95,7 @@ async def test_rejection_reason_reaches_the_model_and_the_run_goes_on(agent: Age
     assert agent.model.rejections == []
 
 
-async def test_two_calls_in_one_turn_one_approved_one_rejected_then_one_request(agent: AgentApp) -> None:
+async def test_two_calls_in_one_turn_share_one_card_one_approved_one_rejected(agent: AgentApp) -> None:
     agent.workspace.mkdir()
     (agent.workspace / "plan.md").write_text("old plan\n")
     agent.model.script(
@@ -109,32 +109,24 @@ async def test_two_calls_in_one_turn_one_approved_one_rejected_then_one_request(
     run = await agent.start("Update the plan and tell the customer")
     calls = await agent.waiting_calls(run["id"], count=2)
     assert [c["tool_use_id"] for c in calls] == ["toolu_write", "toolu_email"]
+    assert calls[0]["request_id"] == calls[1]["request_id"]  # one batch card for the turn
     root = await agent.root(run["id"])
-    write_card = await agent.app.card(calls[0]["request_id"])
-    email_card = await agent.app.card(calls[1]["request_id"])
-    assert write_card.thread_ts == root.ts and email_card.thread_ts == root.ts
-    assert "old plan" in json.dumps(write_card.blocks) and "new plan" in json.dumps(write_card.blocks)  # the diff
+    card = await agent.app.card(calls[0]["request_id"])
+    assert card.thread_ts == root.ts
+    assert "plan.md" in json.dumps(card.blocks) and "customer@example.com" in json.dumps(card.blocks)
 
-    await agent.app.click(calls[0]["request_id"], "U1", user_name="alice")
-    # One decision is not enough: the run keeps waiting, and the model is not called.
-    await agent.app.api("GET", f"/api/v1/approvals/{calls[0]['request_id']}?wait=5")
-    still = await agent.wait(run["id"], lambda r: r["tool_calls"][0]["status"] in ("ready", "finished")
-                             or r["status"] == "waiting")
-    assert still["status"] in ("waiting", "running") and len(agent.model.requests) == 1
-
-    await agent.app.click(calls[1]["request_id"], "U2", action="signoff_reject", user_name="bob")
-    [opened] = await agent.slack.wait_for("views.open")
-    await agent.app.slack_client.view_submission(
-        user="U2", user_name="bob", callback_id="signoff_reject",
-        private_metadata=opened.args["view"]["private_metadata"], values={"reason": {"value": plain_input("Not yet")}},
-    )
+    # Tick the write only: the write runs, the email is rejected, one model call follows.
+    await agent.app.slack_client.block_action(
+        user="U1", user_name="alice", action_id="signoff_batch_approve", value=calls[0]["request_id"],
+        block_id="batch:0", channel=card.channel, message_ts=card.ts,
+        state_values={"item:0": {"signoff_item_pick": checkboxes(["approve"])}})
     done = await agent.wait_status(run["id"], "completed", "failed")
     assert done["status"] == "completed", done
     assert len(agent.model.requests) == 2 and agent.model.rejections == []
     write, mail = tool_results(agent.model.requests[1])
     assert (write["tool_use_id"], mail["tool_use_id"]) == ("toolu_write", "toolu_email")
-    assert not write.get("is_error") and "wrote" in result_text(write)
-    assert mail["is_error"] is True and "Not yet" in result_text(mail)
+    assert not write.get("is_error") and "wrote" in result_text(write) and "alice" in result_text(write)
+    assert mail["is_error"] is True and "Rejected by alice" in result_text(mail)
     assert (agent.workspace / "plan.md").read_text() == "new plan\n"
     assert agent.emails() == []
 

@@ -13,7 +13,8 @@ from slack_sdk.models.blocks import Block
 from bot.agent.blocks import final_message, note_message, question_card, root_message
 from bot.slack.blocks import TOTAL_TEXT_BUDGET
 from bot.slack.previews import text_length
-from bot.agent.questions import answers_from_choices, answers_from_text, question_spec
+from bot.agent.questions import question_spec
+from bot.domain.questions import answers_from_choices, answers_from_text
 from bot.domain.model import Actor, Decision, Outcome, Request, Status, Via
 from bot.domain.runs import Run, RunStatus
 from bot.service import Service

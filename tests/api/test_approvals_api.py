@@ -16,6 +16,7 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
 from bot.api.webhooks import verify
+from bot.domain.params_hash import params_sha256
 from tests.fakes.slack_api import FakeSlack
 from tests.harness import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
 from tests.waits import long_poll_registered
@@ -146,10 +147,13 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         "updated_at": None,
         "card": None,
         "decision": None,
-        # The server's default timing (issue 3), since the body gave none.
+        # The server's default timing, since the body gave none.
         "timing": {"reminders": {"every": "1h", "max": 3}, "escalation": None,
                    "timeout": {"after": "1d", "outcome": "expire"}},
         "timers": None,
+        # Issue 12: one approver, no requester who is a Slack user, no typed confirmation, no batch.
+        "quorum": 1, "requester_may_approve": True, "confirm": None, "requester_user": None, "votes": [],
+        "items": None,
     }
     assert list(body["action"]["params"]) == list(params)  # the agent's order is kept
     assert body["created_at"].endswith("Z") and body["created_at"] == body["updated_at"]
@@ -405,6 +409,7 @@ async def test_cancel_then_cancel_again(app: App) -> None:
     assert body["decision"] | {"decided_at": None} == {
         "outcome": "cancelled", "params": req["action"]["params"], "changes": [], "comment": "plan changed",
         "decided_by": None, "decided_at": None, "via": "api",
+        "params_sha256": params_sha256(req["action"]["params"]), "votes": [], "items": None,
     }
     status, again = await app.api("POST", f"{APPROVALS}/{req['id']}/cancel")
     assert status == 409
@@ -567,10 +572,12 @@ async def test_webhook_is_signed_and_delivered_once(loopback_hooks: App) -> None
     assert headers["X-Signoff-Delivery"] == f"webhook:{req['id']}:decided"
     assert body["type"] == "approval.decided"
     assert body["request"]["id"] == req["id"] and body["request"]["status"] == "approved"
-    assert body["request"]["decision"] | {"decided_at": None} == {
+    assert body["request"]["decision"] | {"decided_at": None, "votes": None} == {
         "outcome": "approved", "params": req["action"]["params"], "changes": [], "comment": None,
         "decided_by": {"id": "U1", "name": "alice"}, "decided_at": None, "via": "button",
+        "params_sha256": params_sha256(req["action"]["params"]), "votes": None, "items": None,
     }
+    assert [(v["id"], v["name"]) for v in body["request"]["decision"]["votes"]] == [("U1", "alice")]
     _, current = await app.api("GET", f"{APPROVALS}/{req['id']}")
     assert body["request"]["decision"] == current["decision"]
     types = [e.type for e in await store_of(app).audit_events(req["id"])]

@@ -59,7 +59,7 @@ async def test_the_starter_cannot_approve_their_own_runs_cards(guarded: AgentApp
     [call] = await agent.waiting_calls(run_id)
     await agent.app.click(call["request_id"], "U1", user_name="alice")
     [refused] = await ephemeral_to(agent, "U1", 1)
-    assert "You started this agent run" in refused
+    assert "someone else to approve" in refused  # separation of duties (bot.domain.duties)
     _, request = await agent.app.api("GET", f"/api/v1/approvals/{call['request_id']}")
     assert request["status"] == "pending" and agent.emails() == []
     await agent.app.click(call["request_id"], "U2", user_name="bob")

@@ -181,9 +181,12 @@ async def test_reject_opens_modal_and_records_reason(app: App) -> None:
     assert resp.status == 200 and resp.text in ("", "{}")
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
     assert body["status"] == "rejected"
+    from bot.domain.params_hash import params_sha256
+
     assert body["decision"] | {"decided_at": None} == {
         "outcome": "rejected", "params": req["action"]["params"], "changes": [], "comment": "Wrong customer",
         "decided_by": {"id": "U2", "name": "bob"}, "decided_at": None, "via": "modal",
+        "params_sha256": params_sha256(req["action"]["params"]), "votes": [], "items": None,
     }
 
 

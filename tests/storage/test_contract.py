@@ -1,29 +1,18 @@
-"""The storage contract: what every Store / Unit must do, run on each engine the `db_url` fixture gives.
+"""The storage contract: what every Store / Unit must do, run against every backend of `backends.py`.
 
-SQLite by default; PostgreSQL too when SIGNOFF_TEST_DATABASE_URL is set. The schema comes from
-Alembic (the fixture's template is migrated, never `create_all`), and a test below proves the
-migrated schema is exactly `storage/schema.py`, so a missing migration fails here.
+The tests speak only to the `Store` / `Unit` interfaces, through the `store` and `store_factory`
+fixtures (tests/storage/conftest.py). The SQL backend runs on SQLite by default, and on PostgreSQL
+when SIGNOFF_TEST_DATABASE_URL is set; test_schema.py proves its migrated schema.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import os
-import pkgutil
-import subprocess
-import sys
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
-import sqlalchemy as sa
-from alembic.autogenerate import compare_metadata
-from alembic.runtime.migration import MigrationContext
 
 from bot.domain.model import (
     Action,
@@ -39,13 +28,8 @@ from bot.domain.model import (
     Status,
     Via,
 )
-import storage
-from storage.base import DuplicateIdempotencyKey, OutboxItem
-from storage.migrate import current_revision, head_revision
-from storage.schema import metadata
-from storage.sql import SqlStore
-from tests.conftest import PG_URL, _pg_admin, _pg_url_for
-from tests.harness import ROOT
+from storage.base import DuplicateIdempotencyKey, OutboxItem, Store
+from tests.storage.conftest import StoreFactory
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
@@ -95,7 +79,7 @@ def full_request() -> Request:
     )
 
 
-async def insert(store: SqlStore, *requests: Request) -> None:
+async def insert(store: Store, *requests: Request) -> None:
     async with store.unit() as unit:
         for request in requests:
             await unit.insert_request(request)
@@ -111,7 +95,7 @@ def iid(item: OutboxItem) -> int:
     return item.id
 
 
-async def enqueue(store: SqlStore, *items: OutboxItem) -> list[bool]:
+async def enqueue(store: Store, *items: OutboxItem) -> list[bool]:
     async with store.unit() as unit:
         return [await unit.enqueue(item) for item in items]
 
@@ -128,7 +112,7 @@ def keys_in_order(value: Any) -> Any:
 # -- requests and decisions ------------------------------------------------------------------------
 
 
-async def test_request_round_trip_keeps_every_field_and_key_order(store: SqlStore) -> None:
+async def test_request_round_trip_keeps_every_field_and_key_order(store: Store) -> None:
     request = full_request()
     await insert(store, request)
     for read in (await store.get_request(request.id), await _unit_get(store, request.id)):
@@ -143,12 +127,12 @@ async def test_request_round_trip_keeps_every_field_and_key_order(store: SqlStor
     assert await store.get_request("apr_missing") is None
 
 
-async def _unit_get(store: SqlStore, request_id: str) -> Request | None:
+async def _unit_get(store: Store, request_id: str) -> Request | None:
     async with store.unit() as unit:
         return await unit.get_request(request_id)
 
 
-async def test_minimal_request_round_trip(store: SqlStore) -> None:
+async def test_minimal_request_round_trip(store: Store) -> None:
     request = make_request(kind=Kind.QUESTION)
     await insert(store, request)
     read = await store.get_request(request.id)
@@ -156,7 +140,7 @@ async def test_minimal_request_round_trip(store: SqlStore) -> None:
     assert read is not None and read.preview is None and read.decision is None and read.extra == {}
 
 
-async def test_decision_round_trip(store: SqlStore) -> None:
+async def test_decision_round_trip(store: Store) -> None:
     request = full_request()
     await insert(store, request)
     decided_at = T0 + timedelta(minutes=3, microseconds=7)
@@ -181,7 +165,7 @@ async def test_decision_round_trip(store: SqlStore) -> None:
     assert read.action == request.action
 
 
-async def test_decision_without_actor_round_trip(store: SqlStore) -> None:
+async def test_decision_without_actor_round_trip(store: Store) -> None:
     request = make_request()
     await insert(store, request)
     decision = Decision(Outcome.EXPIRED, {"to": "a@example.com"}, (), None, None, T0 + timedelta(days=1), Via.TIMEOUT)
@@ -192,7 +176,7 @@ async def test_decision_without_actor_round_trip(store: SqlStore) -> None:
     assert await store.get_request(request.id) == decided.evolve(version=2)
 
 
-async def test_update_is_guarded_by_version(store: SqlStore) -> None:
+async def test_update_is_guarded_by_version(store: Store) -> None:
     request = make_request()
     await insert(store, request)
     first = request.evolve(card_channel="C1", card_ts="1.1", updated_at=T0 + timedelta(seconds=1))
@@ -212,13 +196,13 @@ async def test_update_is_guarded_by_version(store: SqlStore) -> None:
     assert await store.get_request(request.id) == second.evolve(version=3)
 
 
-async def test_update_of_unknown_request_writes_nothing(store: SqlStore) -> None:
+async def test_update_of_unknown_request_writes_nothing(store: Store) -> None:
     async with store.unit() as unit:
         assert await unit.update_request(make_request("apr_ghost"), expected_version=1) is False
     assert await store.get_request("apr_ghost") is None
 
 
-async def test_racing_guarded_updates_exactly_one_wins(store: SqlStore) -> None:
+async def test_racing_guarded_updates_exactly_one_wins(store: Store) -> None:
     for round_ in range(5):
         request = make_request()
         await insert(store, request)
@@ -240,7 +224,7 @@ async def test_racing_guarded_updates_exactly_one_wins(store: SqlStore) -> None:
         assert read.status is winner
 
 
-async def test_racing_updates_on_a_stale_read_exactly_one_wins(store: SqlStore) -> None:
+async def test_racing_updates_on_a_stale_read_exactly_one_wins(store: Store) -> None:
     """Both writers read version 1 before either writes: the guard alone must settle it."""
     request = make_request()
     await insert(store, request)
@@ -255,7 +239,7 @@ async def test_racing_updates_on_a_stale_read_exactly_one_wins(store: SqlStore) 
     assert read is not None and read.version == 2
 
 
-async def test_duplicate_idempotency_key_is_refused_and_first_row_is_intact(store: SqlStore) -> None:
+async def test_duplicate_idempotency_key_is_refused_and_first_row_is_intact(store: Store) -> None:
     first = make_request(idempotency_key="k1", body_hash="h1", summary="first")
     await insert(store, first)
     second = make_request(idempotency_key="k1", body_hash="h2", summary="second")
@@ -271,7 +255,7 @@ async def test_duplicate_idempotency_key_is_refused_and_first_row_is_intact(stor
     assert len(await store.list_requests(status=None, limit=10)) == 3
 
 
-async def test_concurrent_inserts_with_one_idempotency_key_store_one(store: SqlStore) -> None:
+async def test_concurrent_inserts_with_one_idempotency_key_store_one(store: Store) -> None:
     async def attempt(n: int) -> str:
         try:
             async with store.unit() as unit:
@@ -285,7 +269,7 @@ async def test_concurrent_inserts_with_one_idempotency_key_store_one(store: SqlS
     assert len(await store.list_requests(status=None, limit=20)) == 1
 
 
-async def test_a_unit_that_raises_rolls_back_everything(store: SqlStore) -> None:
+async def test_a_unit_that_raises_rolls_back_everything(store: Store) -> None:
     existing = make_request()
     await insert(store, existing)
     request = make_request()
@@ -307,7 +291,7 @@ async def test_a_unit_that_raises_rolls_back_everything(store: SqlStore) -> None
     assert await enqueue(store, outbox_item("rolled-back", request_id=request.id)) == [True]
 
 
-async def test_writes_of_one_unit_are_visible_inside_it(store: SqlStore) -> None:
+async def test_writes_of_one_unit_are_visible_inside_it(store: Store) -> None:
     request = make_request(idempotency_key="inside")
     async with store.unit() as unit:
         await unit.insert_request(request)
@@ -321,7 +305,7 @@ async def test_writes_of_one_unit_are_visible_inside_it(store: SqlStore) -> None
 # -- listing, statuses, audit ---------------------------------------------------------------------------
 
 
-async def test_list_requests_order_filter_and_pagination_with_equal_timestamps(store: SqlStore) -> None:
+async def test_list_requests_order_filter_and_pagination_with_equal_timestamps(store: Store) -> None:
     same = T0 + timedelta(minutes=5)
     ids = ["apr_e", "apr_b", "apr_d", "apr_a", "apr_c"]
     await insert(store, *(make_request(i, created_at=same, updated_at=same) for i in ids))
@@ -351,7 +335,7 @@ async def test_list_requests_order_filter_and_pagination_with_equal_timestamps(s
     assert [r.id for r in tail] == ["apr_d", "apr_e", "apr_0_latest"]
 
 
-async def test_statuses(store: SqlStore) -> None:
+async def test_statuses(store: Store) -> None:
     a, b = make_request(), make_request(status=Status.REJECTED)
     await insert(store, a, b)
     assert await store.statuses([a.id, b.id, "apr_unknown"]) == {a.id: Status.PENDING, b.id: Status.REJECTED}
@@ -359,7 +343,7 @@ async def test_statuses(store: SqlStore) -> None:
     assert await store.statuses(iter([a.id])) == {a.id: Status.PENDING}
 
 
-async def test_audit_events_in_append_order(store: SqlStore) -> None:
+async def test_audit_events_in_append_order(store: Store) -> None:
     a, b = make_request(), make_request()
     await insert(store, a, b)
     events = [
@@ -378,7 +362,7 @@ async def test_audit_events_in_append_order(store: SqlStore) -> None:
     assert await store.audit_events("apr_none") == []
 
 
-async def test_datetimes_come_back_utc_aware(store: SqlStore) -> None:
+async def test_datetimes_come_back_utc_aware(store: Store) -> None:
     india = timezone(timedelta(hours=5, minutes=30))
     local = datetime(2026, 7, 4, 23, 59, 58, 999999, tzinfo=india)
     request = make_request(created_at=local, updated_at=local, next_due_at=local + timedelta(days=1))
@@ -397,7 +381,7 @@ async def test_datetimes_come_back_utc_aware(store: SqlStore) -> None:
 # -- outbox ----------------------------------------------------------------------------------------------------
 
 
-async def test_enqueue_dedupes_on_key(store: SqlStore) -> None:
+async def test_enqueue_dedupes_on_key(store: Store) -> None:
     assert await enqueue(store, outbox_item("a", n=1), outbox_item("b")) == [True, True]
     assert await enqueue(store, outbox_item("a", n=2)) == [False]
     items = await store.outbox_items()
@@ -410,7 +394,7 @@ async def test_enqueue_dedupes_on_key(store: SqlStore) -> None:
     assert await enqueue(store, outbox_item("a", n=3)) == [False]
 
 
-async def test_outbox_items_filter_by_request(store: SqlStore) -> None:
+async def test_outbox_items_filter_by_request(store: Store) -> None:
     await enqueue(store, outbox_item("r1-a", request_id="r1"), outbox_item("r2", request_id="r2"),
                   outbox_item("r1-b", request_id="r1", nested={"z": 1, "a": 2}))
     assert [i.dedupe_key for i in await store.outbox_items("r1")] == ["r1-a", "r1-b"]
@@ -419,7 +403,7 @@ async def test_outbox_items_filter_by_request(store: SqlStore) -> None:
     assert keys_in_order(last.payload["nested"]) == [["z", 1], ["a", 2]]
 
 
-async def test_claim_leases_items_and_counts_attempts(store: SqlStore) -> None:
+async def test_claim_leases_items_and_counts_attempts(store: Store) -> None:
     await enqueue(store, outbox_item("now"), outbox_item("later", at=T0 + timedelta(seconds=30)))
     [item] = await store.claim_outbox(T0, limit=10, lease_seconds=60)
     assert (item.dedupe_key, item.attempts, item.failures, item.uncertain) == ("now", 1, 0, False)
@@ -433,7 +417,7 @@ async def test_claim_leases_items_and_counts_attempts(store: SqlStore) -> None:
     assert (again.id, again.attempts, again.failures, again.uncertain) == (item.id, 2, 0, True)
 
 
-async def test_claim_respects_limit_and_id_order(store: SqlStore) -> None:
+async def test_claim_respects_limit_and_id_order(store: Store) -> None:
     await enqueue(store, *(outbox_item(f"i{n}") for n in range(5)))
     first = await store.claim_outbox(T0, limit=3, lease_seconds=60)
     second = await store.claim_outbox(T0, limit=3, lease_seconds=60)
@@ -441,7 +425,7 @@ async def test_claim_respects_limit_and_id_order(store: SqlStore) -> None:
     assert [i.dedupe_key for i in second] == ["i3", "i4"]
 
 
-async def test_retry_definite_and_uncertain(store: SqlStore) -> None:
+async def test_retry_definite_and_uncertain(store: Store) -> None:
     await enqueue(store, outbox_item("definite"), outbox_item("uncertain"))
     definite, uncertain = await store.claim_outbox(T0, limit=10, lease_seconds=60)
     retry_at = T0 + timedelta(seconds=5)
@@ -458,7 +442,7 @@ async def test_retry_definite_and_uncertain(store: SqlStore) -> None:
     assert again["definite"].next_attempt_at == retry_at
 
 
-async def test_done_and_dead_are_never_claimed_again(store: SqlStore) -> None:
+async def test_done_and_dead_are_never_claimed_again(store: Store) -> None:
     await enqueue(store, outbox_item("done"), outbox_item("dead"), outbox_item("open"))
     done, dead, _open = await store.claim_outbox(T0, limit=10, lease_seconds=1)
     async with store.unit() as unit:
@@ -472,7 +456,7 @@ async def test_done_and_dead_are_never_claimed_again(store: SqlStore) -> None:
                       "open": ("pending", None)}
 
 
-async def test_a_failed_result_write_rolls_back_with_its_unit(store: SqlStore) -> None:
+async def test_a_failed_result_write_rolls_back_with_its_unit(store: Store) -> None:
     await enqueue(store, outbox_item("x"))
     [item] = await store.claim_outbox(T0, limit=1, lease_seconds=60)
     with pytest.raises(RuntimeError):
@@ -483,7 +467,7 @@ async def test_a_failed_result_write_rolls_back_with_its_unit(store: SqlStore) -
     assert stored.status == "pending"
 
 
-async def test_next_outbox_due(store: SqlStore) -> None:
+async def test_next_outbox_due(store: Store) -> None:
     assert await store.next_outbox_due() is None
     await enqueue(store, outbox_item("done-early", at=T0 - timedelta(hours=1)),
                   outbox_item("leased", at=T0), outbox_item("waiting", at=T0 + timedelta(seconds=90)))
@@ -503,89 +487,24 @@ async def test_next_outbox_due(store: SqlStore) -> None:
     assert await store.next_outbox_due() == T0 + timedelta(seconds=90)
 
 
-async def test_two_stores_claiming_at_once_never_share_an_item(db_url: str) -> None:
-    stores = [await SqlStore.open(db_url), await SqlStore.open(db_url)]
-    try:
-        await enqueue(stores[0], *(outbox_item(f"i{n:02d}") for n in range(40)))
+async def test_two_stores_claiming_at_once_never_share_an_item(store_factory: StoreFactory) -> None:
+    stores = [await store_factory(), await store_factory()]
+    await enqueue(stores[0], *(outbox_item(f"i{n:02d}") for n in range(40)))
 
-        async def drain(s: SqlStore) -> list[int]:
-            got: list[int] = []
-            while batch := await s.claim_outbox(T0, limit=3, lease_seconds=60):
-                got += [iid(i) for i in batch]
-                await asyncio.sleep(0)
-            return got
+    async def drain(s: Store) -> list[int]:
+        got: list[int] = []
+        while batch := await s.claim_outbox(T0, limit=3, lease_seconds=60):
+            got += [iid(i) for i in batch]
+            await asyncio.sleep(0)
+        return got
 
-        results = await asyncio.gather(*(drain(s) for s in stores for _ in range(3)))
-        claimed = [i for r in results for i in r]
-        assert len(claimed) == len(set(claimed)) == 40
-        assert all(i.attempts == 1 for i in await stores[1].outbox_items())
-    finally:
-        for s in stores:
-            await s.close()
+    results = await asyncio.gather(*(drain(s) for s in stores for _ in range(3)))
+    claimed = [i for r in results for i in r]
+    assert len(claimed) == len(set(claimed)) == 40
+    assert all(i.attempts == 1 for i in await stores[1].outbox_items())
 
 
-# -- schema and migrations ---------------------------------------------------------------------------------------
-
-
-def full_metadata() -> sa.MetaData:
-    """storage/schema.py's metadata, with every storage module that adds tables to it loaded."""
-    for module in pkgutil.iter_modules(storage.__path__):
-        if module.name != "migrations":
-            importlib.import_module(f"storage.{module.name}")
-    return metadata
-
-
-async def schema_diff(store: SqlStore) -> list[Any]:
-    target = full_metadata()
-    async with store.engine.connect() as conn:
-        return await conn.run_sync(lambda c: compare_metadata(MigrationContext.configure(c), target))
-
-
-async def test_migrated_schema_matches_schema_py(store: SqlStore) -> None:
-    diff = await schema_diff(store)
-    assert diff == [], "the table definitions and the Alembic migrations disagree (a migration is missing?)"
-    assert await current_revision(store.engine) == head_revision()
-
-
-@pytest_asyncio.fixture
-async def empty_db_url(tmp_path: Path) -> AsyncIterator[str]:
-    """A database with no tables at all, on the engine under test."""
-    if not PG_URL:
-        yield f"sqlite:///{tmp_path / 'empty.db'}"
-        return
-    name = f"signoff_e_{uuid.uuid4().hex[:12]}"
-    await _pg_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield _pg_url_for(name)
-    finally:
-        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def signoff_db_upgrade(database_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(ROOT), "DATABASE_URL": database_url}
-    return subprocess.run([sys.executable, "-m", "bot", "db", "upgrade"], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=60)
-
-
-async def test_signoff_db_upgrade_twice_is_idempotent(empty_db_url: str, tmp_path: Path) -> None:
-    first = await asyncio.to_thread(signoff_db_upgrade, empty_db_url, tmp_path)
-    assert first.returncode == 0, first.stderr
-    assert "up to date" in first.stdout
-    store = await SqlStore.open(empty_db_url)
-    try:
-        request = full_request()
-        await insert(store, request)
-        second = await asyncio.to_thread(signoff_db_upgrade, empty_db_url, tmp_path)
-        assert second.returncode == 0, second.stderr
-        assert await store.get_request(request.id) == request  # nothing was rebuilt
-        assert await current_revision(store.engine) == head_revision()
-        assert await schema_diff(store) == []
-    finally:
-        await store.close()
-
-
-
-async def test_home_users_of_a_request_in_one_read(store: SqlStore) -> None:
+async def test_home_users_of_a_request_in_one_read(store: Store) -> None:
     request = make_request()
     now = request.created_at
     async with store.unit() as unit:

@@ -6,6 +6,7 @@ import asyncio
 
 from slack_sdk.models.blocks import Block
 
+from bot.domain.params_hash import params_sha256
 from tests.fakes.clock import FakeClock
 from tests.harness import App
 from tests.timers.helpers import TIMELINE, context_texts, describe, effects, settle, tick
@@ -64,7 +65,7 @@ async def test_reminders_escalation_and_timeout_in_order(tapp: App, clock: FakeC
     assert final["decision"] | {"decided_at": None} == {
         "outcome": "expired", "params": req["action"]["params"], "changes": [],
         "comment": "No decision within 1h; expired by default.", "decided_by": None, "decided_at": None,
-        "via": "timeout",
+        "via": "timeout", "params_sha256": params_sha256(req["action"]["params"]), "votes": [], "items": None,
     }
     assert [describe(c, card.ts) for c in effects(slack, mark)] == [("chat.update", "card")]
     expired_card = slack.messages[(card.channel, card.ts)]

@@ -1,4 +1,4 @@
-"""Reminders, escalation and timeouts (issue 3); the App Home inbox's per-user index.
+"""Reminders, escalation and timeouts; the App Home inbox's per-user index.
 
 Revision ID: 0002
 Revises: 0001

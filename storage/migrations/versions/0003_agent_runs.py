@@ -1,4 +1,4 @@
-"""Durable agent runs (issue 4): runs, their append-only message log, tool executions,
+"""Durable agent runs: runs, their append-only message log, tool executions,
 queued thread interventions, and processed Slack event ids.
 
 Revision ID: 0003

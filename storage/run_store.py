@@ -10,8 +10,8 @@ hold it and extends it, `release` gives it back. A process that dies keeps its l
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any
 
@@ -72,7 +72,7 @@ class RunUnit(Unit):
 
     @abc.abstractmethod
     async def take_interventions(self, run_id: str, seq: int) -> list[Intervention]:
-        """The queued interventions, oldest first, marked as delivered in message `seq`."""
+        """The queued interventions, oldest first, marked as delivered in message `seq` (each taken once)."""
 
     @abc.abstractmethod
     async def first_time(self, event_id: str, now: datetime) -> bool:
@@ -95,9 +95,6 @@ class RunStore(abc.ABC):
 
     @abc.abstractmethod
     async def executions(self, run_id: str, *, turn_seq: int | None = None) -> list[ToolExecution]: ...
-
-    @abc.abstractmethod
-    async def run_of_request(self, request_id: str) -> str | None: ...
 
     @abc.abstractmethod
     async def find_run_by_root(self, channel: str, ts: str) -> Run | None: ...
@@ -128,7 +125,9 @@ class RunStore(abc.ABC):
         """Unleased (or expired) runs with work to do: running, cancel asked, or all decided."""
 
     @abc.abstractmethod
-    async def next_lease_expiry(self) -> datetime | None: ...
+    async def next_lease_expiry(self, *, after: datetime) -> datetime | None:
+        """When the soonest lease still held after `after` lapses (a lease that already lapsed was
+        looked at by the sweep that saw it lapse: a run waiting on a person is not recoverable)."""
 
     @abc.abstractmethod
     async def forget_events(self, *, before: datetime) -> int:
@@ -197,12 +196,6 @@ def _intervention_from_row(row: Any) -> Intervention:
 
 
 class SqlRunUnit(SqlUnit, RunUnit):
-    enqueued = 0  # outbox items written in this unit (so the caller wakes the dispatcher only if needed)
-
-    async def enqueue(self, item: Any) -> bool:
-        self.enqueued += 1
-        return await super().enqueue(item)
-
     async def insert_run(self, run: Run) -> None:
         await self.conn.execute(runs.insert().values(
             id=run.id, task=run.task, channel=run.channel, agent=run.agent, requested_by=run.requested_by,
@@ -275,20 +268,17 @@ class SqlRunUnit(SqlUnit, RunUnit):
         ))
 
     async def take_interventions(self, run_id: str, seq: int) -> list[Intervention]:
-        queued = (await self.conn.execute(
-            sa.select(run_interventions)
+        # What this unit takes is what its guarded UPDATE marked, not what it read before: on
+        # PostgreSQL a concurrent taker that read the same queue marks nothing and gets nothing.
+        stmt = (
+            run_interventions.update()
             .where(run_interventions.c.run_id == run_id, run_interventions.c.consumed_seq.is_(None))
-            .order_by(run_interventions.c.id)
-        )).all()
+            .values(consumed_seq=seq)
+            .returning(*run_interventions.c)
+        )
+        taken = [_intervention_from_row(r) for r in (await self.conn.execute(stmt)).all()]
         # In the order people wrote them (Slack's ts), not the order their events were processed in.
-        taken = sorted((_intervention_from_row(r) for r in queued), key=_slack_order)
-        if taken:
-            await self.conn.execute(
-                run_interventions.update()
-                .where(run_interventions.c.id.in_([i.id for i in taken]), run_interventions.c.consumed_seq.is_(None))
-                .values(consumed_seq=seq)
-            )
-        return taken
+        return sorted(taken, key=_slack_order)
 
     async def first_time(self, event_id: str, now: datetime) -> bool:
         stmt = self._insert_ignore(slack_events, {"event_id": event_id, "received_at": now}, "event_id")
@@ -302,10 +292,8 @@ class SqlRunStore(RunStore):
         self.store = store
         self.engine = store.engine
 
-    @asynccontextmanager
-    async def unit(self) -> AsyncIterator[SqlRunUnit]:
-        async with self.store.unit() as unit:
-            yield SqlRunUnit(unit.conn)
+    def unit(self) -> AbstractAsyncContextManager[SqlRunUnit]:
+        return self.store.unit_of(SqlRunUnit)
 
     async def _all(self, stmt: Any) -> list[Any]:
         async with self.engine.connect() as conn:
@@ -333,10 +321,6 @@ class SqlRunStore(RunStore):
             stmt = stmt.where(tool_executions.c.turn_seq == turn_seq)
         stmt = stmt.order_by(tool_executions.c.turn_seq, tool_executions.c.position)
         return [_execution_from_row(r) for r in await self._all(stmt)]
-
-    async def run_of_request(self, request_id: str) -> str | None:
-        rows = await self._all(sa.select(tool_executions.c.run_id).where(tool_executions.c.request_id == request_id))
-        return rows[0].run_id if rows else None
 
     async def find_run_by_root(self, channel: str, ts: str) -> Run | None:
         rows = await self._all(sa.select(runs).where(runs.c.channel == channel, runs.c.root_ts == ts))
@@ -413,8 +397,9 @@ class SqlRunStore(RunStore):
             result = await unit.conn.execute(slack_events.delete().where(slack_events.c.received_at < before))
         return int(result.rowcount or 0)
 
-    async def next_lease_expiry(self) -> datetime | None:
+    async def next_lease_expiry(self, *, after: datetime) -> datetime | None:
         stmt = sa.select(sa.func.min(runs.c.lease_until)).where(
-            runs.c.status.in_(_ACTIVE), runs.c.lease_owner.is_not(None))
+            runs.c.status.in_(_ACTIVE), runs.c.lease_owner.is_not(None), runs.c.lease_until > after)
         async with self.engine.connect() as conn:
-            return (await conn.execute(stmt)).scalar()
+            expiry: datetime | None = (await conn.execute(stmt)).scalar()
+        return expiry

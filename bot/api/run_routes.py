@@ -18,12 +18,13 @@ from pydantic import Field, field_validator
 
 from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION_MAX, check_questions, question_spec
 from bot.agent.runner import Runner
-from bot.agent.runs import RunService, question_json
-
+from bot.agent.run_service import RunService
+from bot.wire import question_json
 from bot.api import owners
 from bot.api.run_keys import check_run_owner, start_once
 from bot.api.routes import SERVICE, channel_or_default, check_callback, float_param, idempotency_key
-from bot.api.schemas import CHANNEL_ID, Approvers, _Strict, body_hash, parse_body
+from bot.api.schemas import Approvers, _Strict, body_hash, parse_body
+from bot.domain.values import CHANNEL_ID
 from bot.api.timing_in import expand_groups
 from bot.domain.model import Kind
 from bot.domain.runs import NewRun

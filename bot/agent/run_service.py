@@ -11,15 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.agent import effects
+from bot import effects
+from bot.domain.questions import answers_from_text
 from bot.agent.access import RunAccess
-from bot.agent.questions import answers_from_text, answers_of, questions_of
 from bot.clock import Clock, new_id
-from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via, iso
+from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via
 from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus
 from bot.errors import InvalidInput, NotFound
-from bot.service import DecideResult, Service, request_json
-from storage.runs import RunStore
+from bot.service import DecideResult, Service
+from bot.wire import run_json
+from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,6 @@ class RunService:
         clock: Clock,
         agents: set[str],
         kick: Callable[[str], None] = lambda _run_id: None,
-        wake_outbox: Callable[[], None] = lambda: None,
     ) -> None:
         self.service = service
         self.runs = runs
@@ -51,7 +51,6 @@ class RunService:
         self.access = RunAccess()  # who may write into a run (set by bot.agent.app)
         self.agents = agents
         self.kick = kick
-        self.wake_outbox = wake_outbox
 
     async def start(self, new: NewRun, *, owner: str | None = None, run_id: str | None = None) -> Run:
         """Store the run with its task as the first message and enqueue its root message.
@@ -70,7 +69,6 @@ class RunService:
             created = {"agent": new.agent, "channel": new.channel, **({"api_token": owner} if owner else {})}
             await unit.append_audit(AuditEvent(run.id, "run_created", now, new.requested_by, created))
             await unit.enqueue(effects.post_root(run, now))
-        self.wake_outbox()
         return run
 
     async def get(self, run_id: str) -> Run:
@@ -88,7 +86,6 @@ class RunService:
                 await unit.append_audit(AuditEvent(run_id, "cancel_requested", now, by, {}))
                 await unit.enqueue(effects.update_root(run_id, now))
         if asked:
-            self.wake_outbox()
             self.kick(run_id)
         return await self.get(run_id), asked
 
@@ -149,33 +146,4 @@ class RunService:
                                          params={"answers": answers})
 
     async def run_json(self, run: Run) -> dict[str, Any]:
-        executions = await self.runs.executions(run.id)
-        return {
-            "id": run.id,
-            "status": run.status.value,
-            "task": run.task,
-            "channel": run.channel,
-            "agent": run.agent,
-            "requested_by": run.requested_by,
-            "step_count": run.step_count,
-            "messages": run.next_seq,
-            "root": {"channel": run.channel, "ts": run.root_ts} if run.root_ts else None,
-            "cancel_requested": run.cancel_requested,
-            "result": run.result,
-            "error": run.error,
-            "created_at": iso(run.created_at),
-            "updated_at": iso(run.updated_at),
-            "tool_calls": [
-                {"tool_use_id": e.tool_use_id, "name": e.name, "status": e.status.value, "gate": e.gate.value,
-                 "risk": e.risk, "input": e.input, "final_input": e.final_input, "request_id": e.request_id,
-                 "is_error": e.is_error, "attempts": e.attempts}
-                for e in executions
-            ],
-        }
-
-
-def question_json(request: Request) -> dict[str, Any]:
-    body = request_json(request)
-    body["questions"] = questions_of(request)
-    body["answers"] = answers_of(request)
-    return body
+        return run_json(run, await self.runs.executions(run.id))

@@ -1,4 +1,5 @@
-"""Snooze and Escalate: the buttons' use cases and the Escalate modal (a pure builder and parser).
+"""The timer buttons on a card (Snooze, Escalate, hand back): their listeners' work and the Escalate
+modal (a pure builder and parser).
 
 The modal picks where the request goes (the next configured level by default, a named person,
 or, for someone it was escalated to, back to whoever escalated it), takes an optional note for
@@ -8,12 +9,10 @@ everything else happens after it (handlers.py).
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.domain.model import Actor, Request
@@ -22,7 +21,8 @@ from bot.metrics import Metrics
 from bot.service import Service
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import Click, Submission
-from bot.slack.previews import clip, neutralise, one_line, plain
+from bot.slack.previews import plain
+from bot.slack.text import clip, neutralise, one_line, strip_markup, when
 from bot.timers import Moved, Timers
 
 log = logging.getLogger(__name__)
@@ -147,10 +147,10 @@ class TimerInteractions:
             await self.interactions.tell(click.user_id, click.channel_id, result.text)
             return
         state = result.request.timers or TimerState()
-        when = _date(state.remind_at)
-        text = f"💤 Snoozed: the next reminder comes {when}." if state.remind_at else "💤 Snoozed."
+        next_at = when(state.remind_at)
+        text = f"💤 Snoozed: the next reminder comes {next_at}." if state.remind_at else "💤 Snoozed."
         if state.expires_at is not None:
-            text += f" The timeout is unchanged ({_date(state.expires_at)})."
+            text += f" The timeout is unchanged ({when(state.expires_at)})."
         await self.interactions.tell(click.user_id, click.channel_id, text)
 
     async def _may_decide(self, request_id: str, user_id: str) -> bool:
@@ -171,22 +171,14 @@ class TimerInteractions:
         if isinstance(checked, Refusal):
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
-        view = escalate_modal(checked, click.user_id, may_pick=await self._may_decide(checked.id, click.user_id))
-        view["private_metadata"] = json.dumps({"request_id": checked.id, "version": checked.version,
-                                               "channel": click.channel_id, "message_ts": click.message_ts})
-        try:
-            await self.client.views_open(trigger_id=click.trigger_id, view=view)
-        except SlackApiError as exc:
-            self.metrics.slack_api_errors.labels("views.open", str(exc.response.get("error"))).inc()
-            log.warning("views.open failed for %s: %s", checked.id, exc.response.get("error"))
-            await self.interactions.tell(click.user_id, click.channel_id,
-                                         "Slack could not open the form (it took too long). Please click again.")
+        may_pick = await self._may_decide(checked.id, click.user_id)
+        await self.interactions.open_view(click, checked, escalate_modal(checked, click.user_id, may_pick=may_pick))
 
     async def check_submission(self, sub: Submission) -> tuple[EscalationChoice | None, dict[str, str]]:
         """Inline errors (for the ack) or the choice to carry out after it."""
         checked = await self._check(sub.request_id, sub.user_id)
         if isinstance(checked, Refusal):
-            return None, {TARGET_BLOCK: _plain(checked.text)}
+            return None, {TARGET_BLOCK: strip_markup(checked.text)}
         choice, errors = parse_escalate_submission(sub.values, sub.user_id)
         if choice is not None and choice.where == PERSON and not await self._may_decide(checked.id, sub.user_id):
             # Naming a person makes them an approver: only someone who may decide can hand that on.
@@ -213,14 +205,3 @@ class TimerInteractions:
             channel = sub.channel_id or (result.request.card_channel if isinstance(result, Moved) else None)
             await self.interactions.tell(sub.user_id, channel, text)
 
-
-def _date(at: Any) -> str:
-    if at is None:
-        return "never"
-    return f"<!date^{int(at.timestamp())}^{{date_short_pretty}} at {{time}}|{at:%Y-%m-%d %H:%M} UTC>"
-
-
-def _plain(text: str) -> str:
-    from bot.slack.interactions import _plain as strip_markup
-
-    return strip_markup(text)

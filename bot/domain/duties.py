@@ -1,0 +1,39 @@
+"""Separation of duties: who may not approve a request, whatever list they are on.
+
+A requester who is a Slack user (who started the run, the user a hook is configured with, or
+`requested_by` given as a user id: the request's `requester_user`) may not approve their own
+request unless it says `requester_may_approve`. Rejecting stays open to them: stopping one's
+own request is never a conflict of interest. Pure.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.domain.model import Request
+
+SLACK_USER_ID = re.compile(r"^[UW][A-Z0-9]{1,39}$")
+
+
+def requester_user_of(requested_by: str | None, given: str | None = None) -> str | None:
+    """The requester's Slack user id: `given` if set, else `requested_by` when it is a user id."""
+    if given:
+        return given
+    if requested_by and SLACK_USER_ID.match(requested_by):
+        return requested_by
+    return None
+
+
+def default_may_approve(requester_user: str | None, given: bool | None) -> bool:
+    """`given` if set; otherwise a requester who maps to a Slack user may not approve."""
+    if given is not None:
+        return given
+    return requester_user is None
+
+
+def approve_refusal(request: Request, user_id: str) -> str | None:
+    """Why `user_id` may not approve `request` (Slack mrkdwn), or None if duties allow it."""
+    if request.requester_user and request.requester_user == user_id and not request.requester_may_approve:
+        return ("You asked for this yourself, and this request needs someone else to approve it "
+                "(separation of duties), so your approval was not recorded. You can still reject it.")
+    return None

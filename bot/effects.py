@@ -1,0 +1,127 @@
+"""Every side effect Signoff commits to the outbox: its kind, and the one constructor of its items.
+
+A use case never builds an `OutboxItem` by hand: it calls one of the constructors below in the
+unit that makes the change, so the kind, the dedupe key's shape and the payload each effect's
+handler reads are written down once. Each delivery class hands over the handlers of the kinds
+it performs (`handlers()`), and `registry()` puts them together for the process, refusing a kind
+with no handler or with two (bot/web.py wires it).
+
+Items of one request (or one run) carry its id as `ordered_by`, so the dispatcher delivers them
+in order; App Home refreshes are not ordered behind anything (the Home is rendered fresh).
+Dedupe keys are deterministic in the change that caused the effect, so a repeated tick or a
+retried unit stores an effect once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from bot.domain.runs import Run
+from storage.base import OutboxItem
+
+# Requests and their cards
+POST_CARD = "slack.post_card"
+UPDATE_CARD = "slack.update_card"
+POST_PAGE = "slack.post_batch_page"  # a batch card's continuation page, in the card's thread
+WEBHOOK = "webhook"
+# Timers (reminders, escalation, hand-back) and their direct messages
+REMIND = "slack.remind"
+ESCALATE = "slack.escalate"
+HANDBACK = "slack.handback"
+DM = "slack.dm"
+# App Home
+PUBLISH_HOME = "slack.publish_home"
+# Agent runs
+POST_ROOT = "agent.post_root"
+UPDATE_ROOT = "agent.update_root"
+THREAD_NOTE = "agent.note"
+
+KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
+                   UPDATE_ROOT, THREAD_NOTE})
+
+Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox.py)
+
+
+class RegistryError(RuntimeError):
+    """The process's handlers do not cover every kind exactly once (a wiring bug: fail at start)."""
+
+
+def registry(*groups: Mapping[str, Handler]) -> dict[str, Handler]:
+    """All handlers of the process, one per kind; every kind must be covered exactly once."""
+    merged: dict[str, Handler] = {}
+    for group in groups:
+        for kind, handler in group.items():
+            if kind not in KINDS:
+                raise RegistryError(f"handler for unknown outbox kind {kind!r}")
+            if kind in merged:
+                raise RegistryError(f"two handlers for outbox kind {kind!r}")
+            merged[kind] = handler
+    missing = KINDS - merged.keys()
+    if missing:
+        raise RegistryError(f"no handler for outbox kind(s) {', '.join(sorted(missing))}")
+    return merged
+
+
+def _of_request(kind: str, request_id: str, dedupe_key: str, now: datetime, **payload: Any) -> OutboxItem:
+    return OutboxItem.due(kind, dedupe_key, now, ordered_by=request_id, payload={"request_id": request_id, **payload})
+
+
+def post_card(request_id: str, now: datetime) -> OutboxItem:
+    return _of_request(POST_CARD, request_id, f"post:{request_id}", now)
+
+
+def update_card(request_id: str, key: str, now: datetime) -> OutboxItem:
+    """Re-render the card from the request's state at delivery time; `key` names the change."""
+    return _of_request(UPDATE_CARD, request_id, key, now)
+
+
+def post_page(request_id: str, page: int, now: datetime) -> OutboxItem:
+    return _of_request(POST_PAGE, request_id, f"post:{request_id}:page:{page}", now, page=page)
+
+
+def webhook(request_id: str, key: str, now: datetime, *, url: str, body: dict[str, Any]) -> OutboxItem:
+    return _of_request(WEBHOOK, request_id, key, now, url=url, body=body)
+
+
+def remind(request_id: str, number: int, of: int, now: datetime) -> OutboxItem:
+    return _of_request(REMIND, request_id, f"remind:{request_id}:{number}", now, number=number, of=of)
+
+
+def escalate(request_id: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
+    """A note in the card's thread (and DMs) that the request went up: `to`, `add`, `by`, `note`, level data."""
+    return _of_request(ESCALATE, request_id, key, now, **payload)
+
+
+def handback(request_id: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
+    return _of_request(HANDBACK, request_id, key, now, **payload)
+
+
+def dm(request_id: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
+    return _of_request(DM, request_id, key, now, **payload)
+
+
+def publish_home(user_id: str, key: str, now: datetime) -> OutboxItem:
+    # Not ordered behind the request's Slack calls: the Home is read fresh anyway.
+    return OutboxItem.due(PUBLISH_HOME, f"home:{user_id}:{key}", now, ordered_by=None, payload={"user": user_id})
+
+
+def _of_run(kind: str, run_id: str, dedupe_key: str, now: datetime, **payload: Any) -> OutboxItem:
+    return OutboxItem.due(kind, dedupe_key, now, ordered_by=run_id, payload={"run_id": run_id, **payload})
+
+
+def post_root(run: Run, now: datetime) -> OutboxItem:
+    return _of_run(POST_ROOT, run.id, f"run:{run.id}:root", now)
+
+
+def update_root(run_id: str, now: datetime) -> OutboxItem:
+    # Every change gets its own item; the message is rendered when it is delivered, so a late
+    # or repeated update still shows the latest state.
+    return _of_run(UPDATE_ROOT, run_id, f"run:{run_id}:root:{uuid.uuid4().hex}", now)
+
+
+def note(run_id: str, key: str, message: dict[str, Any], now: datetime) -> OutboxItem:
+    """A message in the run's thread; `key` makes it unique (the same key is posted once)."""
+    return _of_run(THREAD_NOTE, run_id, f"run:{run_id}:note:{key}", now, message=message, key=key)

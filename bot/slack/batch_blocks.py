@@ -1,0 +1,134 @@
+"""Block Kit for batch requests: one card with a line and a checkbox per item, in pages.
+
+Page 0 is the card itself (header, who/risk/when, notes, the agent's reasoning, items, buttons);
+pages 1.. are continuation messages in the card's thread, each with its own items and buttons.
+A page holds at most ITEMS_PER_PAGE items (two blocks each: the item's line, then its checkbox
+and Edit button), so every message stays within Slack's 50 blocks and the text budget of
+`bot.slack.blocks`; items are never dropped, only spread over more pages.
+
+"Approve selected" decides the undecided items of its own page (ticked: approved; not ticked:
+rejected), "Reject all" every undecided item. Checkboxes start unticked: what is approved is
+exactly what the person ticked. Agent text is plain_text only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from bot.domain.batch import Item, pages
+from bot.domain.model import Outcome, Request
+from bot.slack import blocks as card
+from bot.slack.duties import duty_notes
+from bot.slack.previews import clip, escape_mrkdwn, neutralise, one_line, plain, show_value
+
+ITEMS_PER_PAGE = 20
+ITEM_LINE_MAX = 280
+ITEM_PARAMS_SHOWN = 6
+PARAM_VALUE_MAX = 60
+
+BATCH_APPROVE = "signoff_batch_approve"
+BATCH_REJECT = "signoff_batch_reject"
+ITEM_EDIT = "signoff_item_edit"
+ITEM_PICK = "signoff_item_pick"
+PAGE_BLOCK = "batch:"  # + page number: the block of a page's buttons
+ITEM_BLOCK = "item:"  # + item index: the block of an item's checkbox and Edit button
+APPROVE_VALUE = "approve"
+
+_OUTCOME_MARK = {Outcome.APPROVED: "✅", Outcome.REJECTED: "❌"}
+
+
+def page_count(req: Request) -> int:
+    return len(pages(len(req.items), ITEMS_PER_PAGE))
+
+
+def page_items(req: Request, page: int) -> range:
+    return pages(len(req.items), ITEMS_PER_PAGE)[page]
+
+
+def batch_page(req: Request, page: int, *, now: datetime, notes: list[str] | None = None) -> dict[str, Any]:
+    """Message `page` of a batch request: {"text", "blocks"} (page 0 is the card)."""
+    indexes = page_items(req, page)
+    total = page_count(req)
+    decided = not req.is_pending
+    out: list[dict[str, Any]] = []
+    if page == 0:
+        out.append(card._header(req))
+        out.append(card._context_line(req, now))
+        notes = [*(notes or []), *duty_notes(req)]
+        if notes:
+            out.append(card._notes(notes))
+        out.extend(card._reasoning(req))
+    label = f"{len(req.items)} actions" if total == 1 else (
+        f"Actions {indexes.start + 1}–{indexes.stop} of {len(req.items)} · page {page + 1} of {total}")
+    if page == 0 and total > 1:
+        label += " (the others are in this thread)"
+    out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": label}]})
+    for i in indexes:
+        out.extend(_item_blocks(req, i))
+    if decided:
+        if page == 0:
+            out.extend(card._decided(req, card._outcome(req) or Outcome.REJECTED))
+    elif any(req.items[i].outcome is None for i in indexes):
+        out.append(_page_buttons(req, page))
+    else:
+        out.append({"type": "context", "elements": [
+            {"type": "mrkdwn", "text": "Everything on this page is decided; the other pages are waiting."}]})
+    return {"text": _fallback(req, page, total), "blocks": out}
+
+
+def _fallback(req: Request, page: int, total: int) -> str:
+    summary = escape_mrkdwn(clip(one_line(req.summary), card.FALLBACK_SUMMARY_MAX))
+    status = "Approval needed" if req.is_pending else (card.OUTCOME_LABEL[card._outcome(req) or Outcome.REJECTED][1])
+    suffix = f" (page {page + 1} of {total})" if total > 1 else ""
+    return f"{status}: {summary}{suffix}"
+
+
+def item_line(index: int, item: Item) -> str:
+    """'3. send_email · to: a@example.com, subject: Hi' (plain text: agent content)."""
+    params = item.final_params
+    shown = [f"{k}: {clip(one_line(show_value(v)), PARAM_VALUE_MAX)}" for k, v in list(params.items())[:ITEM_PARAMS_SHOWN]]
+    if len(params) > ITEM_PARAMS_SHOWN:
+        shown.append(f"+{len(params) - ITEM_PARAMS_SHOWN} more")
+    line = f"{index + 1}. {item.action.name}" + (" · " + ", ".join(shown) if shown else "")
+    if item.changes:
+        line += " (edited: " + ", ".join(c.field for c in item.changes[:5]) + ")"
+    mark = _OUTCOME_MARK.get(item.outcome) if item.outcome else None
+    return clip(neutralise(f"{mark} {line}" if mark else line), ITEM_LINE_MAX)
+
+
+def _item_blocks(req: Request, index: int) -> list[dict[str, Any]]:
+    item = req.items[index]
+    line = {"type": "section", "text": plain(item_line(index, item), limit=ITEM_LINE_MAX)}
+    if not req.is_pending or item.outcome is not None:
+        return [line]
+    option = {"text": {"type": "plain_text", "text": "Approve"}, "value": APPROVE_VALUE}
+    elements: list[dict[str, Any]] = [
+        {"type": "checkboxes", "action_id": ITEM_PICK, "options": [option]}]
+    if item.final_params:
+        elements.append({"type": "button", "action_id": ITEM_EDIT, "text": {"type": "plain_text", "text": "Edit"},
+                         "value": req.id})
+    return [line, {"type": "actions", "block_id": f"{ITEM_BLOCK}{index}", "elements": elements}]
+
+
+def _page_buttons(req: Request, page: int) -> dict[str, Any]:
+    return {"type": "actions", "block_id": f"{PAGE_BLOCK}{page}", "elements": [
+        card._button("Approve selected", BATCH_APPROVE, req.id, "primary"),
+        card._button("Reject all", BATCH_REJECT, req.id, "danger"),
+    ]}
+
+
+def selection(req: Request, page: int, state_values: dict[str, Any]) -> dict[int, Outcome]:
+    """The undecided items of `page` and their outcomes from the message's checkbox state.
+
+    Checkboxes start unticked, so an item whose checkbox is missing from the state counts as not
+    ticked, exactly as the person saw it: nothing is approved that they did not tick.
+    """
+    chosen: dict[int, Outcome] = {}
+    for i in page_items(req, page):
+        if req.items[i].outcome is not None:
+            continue
+        state = (state_values.get(f"{ITEM_BLOCK}{i}") or {}).get(ITEM_PICK) or {}
+        picked = {o.get("value") for o in state.get("selected_options") or () if isinstance(o, dict)}
+        chosen[i] = Outcome.APPROVED if APPROVE_VALUE in picked else Outcome.REJECTED
+    return chosen

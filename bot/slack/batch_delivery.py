@@ -1,0 +1,128 @@
+"""Outbox handlers for batch cards: the continuation pages in the card's thread.
+
+The card (page 0) is posted and updated by `CardDelivery` as usual; wrapped here, a batch's
+card post also enqueues one post per further page, in the unit that stores the card's ts (the
+pages need it as their thread), and a card update also updates every posted page. A page's ts
+is stored in the request's `extra["pages"]`; like the card, a page is never posted twice: a
+retry after an uncertain attempt looks for the page's metadata in the thread first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot import effects
+from bot.clock import Clock
+from bot.domain.model import AuditEvent, Request
+from bot.effects import Handler
+from bot.outbox import Dead, Done, Result, after_post
+from bot.service import Service
+from bot.slack.batch_blocks import batch_page, page_count
+from bot.slack.delivery import CardDelivery
+from bot.slack.lookup import find_message, has_metadata
+from storage.base import OutboxItem, Unit
+
+POST_PAGE = effects.POST_PAGE
+PAGE_EVENT_TYPE = "signoff_card_page"
+
+
+def page_ts(request: Request, page: int) -> str | None:
+    stored = (request.extra.get("pages") or {}).get(str(page))
+    return stored if isinstance(stored, str) else None
+
+
+class BatchPages:
+    def __init__(self, cards: CardDelivery, service: Service, clock: Clock) -> None:
+        self.cards = cards
+        self.service = service
+        self.clock = clock
+
+    def handlers(self) -> dict[str, Handler]:
+        """The card's handlers, wrapped, and the pages' own."""
+        return {effects.POST_CARD: self.post, effects.UPDATE_CARD: self.update, effects.POST_PAGE: self.post_page}
+
+    async def post(self, item: OutboxItem) -> Result:
+        """The card; for a batch of several pages, the pages' posts join the unit storing its ts."""
+        result = await self.cards.post(item)
+        request = await self.service.store.get_request(item.payload["request_id"])
+        if not isinstance(result, Done) or request is None or not request.is_batch or page_count(request) < 2:
+            return result
+        return Done(apply=self._then_pages(result.apply, request), audit=result.audit)
+
+    def _then_pages(self, first: Callable[[Unit], Awaitable[None]] | None, request: Request) -> Callable[[Unit], Any]:
+        async def apply(unit: Unit) -> None:
+            if first is not None:
+                await first(unit)
+            now = self.clock.now()
+            for page in range(1, page_count(request)):
+                await unit.enqueue(effects.post_page(request.id, page, now))
+
+        return apply
+
+    async def post_page(self, item: OutboxItem) -> Result:
+        request = await self.service.store.get_request(item.payload["request_id"])
+        page = int(item.payload["page"])
+        if request is None:
+            return Dead("request no longer exists")
+        if page_ts(request, page):
+            return Done()
+        if not request.card_ts or not request.card_channel:
+            return await after_post(self.service.store, request.id, effects.POST_CARD, "card")
+        thread = request.thread_ts or request.card_ts
+        if item.uncertain:
+            found = await find_message(self.cards.call, item.attempts,
+                                       has_metadata(PAGE_EVENT_TYPE, request_id=request.id, page=page),
+                                       channel=request.card_channel, thread_ts=thread)
+            if isinstance(found, str):
+                return Done(apply=self._store(request.id, page, found))
+            if found is not None:
+                return found
+        message = batch_page(request, page, now=self.clock.now())
+        data, failure = await self.cards.call(
+            "chat.postMessage", item.attempts, channel=request.card_channel, thread_ts=thread,
+            text=message["text"], blocks=message["blocks"], unfurl_links=False, unfurl_media=False,
+            metadata={"event_type": PAGE_EVENT_TYPE, "event_payload": {"request_id": request.id, "page": page}},
+        )
+        if failure is not None:
+            return failure
+        assert data is not None
+        return Done(apply=self._store(request.id, page, str(data["ts"])))
+
+    def _store(self, request_id: str, page: int, ts: str) -> Callable[[Unit], Any]:
+        async def apply(unit: Unit) -> None:
+            request = await unit.get_request(request_id)
+            if request is None or page_ts(request, page):
+                return
+            now = self.clock.now()
+            pages = {**(request.extra.get("pages") or {}), str(page): ts}
+            updated = request.evolve(extra={**request.extra, "pages": pages}, updated_at=now)
+            if not await unit.update_request(updated, expected_version=request.version):
+                raise RuntimeError("request changed while storing a page ts")  # rolled back; retried
+            await unit.append_audit(AuditEvent(request_id, "page_posted", now, None, {"page": page, "ts": ts}))
+            # The request may have changed between rendering and storing: show its latest state.
+            await unit.enqueue(effects.update_card(request_id, f"card:{request_id}:page:{page}", now))
+
+        return apply
+
+    async def update(self, item: OutboxItem) -> Result:
+        """The card, then every posted page of a batch (chat.update is safe to repeat)."""
+        result = await self.cards.update(item)
+        if not isinstance(result, Done):
+            return result
+        request = await self.service.store.get_request(item.payload["request_id"])
+        if request is None or not request.is_batch or not request.card_channel:
+            return result
+        now = self.clock.now()
+        for page in range(1, page_count(request)):
+            ts = page_ts(request, page)
+            if ts is None:
+                continue  # not posted yet: it is posted from the latest state
+            message = batch_page(request, page, now=now)
+            _, failure = await self.cards.call("chat.update", item.attempts, channel=request.card_channel, ts=ts,
+                                               text=message["text"], blocks=message["blocks"])
+            if isinstance(failure, Dead):
+                continue  # that page cannot be updated (deleted?): the others still are
+            if failure is not None:
+                return failure
+        return result

@@ -1,0 +1,114 @@
+"""What agents see: the JSON of requests, questions and runs, in one place.
+
+The agent API, the webhooks (and the MCP server and Python client that read them) share these
+shapes; a field added here reaches every one of them. Pure functions of domain values: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from bot.domain.model import Item, Request
+from bot.domain.questions import answers_of, questions_of
+from bot.domain.runs import Run, ToolExecution
+from bot.domain.timing import TimerState
+from bot.domain.values import iso
+
+
+def request_json(request: Request) -> dict[str, Any]:
+    """The request as the agent API and webhooks show it."""
+    return {
+        "id": request.id,
+        "kind": request.kind.value,
+        "status": request.status.value,
+        "action": {
+            "name": request.action.name,
+            "params": request.action.params,
+            "params_schema": request.action.params_schema,
+        },
+        "summary": request.summary,
+        "context": request.context,
+        "preview": {"kind": request.preview.kind, **request.preview.data} if request.preview else None,
+        "risk": request.risk.value,
+        "channel": request.channel,
+        "approvers": list(request.approvers),
+        "callback_url": request.callback_url,
+        "requested_by": request.requested_by,
+        "created_at": iso(request.created_at),
+        "updated_at": iso(request.updated_at),
+        "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
+        "decision": request.decision.to_json() if request.decision else None,
+        "timing": request.timing.to_json() if request.timing else None,
+        "timers": timers_json(request.timers) if request.timers else None,
+        "quorum": request.quorum,
+        "requester_may_approve": request.requester_may_approve,
+        "confirm": request.confirm,
+        "requester_user": request.requester_user,
+        "votes": [v.to_json() for v in request.votes],
+        "items": [item_json(i) for i in request.items] if request.items else None,
+    }
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    """A batch item as agents see it: the proposal, and (while pending) its edits and outcome so far."""
+    preview = item.preview
+    return {
+        "action": {"name": item.action.name, "params": item.action.params,
+                   "params_schema": item.action.params_schema},
+        "preview": {"kind": preview.kind, **preview.data} if preview else None,
+        "key": item.key,
+        "outcome": item.outcome.value if item.outcome else None,
+        "params": item.final_params,
+        "changes": [c.to_json() for c in item.changes],
+    }
+
+
+def question_json(request: Request) -> dict[str, Any]:
+    """A question request: the request's fields plus its questions and (once answered) the answers."""
+    body = request_json(request)
+    body["questions"] = questions_of(request)
+    body["answers"] = answers_of(request)
+    return body
+
+
+def timers_json(state: TimerState | None) -> dict[str, Any]:
+    """Where a request stands on its timeline (ISO times)."""
+    if state is None:
+        return {}
+    return {
+        "reminders_sent": state.reminders_sent,
+        "next_reminder_at": iso(state.remind_at),
+        "escalation_level": state.level,
+        "escalation_loop": state.loop,
+        "escalated_to": list(state.escalated_to),
+        "next_escalation_at": iso(state.escalate_at),
+        "expires_at": iso(state.expires_at),
+        "snoozed_until": iso(state.snoozed_until),
+    }
+
+
+def run_json(run: Run, executions: Iterable[ToolExecution]) -> dict[str, Any]:
+    """A run, with every tool call it made (as recorded, by tool_use_id)."""
+    return {
+        "id": run.id,
+        "status": run.status.value,
+        "task": run.task,
+        "channel": run.channel,
+        "agent": run.agent,
+        "requested_by": run.requested_by,
+        "step_count": run.step_count,
+        "messages": run.next_seq,
+        "root": {"channel": run.channel, "ts": run.root_ts} if run.root_ts else None,
+        "cancel_requested": run.cancel_requested,
+        "result": run.result,
+        "error": run.error,
+        "created_at": iso(run.created_at),
+        "updated_at": iso(run.updated_at),
+        "tool_calls": [
+            {"tool_use_id": e.tool_use_id, "name": e.name, "status": e.status.value, "gate": e.gate.value,
+             "risk": e.risk, "input": e.input, "final_input": e.final_input, "request_id": e.request_id,
+             "is_error": e.is_error, "attempts": e.attempts}
+            for e in executions
+        ],
+    }

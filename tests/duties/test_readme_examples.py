@@ -1,0 +1,70 @@
+"""The README's examples for quorum, typed confirmation, separation of duties and batches, as written."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from bot.domain.params_hash import check_params
+from tests.duties.helpers import ephemerals_to
+from tests.fakes.slack_requests import checkboxes, plain_input
+from tests.harness import ROOT, App
+
+IDS = {"U0123ALICE": "U1", "U0456BOB": "U2", "U0789CAROL": "U3", "S0456OPS": "SOPS", "C0123ABCD": "C1"}
+
+
+def readme_section(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"### {title}")
+    end = text.index("\n### ", start + 1)
+    return text[start:end]
+
+
+def with_test_ids(raw: str) -> Any:
+    for real, ours in IDS.items():
+        raw = raw.replace(real, ours)
+    return json.loads(raw)
+
+
+async def test_readme_quorum_confirmation_and_duties_example(app: App) -> None:
+    app.slack.add_usergroup("SOPS", ["U1", "U2", "U3"])  # carol may decide, but not approve her own
+    example = re.search(r"```json\n(.*?)```", readme_section("Quorum, separation of duties"), re.S)
+    assert example is not None
+    status, req = await app.api("POST", "/api/v1/approvals", json=with_test_ids(example.group(1)))
+    assert status == 201, req
+    assert (req["quorum"], req["requester_user"], req["confirm"]) == (2, "U3", "orders_2019")
+
+    await app.click(req["id"], "U3", user_name="carol")  # the requester
+    await app.slack.wait_for("chat.postEphemeral")
+    assert "separation of duties" in ephemerals_to(app, "U3")[0]
+    for user, name in (("U1", "alice"), ("U2", "bob")):
+        await app.click(req["id"], user, user_name=name)
+        opened = await app.slack.wait_for("views.open", count=1 if user == "U1" else 2)
+        await app.slack_client.view_submission(
+            user=user, user_name=name, callback_id="signoff_confirm",
+            private_metadata=opened[-1].args["view"]["private_metadata"],
+            values={"confirm": {"typed": plain_input("orders_2019")}})
+        if user == "U1":
+            await app.slack.wait_for("chat.postEphemeral", count=2)  # "your approval counts: 1 of 2"
+    _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
+    decision = body["decision"]
+    assert body["status"] == "approved" and decision["decided_by"]["id"] == "U2"
+    assert [v["id"] for v in decision["votes"]] == ["U1", "U2"]
+    check_params(decision, {"table": "orders_2019"})
+
+
+async def test_readme_batch_example(app: App) -> None:
+    curl = re.search(r"-d '(.*?)'", readme_section("Batches"), re.S)
+    assert curl is not None
+    status, req = await app.api("POST", "/api/v1/approvals", json=with_test_ids(curl.group(1)))
+    assert status == 201, req
+    card = await app.card(req["id"])
+    await app.slack_client.block_action(
+        user="U1", user_name="alice", action_id="signoff_batch_approve", value=req["id"], block_id="batch:0",
+        channel=card.channel, message_ts=card.ts, state_values={"item:0": {"signoff_item_pick": checkboxes(["approve"])}})
+    _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
+    assert body["status"] == "approved"
+    assert [(i["outcome"], i["params"]["to"]) for i in body["decision"]["items"]] == [
+        ("approved", "a@example.com"), ("rejected", "b@example.com")]
+    check_params(body["decision"]["items"][0], {"subject": "Refund", "to": "a@example.com"})

@@ -1,0 +1,155 @@
+"""The architecture, checked: imports point inward and nothing imports in a circle.
+
+- `bot.domain` is pure: it imports nothing of the project outside `bot.domain`.
+- `storage` imports only `bot.domain` (and itself) from the project.
+- Slack handlers and the agent API (`bot.slack`, `bot.api`) reach storage only for its interface's
+  types (`storage.base`), never an implementation.
+- `signoff` (the agent side) imports nothing of the server.
+- No import cycle among the project's modules, counting imports inside functions and under
+  `TYPE_CHECKING` too.
+
+Imports are read from the source with `ast`, so the test sees every import, run or not.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("bot", "storage", "signoff", "bench")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py") if (ROOT / package).is_dir() else ():
+            if "migrations" in path.parts:
+                continue  # Alembic's scripts are loaded by Alembic, not imported
+            found[_module_name(path)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every project module `name` imports (the deepest existing module of each dotted name)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets.add(base)
+            targets.update(f"{base}.{alias.name}" for alias in node.names)
+    resolved = set()
+    for target in targets:
+        parts = target.split(".")
+        while parts and ".".join(parts) not in MODULES:
+            parts.pop()
+        if parts and ".".join(parts) != name:
+            resolved.add(".".join(parts))
+    return resolved
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _violations(source_prefix: str, allowed: tuple[str, ...], checked: tuple[str, ...]) -> list[str]:
+    """Imports from modules under `source_prefix` into `checked` packages that are not `allowed`."""
+    bad = []
+    for module, targets in GRAPH.items():
+        if module != source_prefix and not module.startswith(source_prefix + "."):
+            continue
+        for target in targets:
+            if target.split(".")[0] in checked and not any(
+                target == a or target.startswith(a + ".") for a in allowed
+            ):
+                bad.append(f"{module} imports {target}")
+    return sorted(bad)
+
+
+def test_the_domain_imports_nothing_of_the_rest_of_the_project() -> None:
+    assert _violations("bot.domain", ("bot.domain",), ("bot", "storage", "signoff")) == []
+
+
+def test_storage_imports_only_the_domain() -> None:
+    assert _violations("storage", ("storage", "bot.domain"), ("bot", "storage", "signoff")) == []
+
+
+@pytest.mark.parametrize("layer", ["bot.slack", "bot.api"])
+def test_slack_handlers_and_the_api_use_storage_only_for_its_interface_types(layer: str) -> None:
+    assert _violations(layer, ("storage.base",), ("storage",)) == []
+
+
+def test_the_agent_side_imports_nothing_of_the_server() -> None:
+    assert _violations("signoff", ("signoff",), ("bot", "storage")) == []
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(GRAPH.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(GRAPH):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles() == []
+
+
+def test_the_checker_sees_a_cycle_and_a_violation() -> None:
+    """The rules above can fail: a made-up graph with a cycle and an upward import is caught."""
+    saved = dict(GRAPH)
+    try:
+        GRAPH["bot.domain.values"] = GRAPH["bot.domain.values"] | {"bot.service"}
+        assert "bot.domain.values imports bot.service" in _violations(
+            "bot.domain", ("bot.domain",), ("bot", "storage", "signoff"))
+        assert any("bot.domain.values" in c and "bot.service" in c for c in _cycles())
+    finally:
+        GRAPH.clear()
+        GRAPH.update(saved)
