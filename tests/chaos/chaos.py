@@ -128,6 +128,7 @@ class Chaos:
             "ANTHROPIC_API_KEY": "test-key", "SIGNOFF_MODEL": "claude-test",
             "SIGNOFF_WORKSPACE": str(self.work / "workspace"), "SIGNOFF_EMAIL_OUTBOX": str(self.work / "outbox"),
             "SIGNOFF_RUN_LEASE_SECONDS": "3", "SIGNOFF_RUN_SWEEP_SECONDS": "0.2",
+            "SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS": "2",  # a retry after a kill comes within the test's patience
             "SIGNOFF_REMIND_EVERY": "3s", "SIGNOFF_REMIND_MAX": "3", "SIGNOFF_TIMEOUT": "20s",
         }
 
@@ -246,7 +247,7 @@ class Chaos:
             await self.model.stop()
             await self.slack.stop()
 
-    async def settle(self, timeout: float = 120) -> None:
+    async def settle(self, timeout: float = 180) -> None:
         """No more kills: click until every request is decided; let every waiter, run and webhook finish."""
         deadline = time.monotonic() + timeout
         store = await SqlStore.open(self.db_url)
@@ -265,8 +266,9 @@ class Chaos:
     async def _busy(self, store: SqlStore) -> str:
         async with store.engine.connect() as conn:
             pending = (await conn.execute(sa.text("SELECT count(*) FROM requests WHERE status = 'pending'"))).scalar()
-            queued = (await conn.execute(sa.select(sa.func.count()).select_from(outbox)
-                                         .where(outbox.c.status == "pending"))).scalar()
+            kinds = [r[0] for r in (await conn.execute(sa.select(outbox.c.kind, outbox.c.attempts)
+                                                       .where(outbox.c.status == "pending"))).all()]
+            queued = f"{len(kinds)} ({', '.join(sorted(set(kinds)))})" if kinds else 0
             running = (await conn.execute(sa.text(
                 "SELECT count(*) FROM runs WHERE status NOT IN ('completed', 'failed', 'cancelled')"))).scalar()
         parts = [f"{pending} requests pending" if pending else "", f"{queued} outbox items" if queued else "",
