@@ -258,7 +258,8 @@ class Chaos:
                 if not busy and not self.tasks:
                     return
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"did not settle: {busy}, {len(self.tasks)} actors still waiting")
+                    tails = "\n".join(s.log_path.read_text()[-3000:] for s in self.servers if s.log_path)
+                    raise AssertionError(f"did not settle: {busy}, {len(self.tasks)} actors still waiting\n{tails}")
                 await asyncio.sleep(0.2)  # test-side: waiting for the system to finish its work
         finally:
             await store.close()
