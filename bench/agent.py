@@ -40,8 +40,8 @@ from bot.domain.model import AuditEvent
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
 from storage.run_store import SqlRunStore
 from storage.sql import SqlStore
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, message, text, tool_use
-from tests.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET
+from bot.sandbox.model import FakeAnthropic, Reply, message, text, tool_use
+from bench.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET
 
 DEFAULT_PG_URL = "postgresql://postgres:postgres@127.0.0.1/postgres"
 SIZES = (10, 100, 1000)

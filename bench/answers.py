@@ -6,7 +6,7 @@ Both are answered with what the listener passes to ack() (a modal's validation e
 text), so the HTTP answer has to wait for the listener's ack() and no longer (bot/web.py
 `_when_acked`). Signoff runs in this process (`bot.web.build` on a scratch SQLite file, served by
 aiohttp on 127.0.0.1), with the fake Slack Web API on loopback; the requests are signed exactly as
-Slack signs them (tests/fakes/slack_requests.py). Timed: each request's HTTP round trip, one at a
+Slack signs them (bot/sandbox/signed.py). Timed: each request's HTTP round trip, one at a
 time.
 - Reject modal submitted with a reason: the listener reads the request, acks, then decides.
 - `/signoff help`: the listener acks with the help text.
@@ -26,16 +26,16 @@ from pathlib import Path
 
 from bench.load import Dist
 from storage.migrate import upgrade
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import plain_input
-from tests.harness import start_app
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import plain_input
+from bench.harness import start_app
 
 
 async def run(n: int, warmup: int) -> tuple[Dist, Dist]:
     workdir = Path(tempfile.mkdtemp(prefix="signoff-bench-answers-"))
     url = f"sqlite:///{workdir / 'bench.db'}"
     await upgrade(url)
-    slack = FakeSlack()
+    slack = SlackEmulator()
     await slack.start()
     slack.add_channel("C1", "approvals")
     slack.add_user("U2", "bob")
@@ -44,7 +44,7 @@ async def run(n: int, warmup: int) -> tuple[Dist, Dist]:
     try:
         for i in range(warmup + n):
             req = await app.submit()
-            await app.click(req["id"], "U2", action="signoff_reject", user_name="bob")
+            await app.click(req, "U2", action="signoff_reject", user_name="bob")
             view = (await slack.wait_for("views.open", count=i + 1))[-1].args["view"]
             started = time.perf_counter()
             answer = await app.slack_client.view_submission(

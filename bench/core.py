@@ -2,10 +2,10 @@
 
     python -m bench.core [--db sqlite|postgres|both] [--requests 1000] [--clickers 50] [--pg-url URL]
 
-No Slack: the fake Web API (tests/fakes/slack_api.FakeSlack) on loopback. Processes, all on 127.0.0.1:
+No Slack: the fake Web API (bot.sandbox.SlackEmulator) on loopback. Processes, all on 127.0.0.1:
 
 - the bench process: the load (aiohttp; Slack requests signed exactly as Slack signs them, built by
-  tests/fakes/slack_requests.SlackClient) and all the timing;
+  bot/sandbox/signed.SlackClient) and all the timing;
 - Signoff: `python -m bot serve` (process A; process B joins for figure 5), on a scratch database
   (a temp SQLite file, or a PostgreSQL database created next to --pg-url and dropped at the end);
 - the floor: a bare slack-bolt AsyncApp that only acks (`bench/bare_bolt.py`);

@@ -1,8 +1,8 @@
-"""The fake Slack Web API for benchmarks: tests/fakes/slack_api.FakeSlack plus an index of posted cards.
+"""The fake Slack Web API for benchmarks: bot.sandbox.SlackEmulator plus an index of posted cards.
 
 Two placements with one interface (`SlackHandle`):
 
-- `InProcessSlack`: FakeSlack on the bench process's own event loop.
+- `InProcessSlack`: SlackEmulator on the bench process's own event loop.
 - `SubprocessSlack`: `python -m bench.fake_slack` in its own process; a small control server next to
   the fake answers "when was the card for request X posted, and what did it look like".
 
@@ -28,7 +28,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import web
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 
 USERS = [("U1", "alice"), ("U2", "bob"), ("U3", "carol")]
 
@@ -43,8 +43,8 @@ class Post:
     message: dict[str, Any]  # as Slack echoes it in a block_actions payload (blocks, metadata, ...)
 
 
-class BenchSlack(FakeSlack):
-    """FakeSlack that also indexes cards by request id and can be awaited per request."""
+class BenchSlack(SlackEmulator):
+    """SlackEmulator that also indexes cards by request id and can be awaited per request."""
 
     def __init__(self) -> None:
         super().__init__()

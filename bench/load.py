@@ -23,8 +23,8 @@ from slack_sdk.signature import SignatureVerifier
 
 from bench.fake_slack import Post, SlackHandle
 from storage.sql import SqlStore
-from tests.fakes.slack_requests import Response, SlackClient
-from tests.harness import API_TOKEN, SIGNING_SECRET, approval_body
+from bot.sandbox.signed import Response, SlackClient
+from bench.harness import API_TOKEN, SIGNING_SECRET, approval_body
 
 T = TypeVar("T")
 CLICKER = "U1"  # one of the requests' approvers: every click is allowed and wins

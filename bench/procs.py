@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from storage.migrate import upgrade
-from tests.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET, free_port, wait_until_healthy
+from bench.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET, free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 

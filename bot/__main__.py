@@ -4,6 +4,11 @@
     signoff db upgrade     apply database migrations
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
+    signoff policy check FILE
+    signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
+                           validate the policy file; say what it decides for one call
+    signoff demo [--port 3000] [--no-agent]
+                           the bot, an emulated Slack and a page to click in, on this machine
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import signal
 import sys
 from typing import Any
 
+from bot import policy_cli
 from bot.errors import SignoffError
 from bot.settings import Settings, SettingsError, database_url_from_env
 
@@ -62,7 +68,11 @@ async def _serve(settings: Settings) -> None:
     elif await current_revision(store.engine) != head_revision():
         await store.close()
         raise SettingsError("the database schema is not up to date: run `signoff db upgrade` first")
-    signoff = await build(settings, store=store)
+    try:
+        signoff = await build(settings, store=store)
+    except BaseException:  # e.g. a bad policy file: say only that, not also "unclosed engine"
+        await store.close()
+        raise
     runner = web.AppRunner(signoff.web_app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.host, settings.port)
@@ -83,6 +93,9 @@ async def _serve(settings: Settings) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    if signoff.policy is not None:
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signal.SIGHUP, signoff.policy.reload)  # a bad file keeps the old policy
     await stop.wait()
     await runner.cleanup()
 
@@ -91,6 +104,21 @@ async def _db_upgrade(database_url: str) -> None:
     from storage.migrate import upgrade
 
     await upgrade(database_url)
+
+
+def _demo(port: int, *, agent: bool) -> int:
+    import os
+
+    from bot.sandbox.demo import serve
+
+    _logging(os.environ.get("SIGNOFF_LOG_LEVEL", "WARNING").upper())
+    try:
+        asyncio.run(serve(port, os.environ, agent=agent))
+    except OSError as exc:  # most often: the port is taken
+        print(f"signoff: cannot serve the sandbox on 127.0.0.1:{port}: {exc.strerror or exc}; "
+              f"try --port {port + 1}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,9 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("task", help="what the agent should do")
     run.add_argument("--channel", help="the Slack channel id for the run (default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
+    policy_cli.add_parser(sub)
+    demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
+    demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
+    demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
     args = parser.parse_args(argv)
 
+    if args.command == "policy":  # offline: needs no Slack or database settings
+        return policy_cli.run(args)
     try:
+        if args.command == "demo":
+            return _demo(args.port, agent=not args.no_agent)
         if args.command == "db":
             asyncio.run(_db_upgrade(database_url_from_env()))
             print("database is up to date")

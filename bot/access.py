@@ -7,6 +7,7 @@ answer or a Home-tab button asks here, so one rule holds wherever a decision can
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from bot.domain.model import Request
@@ -23,14 +24,21 @@ class Directory(Protocol):
 
 
 class Access:
-    def __init__(self, directory: Directory | None) -> None:
+    def __init__(
+        self, directory: Directory | None, *,
+        still_delegate: Callable[[Request, str], Awaitable[bool]] | None = None,
+    ) -> None:
         self.directory = directory
+        # False when the user is listed only as a delegate whose delegation has ended
+        # (bot.gate.PolicyGate.still_delegate): returning from being away ends a delegation.
+        self.still_delegate = still_delegate
 
     async def may_decide(self, request: Request, user_id: str) -> bool:
         """Listed approvers (users, or members of listed user groups) may decide; no list: anyone."""
         if not request.approvers:
             return True
-        if user_id in request.approvers:
+        if user_id in request.approvers and (self.still_delegate is None
+                                             or await self.still_delegate(request, user_id)):
             return True
         for entry in request.approvers:
             if entry.startswith("S") and self.directory is not None:

@@ -38,9 +38,11 @@ PUBLISH_HOME = "slack.publish_home"
 POST_ROOT = "agent.post_root"
 UPDATE_ROOT = "agent.update_root"
 THREAD_NOTE = "agent.note"
+# Policy (issue 12): the after-the-fact note in the channel for a call policy allowed
+POLICY_FYI = "policy.fyi"
 
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
-                   UPDATE_ROOT, THREAD_NOTE})
+                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI})
 
 Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox.py)
 
@@ -101,6 +103,11 @@ def handback(request_id: str, key: str, now: datetime, **payload: Any) -> Outbox
 
 def dm(request_id: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
     return _of_request(DM, request_id, key, now, **payload)
+
+
+def policy_fyi(request_id: str, now: datetime) -> OutboxItem:
+    """Tell the request's channel (or thread) that policy allowed it, once."""
+    return _of_request(POLICY_FYI, request_id, f"fyi:{request_id}", now)
 
 
 def publish_home(user_id: str, key: str, now: datetime) -> OutboxItem:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
 from bot.domain.model import (
@@ -69,6 +69,8 @@ class ApprovalSpec:
     thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
     timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
     approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
+    destructive: bool | None = None  # a tool's destructive hint (MCP destructiveHint): an input to policy
+    timing_given: frozenset[str] = frozenset()  # which of reminders/escalation/timeout the caller gave
     # Quorum, separation of duties, typed confirmation, batches (policy tiers fill these in later):
     # see bot.domain.model.Request.
     quorum: int = 1
@@ -111,6 +113,19 @@ class Guarded(Generic[T]):
         return not self.ran and not self.request.is_pending
 
 
+class SubmitGate(Protocol):
+    """Policy at submit (bot/gate.py's PolicyGate): what to write for a spec, and writing it."""
+
+    async def check(
+        self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
+        body_hash: str | None = None,
+    ) -> Any: ...
+
+    async def stage(self, service: Service, unit: Unit, checked: Any) -> None: ...
+
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None: ...
+
+
 class Service:
     def __init__(
         self,
@@ -122,18 +137,19 @@ class Service:
         id_factory: Callable[[str], str] = new_id,
         metrics: Metrics | None = None,
         default_timing: Timing | None = None,
+        gate: SubmitGate | None = None,
+        access: Access | None = None,
     ) -> None:
         self.store = store
         self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.waiters = waiters or Waiters()
         self.directory = directory
-        self.access = Access(directory)
+        self.access = access or Access(directory)
         self.new_id = id_factory
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
-        # Re-evaluation of edits by policy plugs in here: see `recheck_edit`.
-        self.edit_rechecks: list[Callable[[Request, dict[str, Any]], str | None]] = []
+        self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -192,10 +208,18 @@ class Service:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False
-        request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
+        if self.gate is not None:
+            checked = await self.gate.check(self, spec, idempotency_key=idempotency_key, body_hash=body_hash)
+            request = checked.request
+            assert request is not None  # record_defaults: every evaluated API request is recorded
+        else:
+            request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
         try:
             async with self.store.unit() as unit:
-                await self.stage(unit, request, people=spec.approver_users)
+                if self.gate is not None:
+                    await self.gate.stage(self, unit, checked)
+                else:
+                    await self.stage(unit, request, people=spec.approver_users)
         except DuplicateIdempotencyKey:
             assert idempotency_key is not None
             existing = await self._idempotent(idempotency_key, body_hash)
@@ -305,17 +329,12 @@ class Service:
         return await self.access.may_decide(request, user_id)
 
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
-        """HOOK: why an edit (already valid against the action's schema) may not be approved, or None.
+        """Why an edit (already valid against the action's schema) may not be approved, or None.
 
-        Policy registers a check in `edit_rechecks` that re-evaluates the edited call (an edit that
-        turns an allowed call into a denied one is refused in the modal). Runs before the modal's
-        ack: checks must be in-memory and fast.
+        The gate re-evaluates the edited call under policy: an edit that turns the call into one a
+        deny rule refuses is refused in the modal. Runs before the modal's ack: in memory, fast.
         """
-        for check in self.edit_rechecks:
-            problem = check(request, params)
-            if problem:
-                return problem
-        return None
+        return self.gate.recheck_edit(request, params) if self.gate is not None else None
 
     # -- decide ---------------------------------------------------------------
 
@@ -330,6 +349,7 @@ class Service:
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
         read: Request | None = None,
+        also: Callable[[Unit], Awaitable[None]] | None = None,
         items: tuple[Item, ...] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
@@ -342,6 +362,8 @@ class Service:
         request's version guard and the votes table's (request, voter) key, in one transaction.
         `items`: a batch's items with their outcomes, decided on `read` (if the request changed
         since, nothing is written and the caller decides again on the fresh request).
+        `also(unit)`: more writes that belong to this decision (a remembered grant), committed with
+        the final decision or not at all (a vote that only counts towards the quorum runs nothing).
         """
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
@@ -395,6 +417,8 @@ class Service:
                 data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
             await unit.append_audit(AuditEvent(request.id, "decided", now, actor.id if actor else None, data))
             await self._enqueue_decision_effects(unit, decided, now)
+            if also is not None:
+                await also(unit)
             await unit.notify(request.id)
             decided = decided.evolve(version=request.version + 1)
             unit.after_commit(lambda: self._decided(decided))

@@ -32,32 +32,42 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import effects
 from bot.agent import slack as agent_slack
+from bot.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
+from bot.domain.model import Request
+from bot.api import grants as grants_api
 from bot.api import longpoll
 from bot.api import routes as api
 from bot.api import run_routes
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
 from bot.egress import EgressPolicy, guarded_session
+from bot.gate import PolicyGate
+from bot.grants import Grants
 from bot.jobs import SweepJob
 from bot.metrics import Metrics
 from bot.notify import CrossProcessWatcher, Waiters
 from bot.outbox import Dispatcher
+from bot.policy_holder import PolicyHolder
 from bot.service import Service
 from bot.settings import Settings
-from bot.slack import batch, blocks, handlers, shapes
+from bot.slack import batch, blocks, grant_handlers, handlers, shapes
 from bot.slack.backlog import Backlog
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
-from bot.slack.batch_delivery import POST_PAGE, BatchPages
+from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
-from bot.slack.notices import NoticeDelivery, render_card
+from bot.slack.grant_handlers import GrantInteractions
+from bot.slack.grant_views import AWAY
+from bot.slack.notices import NoticeDelivery
+from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
 from bot.timers import Timers
+from storage.grants import GrantStore
 from storage.sql import SqlStore
 
 if TYPE_CHECKING:
@@ -68,7 +78,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT, REMEMBER, AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
@@ -95,6 +105,7 @@ class Signoff:
     egress_http: aiohttp.ClientSession | None = None  # for agent/API-chosen URLs only (bot.egress)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
+    policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -153,6 +164,7 @@ def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries:
 async def build(settings: Settings, *, clock: Clock | None = None, store: SqlStore | None = None) -> Signoff:
     """Wire one process: every part is made here, and every outbox kind gets its handler here."""
     clock = clock or _clock(settings)
+    policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
     store = store or await SqlStore.open(settings.database_url)
     metrics = Metrics()
     waiters = Waiters()
@@ -161,8 +173,15 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.http_timeout_seconds))
     listener_client = slack_client(settings, http, retries=True)
     directory = SlackDirectory(listener_client)
+    grant_store = GrantStore(store)
+    gate = PolicyGate(policy, grant_store, directory)  # policy, grants and delegation at submit
+
+    async def still_delegate(request: Request, user: str) -> bool:
+        return await gate.still_delegate(request, user, clock.now())
+
     service = Service(store, clock=clock, waiters=waiters, directory=directory, metrics=metrics,
-                      default_timing=settings.default_timing())
+                      default_timing=settings.default_timing(), gate=gate,
+                      access=Access(directory, still_delegate=still_delegate))
     timers = Timers(service, clock)
     home = Home(store, clock)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
@@ -171,10 +190,11 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     agent = build_agent(settings, service=service, store=store, call=call, client=listener_client, clock=clock,
                         metrics=metrics)
 
-    # Every outbox kind and its one handler. The card shows escalation and timeout notes
-    # (render_card), and question requests get question cards (render_any).
-    cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_card))
+    # Every outbox kind and its one handler. The card shows escalation, timeout and policy notes
+    # and "Approve & remember" (render_policy_card), and question requests get question cards (render_any).
+    cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_policy_card))
     pages = BatchPages(cards, service, clock)  # a batch card's continuation pages, wrapping the card's
+    home_publisher = HomePublisher(home, call, clock)
     egress = EgressPolicy.from_entries(settings.egress_allow)
     egress_http = guarded_session(egress, timeout=settings.http_timeout_seconds)
     webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,
@@ -185,8 +205,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         pages.handlers(),
         webhooks.handlers(),
         NoticeDelivery(service, call, clock, directory).handlers(),
-        HomePublisher(home, call, clock).handlers(),
+        home_publisher.handlers(),
         agent.delivery.handlers(),
+        FyiDelivery(store, call, clock).handlers(),
     )
     dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
@@ -207,8 +228,12 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         )
         for inline in (False, True)
     )
+    grants = Grants(grant_store, clock, store)
+    grant_interactions = GrantInteractions(interactions, grants, home)
+    home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
+        grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         handlers.register(app, interactions, timers=timer_interactions, home=home)
         batch.register(app, BatchInteractions(interactions))
 
@@ -220,7 +245,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
-                      agent=agent, egress_http=egress_http)
+                      agent=agent, policy=policy, egress_http=egress_http)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
     web_app[SIGNOFF] = signoff
@@ -231,6 +256,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
+    grants_api.add_routes(web_app, grants, policy, clock)
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
 
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:

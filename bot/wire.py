@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bot.domain.model import Item, Request
+from bot.domain.model import Item, Request, Via
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
 from bot.domain.timing import TimerState
@@ -38,7 +38,7 @@ def request_json(request: Request) -> dict[str, Any]:
         "created_at": iso(request.created_at),
         "updated_at": iso(request.updated_at),
         "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
-        "decision": request.decision.to_json() if request.decision else None,
+        "decision": _decision_json(request),
         "timing": request.timing.to_json() if request.timing else None,
         "timers": timers_json(request.timers) if request.timers else None,
         "quorum": request.quorum,
@@ -47,6 +47,8 @@ def request_json(request: Request) -> dict[str, Any]:
         "requester_user": request.requester_user,
         "votes": [v.to_json() for v in request.votes],
         "items": [item_json(i) for i in request.items] if request.items else None,
+        # Issue 12, present only when they apply: how the policy file evaluated it; delegates added.
+        **{key: request.extra[key] for key in ("policy", "delegations") if key in request.extra},
     }
 
 
@@ -62,6 +64,17 @@ def item_json(item: Item) -> dict[str, Any]:
         "params": item.final_params,
         "changes": [c.to_json() for c in item.changes],
     }
+
+
+def _decision_json(request: Request) -> dict[str, Any] | None:
+    """The decision; one made by policy or a grant also names its rule or grant."""
+    if request.decision is None:
+        return None
+    body = request.decision.to_json()
+    policy = request.extra.get("policy")
+    if request.decision.via in (Via.POLICY, Via.GRANT) and isinstance(policy, dict):
+        body["rule"], body["grant_id"] = policy.get("rule"), policy.get("grant_id")
+    return body
 
 
 def question_json(request: Request) -> dict[str, Any]:

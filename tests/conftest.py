@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from storage.migrate import upgrade
 from storage.sql import SqlStore
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import App, start_app
 
 PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
@@ -105,8 +105,8 @@ async def store(db_url: str) -> AsyncIterator[SqlStore]:
 
 
 @pytest_asyncio.fixture
-async def slack() -> AsyncIterator[FakeSlack]:
-    fake = FakeSlack()
+async def slack() -> AsyncIterator[SlackEmulator]:
+    fake = SlackEmulator()
     await fake.start()
     fake.add_channel("C1", "approvals")
     for uid, name in [("U1", "alice"), ("U2", "bob"), ("U3", "carol"), ("UMGR", "manager"), ("UOUT", "mallory")]:
@@ -118,7 +118,7 @@ async def slack() -> AsyncIterator[FakeSlack]:
 
 
 @pytest_asyncio.fixture
-async def app(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
+async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
     running = await start_app(db_url, slack)
     try:
         yield running

@@ -20,8 +20,8 @@ from aiohttp import web
 from bot.clock import Clock
 from bot.settings import Settings
 from bot.web import Signoff, build
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import SlackClient
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import SlackClient
 
 SIGNING_SECRET = "test-signing-secret"
 API_TOKEN = "test-api-token-1"
@@ -29,7 +29,7 @@ WEBHOOK_SECRET = "test-webhook-secret"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def app_env(db_url: str, slack: FakeSlack, **extra: str) -> dict[str, str]:
+def app_env(db_url: str, slack: SlackEmulator, **extra: str) -> dict[str, str]:
     return {
         "SLACK_BOT_TOKEN": "xoxb-test",
         "SLACK_SIGNING_SECRET": SIGNING_SECRET,
@@ -68,7 +68,7 @@ class App:
     """A running Signoff reachable over HTTP, with clients for the agent API and for Slack."""
 
     url: str
-    slack: FakeSlack
+    slack: SlackEmulator
     session: aiohttp.ClientSession
     slack_client: SlackClient
     signoff: Signoff | None = None
@@ -135,7 +135,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def start_app(db_url: str, slack: FakeSlack, *, clock: Clock | None = None, **env: str) -> App:
+async def start_app(db_url: str, slack: SlackEmulator, *, clock: Clock | None = None, **env: str) -> App:
     """Build and serve the app in this process; `clock` replaces the system clock (e.g. ShiftedClock)."""
     settings = Settings.from_env(app_env(db_url, slack, **env), dotenv=None)
     signoff = await build(settings, clock=clock)
@@ -167,7 +167,7 @@ async def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log_path: 
 class ServerProcess:
     """`python -m bot serve` in a subprocess, for kill -9 and multi-process tests."""
 
-    def __init__(self, db_url: str, slack: FakeSlack, **env: str) -> None:
+    def __init__(self, db_url: str, slack: SlackEmulator, **env: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, **app_env(db_url, slack, **env), "PORT": str(self.port),

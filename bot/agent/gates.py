@@ -1,4 +1,4 @@
-"""What the runner puts on the requests of a run's gated tool calls (issue 12, part b).
+"""What the runner puts on the requests of a run's gated tool calls.
 
 - Separation of duties: whoever started the run (`/signoff run` in Slack, or `requested_by`
   given as a user id on the API) is the requester of its cards and may not approve them.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.domain.questions import answer_text
 from bot.agent.tools import Tool, ToolContext, ToolError
-from bot.domain.model import Actor, Kind, Outcome, Request
+from bot.domain.model import Actor, Decision, Kind, Outcome, Request, Via
 from bot.domain.runs import ExecStatus, RunMessage, ToolExecution
 
 if TYPE_CHECKING:  # importing the SDK takes ~2 s: `import_sdk` does it on first use, or in the background
@@ -79,7 +79,7 @@ def decided_execution(execution: ToolExecution, request: Request | None) -> Tool
             return finished.evolve(is_error=False, result=answer_text(request))
         return finished.evolve(result=f"Nobody answered: the question was {request.status.value}.")
     if decision is not None and decision.outcome is Outcome.APPROVED:
-        note = f"Approved by {who(decision.decided_by)}."
+        note = f"Approved by {_by(decision)}."
         if decision.changes:
             edits = "; ".join(f"{c.field}: {_json(c.before)} -> {_json(c.after)}" for c in decision.changes)
             note += (f" Before approving, the person changed the parameters: {edits}. "
@@ -87,11 +87,20 @@ def decided_execution(execution: ToolExecution, request: Request | None) -> Tool
         return execution.evolve(status=ExecStatus.READY, final_input=decision.params, note=note)
     if decision is not None and decision.outcome is Outcome.REJECTED:
         reason = decision.comment.strip() if decision.comment else ""
-        return finished.evolve(result=f"Rejected by {who(decision.decided_by)}; the tool was not run. "
+        return finished.evolve(result=f"Rejected by {_by(decision)}; the tool was not run. "
                                       + (f"Reason: {reason}" if reason else "No reason was given."))
     if request.status.value == "expired":
         return finished.evolve(result="Not run: nobody approved this call in time (the request expired).")
     return finished.evolve(result="Not run: the approval request was cancelled.")
+
+
+def _by(decision: Decision) -> str:
+    """Who decided: a person, or Signoff's policy / a standing grant (issue 12)."""
+    if decision.decided_by is None and decision.via is Via.POLICY:
+        return "Signoff's policy"
+    if decision.decided_by is None and decision.via is Via.GRANT:
+        return "a standing grant"
+    return who(decision.decided_by)
 
 
 def item_request(request: Request, tool_use_id: str) -> Request:

@@ -21,13 +21,19 @@ import enum
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot import effects
 from bot.agent import blocks
+from bot.agent.gates import (
+    approved_params_problem,
+    batch_members,
+    batch_spec,
+    run_duties,
+)
 from bot.agent.messages import (
     UNKNOWN_OUTCOME,
     decided_execution,
@@ -43,9 +49,26 @@ from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
 from bot.egress import EgressPolicy
-from bot.domain.model import Action, Actor, AuditEvent, Outcome, Request, Risk, Via
-from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
-from bot.agent.gates import approved_params_problem, batch_members, batch_spec, run_duties
+from bot.domain.model import (
+    Action,
+    Actor,
+    AuditEvent,
+    Kind,
+    Outcome,
+    Request,
+    Risk,
+    Via,
+)
+from bot.domain.runs import (
+    ExecStatus,
+    Gate,
+    Phase,
+    Run,
+    RunMessage,
+    RunStatus,
+    ToolExecution,
+)
+from bot.gate import Checked, PolicyGate, policy_gate
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.run_store import RunStore, RunUnit
@@ -179,6 +202,7 @@ class Steps:
         uses = [b for b in content if b["type"] == "tool_use"]
         reasoning = "\n\n".join(b["text"] for b in content if b["type"] == "text").strip()
         prepared = [self._prepare(run, agent, position, block, reasoning) for position, block in enumerate(uses)]
+        checks = await self._policy(prepared)
         now = self.clock.now()
         seq = run.next_seq
         async with self._unit(run.id, owner) as unit:
@@ -187,16 +211,34 @@ class Steps:
             run = run.evolve(step_count=run.step_count + 1, next_seq=seq + len(messages), updated_at=now)
             if uses:
                 executions = []
-                batched = batch_members(prepared)  # several gated calls of this turn: one card
+                # Policy first: what it decided is recorded per call; the calls it leaves to a person
+                # share one batch card when there are several.
+                asking = [(e, checks[p].spec if p in checks else s) for p, (e, s) in enumerate(prepared)
+                          if s is not None and (p not in checks or checks[p].pending)]
+                batched = batch_members(asking)  # several gated calls of this turn: one card
                 shared: Request | None = None
-                for execution, spec in prepared:
-                    if spec is not None and execution.tool_use_id in batched:
+                for position, (execution, spec) in enumerate(prepared):
+                    checked = checks.get(position)
+                    if checked is not None and checked.request is None:  # the tier's default allows it
+                        assert checked.evaluation is not None
+                        execution = execution.evolve(gate=Gate.ALLOW, status=ExecStatus.READY,
+                                                     final_input=execution.input, risk=checked.evaluation.tier.value)
+                    elif checked is not None and checked.request is not None and not checked.pending:
+                        await self._gate().stage(self.service, unit, checked)  # denied or allowed by policy
+                        execution = execution.evolve(request_id=checked.request.id)
+                    elif spec is not None and execution.tool_use_id in batched:
                         if shared is None:
-                            shared = self.service.new_request(batch_spec(
-                                [(e.tool_use_id, s) for e, s in prepared if s is not None and e.tool_use_id in batched],
-                                run))
+                            members = [(e.tool_use_id, s) for e, s in asking if s is not None and e.tool_use_id in batched]
+                            batch = batch_spec(members, run)
+                            if checks:  # the tiers' approvers of its calls decide the batch
+                                approvers = tuple(dict.fromkeys(a for _, s in members for a in s.approvers))
+                                batch = replace(batch, approvers=approvers)
+                            shared = self.service.new_request(batch)
                             await self.service.stage(unit, shared)
                         execution = execution.evolve(request_id=shared.id)
+                    elif checked is not None and checked.request is not None:  # asks on its own card
+                        await self._gate().stage(self.service, unit, checked)
+                        execution = execution.evolve(request_id=checked.request.id)
                     elif spec is not None:
                         request = self.service.new_request(spec)
                         await self.service.stage(unit, request)
@@ -212,6 +254,20 @@ class Steps:
                 run = await self._save(unit, run, "run_completed", steps=run.step_count)
         self._remember(run.id, messages)
         return StepResult.CONTINUE if uses else StepResult.DONE
+
+    def _gate(self) -> PolicyGate:
+        gate = policy_gate(self.service)
+        assert gate is not None, "a policy verdict exists only under a policy gate"
+        return gate
+
+    async def _policy(self, prepared: list[tuple[ToolExecution, ApprovalSpec | None]]) -> dict[int, Checked]:
+        """Policy's verdict on each gated call (bot.gate): only when a policy file is loaded."""
+        gate = policy_gate(self.service)
+        if gate is None:
+            return {}
+        return {position: await gate.check(self.service, spec, record_defaults=False)
+                for position, (_, spec) in enumerate(prepared)
+                if spec is not None and spec.kind is Kind.APPROVAL}
 
     def _prepare(
         self, run: Run, agent: Agent, position: int, block: dict[str, Any], reasoning: str
@@ -238,8 +294,9 @@ class Steps:
             spec = question_spec(params["questions"], channel=run.channel, thread_ts=run.root_ts,
                                  context=reasoning or None, requested_by=requested_by, extra=extra)
             return execution.evolve(gate=Gate.QUESTION, status=ExecStatus.WAITING), spec
-        if tool.risk in (Risk.HIGH, Risk.CRITICAL):
+        if tool.risk in (Risk.HIGH, Risk.CRITICAL) or policy_gate(self.service) is not None:
             spec = ApprovalSpec(
+                destructive=tool.destructive,  # the tool's declared risk and hint are inputs to policy
                 action=Action(name, params, tool.input_schema),
                 summary=tool.summarize(params),
                 risk=tool.risk,

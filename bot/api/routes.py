@@ -105,6 +105,8 @@ async def create_approval(request: web.Request) -> web.Response:
         callback_url=body.callback_url,
         requested_by=body.requested_by,
         extra=owners.stamp(request),
+        timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
+                               if getattr(body, name) is not None),
     )
     created_request, created = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
     response = web.json_response(request_json(created_request), status=201 if created else 200)

@@ -24,6 +24,8 @@ HELP = (
     "Agents ask over the API; approval cards appear in the channel they name.\n"
     "• `/signoff pending`: the requests waiting on you\n"
     "• `/signoff run <task>`: start an agent run in this channel (it works in the run's thread)\n"
+    "• `/signoff grants`: standing grants (\"Approve & remember\"), with Revoke\n"
+    "• `/signoff away until 2026-12-24 to U0123ABCD` / `/signoff back`: a delegate decides while you are away\n"
     "• `/signoff help`: this message"
 )
 

@@ -14,7 +14,7 @@ publishing (a racing publish may have shown older data last), it publishes again
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -80,9 +80,12 @@ def _note(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
-def home_view(inbox: Inbox, *, now: datetime, links: dict[str, str] | None = None) -> dict[str, Any]:
-    """The Home tab: three sections, each bounded, within Slack's 100 blocks."""
+def home_view(inbox: Inbox, *, now: datetime, links: dict[str, str] | None = None,
+              tail: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The Home tab: three sections, each bounded, within Slack's 100 blocks; `tail` (grants and
+    delegation, issue 12) goes last and its room is kept free."""
     links = links or {}
+    tail = tail or []
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": plain("Signoff")},
         _note("Approval requests that wait on you. This page updates itself."),
@@ -96,7 +99,7 @@ def home_view(inbox: Inbox, *, now: datetime, links: dict[str, str] | None = Non
          lambda r: [_decided_block(r, links)]),
     ]
     for index, (title, items, total, empty, render) in enumerate(sections):
-        later = 3 * (len(sections) - index - 1)  # each later section needs its header, divider, note
+        later = 3 * (len(sections) - index - 1) + len(tail)  # each later section: header, divider, note
         blocks += [{"type": "divider"}, {"type": "header", "text": plain(f"{title} ({total})")}]
         shown = 0
         for item in items[:SECTION_MAX]:
@@ -109,7 +112,7 @@ def home_view(inbox: Inbox, *, now: datetime, links: dict[str, str] | None = Non
             blocks.append(_note(empty))
         elif total > shown:
             blocks.append(_note(more(total - shown, "requests")))
-    return {"type": "home", "blocks": blocks}
+    return {"type": "home", "blocks": blocks + tail}
 
 
 def pending_message(inbox: Inbox, *, now: datetime) -> dict[str, Any]:
@@ -173,6 +176,7 @@ class HomePublisher:
         self.home = home
         self.call = call
         self.clock = clock
+        self.tail: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None  # set by bot.web.build
 
     def handlers(self) -> dict[str, Handler]:
         return {effects.PUBLISH_HOME: self}
@@ -181,9 +185,10 @@ class HomePublisher:
         user = str(item.payload["user"])
         links: dict[str, str] = {}
         inbox = await self.home.inbox(user)
+        tail = await self.tail(user) if self.tail is not None else None
         for _ in range(_REPUBLISH_MAX):
             links.update(await self._links(inbox, links, item.attempts))
-            view = home_view(inbox, now=self.clock.now(), links=links)
+            view = home_view(inbox, now=self.clock.now(), links=links, tail=tail)
             _, failure = await self.call("views.publish", item.attempts, user_id=user, view=view)
             if failure is not None:
                 return failure

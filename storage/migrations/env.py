@@ -12,6 +12,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy.ext.asyncio import create_async_engine
 
+import storage.grants_schema  # noqa: F401  (registers the grant and delegation tables)
 import storage.runs_schema  # noqa: F401  (registers the run tables on the shared metadata)
 from storage.schema import metadata
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest_asyncio
 
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox.model import FakeAnthropic
+from bot.sandbox import SlackEmulator
 from tests.harness import start_app
 
 
@@ -35,7 +35,7 @@ def agent_env(model: FakeAnthropic, tmp_path: Path, **extra: str) -> dict[str, s
 
 
 @pytest_asyncio.fixture
-async def agent(db_url: str, slack: FakeSlack, model: FakeAnthropic, tmp_path: Path) -> AsyncIterator[AgentApp]:
+async def agent(db_url: str, slack: SlackEmulator, model: FakeAnthropic, tmp_path: Path) -> AsyncIterator[AgentApp]:
     running = await start_app(db_url, slack, **agent_env(model, tmp_path))
     try:
         yield AgentApp(running, model, tmp_path)

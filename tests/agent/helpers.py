@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.anthropic_api import FakeAnthropic
-from tests.fakes.slack_api import Message
+from bot.sandbox.model import FakeAnthropic
+from bot.sandbox import Message
 from tests.harness import App
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import checkboxes, plain_input
+from bot.sandbox import SlackEmulator as FakeSlack
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
+from bot.sandbox.signed import checkboxes, plain_input
 from tests.harness import start_app
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello,\nyour refund is on its way."}

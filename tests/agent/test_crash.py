@@ -23,9 +23,9 @@ from aiohttp import web
 from sqlalchemy.engine import make_url
 
 from tests.agent.conftest import agent_env
-from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import SlackClient
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import SlackClient
 from tests.harness import API_TOKEN, SIGNING_SECRET, ServerProcess
 
 HEADERS = {"Authorization": f"Bearer {API_TOKEN}"}
@@ -72,14 +72,14 @@ class Webhook:
 class Server:
     """One `signoff serve` process and the clients that talk to it."""
 
-    def __init__(self, proc: ServerProcess, slack: FakeSlack) -> None:
+    def __init__(self, proc: ServerProcess, slack: SlackEmulator) -> None:
         self.proc = proc
         self.http = aiohttp.ClientSession(headers=HEADERS)
         self.slack_client = SlackClient(proc.url, SIGNING_SECRET, fake=slack)
         self.slack = slack
 
     @classmethod
-    async def start(cls, db_url: str, slack: FakeSlack, env: dict[str, str], log_dir: Path) -> Server:
+    async def start(cls, db_url: str, slack: SlackEmulator, env: dict[str, str], log_dir: Path) -> Server:
         proc = ServerProcess(db_url, slack, **env)
         await proc.start(log_dir)
         return cls(proc, slack)
@@ -190,7 +190,7 @@ async def webhook() -> AsyncIterator[Webhook]:
 
 
 async def test_kill_while_waiting_and_after_a_tool_finished_every_tool_runs_once(
-    db_url: str, slack: FakeSlack, model: FakeAnthropic, webhook: Webhook, tmp_path: Path
+    db_url: str, slack: SlackEmulator, model: FakeAnthropic, webhook: Webhook, tmp_path: Path
 ) -> None:
     env = agent_env(model, tmp_path, SIGNOFF_RUN_LEASE_SECONDS="1", SIGNOFF_RUN_SWEEP_SECONDS="0.2",
                     SIGNOFF_OUTBOX_SWEEP_SECONDS="0.2", SIGNOFF_OUTBOX_LEASE_SECONDS="2",
@@ -263,7 +263,7 @@ async def test_kill_while_waiting_and_after_a_tool_finished_every_tool_runs_once
 
 
 async def test_an_interrupted_idempotent_tool_runs_again_after_a_crash(
-    db_url: str, slack: FakeSlack, model: FakeAnthropic, tmp_path: Path
+    db_url: str, slack: SlackEmulator, model: FakeAnthropic, tmp_path: Path
 ) -> None:
     hits: list[int] = []
     hold = asyncio.Event()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import error, message, text, tool_use
+from bot.sandbox.model import error, message, text, tool_use
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello"}
 

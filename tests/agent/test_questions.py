@@ -6,8 +6,8 @@ import asyncio
 import json
 
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import message, text, tool_use
-from tests.fakes.slack_requests import checkboxes, radio
+from bot.sandbox.model import message, text, tool_use
+from bot.sandbox.signed import checkboxes, radio
 from tests.waits import long_poll_registered
 
 ONE = {"questions": [{"question": "Which environment?", "header": "Env", "options": [

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from tests.agent.conftest import agent_env
 from tests.agent.test_crash import Server
-from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
+from bot.sandbox import SlackEmulator
 from tests.waits import long_poll_registered
 
 
 async def test_a_long_poll_on_a_run_returns_when_another_process_ends_it(
-    db_url: str, slack: FakeSlack, model: FakeAnthropic, tmp_path: Path
+    db_url: str, slack: SlackEmulator, model: FakeAnthropic, tmp_path: Path
 ) -> None:
     model.script(
         message(text("Emailing ops."), tool_use("send_email", {"to": "ops@example.com", "subject": "Deploy",

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import FakeAnthropic, message, text
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox.model import FakeAnthropic, message, text
+from bot.sandbox import SlackEmulator
 from tests.harness import ROOT, app_env, start_app
 
 
@@ -39,7 +39,7 @@ async def test_slash_command_without_a_task_explains_and_help_still_works(agent:
 
 
 async def test_cli_starts_a_run_that_the_server_picks_up(
-    db_url: str, slack: FakeSlack, model: FakeAnthropic, tmp_path: Path
+    db_url: str, slack: SlackEmulator, model: FakeAnthropic, tmp_path: Path
 ) -> None:
     app = await start_app(db_url, slack, **agent_env(model, tmp_path, SIGNOFF_OUTBOX_SWEEP_SECONDS="0.1"))
     try:

@@ -4,7 +4,7 @@ events were processed in (issue 9, defect 7: the source of an intermittent failu
 from __future__ import annotations
 
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import message, text, tool_use
+from bot.sandbox.model import message, text, tool_use
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello"}
 

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.api.webhooks import verify
 from bot.domain.params_hash import params_sha256
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
 from tests.waits import long_poll_registered
 
@@ -54,7 +54,7 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
 
 
 @pytest_asyncio.fixture
-async def clocked(db_url: str, slack: FakeSlack) -> AsyncIterator[tuple[App, ShiftedClock]]:
+async def clocked(db_url: str, slack: SlackEmulator) -> AsyncIterator[tuple[App, ShiftedClock]]:
     """The app on a clock the test moves forward, so retries fall due without sleeping."""
     clock = ShiftedClock()
     running = await start_app(db_url, slack, clock=clock, SIGNOFF_WEBHOOK_MAX_ATTEMPTS="3",
@@ -645,7 +645,7 @@ async def test_webhook_gives_up_after_max_attempts(clocked: tuple[App, ShiftedCl
     assert samples[("signoff_webhook_failures_total", ())] == 1
 
 
-async def test_callback_url_needs_a_webhook_secret(db_url: str, slack: FakeSlack) -> None:
+async def test_callback_url_needs_a_webhook_secret(db_url: str, slack: SlackEmulator) -> None:
     app = await start_app(db_url, slack, SIGNOFF_WEBHOOK_SECRET="")
     try:
         status, body = await app.api("POST", APPROVALS, json=approval_body(callback_url="https://agent.test/hook"))

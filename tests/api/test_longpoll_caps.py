@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from bot.api.longpoll import LIMITS
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import API_TOKEN, App, start_app
 
 OTHER_TOKEN = "test-api-token-2"

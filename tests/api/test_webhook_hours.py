@@ -17,7 +17,7 @@ from tests.api.test_approvals_api import (
     settle,
     webhook_item,
 )
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import App, ShiftedClock, start_app
 
 

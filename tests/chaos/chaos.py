@@ -33,9 +33,9 @@ import sqlalchemy as sa
 
 from storage.schema import audit_events, decisions, outbox
 from storage.sql import SqlStore
-from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import SlackClient
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
+from bot.sandbox import SlackEmulator as FakeSlack
+from bot.sandbox.signed import SlackClient
 from tests.harness import API_TOKEN, SIGNING_SECRET, ServerProcess, approval_body
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)

@@ -12,8 +12,8 @@ from bot.domain.params_hash import params_sha256
 from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the runner scenario
 from tests.agent.helpers import AgentApp
 from tests.duties.helpers import ephemerals_to, settle, snapshot
-from tests.fakes.anthropic_api import message, text, tool_use
-from tests.fakes.slack_requests import checkboxes, plain_input
+from bot.sandbox.model import message, text, tool_use
+from bot.sandbox.signed import checkboxes, plain_input
 from tests.harness import App, approval_body
 
 EMAIL_SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}, "subject": {"type": "string"}},

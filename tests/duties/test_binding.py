@@ -13,8 +13,8 @@ from storage.runs_schema import runs
 from storage.schema import decisions
 from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the run scenario
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import message, text, tool_use
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.model import message, text, tool_use
+from bot.sandbox.signed import plain_input
 from tests.harness import App
 
 
@@ -79,22 +79,3 @@ async def test_the_runner_refuses_parameters_whose_hash_differs(agent: AgentApp)
     assert agent.emails() == []  # nothing was sent, to anyone
     [result] = [b for b in agent.model.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"]
     assert result["is_error"] is True and "not the approved ones" in json.dumps(result["content"])
-
-
-async def test_the_edit_recheck_hook_refuses_an_edit_inline_and_writes_nothing(app: App) -> None:
-    # Where policy (issue 12a) re-evaluates an edit: a check that refuses edits to other domains.
-    assert app.signoff is not None
-    app.signoff.service.edit_rechecks.append(
-        lambda request, params: None if params["to"].endswith("@example.com") else "policy denies that recipient")
-    req = await app.submit()
-    await app.click(req["id"], "U1", action="signoff_edit", user_name="alice")
-    [opened] = await app.slack.wait_for("views.open")
-    await app.signoff.dispatcher.drain()
-    before = await app.signoff.store.get_request(req["id"])
-    values = {"p:to": {"value": plain_input("someone@evil.test")},
-              "p:subject": {"value": plain_input("x")}, "p:body": {"value": plain_input("y")}}
-    response = await app.slack_client.view_submission(user="U1", callback_id="signoff_edit", values=values,
-                                                      private_metadata=opened.args["view"]["private_metadata"])
-    assert response.json()["response_action"] == "errors"
-    assert "policy denies that recipient" in json.dumps(response.json()["errors"])
-    assert await app.signoff.store.get_request(req["id"]) == before

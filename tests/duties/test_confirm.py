@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.duties.helpers import card_text, settle, snapshot
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import App
 
 

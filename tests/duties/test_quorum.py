@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.duties.helpers import card_text, ephemerals_to, has_buttons, settle, snapshot, vote_rows
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import App
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.domain.params_hash import check_params
 from tests.duties.helpers import ephemerals_to
-from tests.fakes.slack_requests import checkboxes, plain_input
+from bot.sandbox.signed import checkboxes, plain_input
 from tests.harness import ROOT, App
 
 IDS = {"U0123ALICE": "U1", "U0456BOB": "U2", "U0789CAROL": "U3", "S0456OPS": "SOPS", "C0123ABCD": "C1"}

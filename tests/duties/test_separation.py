@@ -7,8 +7,8 @@ import json
 from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the run scenario
 from tests.agent.helpers import AgentApp
 from tests.duties.helpers import ephemerals_to, settle, snapshot
-from tests.fakes.anthropic_api import message, text, tool_use
-from tests.fakes.slack_requests import plain_input
+from bot.sandbox.model import message, text, tool_use
+from bot.sandbox.signed import plain_input
 from tests.harness import App
 
 

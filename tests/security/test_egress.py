@@ -19,8 +19,8 @@ from bot.egress import EgressPolicy, EgressRefused, GuardedResolver, check_url, 
 from bot.service import ApprovalSpec
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
+from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import App, approval_body, start_app
 
 APPROVALS = "/api/v1/approvals"

@@ -11,8 +11,8 @@ import pytest_asyncio
 
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.fakes.anthropic_api import FakeAnthropic, message, text, tool_use
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
+from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import start_app
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello"}

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from bot.settings import Settings
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import App, approval_body, start_app
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"

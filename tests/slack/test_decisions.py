@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from tests.fakes.slack_requests import checkboxes, number_input, plain_input, static_select
+from bot.sandbox.signed import checkboxes, number_input, plain_input, static_select
 from tests.harness import App
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import App, start_app
 
 BUTTONS = ["signoff_edit", "signoff_reject", "signoff_escalate"]
 AGAIN = "Slack could not open the form (it took too long). Please click again."
 
 
-async def _click_with_failing_open(app: App, slack: FakeSlack, action: str, *, hang: bool) -> None:
+async def _click_with_failing_open(app: App, slack: SlackEmulator, action: str, *, hang: bool) -> None:
     body = await app.submit(escalation={"levels": [{"after": "30m", "notify": ["UMGR"]}]})
     await app.card(body["id"])
     _, before = await app.api("GET", f"/api/v1/approvals/{body['id']}")
@@ -34,12 +34,12 @@ async def _click_with_failing_open(app: App, slack: FakeSlack, action: str, *, h
 
 
 @pytest.mark.parametrize("action", BUTTONS)
-async def test_slack_refusing_the_modal_asks_to_click_again(app: App, slack: FakeSlack, action: str) -> None:
+async def test_slack_refusing_the_modal_asks_to_click_again(app: App, slack: SlackEmulator, action: str) -> None:
     await _click_with_failing_open(app, slack, action, hang=False)
 
 
 @pytest.mark.parametrize("action", BUTTONS)
-async def test_slack_not_answering_in_time_asks_to_click_again(db_url: str, slack: FakeSlack, action: str) -> None:
+async def test_slack_not_answering_in_time_asks_to_click_again(db_url: str, slack: SlackEmulator, action: str) -> None:
     app = await start_app(db_url, slack, SIGNOFF_HTTP_TIMEOUT_SECONDS="1")
     try:
         await _click_with_failing_open(app, slack, action, hang=True)

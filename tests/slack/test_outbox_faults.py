@@ -11,9 +11,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body, start_app
-from tests.fakes.slack_requests import SlackClient
+from bot.sandbox.signed import SlackClient
 from tests.waits import long_poll_registered, more_sweeps
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
@@ -22,7 +22,7 @@ CRASH_ENV = {"SIGNOFF_OUTBOX_LEASE_SECONDS": "1.5", "SIGNOFF_HTTP_TIMEOUT_SECOND
              "SIGNOFF_OUTBOX_SWEEP_SECONDS": "0.5"}
 
 
-def cards_for(slack: FakeSlack, request_id: str) -> list[Any]:
+def cards_for(slack: SlackEmulator, request_id: str) -> list[Any]:
     return [m for m in slack.channel_messages("C1")
             if ((m.metadata or {}).get("event_payload") or {}).get("request_id") == request_id]
 
@@ -67,7 +67,7 @@ async def test_permanent_slack_error_gives_up_and_audits(app: App) -> None:
 
 
 async def test_uncertain_post_in_a_public_channel_the_bot_is_not_in_still_posts_one_card(
-    db_url: str, slack: FakeSlack
+    db_url: str, slack: SlackEmulator
 ) -> None:
     # chat:write.public lets the bot post where it is not a member, but not read the history it
     # needs to find a card an unanswered attempt already posted: it joins, then looks.
@@ -90,7 +90,7 @@ async def test_uncertain_post_in_a_public_channel_the_bot_is_not_in_still_posts_
 
 
 async def test_joined_but_still_refused_the_search_waits_and_never_posts_twice(
-    db_url: str, slack: FakeSlack
+    db_url: str, slack: SlackEmulator
 ) -> None:
     # Slack may take a moment to let a bot that just joined read the channel: look again later.
     slack.add_channel("CPUB", "public-approvals", bot_member=False)
@@ -112,7 +112,7 @@ async def test_joined_but_still_refused_the_search_waits_and_never_posts_twice(
 
 
 async def test_uncertain_post_where_the_bot_may_not_join_gives_up_the_search_and_posts(
-    db_url: str, slack: FakeSlack
+    db_url: str, slack: SlackEmulator
 ) -> None:
     # E.g. an app installed from an older manifest, without channels:join: the search cannot be
     # made, and waiting would not change that, so the card is posted (the documented risk).
@@ -131,7 +131,7 @@ async def test_uncertain_post_where_the_bot_may_not_join_gives_up_the_search_and
 
 
 async def test_a_delivery_that_outlasts_its_lease_is_cut_off_before_another_process_could_claim_it(
-    db_url: str, slack: FakeSlack
+    db_url: str, slack: SlackEmulator
 ) -> None:
     # Lease 1.5 s: an attempt must end by 1.35 s. The retry after an unknown outcome looks for the
     # card (0.8 s) and then posts (0.8 s): cut off mid-post, recorded as unknown, and the next
@@ -186,7 +186,7 @@ async def _card_stored(url: str, request_id: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def servers(db_url: str, slack: FakeSlack, tmp_path: Path) -> Any:
+def servers(db_url: str, slack: SlackEmulator, tmp_path: Path) -> Any:
     started: list[ServerProcess] = []
 
     async def start(**env: str) -> ServerProcess:
@@ -201,7 +201,7 @@ def servers(db_url: str, slack: FakeSlack, tmp_path: Path) -> Any:
 
 
 @pytest.mark.parametrize("slack_posted", [False, True], ids=["before-slack-posted", "after-slack-posted"])
-async def test_killed_between_storing_request_and_storing_card(servers: Any, slack: FakeSlack,
+async def test_killed_between_storing_request_and_storing_card(servers: Any, slack: SlackEmulator,
                                                                slack_posted: bool) -> None:
     # Slack receives the post and never answers; when `slack_posted`, it has already posted the message,
     # the narrow window where only a lookup of our earlier message can prevent a duplicate.
@@ -228,7 +228,7 @@ async def _get_direct(server: ServerProcess, request_id: str) -> Any:
         return None
 
 
-async def test_killed_between_storing_click_and_updating_card(servers: Any, slack: FakeSlack) -> None:
+async def test_killed_between_storing_click_and_updating_card(servers: Any, slack: SlackEmulator) -> None:
     first = await servers()
     req = await _submit(first.url)
     stored = await _card_stored(first.url, req["id"])
@@ -256,7 +256,7 @@ async def test_killed_between_storing_click_and_updating_card(servers: Any, slac
     assert (await _get(second.url, req["id"]))["decision"]["decided_by"]["id"] == "U1"
 
 
-async def test_long_poll_on_one_process_returns_when_another_decides(servers: Any, slack: FakeSlack) -> None:
+async def test_long_poll_on_one_process_returns_when_another_decides(servers: Any, slack: SlackEmulator) -> None:
     waiter_side, click_side = await servers(), await servers()
     req = await _submit(waiter_side.url)
     stored = await _card_stored(waiter_side.url, req["id"])
@@ -276,7 +276,7 @@ async def test_long_poll_on_one_process_returns_when_another_decides(servers: An
     assert slack.messages[("C1", stored["card"]["ts"])].update_count == 1
 
 
-async def test_sigterm_right_after_a_burst_of_acked_clicks_decides_every_one(servers: Any, slack: FakeSlack,
+async def test_sigterm_right_after_a_burst_of_acked_clicks_decides_every_one(servers: Any, slack: SlackEmulator,
                                                                               db_url: str) -> None:
     # Acked clicks wait in the backlog while a burst lasts; a graceful stop (a deploy's SIGTERM) runs
     # them before the process exits, so no click that Slack saw acked is dropped.

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import App, ShiftedClock, approval_body, start_app
 
 BURST = 100
@@ -17,7 +17,7 @@ BURST = 100
 @pytest_asyncio.fixture
 async def paced(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
     # Slack's limit and our pace, scaled down (Slack 20x, our pace ~8x: a margin for the network), so that the burst takes seconds, not minutes.
-    slack.rate_limit("chat.postMessage", per_channel_seconds=0.05, retry_after=1)
+    slack.pace(0.05)
     running = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0.12")
     try:
         yield running

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import App, start_app
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import start_app
 
 
-async def test_socket_mode_click_is_acked_and_decides(db_url: str, slack: FakeSlack) -> None:
+async def test_socket_mode_click_is_acked_and_decides(db_url: str, slack: SlackEmulator) -> None:
     app = await start_app(db_url, slack, SLACK_APP_TOKEN="xapp-test")
     try:
         # No HTTP endpoint for Slack in Socket Mode: nothing unverified is exposed.

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from tests.fakes.clock import FakeClock
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import App, start_app
 
 
@@ -17,7 +17,7 @@ async def clock() -> FakeClock:
 
 
 @pytest_asyncio.fixture
-async def tapp(db_url: str, slack: FakeSlack, clock: FakeClock) -> AsyncIterator[App]:
+async def tapp(db_url: str, slack: SlackEmulator, clock: FakeClock) -> AsyncIterator[App]:
     """The app on a clock that stands still; tests move it and run the sweep (the job's one function).
 
     The APScheduler job itself runs once at start and then only hourly (real time), so the

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from tests.fakes.clock import FakeClock
-from tests.fakes.slack_api import Call, FakeSlack
+from bot.sandbox import Call, SlackEmulator
 from tests.harness import App
 
 SLACK_EFFECTS = ("chat.postMessage", "chat.update", "chat.getPermalink", "chat.postEphemeral", "views.publish")
@@ -39,7 +39,7 @@ async def tick(app: App, clock: FakeClock, **delta: float) -> None:
     await settle(app)
 
 
-def effects(slack: FakeSlack, since: int = 0) -> list[Call]:
+def effects(slack: SlackEmulator, since: int = 0) -> list[Call]:
     return [c for c in slack.calls[since:] if c.method in SLACK_EFFECTS]
 
 

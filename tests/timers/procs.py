@@ -13,8 +13,8 @@ import sqlalchemy as sa
 from storage.schema import outbox, requests
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import SlackClient
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import SlackClient
 from tests.harness import SIGNING_SECRET, App, ServerProcess
 
 
@@ -24,7 +24,7 @@ def server_env(clock: ClockFile) -> dict[str, str]:
             "SIGNOFF_OUTBOX_SWEEP_SECONDS": "0.05", "SIGNOFF_LOG_LEVEL": "WARNING"}
 
 
-def client(server: ServerProcess, slack: FakeSlack) -> App:
+def client(server: ServerProcess, slack: SlackEmulator) -> App:
     """The harness's HTTP client pointed at a subprocess (no in-process `signoff`)."""
     return App(server.url, slack, aiohttp.ClientSession(), SlackClient(server.url, SIGNING_SECRET, fake=slack))
 
@@ -51,9 +51,9 @@ async def quiet(store: SqlStore, clock: ClockFile, *, timeout: float = 30.0) -> 
         clock.set(clock.now() + CREEP)
 
 
-async def calls(slack: FakeSlack, clock: ClockFile, method: str, count: int, *, timeout: float = 60.0,
+async def calls(slack: SlackEmulator, clock: ClockFile, method: str, count: int, *, timeout: float = 60.0,
                 ok_only: bool = True) -> list[Any]:
-    """FakeSlack.wait_for, letting the test clock creep meanwhile (see CREEP)."""
+    """SlackEmulator.wait_for, letting the test clock creep meanwhile (see CREEP)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -78,5 +78,5 @@ def log_tail(*servers: ServerProcess) -> str:
     return "\n".join(Path(s.log_path).read_text()[-3000:] for s in servers if s.log_path)
 
 
-def thread_posts(slack: FakeSlack, card_ts: str) -> list[Any]:
+def thread_posts(slack: SlackEmulator, card_ts: str) -> list[Any]:
     return [c for c in slack.calls_to("chat.postMessage", ok_only=False) if c.args.get("thread_ts") == card_ts]

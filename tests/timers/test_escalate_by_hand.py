@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.fakes.clock import FakeClock
-from tests.fakes.slack_requests import checkboxes, plain_input, static_select
+from bot.sandbox.signed import checkboxes, plain_input, static_select
 from tests.harness import App
 from tests.timers.helpers import context_texts, describe, effects, settle, tick
 

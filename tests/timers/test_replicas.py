@@ -14,7 +14,7 @@ from pathlib import Path
 
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import App, ServerProcess
 from tests.timers.procs import calls, client, log_tail, quiet, server_env
 from tests.waits import more_sweeps
@@ -23,7 +23,7 @@ N = 200
 
 
 async def test_two_processes_sweep_200_due_requests_and_send_each_message_once(
-    db_url: str, slack: FakeSlack, store: SqlStore, tmp_path: Path
+    db_url: str, slack: SlackEmulator, store: SqlStore, tmp_path: Path
 ) -> None:
     clock = ClockFile(tmp_path / "clock.txt")
     servers = [ServerProcess(db_url, slack, **server_env(clock)) for _ in range(2)]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
-from tests.fakes.slack_api import FakeSlack
+from bot.sandbox import SlackEmulator
 from tests.harness import ServerProcess
 from tests.timers.helpers import TIMELINE
 from tests.timers.procs import calls, client, log_tail, quiet, server_env, thread_posts
@@ -16,7 +16,7 @@ from tests.waits import long_poll_registered, more_sweeps
 
 
 async def test_killed_mid_timeline_a_new_process_skips_nothing_and_sends_nothing_twice(
-    db_url: str, slack: FakeSlack, store: SqlStore, tmp_path: Path
+    db_url: str, slack: SlackEmulator, store: SqlStore, tmp_path: Path
 ) -> None:
     clock = ClockFile(tmp_path / "clock.txt")
     first, second, third = (ServerProcess(db_url, slack, **server_env(clock)) for _ in range(3))

@@ -13,7 +13,7 @@ import pytest
 import pytest_asyncio
 from anthropic.types import Message, TextBlock, ToolUseBlock
 
-from tests.fakes.anthropic_api import FakeAnthropic, Reply, error, message, text, tool_use
+from bot.sandbox.model import FakeAnthropic, Reply, error, message, text, tool_use
 
 MODEL = "claude-test"
 TOOLS: list[dict[str, Any]] = [

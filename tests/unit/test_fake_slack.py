@@ -19,8 +19,8 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_requests import SlackClient, plain_input, static_select
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import SlackClient, plain_input, static_select
 
 SECRET = "test-signing-secret"
 
@@ -55,20 +55,22 @@ def modal(title: str = "Approve?") -> dict[str, Any]:
 
 
 @pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeSlack]:
-    async with FakeSlack() as server:
+async def fake() -> AsyncIterator[SlackEmulator]:
+    async with SlackEmulator() as server:
+        server.add_channel("C1", "general")  # like Slack, the emulator knows only the channels it has
+        server.add_channel("C2", "random")
         yield server
 
 
 @pytest.fixture
-def client(fake: FakeSlack) -> AsyncWebClient:
+def client(fake: SlackEmulator) -> AsyncWebClient:
     return AsyncWebClient(token="xoxb-test", base_url=fake.url)
 
 
 # ---------------------------------------------------------------------- messages
 
 
-async def test_post_update_and_history_keep_metadata(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_post_update_and_history_keep_metadata(fake: SlackEmulator, client: AsyncWebClient) -> None:
     metadata = {"event_type": "signoff_request", "event_payload": {"request_id": "r1"}}
     posted = await client.chat_postMessage(channel="C1", text="Deploy?", blocks=[section("Deploy?")], metadata=metadata)
     ts = posted["ts"]
@@ -91,7 +93,7 @@ async def test_post_update_and_history_keep_metadata(fake: FakeSlack, client: As
     assert fake.calls_to("chat.postMessage")[0].token == "xoxb-test"
 
 
-async def test_update_without_blocks_keeps_them(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_update_without_blocks_keeps_them(fake: SlackEmulator, client: AsyncWebClient) -> None:
     ts = (await client.chat_postMessage(channel="C1", text="a", blocks=[section("a")]))["ts"]
     await client.chat_update(channel="C1", ts=ts, text="b")
     assert fake.messages[("C1", ts)].blocks == [section("a")]
@@ -100,7 +102,7 @@ async def test_update_without_blocks_keeps_them(fake: FakeSlack, client: AsyncWe
     assert err.value.response["error"] == "message_not_found"
 
 
-async def test_threads_permalinks_and_pagination(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_threads_permalinks_and_pagination(fake: SlackEmulator, client: AsyncWebClient) -> None:
     parent = (await client.chat_postMessage(channel="C1", text="parent"))["ts"]
     reply = (await client.chat_postMessage(channel="C1", text="reply", thread_ts=parent))["ts"]
     later = (await client.chat_postMessage(channel="C1", text="later"))["ts"]
@@ -120,7 +122,7 @@ async def test_threads_permalinks_and_pagination(fake: FakeSlack, client: AsyncW
     assert [m.text for m in fake.channel_messages("C1", thread_ts=parent)] == ["reply"]
 
 
-async def test_dm_ephemeral_and_form_encoded_calls(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_dm_ephemeral_and_form_encoded_calls(fake: SlackEmulator, client: AsyncWebClient) -> None:
     dm = await client.chat_postMessage(channel="U1", text="hi")
     assert dm["channel"] == "DU1"
     await client.chat_postEphemeral(channel="C1", user="U1", text="only you", thread_ts="1.0")
@@ -137,7 +139,7 @@ async def test_dm_ephemeral_and_form_encoded_calls(fake: FakeSlack, client: Asyn
     assert msg.blocks == [section("form")] and fake.calls[-1].token == "xoxb-test"
 
 
-async def test_invalid_blocks_are_rejected(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_invalid_blocks_are_rejected(fake: SlackEmulator, client: AsyncWebClient) -> None:
     with pytest.raises(SlackApiError) as err:
         await client.chat_postMessage(channel="C1", text="x", blocks=[section(str(i)) for i in range(51)])
     assert err.value.response["error"] == "invalid_blocks"
@@ -166,7 +168,7 @@ async def test_invalid_blocks_are_rejected(fake: FakeSlack, client: AsyncWebClie
 
 
 async def test_rate_limit_is_retried_after_retry_after(
-    fake: FakeSlack, monkeypatch: pytest.MonkeyPatch
+    fake: SlackEmulator, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Remove the SDK's random 0-1 s jitter so the test takes exactly the Retry-After time.
     monkeypatch.setattr(builtin_async_handlers, "random", SimpleNamespace(random=lambda: 0.0))
@@ -182,7 +184,7 @@ async def test_rate_limit_is_retried_after_retry_after(
     assert len(fake.channel_messages("C1")) == 1
 
 
-async def test_error_and_http_failures_are_consumed_in_order(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_error_and_http_failures_are_consumed_in_order(fake: SlackEmulator, client: AsyncWebClient) -> None:
     fake.error("chat.postMessage", "channel_not_found")
     fake.fail("chat.postMessage", status=503)
     with pytest.raises(SlackApiError) as first:
@@ -195,7 +197,7 @@ async def test_error_and_http_failures_are_consumed_in_order(fake: FakeSlack, cl
     assert len(fake.messages) == 1
 
 
-async def test_hang_with_apply_stores_message_but_never_answers(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_hang_with_apply_stores_message_but_never_answers(fake: SlackEmulator, client: AsyncWebClient) -> None:
     fake.hang("chat.postMessage", apply=True)
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(client.chat_postMessage(channel="C1", text="lost answer"), timeout=0.1)
@@ -206,7 +208,7 @@ async def test_hang_with_apply_stores_message_but_never_answers(fake: FakeSlack,
     assert fake.calls_to("chat.postMessage", ok_only=True) == []
 
 
-async def test_hang_without_apply_has_no_effect_until_released(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_hang_without_apply_has_no_effect_until_released(fake: SlackEmulator, client: AsyncWebClient) -> None:
     fake.hang("chat.update")
     ts = (await client.chat_postMessage(channel="C1", text="before"))["ts"]
     pending = asyncio.create_task(client.chat_update(channel="C1", ts=ts, text="after"))
@@ -219,7 +221,7 @@ async def test_hang_without_apply_has_no_effect_until_released(fake: FakeSlack, 
     assert fake.messages[("C1", ts)].text == "before"
 
 
-async def test_delay_and_wait_for(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_delay_and_wait_for(fake: SlackEmulator, client: AsyncWebClient) -> None:
     fake.delay("users.info", 0.05, times=1)
     fake.add_user("U1", "ann")
     pending = asyncio.create_task(client.users_info(user="U1"))
@@ -235,7 +237,7 @@ async def test_delay_and_wait_for(fake: FakeSlack, client: AsyncWebClient) -> No
 # ---------------------------------------------------------------------- directory
 
 
-async def test_directory_lookups(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_directory_lookups(fake: SlackEmulator, client: AsyncWebClient) -> None:
     fake.add_user("U1", "ann", "Ann Lee", tz="Europe/Paris")
     fake.add_usergroup("S1", ["U1", "U2"], handle="approvers")
     fake.add_channel("C1", "deploys", members=["U1", "UBOT"])
@@ -263,7 +265,7 @@ async def test_directory_lookups(fake: FakeSlack, client: AsyncWebClient) -> Non
 # ---------------------------------------------------------------------- views
 
 
-async def test_views_open_update_and_publish(fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_views_open_update_and_publish(fake: SlackEmulator, client: AsyncWebClient) -> None:
     for kwargs, error in [
         ({"view": modal()}, "invalid_arguments"),  # no trigger_id
         ({"trigger_id": "t0", "view": modal("t" * 30)}, "invalid_arguments"),  # title > 24
@@ -325,12 +327,12 @@ async def echo_app() -> AsyncIterator[str]:
 
 
 @pytest_asyncio.fixture
-async def slack(echo_app: str, fake: FakeSlack) -> AsyncIterator[SlackClient]:
+async def slack(echo_app: str, fake: SlackEmulator) -> AsyncIterator[SlackClient]:
     async with SlackClient(echo_app, SECRET, fake=fake) as sender:
         yield sender
 
 
-async def test_signed_requests_verify_and_parse(slack: SlackClient, fake: FakeSlack, client: AsyncWebClient) -> None:
+async def test_signed_requests_verify_and_parse(slack: SlackClient, fake: SlackEmulator, client: AsyncWebClient) -> None:
     ts = (await client.chat_postMessage(channel="C1", text="Deploy?", blocks=[button("Approve")]))["ts"]
     resp = await slack.block_action(user="U1", action_id="approve", value="r1", channel="C1", message_ts=ts)
     assert resp.status == 200

@@ -4,7 +4,7 @@
 - `storage` imports only `bot.domain` (and itself) from the project.
 - Slack handlers and the agent API (`bot.slack`, `bot.api`) reach storage only for its interface's
   types (`storage.base`), never an implementation.
-- `signoff` (the agent side) imports nothing of the server.
+- `signoff` (the agent side) imports nothing of the server; `bench` never imports `tests`.
 - No import cycle among the project's modules, counting imports inside functions and under
   `TYPE_CHECKING` too.
 
@@ -99,6 +99,22 @@ def test_slack_handlers_and_the_api_use_storage_only_for_its_interface_types(lay
 
 def test_the_agent_side_imports_nothing_of_the_server() -> None:
     assert _violations("signoff", ("signoff",), ("bot", "storage")) == []
+
+
+def test_benchmarks_never_import_the_tests() -> None:
+    found = []
+    for name, path in MODULES.items():
+        if not name.startswith("bench"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            else:
+                continue
+            found += [f"{name} imports {n}" for n in names if n == "tests" or n.startswith("tests.")]
+    assert found == []
 
 
 def _cycles() -> list[list[str]]:

@@ -92,7 +92,10 @@ def manifest() -> dict[str, Any]:
 
 
 def bot_sources() -> dict[str, str]:
-    return {str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "bot").rglob("*.py"))}
+    """The bot's code; bot/sandbox is Slack's side (the emulator answers those methods, never calls them)."""
+    sandbox = ROOT / "bot" / "sandbox"
+    return {str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "bot").rglob("*.py"))
+            if sandbox not in p.parents}
 
 
 def api_methods_in(source: str) -> set[str]:

@@ -13,14 +13,13 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode
 
 import aiohttp
 from slack_sdk.signature import SignatureVerifier
 
-if TYPE_CHECKING:
-    from tests.fakes.slack_api import FakeSlack
+from bot.sandbox.server import SlackEmulator
 
 __all__ = [
     "Response",
@@ -82,7 +81,7 @@ def radio(value: str | None) -> dict[str, Any]:
 class SlackClient:
     """Posts signed Slack requests to the app under test over real HTTP.
 
-    Pass ``fake`` (a started ``FakeSlack``) to have ``block_action`` fill in the
+    Pass ``fake`` (a started ``SlackEmulator``) to have ``block_action`` fill in the
     ``message`` and ``view`` objects from what the app actually posted or opened.
     """
 
@@ -93,7 +92,7 @@ class SlackClient:
         *,
         team_id: str = "T1",
         path: str = "/slack/events",
-        fake: FakeSlack | None = None,
+        fake: SlackEmulator | None = None,
         response_url_base: str = "http://127.0.0.1:9/response_url",
     ) -> None:
         self.url = app_url.rstrip("/") + path
@@ -286,7 +285,7 @@ class SlackClient:
         """Submit a modal. ``values`` = ``{block_id: {action_id: plain_input("...")}}``."""
         view = self._view(view_id, callback_id=callback_id, private_metadata=private_metadata, values=values, hash=hash)
         view.update(callback_id=callback_id, private_metadata=private_metadata, hash=hash)
-        payload = {
+        payload: dict[str, Any] = {
             "type": "view_submission",
             "team": self._team(),
             "user": self._user(user, user_name),

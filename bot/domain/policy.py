@@ -1,0 +1,378 @@
+"""Policy: whether a call asks at all, and if it asks, whom and how. Pure; no I/O, no clock.
+
+A `Policy` is ordered `Rule`s plus per-tier settings. `evaluate(policy, call, grants, now)` is
+the one decision procedure, in this order (as in Claude Code's permission chain):
+
+1. deny rules: any matching deny rule denies. Nothing overrides it: no grant, allow rule,
+   API `risk`, MCP `destructiveHint` or tier.
+2. ask rules: the first matching ask rule asks (at tier high, or the rule's own tier).
+3. remembered grants, then allow rules: an active, in-scope grant that matches allows
+   (`via: grant`), never when the call's tier is `critical`; else the first matching allow
+   rule allows (`via: policy`), at any tier (the file is the authority; an allowed call above
+   `low` is announced in the channel afterwards).
+4. the tier's default: low allows silently, medium allows with an FYI, high asks, critical
+   asks with typed confirmation.
+
+The call's tier is the tier of the first matching rule that names one; without one, the
+caller's `risk` (API body, the runner's declared tool risk), raised to at least `high` when
+the tool says it is destructive. Inputs only ever feed the tier: they never skip step 1.
+
+Evaluation cost: rules are grouped by the tool names they can match once per tool name
+(cached), grants are indexed by tool (`GrantIndex`), so a call looks only at what could match.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from bot.domain.grants import GrantIndex, Subject
+from bot.domain.model import Risk
+from bot.domain.timing import DEFAULT
+
+TIER_ORDER = {Risk.LOW: 0, Risk.MEDIUM: 1, Risk.HIGH: 2, Risk.CRITICAL: 3}
+_CACHE_MAX = 4096
+_MISSING = object()
+
+
+class Effect(enum.StrEnum):
+    DENY = "deny"
+    ASK = "ask"
+    ALLOW = "allow"
+
+
+def at_least(tier: Risk, floor: Risk) -> Risk:
+    return tier if TIER_ORDER[tier] >= TIER_ORDER[floor] else floor
+
+
+def glob_regex(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
+    return re.compile(fnmatch.translate(pattern), re.IGNORECASE if ignore_case else 0)
+
+
+def _number(value: Any) -> float | None:
+    """A number to compare: JSON numbers, and strings that read as one ("5000" must not slip past `gt: 1000`)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
+@dataclass(frozen=True)
+class ValueMatch:
+    """One parameter's condition; every part given must hold (an empty ValueMatch matches anything present).
+
+    `any_of`: equal to one of these values (exact match is any_of with one value). `glob`: a
+    case-insensitive shell pattern on a string. `regex`: `re.search` on a string. lt/le/gt/ge:
+    numeric comparisons (numbers, or strings that read as numbers).
+    """
+
+    any_of: tuple[Any, ...] | None = None
+    glob: str | None = None
+    regex: str | None = None
+    lt: float | None = None
+    le: float | None = None
+    gt: float | None = None
+    ge: float | None = None
+    _glob: Any = field(default=None, init=False, repr=False, compare=False)
+    _regex: Any = field(default=None, init=False, repr=False, compare=False)
+
+    _strings: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.glob is not None:
+            object.__setattr__(self, "_glob", glob_regex(self.glob, ignore_case=True))
+        if self.regex is not None:
+            object.__setattr__(self, "_regex", re.compile(self.regex))  # re.error: the loader reports it
+        if self.any_of is not None and all(isinstance(v, str) for v in self.any_of):
+            object.__setattr__(self, "_strings", frozenset(self.any_of))  # one hash lookup, not a scan
+
+    def matches(self, value: Any) -> bool:
+        if self._strings is not None:
+            if not (isinstance(value, str) and value in self._strings):
+                return False
+        elif self.any_of is not None and not any(_equal(value, v) for v in self.any_of):
+            return False
+        if self._glob is not None and not (isinstance(value, str) and self._glob.match(value)):
+            return False
+        if self._regex is not None and not (isinstance(value, str) and self._regex.search(value)):
+            return False
+        if self.lt is not None or self.le is not None or self.gt is not None or self.ge is not None:
+            number = _number(value)
+            if number is None:
+                return False
+            if self.lt is not None and not number < self.lt:
+                return False
+            if self.le is not None and not number <= self.le:
+                return False
+            if self.gt is not None and not number > self.gt:
+                return False
+            if self.ge is not None and not number >= self.ge:
+                return False
+        return True
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return bool(a == b)
+
+
+def lookup(params: Mapping[str, Any], path: str) -> Any:
+    """`params[path]`, following dots into nested objects when there is no such top-level key."""
+    if path in params:
+        return params[path]
+    value: Any = params
+    for part in path.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return _MISSING
+        value = value[part]
+    return value
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Matches when every condition holds: the tool name against any of `tools` (globs, case-
+    sensitive), each named parameter, the requester and the channel (globs; empty: any)."""
+
+    name: str
+    tools: tuple[str, ...] = ("*",)
+    params: tuple[tuple[str, ValueMatch], ...] = ()
+    requesters: tuple[str, ...] = ()
+    channels: tuple[str, ...] = ()
+    effect: Effect | None = None
+    tier: Risk | None = None
+    reason: str | None = None
+    line: int | None = None  # where it is in the policy file, for explanations
+    _requesters: Any = field(default=None, init=False, repr=False, compare=False)
+    _channels: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_requesters", tuple(glob_regex(p, ignore_case=False) for p in self.requesters))
+        object.__setattr__(self, "_channels", tuple(glob_regex(p, ignore_case=False) for p in self.channels))
+
+    def matches(self, call: Call) -> bool:
+        """Everything but the tool name (the policy has already picked rules by tool)."""
+        if self._channels and not (call.channel and any(p.match(call.channel) for p in self._channels)):
+            return False
+        if self._requesters:
+            who = [w for w in (call.requester, call.requester_user) if w]
+            if not any(p.match(w) for p in self._requesters for w in who):
+                return False
+        for path, condition in self.params:
+            value = lookup(call.params, path)
+            if value is _MISSING or not condition.matches(value):
+                return False
+        return True
+
+    @property
+    def where(self) -> str:
+        return f"rule {self.name!r}" + (f" (line {self.line})" if self.line else "")
+
+
+@dataclass(frozen=True)
+class TierSettings:
+    """What asking (or allowing) at one tier means. Timing parts follow `bot.domain.timing.combine`:
+    DEFAULT (not set: the server's default), None (off), or the value."""
+
+    approvers: tuple[str, ...] = ()
+    quorum: int = 1
+    requester_may_approve: bool = True
+    confirm: str | None = None  # typed-confirmation template: "{params.resource}", "{action}", "DELETE"
+    reminders: Any = DEFAULT  # (every: timedelta, max: int) | None | DEFAULT
+    escalation: Any = DEFAULT  # (levels: tuple[Level, ...], loops: int) | None | DEFAULT
+    timeout: Any = DEFAULT  # (after: timedelta, outcome: Outcome) | None | DEFAULT
+
+
+DEFAULT_TIERS: Mapping[Risk, TierSettings] = {
+    Risk.LOW: TierSettings(),
+    Risk.MEDIUM: TierSettings(),
+    Risk.HIGH: TierSettings(),
+    Risk.CRITICAL: TierSettings(requester_may_approve=False, confirm="{action}"),
+}
+
+
+@dataclass(frozen=True)
+class Call:
+    """What is being asked, as policy sees it."""
+
+    tool: str
+    params: Mapping[str, Any]
+    risk: Risk | None = None  # the API body's `risk`, or the runner's declared tool risk
+    destructive: bool | None = None  # an MCP tool's destructiveHint
+    requester: str | None = None  # requested_by (free text: an agent's name, or a Slack user id)
+    requester_user: str | None = None  # the requester's Slack user id, when known (issue 12b)
+    channel: str | None = None
+    agent: str | None = None
+    run_id: str | None = None
+
+    @property
+    def subject(self) -> Subject:
+        return Subject(run_id=self.run_id, agent=self.agent or self.requester, channel=self.channel)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """One tool's rules, each list in file order: a rule is in every list its effect and tier put it in."""
+
+    deny: tuple[Rule, ...]
+    ask: tuple[Rule, ...]
+    allow: tuple[Rule, ...]
+    tier: tuple[Rule, ...]
+
+
+def _first(rules: tuple[Rule, ...], call: Call) -> Rule | None:
+    for rule in rules:
+        if rule.matches(call):
+            return rule
+    return None
+
+
+@dataclass(frozen=True)
+class Policy:
+    rules: tuple[Rule, ...] = ()
+    tiers: Mapping[Risk, TierSettings] = field(default_factory=lambda: dict(DEFAULT_TIERS))
+    default_tier: Risk = Risk.HIGH  # a call that names no risk
+    source: str = "<policy>"
+    sha256: str = ""
+    _exact: Any = field(default=None, init=False, repr=False, compare=False)
+    _wild: Any = field(default=None, init=False, repr=False, compare=False)
+    _cache: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        exact: dict[str, list[int]] = {}
+        wild: list[tuple[int, re.Pattern[str]]] = []
+        for index, rule in enumerate(self.rules):
+            for pattern in dict.fromkeys(rule.tools):
+                if any(c in pattern for c in "*?["):
+                    wild.append((index, glob_regex(pattern, ignore_case=False)))
+                else:
+                    exact.setdefault(pattern, []).append(index)
+        object.__setattr__(self, "_exact", exact)
+        object.__setattr__(self, "_wild", wild)
+        object.__setattr__(self, "_cache", {})
+
+    def candidates(self, tool: str) -> Candidates:
+        """The rules whose tool patterns match `tool`, in file order and by role (cached per tool name)."""
+        found: Candidates | None = self._cache.get(tool)
+        if found is None:
+            indexes = set(self._exact.get(tool, ()))
+            indexes.update(i for i, pattern in self._wild if pattern.match(tool))
+            rules = [self.rules[i] for i in sorted(indexes)]
+            found = Candidates(
+                deny=tuple(r for r in rules if r.effect is Effect.DENY),
+                ask=tuple(r for r in rules if r.effect is Effect.ASK),
+                allow=tuple(r for r in rules if r.effect is Effect.ALLOW),
+                tier=tuple(r for r in rules if r.tier is not None and r.effect is not Effect.DENY),
+            )
+            if len(self._cache) >= _CACHE_MAX:
+                self._cache.clear()
+            self._cache[tool] = found
+        return found
+
+    def tier(self, risk: Risk) -> TierSettings:
+        return self.tiers.get(risk) or DEFAULT_TIERS[risk]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome, why, and (for asks) the tier's approvers, quorum, confirmation and timing."""
+
+    outcome: Effect
+    tier: Risk
+    reason: str
+    rule: str | None = None
+    grant_id: str | None = None
+    fyi: bool = False  # allowed, and the channel hears about it afterwards
+    approvers: tuple[str, ...] = ()
+    quorum: int = 1
+    requester_may_approve: bool = True
+    confirm: str | None = None  # rendered typed-confirmation text (critical)
+    reminders: Any = DEFAULT
+    escalation: Any = DEFAULT
+    timeout: Any = DEFAULT
+
+    @property
+    def via(self) -> str | None:
+        if self.outcome is Effect.ASK:
+            return None
+        return "grant" if self.grant_id else "policy"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value, "tier": self.tier.value, "rule": self.rule, "grant_id": self.grant_id,
+            "reason": self.reason, "fyi": self.fyi, "via": self.via,
+        }
+
+
+def render_confirm(template: str | None, call: Call) -> str | None:
+    """The text a person must type: `{action}` and `{params.NAME}` filled in from the call."""
+    if template is None:
+        return None
+
+    def fill(found: re.Match[str]) -> str:
+        key = found.group(1)
+        if key == "action":
+            return call.tool
+        value = lookup(call.params, key.removeprefix("params."))
+        return call.tool if value is _MISSING else str(value)
+
+    return re.sub(r"\{(action|params\.[^{}]+)\}", fill, template)
+
+
+def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetime) -> Evaluation:
+    """Decide `call` under `policy` and the remembered `grants` (see the module docstring)."""
+    rules = policy.candidates(call.tool)
+    deny = _first(rules.deny, call)
+    named = _first(rules.tier, call)
+    tier = named.tier if named is not None else None
+    if tier is None:
+        tier = call.risk or policy.default_tier
+        if call.destructive:
+            tier = at_least(tier, Risk.HIGH)
+
+    if deny is not None:
+        why = f"denied by {deny.where}" + (f": {deny.reason}" if deny.reason else "")
+        return _result(policy, call, Effect.DENY, deny.tier or tier, why, rule=deny.name)
+    ask = _first(rules.ask, call)
+    if ask is not None:
+        return _result(policy, call, Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}",
+                       rule=ask.name)
+    if tier is not Risk.CRITICAL and grants is not None:
+        grant = grants.find(call.tool, call.params, call.subject, now)
+        if grant is not None:
+            return _result(policy, call, Effect.ALLOW, tier, f"allowed by grant {grant.id}", grant_id=grant.id)
+    allow = _first(rules.allow, call)
+    if allow is not None:
+        allowed_tier = allow.tier or tier
+        return _result(policy, call, Effect.ALLOW, allowed_tier, f"allowed by {allow.where}", rule=allow.name,
+                       fyi=allowed_tier is not Risk.LOW)
+    if tier is Risk.LOW:
+        return _result(policy, call, Effect.ALLOW, tier, "tier low: allowed without a message")
+    if tier is Risk.MEDIUM:
+        return _result(policy, call, Effect.ALLOW, tier, "tier medium: allowed, with an FYI in the channel", fyi=True)
+    return _result(policy, call, Effect.ASK, tier, f"tier {tier.value}: a person decides")
+
+
+def _result(policy: Policy, call: Call, outcome: Effect, tier: Risk, reason: str, *, rule: str | None = None,
+            grant_id: str | None = None, fyi: bool = False) -> Evaluation:
+    settings = policy.tier(tier)
+    return Evaluation(
+        outcome=outcome, tier=tier, reason=reason, rule=rule, grant_id=grant_id, fyi=fyi,
+        approvers=settings.approvers, quorum=settings.quorum, requester_may_approve=settings.requester_may_approve,
+        confirm=render_confirm(settings.confirm, call) if outcome is Effect.ASK else None,
+        reminders=settings.reminders, escalation=settings.escalation, timeout=settings.timeout,
+    )
+

@@ -1,0 +1,255 @@
+"""Policy at submit: every way a request arrives (the agent API, Signoff's runner, anything that
+uses `Service.submit` or `Service.stage`) passes through `PolicyGate.check` before it is written.
+
+    deny  -> the request is written already rejected (`via: policy`, the rule in the decision's
+             comment, the audit and `policy` in the API); no card.
+    allow -> written already approved (`via: policy` with the rule, or `via: grant` with the
+             grant id); medium (and any allow-rule tier above low) also gets an FYI in the
+             channel, through the outbox, after the fact.
+    ask   -> today's pending request and card, with the tier's approvers and timing defaults
+             filled in where the request gave none.
+
+Delegation applies to every pending request, policy file or not: an approver who is away has
+their delegate added as an approver, and the card says so.
+
+Without a policy file nothing is evaluated: requests ask exactly as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from bot import effects
+from bot.access import Directory
+from bot.domain.grants import Delegation, GrantIndex, delegates_for
+from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
+from bot.domain.params_hash import params_sha256
+from bot.domain.policy import Call, Effect, Evaluation, evaluate
+from bot.domain.timing import DEFAULT
+from bot.homes import user_ids
+from bot.policy_holder import PolicyHolder
+from bot.service import ApprovalSpec, Service
+from bot.wire import request_json
+from storage.base import Unit
+from storage.grants import GrantStore
+
+log = logging.getLogger(__name__)
+
+TIMING_PARTS = ("reminders", "escalation", "timeout")
+INDEX_CACHE_TOOLS = 1024
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What policy made of a request: the request to write (pending or already decided), the
+    people to index for App Home, and the evaluation (None: no policy file)."""
+
+    request: Request | None  # None: allowed by the tier's default and the caller records nothing
+    people: tuple[str, ...]
+    evaluation: Evaluation | None
+    spec: ApprovalSpec | None = None  # the spec with policy applied (the runner batches pending ones)
+
+    @property
+    def pending(self) -> bool:
+        """A person decides (the request asks)."""
+        return self.request is not None and self.request.is_pending
+
+
+def call_of(spec: ApprovalSpec) -> Call:
+    return Call(
+        tool=spec.action.name, params=spec.action.params, risk=spec.risk, destructive=spec.destructive,
+        requester=spec.requested_by, requester_user=spec.requester_user, channel=spec.channel,
+        run_id=spec.extra.get("run_id"),
+        agent=spec.extra.get("agent"),
+    )
+
+
+def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec:
+    """THE mapping from an Evaluation to request fields (the only one: keep it that way).
+
+    Fills what the request left open: approvers (when it named none), timing parts (when it
+    gave none: `spec.timing_given`); the risk becomes the evaluated tier; quorum, self-approval
+    and typed confirmation take the stricter of the request's and the tier's.
+    """
+    approvers = spec.approvers or evaluation.approvers
+    timing = spec.timing
+    if timing is not None:
+        for part in TIMING_PARTS:
+            value = getattr(evaluation, part)
+            if part in spec.timing_given or value is DEFAULT:
+                continue
+            if part == "reminders":
+                every, count = value if value is not None else (None, 0)
+                timing = replace(timing, remind_every=every, remind_max=count)
+            elif part == "escalation":
+                levels, loops = value if value is not None else ((), 0)
+                timing = replace(timing, levels=levels, loops=loops)
+            else:
+                after, outcome = value if value is not None else (None, Outcome.EXPIRED)
+                timing = replace(timing, timeout=after, timeout_outcome=outcome)
+    # Separation of duties and quorum: the stricter of the request and its tier holds, so neither
+    # an API field nor a tier can loosen what the other asks for.
+    return replace(
+        spec, approvers=tuple(approvers), timing=timing, risk=evaluation.tier,
+        quorum=max(spec.quorum, evaluation.quorum),
+        requester_may_approve=spec.requester_may_approve and evaluation.requester_may_approve,
+        confirm=spec.confirm or evaluation.confirm,
+    )
+
+
+def _decided(request: Request, evaluation: Evaluation, now: datetime) -> Request:
+    """`request`, already decided by policy (deny -> rejected, allow -> approved)."""
+    outcome = Outcome.REJECTED if evaluation.outcome is Effect.DENY else Outcome.APPROVED
+    decision = Decision(
+        outcome=outcome, params=request.action.params, changes=(),
+        comment=evaluation.reason if evaluation.outcome is Effect.DENY else None,
+        decided_by=None, decided_at=now, via=Via.GRANT if evaluation.grant_id else Via.POLICY,
+        params_sha256=params_sha256(request.action.params),  # what runs is bound to what policy saw
+    )
+    return request.evolve(status=Status(outcome.value), decision=decision, next_due_at=None)
+
+
+class PolicyGate:
+    def __init__(self, holder: PolicyHolder, grants: GrantStore, directory: Directory | None) -> None:
+        self.holder = holder
+        self.grants = grants
+        self.directory = directory
+        self._indexes: dict[str, tuple[tuple[Any, ...], GrantIndex]] = {}
+
+    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+        """A person's edit, re-evaluated: refused if a deny rule refuses the edited call.
+
+        Grants and allow rules are not consulted (a person is approving it); only deny rules,
+        which nothing overrides, can make an edit impossible.
+        """
+        policy = self.holder.policy
+        if policy is None:
+            return None
+        call = Call(tool=request.action.name, params=params, risk=request.risk, requester=request.requested_by,
+                    requester_user=request.requester_user, channel=request.channel,
+                    run_id=request.extra.get("run_id"), agent=request.extra.get("agent"))
+        evaluation = evaluate(policy, call, None, self.holder.clock.now())
+        if evaluation.outcome is Effect.DENY:
+            return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."
+        return None
+
+    async def evaluate(self, call: Call, now: datetime) -> Evaluation | None:
+        """The evaluation of `call` under the loaded policy and the live grants of its tool (None: no policy)."""
+        policy = self.holder.policy
+        if policy is None:
+            return None
+        return evaluate(policy, call, await self._index(call.tool, now), now)
+
+    async def _index(self, tool: str, now: datetime) -> GrantIndex:
+        """The tool's grant index, rebuilt only when the tool's grants changed in any process.
+
+        The stamp is read before the rows: a revocation that lands between the two reads changes
+        the stamp after it was taken, so the next call rebuilds (never keeps a revoked grant).
+        Expiry needs no rebuild: `find` checks it against `now`.
+        """
+        stamp = await self.grants.stamp(tool)
+        cached = self._indexes.get(tool)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        index = GrantIndex(await self.grants.for_tool(tool, now))
+        if len(self._indexes) >= INDEX_CACHE_TOOLS:
+            self._indexes.clear()
+        self._indexes[tool] = (stamp, index)
+        return index
+
+    async def check(self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
+                    body_hash: str | None = None, record_defaults: bool = True) -> Checked:
+        """The request `spec` becomes under policy (not written yet: `stage` writes it).
+
+        `record_defaults=False` (the runner): a call allowed by its tier's default, with no rule
+        or grant involved, needs no request row (the run's own audit records it).
+        """
+        now = service.clock.now()
+        evaluation = await self.evaluate(call_of(spec), now)
+        if evaluation is not None:
+            if (not record_defaults and evaluation.outcome is Effect.ALLOW and evaluation.rule is None
+                    and evaluation.grant_id is None):
+                return Checked(None, (), evaluation)
+            spec = apply_evaluation(spec, evaluation)
+        people = tuple(spec.approver_users)
+        if evaluation is not None and not spec.approver_users and spec.approvers:
+            people = await self._members(spec.approvers)
+        delegated: tuple[Delegation, ...] = ()
+        if evaluation is None or evaluation.outcome is Effect.ASK:
+            delegated = delegates_for(user_ids([*spec.approvers, *people]),
+                                      await self.grants.delegations_of(user_ids([*spec.approvers, *people]), now), now)
+        extra = dict(spec.extra)
+        if evaluation is not None:
+            extra["policy"] = evaluation.to_json()
+        if delegated:
+            extra["delegations"] = [{"user": d.user, "delegate": d.delegate, "until": iso(d.until),
+                                     "added": d.delegate not in spec.approvers} for d in delegated]
+            spec = replace(spec, approvers=tuple(dict.fromkeys([*spec.approvers, *(d.delegate for d in delegated)])))
+        request = service.new_request(replace(spec, extra=extra), idempotency_key=idempotency_key,
+                                      body_hash=body_hash)
+        if evaluation is not None and evaluation.outcome is not Effect.ASK:
+            request = _decided(request, evaluation, request.created_at)
+        return Checked(request, people, evaluation, spec)
+
+    async def still_delegate(self, request: Request, user_id: str, now: datetime) -> bool:
+        """False when `user_id` is an approver of `request` only as a delegate, and that delegation
+        has ended (`/signoff back`, or its window ran out): returning ends it."""
+        entries = [d for d in request.extra.get("delegations") or []
+                   if isinstance(d, dict) and d.get("delegate") == user_id and d.get("added")]
+        if not entries:
+            return True
+        live = await self.grants.delegations_of([str(e["user"]) for e in entries], now)
+        return any(d.delegate == user_id and d.active(now) for d in live)
+
+    async def _members(self, approvers: tuple[str, ...]) -> tuple[str, ...]:
+        """Members of the tier's user groups (App Home's index); Slack down: none, the request still asks."""
+        if self.directory is None:
+            return ()
+        members: list[str] = []
+        for entry in approvers:
+            if entry.startswith("S"):
+                try:
+                    members.extend(sorted(await self.directory.group_members(entry)))
+                except Exception:  # an unknown or unreachable group: its members just miss the App Home entry
+                    log.warning("could not list the members of %s", entry, exc_info=True)
+        return tuple(dict.fromkeys(members))
+
+    async def stage(self, service: Service, unit: Unit, checked: Checked) -> None:
+        """Write the checked request in the caller's unit: pending (card) or decided (no card)."""
+        request = checked.request
+        assert request is not None
+        if request.is_pending:
+            await service.stage(unit, request, people=checked.people)
+            return
+        assert request.decision is not None and checked.evaluation is not None
+        evaluation, decision = checked.evaluation, request.decision
+        await unit.insert_request(request)
+        await unit.insert_decision(request.id, decision)
+        await unit.append_audit(AuditEvent(request.id, "created", request.created_at, request.requested_by,
+                                           {"risk": request.risk.value}))
+        await unit.append_audit(AuditEvent(request.id, "decided", decision.decided_at, None, {
+            "outcome": decision.outcome.value, "via": decision.via.value, "rule": evaluation.rule,
+            "grant_id": evaluation.grant_id, "tier": evaluation.tier.value, "reason": evaluation.reason,
+            "changes": []}))
+        if request.callback_url:
+            body = {"type": "approval.decided", "request": request_json(request)}
+            await unit.enqueue(effects.webhook(request.id, f"webhook:{request.id}:decided", decision.decided_at,
+                                               url=request.callback_url, body=body))
+        if evaluation.fyi and evaluation.outcome is Effect.ALLOW:
+            await unit.enqueue(effects.policy_fyi(request.id, decision.decided_at))
+        await unit.notify(request.id)
+        # Counted and woken only if the unit commits, like a person's decision.
+        created = service.metrics.requests_created.labels(request.kind.value, request.risk.value)
+        decided = service.metrics.decisions.labels(decision.outcome.value, decision.via.value)
+        unit.after_commit(created.inc)
+        unit.after_commit(decided.inc)
+        service.touch(unit, request.id)
+
+
+def policy_gate(service: Service) -> PolicyGate | None:
+    """The service's gate when it is the policy gate with a policy file loaded, else None."""
+    gate = service.gate
+    return gate if isinstance(gate, PolicyGate) and gate.holder.policy is not None else None

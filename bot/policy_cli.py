@@ -1,0 +1,88 @@
+"""`signoff policy check FILE` and `signoff policy explain ...`: the policy file, offline.
+
+    signoff policy check policy.yaml
+        exit 0 and a one-line summary, or exit 1 and `file:line: problem`
+    signoff policy explain --action send_email --params '{"to": "a@example.com"}' \\
+        [--requester U0123ABCD] [--channel C0123ABCD] [--risk high] [--destructive] [--policy FILE]
+        the outcome, the tier and the rule (or tier default) that made it; exit 0 (1 on a bad file)
+
+`explain` reads SIGNOFF_POLICY unless --policy is given. Remembered grants live in the database
+and are not consulted here: explain says what the file decides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.domain.model import Risk
+from bot.domain.policy import Call, Effect, evaluate
+from bot.policy_file import PolicyError, load_policy
+
+
+def add_parser(sub: Any) -> None:
+    policy = sub.add_parser("policy", help="check a policy file, or explain what it decides for a call")
+    actions = policy.add_subparsers(dest="policy_command", required=True)
+    check = actions.add_parser("check", help="validate a policy file (exit 1 naming file, line and problem)")
+    check.add_argument("file")
+    explain = actions.add_parser("explain", help="print the outcome for one call and the rule that made it")
+    explain.add_argument("--action", required=True, help="the tool name")
+    explain.add_argument("--params", default="{}", help="the parameters, as a JSON object")
+    explain.add_argument("--requester", help="requested_by (an agent name or a Slack user id)")
+    explain.add_argument("--channel", help="the Slack channel id")
+    explain.add_argument("--risk", choices=[r.value for r in Risk], help="the caller's risk (API risk, tool risk)")
+    explain.add_argument("--destructive", action="store_true", help="the tool says it is destructive")
+    explain.add_argument("--policy", help="the policy file (default: $SIGNOFF_POLICY)")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.policy_command == "check":
+        return _check(args.file)
+    return _explain(args)
+
+
+def _check(path: str) -> int:
+    try:
+        policy = load_policy(path)
+    except PolicyError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"{path}: OK ({len(policy.rules)} rules, default tier {policy.default_tier.value})")
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    path = args.policy or os.environ.get("SIGNOFF_POLICY")
+    if not path:
+        print("signoff: no policy file: pass --policy FILE or set SIGNOFF_POLICY", file=sys.stderr)
+        return 2
+    try:
+        policy = load_policy(path)
+    except PolicyError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    try:
+        params = json.loads(args.params)
+    except ValueError as exc:
+        print(f"signoff: --params is not JSON: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(params, dict):
+        print("signoff: --params must be a JSON object", file=sys.stderr)
+        return 2
+    call = Call(tool=args.action, params=params, risk=Risk(args.risk) if args.risk else None,
+                destructive=args.destructive or None, requester=args.requester, channel=args.channel)
+    result = evaluate(policy, call, None, datetime.now(UTC))
+    print(f"outcome: {result.outcome.value}")
+    print(f"tier:    {result.tier.value}")
+    print(f"rule:    {result.rule or '(none: the tier default)'}")
+    print(f"why:     {result.reason}")
+    if result.outcome is Effect.ASK:
+        print(f"asks:    {', '.join(result.approvers) or 'anyone in the channel'} (quorum {result.quorum}"
+              + (f", type {result.confirm!r} to confirm" if result.confirm else "") + ")")
+    elif result.fyi:
+        print("fyi:     the channel is told after the fact")
+    return 0

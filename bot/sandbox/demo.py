@@ -1,0 +1,193 @@
+"""`signoff demo`: the bot, the Slack emulator and the sandbox page in one process, on SQLite.
+
+Everything lives on one port (default 3000, loopback only):
+
+    /                     the page: be an approver, a manager or an outsider and click
+    /slack/events         the bot, as in production; the page signs what it sends like Slack
+    /api/v1/...           the agent API (its token is printed at start)
+    /sandbox/slack/api/   the emulated Slack Web API (the bot's SLACK_API_URL)
+
+The database is a fresh SQLite file in a new temporary folder each start, removed at stop (the
+emulator's messages live in memory, so a kept database would point at cards that no longer exist). Tokens and secrets are
+made up at start; nothing is configured and nothing leaves the machine, except model calls when
+ANTHROPIC_API_KEY is set (then the demo agent is Claude instead of the scripted model).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shutil
+import signal
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from bot.sandbox.demo_model import NOTES_BEFORE, NOTES_PATH, TASK, demo_reply
+from bot.sandbox.model import FakeAnthropic
+from bot.sandbox.page.actions import PageActions
+from bot.sandbox.page.routes import SandboxPage
+from bot.sandbox.server import SlackEmulator
+from bot.sandbox.signed import SlackClient
+
+CHANNEL = "CAPPROVALS"
+APPROVER, MANAGER, OUTSIDER = "UALICE", "UMORGAN", "UOSCAR"
+PEOPLE = [  # (id, name, real name, role)
+    (APPROVER, "alice", "Alice Approver", "approver"),
+    (MANAGER, "morgan", "Morgan Manager", "manager"),
+    (OUTSIDER, "oscar", "Oscar Outsider", "outsider"),
+]
+
+
+@dataclass
+class Demo:
+    """A running sandbox: where it listens, the agent API token, and how to stop it."""
+
+    url: str
+    api_token: str
+    database: Path
+    scripted_model: bool
+    runner: web.AppRunner
+    model: FakeAnthropic | None
+    client: SlackClient
+
+    async def stop(self) -> None:
+        await self.client.close()
+        await self.runner.cleanup()
+        if self.model is not None:
+            await self.model.stop()
+        shutil.rmtree(self.database.parent, ignore_errors=True)  # the sandbox keeps nothing
+
+
+def workspace() -> SlackEmulator:
+    """The emulated workspace: three people and #approvals, where cards appear."""
+    slack = SlackEmulator(bot_token="xoxb-sandbox-" + secrets.token_hex(12))
+    for uid, name, real, _role in PEOPLE:
+        slack.add_user(uid, name, real)
+    slack.add_channel(CHANNEL, "approvals", [uid for uid, *_ in PEOPLE])
+    slack.add_usergroup("SMANAGERS", [MANAGER], handle="managers")
+    return slack
+
+
+def demo_env(environ: Mapping[str, str], *, port: int, workdir: Path, slack: SlackEmulator,
+             signing_secret: str, api_token: str, model_url: str | None) -> dict[str, str]:
+    """The bot's settings: Slack, database and tokens are the sandbox's; other SIGNOFF_* settings pass."""
+    env = {k: v for k, v in environ.items() if k.startswith("SIGNOFF_") or k.startswith("ANTHROPIC_")}
+    env.setdefault("SIGNOFF_LOG_LEVEL", "WARNING")
+    env.update({
+        "SLACK_BOT_TOKEN": slack.bot_token,
+        "SLACK_SIGNING_SECRET": signing_secret,
+        "SLACK_API_URL": f"http://127.0.0.1:{port}/sandbox/slack/api/",
+        "DATABASE_URL": f"sqlite:///{workdir / 'signoff.db'}",
+        "SIGNOFF_API_TOKENS": api_token,
+        "SIGNOFF_DEFAULT_CHANNEL": CHANNEL,
+        "SIGNOFF_WORKSPACE": str(workdir / "workspace"),
+        "SIGNOFF_EMAIL_OUTBOX": str(workdir / "outbox"),
+        "SIGNOFF_HOST": "127.0.0.1",
+        "PORT": str(port),
+    })
+    if model_url is not None:
+        env.update({"ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": "sandbox-scripted-model",
+                    "SIGNOFF_MODEL": "sandbox-scripted"})
+    return env
+
+
+async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = True) -> Demo:
+    from bot.settings import Settings
+    from bot.web import build
+    from storage.migrate import upgrade
+    from storage.sql import SqlStore
+
+    workdir = Path(tempfile.mkdtemp(prefix="signoff-demo-"))
+    (workdir / "workspace").mkdir()
+    (workdir / "workspace" / NOTES_PATH).write_text(NOTES_BEFORE, encoding="utf-8")
+    slack = workspace()
+    signing_secret, api_token = secrets.token_hex(16), secrets.token_urlsafe(24)
+    model: FakeAnthropic | None = None
+    if not environ.get("ANTHROPIC_API_KEY"):
+        model = FakeAnthropic()
+        model.on_request(demo_reply)
+        await model.start()
+    env = demo_env(environ, port=port, workdir=workdir, slack=slack, signing_secret=signing_secret,
+                   api_token=api_token, model_url=model.url if model else None)
+    settings = Settings.from_env(env, dotenv=None)
+    store = await SqlStore.open(settings.database_url)
+    await upgrade(settings.database_url, engine=store.write_engine)
+    signoff = await build(settings, store=store)
+    url = f"http://127.0.0.1:{port}"
+    slack.attach(signoff.web_app, url)
+    client = SlackClient(url, signing_secret, fake=slack)
+    labels = [(uid, f"{real} ({role})") for uid, _n, real, role in PEOPLE]
+    SandboxPage(slack, PageActions(slack, client), labels, CHANNEL).add_routes(signoff.web_app)
+    runner = web.AppRunner(signoff.web_app, access_log=None, shutdown_timeout=2.0)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    demo = Demo(url, api_token, workdir / "signoff.db", model is not None, runner, model, client)
+    if agent:
+        await seed(demo)
+    return demo
+
+
+async def seed(demo: Demo) -> None:
+    """Something to click at once: the demo agent's run, and one request as any agent would send it."""
+    headers = {"Authorization": f"Bearer {demo.api_token}"}
+    async with aiohttp.ClientSession(headers=headers) as http:
+        async with http.post(demo.url + "/api/v1/runs", json={"task": TASK, "channel": CHANNEL}) as resp:
+            resp.raise_for_status()
+        async with http.post(demo.url + "/api/v1/approvals", json=sample_request()) as resp:
+            resp.raise_for_status()
+
+
+def sample_request(**overrides: Any) -> dict[str, Any]:
+    """An approval only Alice may give, with reminders and an escalation to Morgan."""
+    body: dict[str, Any] = {
+        "action": {"name": "refund", "params": {"order": "A-1042", "amount": 40, "currency": "USD"}},
+        "summary": "Refund order A-1042 ($40)",
+        "context": "The customer asked twice; refunds under $100 are routine.",
+        "preview": {"kind": "table", "columns": ["order", "amount", "reason"], "rows": [["A-1042", "$40", "late"]]},
+        "risk": "high",
+        "channel": CHANNEL,
+        "approvers": [APPROVER],
+        "requested_by": "support-agent",
+        "reminders": {"every": "10m", "max": 3},
+        "escalation": {"levels": [{"after": "30m", "notify": [MANAGER]}]},
+    }
+    body.update(overrides)
+    return body
+
+
+def banner(demo: Demo) -> str:
+    people = ", ".join(f"{real} ({role})" for _u, _n, real, role in PEOPLE)
+    model = "the scripted demo model (set ANTHROPIC_API_KEY to use Claude)" if demo.scripted_model else "Claude"
+    return "\n".join([
+        f"Signoff sandbox: open {demo.url}/",
+        f"  Slack:     emulated in this process, no workspace needed; be {people}",
+        f"  Database:  SQLite at {demo.database} (a new temporary file each start, removed at stop)",
+        f"  Agent:     the demo agent on {model}",
+        f"  Agent API: {demo.url}/api/v1/  bearer token {demo.api_token}",
+        f"    curl -s -X POST {demo.url}/api/v1/approvals -H 'Authorization: Bearer {demo.api_token}' \\",
+        "      -H 'Content-Type: application/json' -d '{\"action\": {\"name\": \"deploy\", \"params\": {}}, "
+        f"\"summary\": \"Deploy to production\", \"channel\": \"{CHANNEL}\"}}'",
+        "Stop with Ctrl-C.",
+    ])
+
+
+async def serve(port: int, environ: Mapping[str, str], *, agent: bool,
+                say: Callable[[str], Any] = print) -> None:
+    demo = await start_demo(port, environ, agent=agent)
+    say(banner(demo))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await demo.stop()

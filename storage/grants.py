@@ -1,0 +1,144 @@
+"""Storage of remembered grants and delegations, on the engines (and SQLite writer lock) of a `SqlStore`.
+
+Submit reads the live grants of one tool each time (no cache), so a revocation committed by
+any process stops matching for the very next request. Revocation is a guarded write
+(`WHERE revoked_at IS NULL`): two people revoking at once both see it revoked, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from bot.domain.grants import Delegation, Grant, Scope, match_from_json
+from bot.domain.model import AuditEvent
+from storage.base import Unit
+from storage.grants_schema import delegations, grants
+from storage.sql import SqlStore, SqlUnit
+
+
+def _grant(row: Any) -> Grant:
+    return Grant(
+        id=row.id, tool=row.tool, match=match_from_json(row.match), scope=Scope(row.scope),
+        scope_value=row.scope_value, created_by=row.created_by, created_at=row.created_at,
+        expires_at=row.expires_at, revoked_at=row.revoked_at, revoked_by=row.revoked_by, request_id=row.request_id,
+    )
+
+
+def _delegation(row: Any) -> Delegation:
+    return Delegation(user=row.user_id, delegate=row.delegate, starts_at=row.starts_at, until=row.until,
+                      ended_at=row.ended_at, id=row.id)
+
+
+def _live(now: datetime) -> Any:
+    return sa.and_(grants.c.revoked_at.is_(None),
+                   sa.or_(grants.c.expires_at.is_(None), grants.c.expires_at > now))
+
+
+def _conn(unit: Unit) -> AsyncConnection:
+    assert isinstance(unit, SqlUnit), "grants live in the SQL store"
+    return unit.conn
+
+
+class GrantStore:
+    """Grants and delegations. Writes that belong to a decision take the caller's `Unit`."""
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    async def _all(self, stmt: Any) -> list[Any]:
+        async with self.store.engine.connect() as conn:
+            return list((await conn.execute(stmt)).all())
+
+    # -- grants -----------------------------------------------------------------------------
+
+    async def add(self, unit: Unit, grant: Grant) -> None:
+        """Insert `grant` and its audit row in the caller's transaction."""
+        await _conn(unit).execute(grants.insert().values(
+            id=grant.id, tool=grant.tool, match=grant.match_json(), scope=grant.scope.value,
+            scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
+            expires_at=grant.expires_at, request_id=grant.request_id,
+        ))
+        await unit.append_audit(AuditEvent(grant.id, "grant_created", grant.created_at, grant.created_by, {
+            "tool": grant.tool, "match": grant.match_json(), "scope": grant.scope.value,
+            "scope_value": grant.scope_value, "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
+            "request_id": grant.request_id,
+        }))
+
+    async def for_tool(self, tool: str, now: datetime) -> list[Grant]:
+        """The live (not revoked, not expired) grants of `tool`, oldest first."""
+        stmt = sa.select(grants).where(grants.c.tool == tool, _live(now)).order_by(grants.c.created_at, grants.c.id)
+        return [_grant(r) for r in await self._all(stmt)]
+
+    async def stamp(self, tool: str) -> tuple[Any, ...]:
+        """What changes whenever `tool`'s grants change (one made, one revoked): a cache key."""
+        stmt = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.max(grants.c.revoked_at),
+                         sa.func.count(grants.c.revoked_at)).where(grants.c.tool == tool)
+        return tuple((await self._all(stmt))[0])
+
+    async def live(self, now: datetime, *, limit: int = 100) -> list[Grant]:
+        stmt = sa.select(grants).where(_live(now)).order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)
+        return [_grant(r) for r in await self._all(stmt)]
+
+    async def get(self, grant_id: str) -> Grant | None:
+        rows = await self._all(sa.select(grants).where(grants.c.id == grant_id))
+        return _grant(rows[0]) if rows else None
+
+    async def revoke(self, grant_id: str, by: str, now: datetime) -> bool:
+        """True if this call revoked it; False if it was already revoked (or does not exist)."""
+        async with self.store.unit() as unit:
+            result = await _conn(unit).execute(
+                grants.update().where(grants.c.id == grant_id, grants.c.revoked_at.is_(None))
+                .values(revoked_at=now, revoked_by=by))
+            if result.rowcount != 1:
+                return False
+            await unit.append_audit(AuditEvent(grant_id, "grant_revoked", now, by, {}))
+        return True
+
+    # -- delegations --------------------------------------------------------------------------
+
+    async def delegations_of(self, users: Iterable[str], now: datetime) -> list[Delegation]:
+        """Delegations of any of `users` that have not ended or run out (the caller checks windows)."""
+        wanted = list(dict.fromkeys(users))
+        if not wanted:
+            return []
+        stmt = (sa.select(delegations)
+                .where(delegations.c.user_id.in_(wanted), delegations.c.ended_at.is_(None),
+                       sa.or_(delegations.c.until.is_(None), delegations.c.until > now))
+                .order_by(delegations.c.id.desc()))
+        return [_delegation(r) for r in await self._all(stmt)]
+
+    async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
+        stmt = (sa.select(delegations)
+                .where(delegations.c.delegate == delegate, delegations.c.ended_at.is_(None),
+                       sa.or_(delegations.c.until.is_(None), delegations.c.until > now))
+                .order_by(delegations.c.id.desc()))
+        return [_delegation(r) for r in await self._all(stmt)]
+
+    async def away(self, user: str, delegate: str, until: datetime | None, now: datetime) -> Delegation:
+        """Start a delegation (ending any the user had running): one unit, so at most one is live."""
+        async with self.store.unit() as unit:
+            conn = _conn(unit)
+            await conn.execute(delegations.update().where(delegations.c.user_id == user,
+                                                          delegations.c.ended_at.is_(None)).values(ended_at=now))
+            result = await conn.execute(delegations.insert().values(
+                user_id=user, delegate=delegate, starts_at=now, until=until, created_at=now))
+            await unit.append_audit(AuditEvent(f"away:{user}", "away", now, user, {
+                "delegate": delegate, "until": until.isoformat() if until else None}))
+        key = result.inserted_primary_key
+        return Delegation(user, delegate, now, until, None, int(key[0]) if key else None)
+
+    async def back(self, user: str, now: datetime) -> int:
+        """End the user's delegations; how many were running."""
+        async with self.store.unit() as unit:
+            result = await _conn(unit).execute(
+                delegations.update().where(delegations.c.user_id == user, delegations.c.ended_at.is_(None),
+                                           sa.or_(delegations.c.until.is_(None), delegations.c.until > now))
+                .values(ended_at=now))
+            if result.rowcount:
+                await unit.append_audit(AuditEvent(f"away:{user}", "back", now, user, {}))
+        return int(result.rowcount)

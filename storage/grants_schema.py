@@ -1,0 +1,42 @@
+"""Tables of remembered grants and delegations (migrations 0004_grants and 0005_delegation own
+them; these mirror them on the shared metadata)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from storage.schema import Json, UTCDateTime, metadata
+
+BigId = sa.BigInteger().with_variant(sa.Integer, "sqlite")
+
+grants = sa.Table(
+    "grants",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("tool", sa.String(200), nullable=False),
+    sa.Column("match", Json, nullable=False),
+    sa.Column("scope", sa.String(16), nullable=False),
+    sa.Column("scope_value", sa.String(200)),
+    sa.Column("created_by", sa.String(40), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("expires_at", UTCDateTime),
+    sa.Column("revoked_at", UTCDateTime),
+    sa.Column("revoked_by", sa.String(40)),
+    sa.Column("request_id", sa.String(40)),
+    # Submit reads the live grants of one tool: this index keeps that a short range scan.
+    sa.Index("ix_grants_tool_live", "tool", "revoked_at"),
+)
+
+delegations = sa.Table(
+    "delegations",
+    metadata,
+    sa.Column("id", BigId, primary_key=True, autoincrement=True),
+    sa.Column("user_id", sa.String(40), nullable=False),
+    sa.Column("delegate", sa.String(40), nullable=False),
+    sa.Column("starts_at", UTCDateTime, nullable=False),
+    sa.Column("until", UTCDateTime),
+    sa.Column("ended_at", UTCDateTime),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_delegations_user", "user_id", "ended_at"),
+    sa.Index("ix_delegations_delegate", "delegate", "ended_at"),
+)

@@ -1,0 +1,92 @@
+"""Headless Chromium (Debian's `chromium` package) driven by Playwright, and `signoff demo` as a process.
+
+No browser is ever downloaded: Playwright is pointed at the system's /usr/bin/chromium. Where it is
+missing, the browser tests are skipped, except under CI=true, where that fails the run loudly
+(`.ci/run` installs the package).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.harness import ROOT, free_port
+
+CHROMIUM = os.environ.get("SIGNOFF_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def require_chromium() -> None:
+    if shutil.which(CHROMIUM) or Path(CHROMIUM).exists():
+        return
+    message = f"{CHROMIUM} is missing: apt-get install -y chromium (the browser tests need it)"
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set and {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@dataclass
+class DemoProcess:
+    """`python -m bot demo` on a free port, read until it prints its banner."""
+
+    url: str
+    token: str
+    workdir: Path
+    proc: subprocess.Popen[str]
+    log: Path
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}", "Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def start_demo(tmp: Path, **env: str) -> DemoProcess:
+    port = free_port()
+    log = tmp / "demo.log"
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "ANTHROPIC_", "SLACK_"))}
+    full_env.update(PYTHONPATH=str(ROOT), **env)
+    with open(log, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "demo", "--port", str(port)], cwd=tmp, env=full_env,
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+    assert proc.stdout is not None
+    banner = []
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:  # blocks until the demo prints (it does once it listens)
+        banner.append(line)
+        if line.startswith("Stop with Ctrl-C") or time.monotonic() > deadline:
+            break
+    text = "".join(banner)
+    token = re.search(r"bearer token (\S+)", text)
+    database = re.search(r"SQLite at (\S+)", text)
+    if token is None or database is None:
+        proc.kill()
+        proc.wait(5)
+        proc.stdout.close()
+        raise AssertionError(f"signoff demo did not start:\n{text}\n{log.read_text()[-4000:]}")
+    return DemoProcess(f"http://127.0.0.1:{port}", token.group(1), Path(database.group(1)).parent, proc, log)

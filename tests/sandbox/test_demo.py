@@ -1,0 +1,62 @@
+"""`signoff demo`'s server without a browser: the page, its live updates, and what it refuses."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest_asyncio
+
+from bot.sandbox.demo import APPROVER, CHANNEL, Demo, banner, start_demo
+from tests.harness import free_port
+
+
+@pytest_asyncio.fixture
+async def demo() -> AsyncIterator[Demo]:
+    running = await start_demo(free_port(), {}, agent=False)  # --no-agent: a quiet sandbox
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def test_a_quiet_sandbox_serves_the_page_and_says_where_everything_is(demo: Demo) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(demo.url + "/") as resp:
+            page = await resp.text()
+        async with http.get(demo.url + "/healthz") as resp:
+            assert (await resp.json())["database"] == "sqlite"
+    assert resp.status == 200 and "Alice Approver (approver)" in page and "No messages yet." in page
+    text = banner(demo)
+    assert demo.url in text and demo.api_token in text and str(demo.database) in text
+
+
+async def test_live_updates_are_pushed_and_a_slash_command_is_answered_only_to_its_author(demo: Demo) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(demo.url + "/sandbox/events") as events:
+            assert await events.content.readline() == b"retry: 1000\n"
+            await events.content.readline(), await events.content.readline()  # the hello event
+            act = {"kind": "message", "user": APPROVER, "channel": CHANNEL, "text": "/signoff pending"}
+            async with http.post(demo.url + "/sandbox/act", json=act) as resp:
+                assert resp.status == 200 and (await resp.json())["status"] == 200
+            line = await asyncio.wait_for(events.content.readline(), 10)
+            assert line == b"data: changed\n"
+        async with http.get(demo.url + "/sandbox/pane", params={"user": APPROVER}) as resp:
+            mine = (await resp.json())["main"]
+        async with http.get(demo.url + "/sandbox/pane", params={"user": "UOSCAR"}) as resp:
+            theirs = (await resp.json())["main"]
+    assert "Only visible to you" in mine and "Waiting for you" in mine
+    assert "Only visible to you" not in theirs
+
+
+async def test_the_page_refuses_what_names_nobody_or_nothing(demo: Demo) -> None:
+    async with aiohttp.ClientSession() as http:
+        for act in ({"kind": "message", "user": "UNOBODY", "channel": CHANNEL, "text": "hi"},
+                    {"kind": "action", "user": APPROVER, "channel": CHANNEL, "ts": "1.0", "action_id": "x"},
+                    {"kind": "submit", "user": APPROVER, "view_id": "VNOPE"},
+                    {"kind": "dance", "user": APPROVER}):
+            async with http.post(demo.url + "/sandbox/act", json=act) as resp:
+                assert resp.status == 400 and (await resp.json())["error"], act
+        async with http.get(demo.url + "/sandbox/pane", params={"user": "UNOBODY"}) as resp:
+            assert resp.status == 400

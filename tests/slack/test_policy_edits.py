@@ -1,0 +1,62 @@
+"""An edit is re-evaluated by policy: an edit that a deny rule refuses is an inline error in the
+modal, and nothing is written; an edit policy allows approves as usual."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest_asyncio
+
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import plain_input
+from tests.harness import App, start_app
+
+POLICY = """\
+rules:
+  - name: mail-stays-inside
+    tool: send_email
+    params: {to: {regex: "^(?!.*@example\\\\.com$)"}}
+    effect: deny
+    reason: email goes to example.com addresses only
+"""
+
+
+@pytest_asyncio.fixture
+async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path))
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def _edit(app: App, request_id: str, to: str) -> dict:
+    opened = len(app.slack.calls_to("views.open"))
+    await app.click(request_id, "U1", action="signoff_edit", user_name="alice")
+    view = (await app.slack.wait_for("views.open", count=opened + 1))[-1].args["view"]
+    values = {"p:to": {"value": plain_input(to)}, "p:subject": {"value": plain_input("Your refund")},
+              "p:body": {"value": plain_input("Hello")}}
+    response = await app.slack_client.view_submission(user="U1", user_name="alice", callback_id="signoff_edit",
+                                                      values=values, private_metadata=view["private_metadata"])
+    assert response.status == 200
+    return response.json() if response.text not in ("", "{}") else {}
+
+
+async def test_an_edit_policy_denies_is_refused_inline_and_writes_nothing(papp: App) -> None:
+    req = await papp.submit()
+    assert req["status"] == "pending"
+    assert papp.signoff is not None
+    await papp.signoff.dispatcher.drain()
+    before = await papp.signoff.store.get_request(req["id"])
+    answer = await _edit(papp, req["id"], "someone@evil.test")
+    assert answer["response_action"] == "errors"
+    assert "email goes to example.com addresses only" in json.dumps(answer["errors"])
+    assert await papp.signoff.store.get_request(req["id"]) == before
+
+    assert await _edit(papp, req["id"], "other@example.com") == {}
+    _, decided = await papp.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
+    assert decided["status"] == "approved" and decided["decision"]["params"]["to"] == "other@example.com"
