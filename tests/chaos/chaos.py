@@ -267,9 +267,13 @@ class Chaos:
     async def _busy(self, store: SqlStore) -> str:
         async with store.engine.connect() as conn:
             pending = (await conn.execute(sa.text("SELECT count(*) FROM requests WHERE status = 'pending'"))).scalar()
-            kinds = [r[0] for r in (await conn.execute(sa.select(outbox.c.kind, outbox.c.attempts)
-                                                       .where(outbox.c.status == "pending"))).all()]
-            queued = f"{len(kinds)} ({', '.join(sorted(set(kinds)))})" if kinds else 0
+            left = (await conn.execute(sa.select(outbox.c.kind, outbox.c.attempts, outbox.c.failures,
+                                                 outbox.c.last_error, outbox.c.next_attempt_at,
+                                                 outbox.c.lease_until)
+                                       .where(outbox.c.status == "pending"))).all()
+            kinds = [r[0] for r in left]
+            queued = (f"{len(kinds)} ({', '.join(sorted(set(kinds)))}; first: "
+                      f"{[tuple(map(str, r)) for r in left[:3]]})") if kinds else 0
             running = (await conn.execute(sa.text(
                 "SELECT count(*) FROM runs WHERE status NOT IN ('completed', 'failed', 'cancelled')"))).scalar()
         parts = [f"{pending} requests pending" if pending else "", f"{queued} outbox items" if queued else "",
