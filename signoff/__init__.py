@@ -13,6 +13,7 @@ from signoff.decorator import require_approval
 from signoff.errors import (
     Cancelled,
     Expired,
+    ParamsChanged,
     Rejected,
     SignoffError,
     SignoffRequestError,
@@ -23,6 +24,6 @@ from signoff.models import Actor, Answer, Answers, Change, Decision
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
-    "Expired", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
+    "Expired", "ParamsChanged", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
     "StillPending", "Submission", "require_approval",
 ]

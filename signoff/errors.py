@@ -66,6 +66,13 @@ class Cancelled(_Ended):
     code = "cancelled"
 
 
+class ParamsChanged(SignoffError):
+    """An approval whose parameters do not hash to its `params_sha256`: they are not what a person
+    approved (changed after the decision, or in transit). The action must not run."""
+
+    code = "params_changed"
+
+
 class StillPending(SignoffError):
     """The caller's own wait ran out; the request is still open on the server (wait again later)."""
 

@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any
 
 FINAL = ("approved", "rejected", "expired", "cancelled", "answered")
+from signoff._hash import params_sha256
+from signoff.errors import ParamsChanged
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,12 @@ class Decision:
         raw = body.get("decision")
         if not isinstance(raw, dict):
             return None
+        bound = raw.get("params_sha256")
+        if raw.get("outcome") == "approved" and bound is not None and bound != params_sha256(raw.get("params") or {}):
+            # Every way the agent side learns of an approval passes here: nothing runs with parameters
+            # that are not the ones a person approved.
+            raise ParamsChanged(f"request {body.get('id')}: the parameters returned are not the ones that were "
+                                "approved (params_sha256 differs); nothing may run with them")
         who = raw.get("decided_by")
         at = raw.get("decided_at")
         return cls(

@@ -15,6 +15,7 @@ from signoff import (
     Cancelled,
     Decision,
     Expired,
+    ParamsChanged,
     Rejected,
     SignoffClient,
     SignoffRequestError,
@@ -219,3 +220,20 @@ async def test_a_request_is_found_again_by_its_idempotency_key(app: App) -> None
     found = await asyncio.to_thread(signoff.find, "refund-1234")
     assert found is not None and found["id"] == handle.id
     assert await asyncio.to_thread(signoff.find, "never-used") is None
+
+
+async def test_parameters_changed_behind_the_decision_are_refused(app: App) -> None:
+    """The client runs nothing whose parameters do not hash to the decision's params_sha256."""
+    from storage.schema import decisions
+
+    handle = await asyncio.to_thread(client(app.url).submit, "refund", PARAMS, **ASK)
+    await app.click(handle.id, "U1", user_name="alice")
+    _, decided = await app.api("GET", f"/api/v1/approvals/{handle.id}?wait=5")
+    assert decided["status"] == "approved" and decided["decision"]["params_sha256"]
+    assert (await asyncio.to_thread(client(app.url).wait, handle.id)).params == PARAMS  # intact: accepted
+    assert app.signoff is not None
+    async with app.signoff.store.engine.begin() as conn:  # the stored parameters changed behind its back
+        await conn.execute(decisions.update().where(decisions.c.request_id == handle.id).values(
+            params={**PARAMS, "to": "attacker@example.com"}))
+    with pytest.raises(ParamsChanged, match="params_sha256 differs"):
+        await asyncio.to_thread(client(app.url).wait, handle.id)
