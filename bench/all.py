@@ -18,10 +18,10 @@ clock; the load average is printed beside every engine's figures. Per engine, in
   wake       5 long-poll + click pairs at a time: click -> long-poll returned p50 minus the ack p50.
   auto       a tool the policy allows (risk low, no card): `--agents` agents submitting for
              `--seconds`; requests/s beside the raw committed transactions/s.
-  long-polls `--polls` concurrent GET ?wait=30 on pending requests: server RSS while they wait.
   raw tx/s   bench.load.tx_rate (small committed INSERTs through SqlStore.open) after the server stops.
   pending    `--pending` pending requests written in bulk, a fresh server on them: its RSS (beside a
-             fresh server's RSS on the empty database at the start).
+             fresh server's RSS on the empty database at the start); then `--polls` concurrent
+             GET ?wait=30 on those requests: the server's RSS while they wait.
   sweep      bench.sweep.run: one Timers.sweep() over `--due` due rows among `--sweep-pending`.
 And once: bench.policy's evaluation (1,000 rules, 10,000 grants) per call, CPU p50 / p99.
 No figure is asserted anywhere; the test suite only checks that a quick run prints every name.
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
+import contextlib
 import os
 import random
 import shlex
@@ -63,6 +63,7 @@ from bench.load import (
     wake_phase,
 )
 from bench.procs import Server, scratch_database, signoff_server
+from bench.spy import Spy, summary
 from storage.sql import SqlStore
 
 POLICY = """\
@@ -112,6 +113,17 @@ def ratio(a: float, b: float) -> str:
     return f"1/{b / a:.1f}" if a > 0 else "0"
 
 
+async def settle(server: Server, limit: float = 15.0) -> None:
+    """Until the server is idle (under 10 ms of CPU in 0.25 s): a fresh process finishes lazy imports in
+    the background (the agent SDK), which would otherwise be counted as the first phase's work."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit:
+        before = server.cpu_seconds()
+        await asyncio.sleep(0.25)
+        if server.cpu_seconds() - before < 0.01:
+            return
+
+
 async def auto_phase(client: Client, url: str, agents: int, seconds: float) -> tuple[int, float]:
     """(requests policy allowed, seconds): `agents` agents submit an allowed tool call in a closed loop."""
     body = approval_body(action={"name": "bench_read", "params": {"path": "/srv/a.txt"}}, risk="low",
@@ -159,6 +171,14 @@ async def polls_rss(url: str, server: Server, ids: list[str], settle: float) -> 
     return peak, early
 
 
+def spying(server: Server, args: argparse.Namespace, phase: str) -> contextlib.AbstractContextManager[object]:
+    """With --profile DIR: py-spy samples the server during the phase into DIR/PHASE.folded."""
+    if args.profile is None or server.proc is None:
+        return contextlib.nullcontext()
+    args.profile.mkdir(parents=True, exist_ok=True)
+    return Spy(server.proc.pid, args.profile / f"{phase}.folded")
+
+
 async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Figures:
     fig = Figures(engine, [os.getloadavg()[0]])
     c = args.agents
@@ -173,28 +193,31 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
         try:
             await server.start()
             await submit_many(client, server.url, 3, 3)  # first requests load what a fresh process lazily loads
+            await settle(server)
             fig.add("RSS, fresh server", f"{rss_mb(server):.0f} MB", "baseline for the RSS rows")
 
             # -- e2e ---------------------------------------------------------------------------------
             quiet_gc()
             cpu = server.cpu_seconds()
-            e2e = await e2e_phase(client, server.url, slack, c, args.seconds)
+            with spying(server, args, f"{engine}-e2e"):
+                e2e = await e2e_phase(client, server.url, slack, c, args.seconds)
             cpu_approval = (server.cpu_seconds() - cpu) / max(1, e2e.completed) * 1000
             say(f"{engine}: e2e {e2e.approvals} approvals, {e2e.rate:.1f}/s, {cpu_approval:.1f} ms CPU each")
 
             # -- burst of clicks, and the wake pairs ---------------------------------------------------
-            n_wake, n_polls = args.wake, args.polls
-            ids, _ = await submit_many(client, server.url, args.burst + n_wake + n_polls, c)
+            n_wake = args.wake
+            ids, _ = await submit_many(client, server.url, args.burst + n_wake, c)
             await wait_cards_stored(client, server.url, ids)
             posts = await slack.posts()
-            burst_ids, wake_ids, poll_ids = ids[:args.burst], ids[args.burst:args.burst + n_wake], ids[-n_polls:]
+            burst_ids, wake_ids = ids[:args.burst], ids[args.burst:]
             bodies = {r: await click_body(r, posts[r]) for r in burst_ids + wake_ids}
             updates = (await slack.counts()).get("chat.update", 0)
             before = await decisions(client, server.url)
             quiet_gc()
             cpu, started = server.cpu_seconds(), time.perf_counter()
-            await ack_phase(client, server.url + "/slack/events", [sign(bodies[r]) for r in burst_ids], 50)
-            await wait_updates(slack, updates + args.burst)
+            with spying(server, args, f"{engine}-burst"):
+                await ack_phase(client, server.url + "/slack/events", [sign(bodies[r]) for r in burst_ids], 50)
+                await wait_updates(slack, updates + args.burst)
             burst_s = time.perf_counter() - started
             cpu_decision = (server.cpu_seconds() - cpu) / args.burst * 1000
             decided = await decisions(client, server.url) - before
@@ -209,11 +232,9 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
 
             # -- auto-allowed path, then long-polls --------------------------------------------------
             cpu = server.cpu_seconds()
-            allowed, auto_s = await auto_phase(client, server.url, c, args.seconds)
+            with spying(server, args, f"{engine}-auto"):
+                allowed, auto_s = await auto_phase(client, server.url, c, args.seconds)
             cpu_auto = (server.cpu_seconds() - cpu) / max(1, allowed) * 1000
-            peak, early = await polls_rss(server.url, server, poll_ids, args.poll_settle)
-            fig.add("RSS, concurrent long-polls", f"{peak:.0f} MB ({n_polls} waiting, {early} returned early)",
-                    "no growth per waiter beyond its socket")
         finally:
             await client.close()
             server.stop()
@@ -234,12 +255,18 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
         finally:
             await store.close()
         again = signoff_server(f"all-{engine}-pending", db_url, slack.url, workdir)
+        again.env["SIGNOFF_LONGPOLL_PER_TOKEN"] = again.env["SIGNOFF_LONGPOLL_MAX"] = str(2 * args.polls)
         client = Client()
         try:
             await again.start()
             await submit_many(client, again.url, 3, 3)
+            await settle(again)
             fig.add("RSS, pending requests", f"{rss_mb(again):.0f} MB ({args.pending:,} pending)",
                     "= fresh server (only the database grows)")
+            poll_ids = [f"apr_bench{n:021d}" for n in range(args.polls)]  # pending rows bench.sweep wrote
+            peak, early = await polls_rss(again.url, again, poll_ids, args.poll_settle)
+            fig.add("RSS, concurrent long-polls", f"{peak:.0f} MB ({args.polls} waiting, {early} returned early)",
+                    "no growth per waiter beyond its socket")
         finally:
             await client.close()
             again.stop()
@@ -286,14 +313,24 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.all", description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--pg-url", default=os.environ.get("SIGNOFF_BENCH_PG_URL", DEFAULT_PG_URL))
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="py-spy (pip install py-spy) samples the server in the e2e, burst and auto phases "
+                             "into DIR/ENGINE-PHASE.folded; their top entries are printed at the end")
     parser.add_argument("--quick", action="store_true", help="small phases: a smoke run, not the issue's figures")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=N",
+                        help="override one phase size, e.g. --set burst=300 --set seconds=4 (names: see parse())")
     args = parser.parse_args(argv)
-    sizes = dict(agents=50, seconds=8.0, burst=1000, wake=50, polls=1000, poll_settle=3.0, pending=100_000,
+    sizes: dict[str, float] = dict(agents=50, seconds=8.0, burst=1000, wake=50, polls=1000, poll_settle=3.0, pending=100_000,
                  sweep_pending=10_000, due=1000, sweep_repeat=3, rules=1000, grants=10_000, calls=5000,
                  tx_seconds=3.0)
     if args.quick:
         sizes = dict(agents=5, seconds=1.0, burst=50, wake=5, polls=20, poll_settle=0.5, pending=500,
                      sweep_pending=300, due=30, sweep_repeat=1, rules=50, grants=200, calls=200, tx_seconds=0.5)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in sizes:
+            parser.error(f"--set {item}: no phase size {key!r} (one of {', '.join(sizes)})")
+        sizes[key] = type(sizes[key])(float(value))
     for key, value in sizes.items():
         setattr(args, key, value)
     return args
@@ -306,6 +343,9 @@ async def main_async(args: argparse.Namespace, command: str) -> None:
         for engine in engines:
             results.append(await run_engine(engine, args, Path(tmp)))
     report(results, policy_figure(args), command)
+    if args.profile is not None:
+        for path in sorted(args.profile.glob("*.folded")):
+            print(f"\nprofile {path.stem}: {summary(path, 15)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -195,6 +195,20 @@ class Unit(abc.ABC):
     async def set_card_permalink(self, request_id: str, permalink: str) -> None:
         """Store the card's permalink. Not request state: no version bump, no guard."""
 
+    async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
+        """Store where the request's card was posted, unless a card is stored already (or no such request).
+
+        True if this call stored it (the version goes up by one, as with any write of the request).
+        The SQL store does it in one guarded UPDATE; this default reads and writes.
+        """
+        request = await self.get_request(request_id)
+        if request is None or request.card_ts:
+            return False
+        updated = request.evolve(card_channel=channel, card_ts=ts, updated_at=now)
+        if not await self.update_request(updated, expected_version=request.version):
+            raise RuntimeError("request changed while storing its card ts")  # the unit rolls back; retried
+        return True
+
 
 class Store(abc.ABC):
     """Everything Signoff keeps. Reads outside a unit see committed data.

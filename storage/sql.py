@@ -73,6 +73,14 @@ def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
     return due.with_for_update(skip_locked=True) if postgres else due
 
 
+_STORE_CARD = (
+    requests.update()
+    .where(requests.c.id == sa.bindparam("rid"), requests.c.card_ts.is_(None))
+    .values(card_channel=sa.bindparam("b_channel"), card_ts=sa.bindparam("b_ts"), updated_at=sa.bindparam("b_now"),
+            version=requests.c.version + 1)
+)
+
+
 class SqlUnit(Unit):
     def __init__(self, conn: AsyncConnection) -> None:
         super().__init__()
@@ -114,9 +122,10 @@ class SqlUnit(Unit):
             "requester_user": request.requester_user,
             **mutable_columns(request),
         }
+        # No SAVEPOINT around it (two more statements per submit): a duplicate key ends the whole unit,
+        # which rolls back, and the caller reads the key's holder in a fresh one (Service.submit).
         try:
-            async with self.conn.begin_nested():
-                await self.conn.execute(requests.insert().values(**values))
+            await self.conn.execute(requests.insert(), values)
         except IntegrityError as exc:
             if request.idempotency_key is not None:
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
@@ -267,6 +276,11 @@ class SqlUnit(Unit):
         await self.conn.execute(
             requests.update().where(requests.c.id == request_id).values(card_permalink=permalink)
         )
+
+    async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
+        # One statement, no read: the guard is `card_ts IS NULL`, so a second post's ts never replaces it.
+        result = await self.conn.execute(_STORE_CARD, {"rid": request_id, "b_channel": channel, "b_ts": ts, "b_now": now})
+        return bool(result.rowcount == 1)
 
     async def _inserted(self, stmt: Any) -> bool:
         return (await self.conn.execute(stmt)).rowcount == 1
