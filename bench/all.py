@@ -207,7 +207,9 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
             # -- burst of clicks, and the wake pairs ---------------------------------------------------
             n_wake = args.wake
             ids, _ = await submit_many(client, server.url, args.burst + n_wake, c)
-            await wait_cards_stored(client, server.url, ids)
+            for request_id in ids:  # first until Slack has every card (no load on the server), then their ts
+                await slack.wait_post(request_id, timeout=600)
+            await wait_cards_stored(client, server.url, ids, timeout=600)
             posts = await slack.posts()
             burst_ids, wake_ids = ids[:args.burst], ids[args.burst:]
             bodies = {r: await click_body(r, posts[r]) for r in burst_ids + wake_ids}
