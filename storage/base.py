@@ -198,7 +198,9 @@ class Unit(abc.ABC):
     async def update_requests(self, updates: Sequence[tuple[Request, int]]) -> int:
         """Several guarded writes (`request`, `expected_version`) at once; how many rows were written.
 
-        The SQL store sends them as one executemany; this default writes them one by one.
+        The SQL store sends them as one executemany; this default writes them one by one. Each write
+        keeps its version guard, but asyncpg reports no row counts for an executemany: there the
+        count is the number sent, so callers hold the rows first (the timer sweep's claim locks them).
         """
         return sum([await self.update_request(r, expected_version=v) for r, v in updates])
 
