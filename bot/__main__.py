@@ -1,7 +1,9 @@
 """The `signoff` command: wiring only.
 
-    signoff serve          run the server (HTTP on $PORT; Socket Mode when SLACK_APP_TOKEN is set)
-    signoff db upgrade     apply database migrations
+    signoff --version
+    signoff serve [--check]  run the server (HTTP on $PORT; Socket Mode when SLACK_APP_TOKEN is set);
+                             --check runs the start-up checks and exits
+    signoff db upgrade       apply database migrations (says from which revision to which)
     signoff run "<task>" --channel C...
                            start an agent run (a running server posts it and does the work)
     signoff policy check FILE
@@ -9,23 +11,20 @@
                            validate the policy file; say what it decides for one call
     signoff demo [--port 3000] [--no-agent]
                            the bot, an emulated Slack and a page to click in, on this machine
+    signoff wait | hook | mcp | langgraph
+                           agent-side commands (signoff/cli.py): wait for a decision, Claude Code hook, MCP server
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
 import json
 import logging
-import signal
 import sys
 from typing import Any
 
-from bot import policy_cli
-from bot.errors import SignoffError
-from bot.settings import Settings, SettingsError, database_url_from_env
+AGENT_SIDE = ("wait", "hook", "mcp", "langgraph")  # handed to signoff/cli.py before the server is imported
 
 
 class JsonFormatter(logging.Formatter):
@@ -55,55 +54,58 @@ def _logging(level: str) -> None:
     logging.getLogger("slack_bolt.AsyncApp").addFilter(lambda r: "`token` will be unused" not in r.getMessage())
 
 
-async def _serve(settings: Settings) -> None:
-    from aiohttp import web
+_SERVE_HELP = """\
+Run the server: HTTP on PORT (default 3000) on SIGNOFF_HOST (default 0.0.0.0) with the agent API,
+/healthz, /metrics and (unless Socket Mode) Slack's POST /slack/events.
 
-    from bot.web import build
-    from storage.migrate import current_revision, head_revision, upgrade
-    from storage.sql import SqlStore
+Reads the environment and a .env file in the working directory:
+  SLACK_BOT_TOKEN (required), SLACK_SIGNING_SECRET (required over HTTP), SLACK_APP_TOKEN (Socket Mode),
+  SLACK_API_URL, DATABASE_URL (default sqlite:///signoff.db), PORT, SIGNOFF_HOST, SIGNOFF_API_TOKENS,
+  SIGNOFF_WEBHOOK_SECRET, SIGNOFF_DEFAULT_CHANNEL, ANTHROPIC_API_KEY, and the other SIGNOFF_* settings
+  listed in the README.
 
-    store = await SqlStore.open(settings.database_url)
-    if settings.is_sqlite:
-        await upgrade(settings.database_url, engine=store.write_engine)
-    elif await current_revision(store.engine) != head_revision():
-        await store.close()
-        raise SettingsError("the database schema is not up to date: run `signoff db upgrade` first")
-    try:
-        signoff = await build(settings, store=store)
-    except BaseException:  # e.g. a bad policy file: say only that, not also "unclosed engine"
-        await store.close()
-        raise
-    runner = web.AppRunner(signoff.web_app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port)
-    await site.start()
-    # Full (gen-2) GC collections stop the event loop for as long as they take to walk the heap. Keep what
-    # was built so far (modules, SQLAlchemy/Bolt/slack_sdk state; it lives as long as the process) out of
-    # them, and collect gen 0 less often, so in-flight requests under load die young instead of being
-    # promoted into gen 2 and swelling it. bench/core.py, 1000 clicks from 50 clickers: gen-2 pauses
-    # 152 ms p50 / 237 ms max and ack p99 ~265 ms as Python ships; 90 / 178 ms and ~200 ms with the
-    # freeze; no gen-2 pause in the run and ack p99 ~60-110 ms with both (peak RSS unchanged, ~200 MB).
-    gc.freeze()
-    gc.set_threshold(50_000, 10, 10)
-    logging.getLogger("signoff").info(
-        "serving", extra={"port": settings.port, "database": store.dialect, "socket_mode": settings.socket_mode}
-    )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    if signoff.policy is not None:
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(signal.SIGHUP, signoff.policy.reload)  # a bad file keeps the old policy
-    await stop.wait()
-    await runner.cleanup()
+Before starting anything it binds the port, reaches and migrates the database (SQLite; PostgreSQL
+needs `signoff db upgrade`) and asks Slack who the bot is; a problem is one line and exit code 2.
+"""
+_DB_HELP = """\
+Apply database migrations (the Procfile's release step). Reads DATABASE_URL (default
+sqlite:///signoff.db) from the environment or .env; says from which revision to which it went.
+"""
+_RUN_HELP = """\
+Add an agent run to the server's database; a running `signoff serve` posts it in the channel and
+works on it. Reads DATABASE_URL (the server's; the database must exist and be migrated),
+SIGNOFF_DEFAULT_CHANNEL and ANTHROPIC_API_KEY from the environment or .env; no Slack settings.
+"""
 
 
-async def _db_upgrade(database_url: str) -> None:
-    from storage.migrate import upgrade
+def _parser() -> argparse.ArgumentParser:
+    from bot import __version__, policy_cli
 
-    await upgrade(database_url)
+    parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.",
+                                     epilog="Settings come from the environment and from .env in the working "
+                                            "directory; see `signoff <command> --help`. Agent side: signoff wait "
+                                            "ID | signoff hook claude-code | signoff mcp | signoff langgraph resume.")
+    parser.add_argument("--version", action="version", version=f"signoff {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the server", description=_SERVE_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--check", action="store_true",
+                       help="run the start-up checks (port, database, Slack), print what they found and exit")
+    db = sub.add_parser("db", help="database tasks", description="Database tasks.")
+    db_sub = db.add_subparsers(dest="action", required=True)
+    db_sub.add_parser("upgrade", help="apply database migrations", description=_DB_HELP,
+                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    run = sub.add_parser("run", help="start an agent run; the server posts it in Slack and works on it",
+                         description=_RUN_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("task", help="what the agent should do")
+    run.add_argument("--channel", help="the Slack channel id for the run, C... or G... "
+                                       "(default: SIGNOFF_DEFAULT_CHANNEL)")
+    run.add_argument("--agent", help="which agent (default: demo)")
+    policy_cli.add_parser(sub)
+    demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
+    demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
+    demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
+    return parser
 
 
 def _demo(port: int, *, agent: bool) -> int:
@@ -122,44 +124,56 @@ def _demo(port: int, *, agent: bool) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="run the server")
-    db = sub.add_parser("db", help="database tasks")
-    db.add_argument("action", choices=["upgrade"])
-    run = sub.add_parser("run", help="start an agent run; the server posts it in Slack and works on it")
-    run.add_argument("task", help="what the agent should do")
-    run.add_argument("--channel", help="the Slack channel id for the run (default: SIGNOFF_DEFAULT_CHANNEL)")
-    run.add_argument("--agent", help="which agent (default: demo)")
-    policy_cli.add_parser(sub)
-    demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
-    demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
-    demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    if given and given[0] in AGENT_SIDE:
+        from signoff.cli import main as agent_main
 
+        return agent_main(given)
+    # Imported here, not at the top: the agent-side commands above (a Claude Code hook runs once per
+    # tool call) must not pay for loading the server's settings and SQLAlchemy.
+    from bot import policy_cli
+    from bot.errors import SignoffError
+    from bot.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env
+    from bot.startup import StartupError, refuse_ephemeral_sqlite, upgrade_line
+
+    args = _parser().parse_args(argv)
     if args.command == "policy":  # offline: needs no Slack or database settings
         return policy_cli.run(args)
     try:
         if args.command == "demo":
             return _demo(args.port, agent=not args.no_agent)
         if args.command == "db":
-            asyncio.run(_db_upgrade(database_url_from_env()))
-            print("database is up to date")
+            from bot.startup import describe_database, upgrade_database
+
+            url = database_url_from_env()
+            refuse_ephemeral_sqlite(url)
+            _logging(log_level_from_env())
+            print(upgrade_line(asyncio.run(upgrade_database(url)), describe_database(url)))
             return 0
-        settings = Settings.from_env()
-        _logging(settings.log_level)
         if args.command == "run":
             from bot.agent.cli import start_run
 
-            run_id = asyncio.run(start_run(settings, args.task, channel=args.channel, agent=args.agent))
+            run_settings = RunSettings.from_env()
+            _logging(run_settings.log_level)
+            run_id = asyncio.run(start_run(run_settings, args.task, channel=args.channel, agent=args.agent))
             print(f"started run {run_id}; a running `signoff serve` posts it in its channel and works on it")
             return 0
-        asyncio.run(_serve(settings))
+        settings = Settings.from_env()
+        _logging(settings.log_level)
+        refuse_ephemeral_sqlite(settings.database_url)
+        from bot.serve import announce, check, serve
+
+        announce(settings)
+        if args.check:
+            for line in asyncio.run(check(settings)):
+                print(line)
+            return 0
+        asyncio.run(serve(settings))
         return 0
     except SignoffError as exc:
         print(f"signoff: {exc.message}", file=sys.stderr)
         return 2
-    except SettingsError as exc:
+    except (SettingsError, StartupError) as exc:
         print(f"signoff: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

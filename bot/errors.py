@@ -4,6 +4,7 @@ SignoffError
   +-- InvalidInput         400  the caller sent something we cannot accept (details name the fields)
   +-- NotFound             404  no request with that id
   +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
+  +-- RunsUnavailable      409  this server cannot run agents (no ANTHROPIC_API_KEY)
 """
 
 from __future__ import annotations
@@ -41,3 +42,7 @@ class IdempotencyMismatch(SignoffError):
     code = "idempotency_key_reused"
     status = 409
 
+
+class RunsUnavailable(SignoffError):
+    code = "runs_unavailable"
+    status = 409

@@ -30,6 +30,7 @@ class SweepJob:
         self.every_seconds = every_seconds
         self.scheduler: AsyncIOScheduler | None = None
         self._running: asyncio.Task[Any] | None = None
+        self._stopping = False
 
     async def start(self) -> None:
         # "skipped: maximum number of running instances reached" is the design (no overlap), not news.
@@ -51,6 +52,8 @@ class SweepJob:
         try:
             await self.sweep()
         except asyncio.CancelledError:
+            if self._stopping:  # stop() cut the sweep short: the rows stay due; not an error for APScheduler
+                return
             raise
         except Exception:  # the next tick tries again; the rows are still due
             log.exception("timer sweep failed")
@@ -58,6 +61,7 @@ class SweepJob:
             self._running = None
 
     async def stop(self) -> None:
+        self._stopping = True
         if self.scheduler is not None and self.scheduler.running:
             self.scheduler.shutdown(wait=False)
             await asyncio.sleep(0)  # AsyncIOScheduler shuts down on the loop's next turn

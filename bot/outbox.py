@@ -19,6 +19,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from bot.clock import Clock
 from bot.domain.model import AuditEvent
@@ -47,14 +48,23 @@ class Retry:
     after: float
     error: str
     definite: bool = True
+    waiting: bool = False  # not a failure: the item waits for another one (e.g. its card's post)
 
 
 @dataclass(frozen=True)
 class Dead:
-    """Give up on this item."""
+    """Give up on this item.
+
+    `line`: the one ERROR line to log (what failed and what to do), instead of the bare error.
+    `apply` runs in the unit that marks the item dead.
+    `details`: machine-readable facts about the failure, for the handler that re-wraps it.
+    """
 
     error: str
     audit: tuple[AuditEvent, ...] = field(default_factory=tuple)
+    line: str | None = None
+    apply: Callable[[Unit], Awaitable[None]] | None = None
+    details: dict[str, Any] | None = None
 
 
 Result = Done | Retry | Dead
@@ -66,7 +76,7 @@ async def after_post(store: Store, ordered_by: str, post_kind: str, what: str) -
     (it is ahead, and delivered in order); if the post gave up, there is nothing to do."""
     items = await store.outbox_items(ordered_by)
     if any(i.kind == post_kind and i.status == "pending" for i in items):
-        return Retry(0.5, f"{what} not posted yet")
+        return Retry(0.5, f"{what} not posted yet", waiting=True)
     return Done()
 
 
@@ -101,6 +111,12 @@ class Dispatcher:
         # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
         self._claiming = asyncio.Lock()
         self.idle = asyncio.Event()
+        self._failing: set[int] = set()  # items that failed here and have not got through yet (see _report)
+
+    @property
+    def in_flight(self) -> int:
+        """Deliveries started and not finished (what a graceful stop waits for)."""
+        return len(self._inflight)
 
     def wake(self, _request_id: str | None = None) -> None:
         self._wake.set()
@@ -192,7 +208,7 @@ class Dispatcher:
         if handler is None:
             result: Result = Dead(f"no handler for outbox kind {item.kind!r}")
         elif left <= 0:  # waited for its turn until the lease was nearly gone: nothing was done
-            result = Retry(0.0, "its lease ran out before the delivery could start")
+            result = Retry(0.0, "its lease ran out before the delivery could start", waiting=True)
         else:
             try:
                 async with asyncio.timeout(left):
@@ -223,6 +239,8 @@ class Dispatcher:
                         at = now + timedelta(seconds=result.after)
                         await unit.outbox_retry(item.id, at, result.error, definite=result.definite)
                     else:
+                        if result.apply is not None:
+                            await result.apply(unit)
                         for event in result.audit:
                             await unit.append_audit(event)
                         await unit.outbox_dead(item.id, now, result.error)
@@ -233,5 +251,23 @@ class Dispatcher:
                     return  # the lease expires and the sweep retries the item; handlers check before acting
         label = type(result).__name__.lower()
         self.metrics.outbox_deliveries.labels(item.kind, label).inc()
+        self._report(item, result)
+
+    def _report(self, item: OutboxItem, result: Result) -> None:
+        """One WARNING when an item first fails, one INFO when it then gets through, one ERROR when it
+        gives up (with the fix, when the handler knows it). Kept per process, in memory."""
+        assert item.id is not None
+        extra = {"outbox_item": item.id, "kind": item.kind, "request_id": item.request_id}
         if isinstance(result, Dead):
-            log.error("outbox item %s (%s) gave up: %s", item.id, item.kind, result.error)
+            self._failing.discard(item.id)
+            log.error("%s for %s gave up: %s", item.kind, item.request_id or f"item {item.id}",
+                      result.line or result.error, extra=extra)
+        elif isinstance(result, Retry):
+            if not result.waiting and item.id not in self._failing:
+                self._failing.add(item.id)
+                log.warning("%s for %s failed, retrying in %.1f s: %s", item.kind,
+                            item.request_id or f"item {item.id}", result.after, result.error, extra=extra)
+        elif item.id in self._failing:
+            self._failing.discard(item.id)
+            log.info("%s for %s delivered after %d attempts", item.kind, item.request_id or f"item {item.id}",
+                     item.attempts, extra=extra)

@@ -31,6 +31,7 @@ from bot.domain.model import (
     Status,
     Via,
 )
+from bot.delivery_state import is_undelivered
 from bot.domain.batch import Item, decide_items
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing, initial_state, next_due
@@ -300,13 +301,14 @@ class Service:
         return request
 
     async def wait(self, request_id: str, timeout: float) -> Request:
-        """Return as soon as the request leaves `pending`, or when `timeout` seconds pass."""
+        """Return as soon as the request leaves `pending` or its card is known undeliverable (nobody
+        will see it: bot.delivery_state), or when `timeout` seconds pass."""
         if timeout <= 0:
             return await self.get(request_id)
         # Register before reading: a decision committed after the read still wakes us.
         with self.waiters.register(request_id) as event:
             request = await self.get(request_id)
-            if not request.is_pending:
+            if not request.is_pending or is_undelivered(request):
                 return request
             try:
                 await asyncio.wait_for(event.wait(), min(timeout, MAX_WAIT_SECONDS))
@@ -318,6 +320,10 @@ class Service:
         self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
     ) -> list[Request]:
         return await self.store.list_requests(status=status, limit=limit, after=after)
+
+    async def find_by_idempotency_key(self, key: str) -> Request | None:
+        async with self.store.unit() as unit:
+            return await unit.find_by_idempotency_key(key)
 
     async def may_decide(self, request: Request, user_id: str) -> bool:
         """Whether `user_id` may decide `request` (see bot/access.py)."""

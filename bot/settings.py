@@ -6,6 +6,7 @@ raises `SettingsError` whose message is one line naming the variable.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,8 +27,35 @@ DEFAULT_DATABASE_PATH = "signoff.db"
 _CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 
 
+# Every SIGNOFF_* variable Signoff reads (tests/unit/test_settings_hygiene.py keeps this complete), plus
+# the agent side's (signoff/ reads SIGNOFF_URL and SIGNOFF_TOKEN; agents and servers may share a .env)
+# and the test and bench suites'. Anything else starting with SIGNOFF_ is most likely a typo.
+KNOWN_SETTINGS = frozenset({
+    "SIGNOFF_API_TOKENS", "SIGNOFF_HOST", "SIGNOFF_WEBHOOK_SECRET", "SIGNOFF_WEBHOOK_MAX_ATTEMPTS",
+    "SIGNOFF_DEFAULT_CHANNEL", "SIGNOFF_HTTP_TIMEOUT_SECONDS", "SIGNOFF_OUTBOX_LEASE_SECONDS",
+    "SIGNOFF_OUTBOX_SWEEP_SECONDS", "SIGNOFF_POLICY", "SIGNOFF_LOG_LEVEL", "SIGNOFF_REMIND_EVERY",
+    "SIGNOFF_REMIND_MAX", "SIGNOFF_ESCALATE_AFTER", "SIGNOFF_ESCALATE_TO", "SIGNOFF_ESCALATE_ADD_AS_APPROVERS",
+    "SIGNOFF_TIMEOUT", "SIGNOFF_TIMEOUT_OUTCOME", "SIGNOFF_SWEEP_SECONDS", "SIGNOFF_CLOCK_FILE", "SIGNOFF_MODEL",
+    "SIGNOFF_MAX_TOKENS", "SIGNOFF_MODEL_MAX_RETRIES", "SIGNOFF_WORKSPACE", "SIGNOFF_EMAIL_OUTBOX",
+    "SIGNOFF_RUN_LEASE_SECONDS", "SIGNOFF_RUN_SWEEP_SECONDS", "SIGNOFF_RUN_MAX_STEPS",
+    "SIGNOFF_ALLOW_EPHEMERAL_SQLITE",
+    "SIGNOFF_URL", "SIGNOFF_TOKEN", "SIGNOFF_TEST_DATABASE_URL", "SIGNOFF_BENCH_PG_URL",
+})
+
+
 class SettingsError(Exception):
     """A setting is missing or malformed; the message is one line naming it."""
+
+
+def unknown_settings(env: Mapping[str, str], known: frozenset[str] = KNOWN_SETTINGS) -> list[str]:
+    """One warning line per SIGNOFF_* name Signoff does not read, with the closest known name."""
+    lines = []
+    for name in sorted(k for k in env if k.startswith("SIGNOFF_") and k not in known):
+        # Compared without the shared prefix, which would make every pair look alike.
+        close = difflib.get_close_matches(name[8:], sorted(k[8:] for k in known), n=1, cutoff=0.7)
+        hint = f"did you mean SIGNOFF_{close[0]}?" if close else "Signoff does not read it (see the README's settings)"
+        lines.append(f"{name} is not a Signoff setting: {hint}")
+    return lines
 
 
 @dataclass(frozen=True)
@@ -71,6 +99,10 @@ class Settings:
     run_max_steps: int = 50
     extra: Mapping[str, str] = field(default_factory=dict)
 
+    def unknown_settings_lines(self) -> list[str]:
+        """Warnings for SIGNOFF_* variables (environment or .env) that Signoff does not read."""
+        return unknown_settings(self.extra)
+
     def default_timing(self) -> Timing:
         """The timing a request gets for each part (reminders, escalation, timeout) it does not give."""
         levels: tuple[Level, ...] = ()
@@ -103,6 +135,32 @@ def _read(environ: Mapping[str, str] | None, dotenv: str | Path | None) -> dict[
         env.update({k: v for k, v in dotenv_values(dotenv).items() if v is not None})
     env.update(os.environ if environ is None else environ)
     return env
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What `signoff run` needs: the server's database, the default channel, the log level. No Slack."""
+
+    database_url: str
+    default_channel: str | None
+    log_level: str
+    anthropic_api_key: str | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, dotenv: str | Path | None = ".env") -> RunSettings:
+        env = _read(environ, dotenv)
+        channel = (env.get("SIGNOFF_DEFAULT_CHANNEL") or "").strip() or None
+        if channel is not None and not _CHANNEL_ID.match(channel):
+            raise SettingsError(f"SIGNOFF_DEFAULT_CHANNEL={channel!r} must be a channel id (C..., G...)")
+        return cls(database_url_from_env(environ, dotenv=dotenv), channel, log_level_from_env(environ, dotenv=dotenv),
+                   (env.get("ANTHROPIC_API_KEY") or "").strip() or None)
+
+
+def log_level_from_env(environ: Mapping[str, str] | None = None, *, dotenv: str | Path | None = ".env") -> str:
+    level = (_read(environ, dotenv).get("SIGNOFF_LOG_LEVEL") or "INFO").strip().upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise SettingsError(f"SIGNOFF_LOG_LEVEL={level!r} must be DEBUG, INFO, WARNING or ERROR")
+    return level
 
 
 def database_url_from_env(environ: Mapping[str, str] | None = None, *, dotenv: str | Path | None = ".env") -> str:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -36,6 +37,7 @@ from bot.domain.model import Request
 from bot.api import grants as grants_api
 from bot.api import routes as api
 from bot.api import run_routes
+from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
 from bot.gate import PolicyGate
@@ -54,7 +56,9 @@ from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
 from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
+from bot.slack.failures import SlackHealth, connect_socket_mode
 from bot.slack.timer_buttons import TimerInteractions
+from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.grant_handlers import GrantInteractions
@@ -73,7 +77,8 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT, REMEMBER, AWAY})
+OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
+                        REMEMBER, AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
@@ -99,6 +104,8 @@ class Signoff:
     agent: AgentRuntime | None = None  # Signoff's own agent runner
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
+    slack_health: SlackHealth = field(default_factory=SlackHealth)  # how Slack answers lately (/healthz)
+    _socket_task: asyncio.Task[None] | None = None
     policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -120,9 +127,16 @@ class Signoff:
             from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
             self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
-            await self.socket_handler.connect_async()  # type: ignore[no-untyped-call]
+            # Connected in the background: Slack being unreachable must not keep the HTTP port (the agent
+            # API) closed. A refused app token stops the retries with one line instead of a traceback a try.
+            self._socket_task = asyncio.create_task(connect_socket_mode(self.socket_handler),
+                                                    name="signoff-socket-mode")
 
     async def stop(self) -> None:
+        if self._socket_task is not None:
+            self._socket_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._socket_task
         if self.socket_handler is not None:
             await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         await self.backlog.stop()
@@ -177,7 +191,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     timers = Timers(service, clock)
     home = Home(store, clock)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
-    call = SlackCall(slack_client(settings, http, retries=False), metrics)
+    health = SlackHealth()
+    call = SlackCall(slack_client(settings, http, retries=False), metrics, health)
     agent = build_agent(settings, service=service, store=store, call=call, client=listener_client, clock=clock,
                         metrics=metrics)
 
@@ -228,9 +243,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
-                      agent=agent, policy=policy)
+                      agent=agent, slack_health=health, policy=policy)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
+    signoff.watcher.checks.append(undelivered_check(store))
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings
@@ -241,6 +257,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     api.add_routes(web_app)
     grants_api.add_routes(web_app, grants, policy, clock)
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
+    add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         await signoff.start()
@@ -354,8 +371,11 @@ async def healthz(request: web.Request) -> web.Response:
     try:
         await signoff.store.statuses(["healthz"])
     except Exception as exc:  # the point of a health check is to say so
-        return web.json_response({"ok": False, "database": f"{type(exc).__name__}"}, status=503)
-    return web.json_response({"ok": True, "database": signoff.store.dialect})
+        return web.json_response({"ok": False, "database": f"{type(exc).__name__}",
+                                  "slack": signoff.slack_health.to_json()}, status=503)
+    # Slack's state is reported, not judged: a refused token is the operator's to fix, and taking the
+    # process out of a load balancer would close the agent API as well.
+    return web.json_response({"ok": True, "database": signoff.store.dialect, "slack": signoff.slack_health.to_json()})
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:

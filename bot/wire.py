@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from bot.delivery_state import delivery_json
+from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Item, Request, Via
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
@@ -18,7 +20,7 @@ from bot.domain.values import iso
 
 def request_json(request: Request) -> dict[str, Any]:
     """The request as the agent API and webhooks show it."""
-    return {
+    body: dict[str, Any] = {
         "id": request.id,
         "kind": request.kind.value,
         "status": request.status.value,
@@ -38,6 +40,7 @@ def request_json(request: Request) -> dict[str, Any]:
         "created_at": iso(request.created_at),
         "updated_at": iso(request.updated_at),
         "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
+        "delivery": delivery_json(request),
         "decision": _decision_json(request),
         "timing": request.timing.to_json() if request.timing else None,
         "timers": timers_json(request.timers) if request.timers else None,
@@ -50,6 +53,9 @@ def request_json(request: Request) -> dict[str, Any]:
         # Issue 12, present only when they apply: how the policy file evaluated it; delegates added.
         **{key: request.extra[key] for key in ("policy", "delegations") if key in request.extra},
     }
+    if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
+        body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))
+    return body
 
 
 def item_json(item: Item) -> dict[str, Any]:

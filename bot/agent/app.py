@@ -114,6 +114,9 @@ def build_agent(
     delivery = agent_slack.RunDelivery(runs, run_service, call)
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
                                                default_agent=DEFAULT_AGENT)
+    if not settings.anthropic_api_key:
+        interactions.unavailable = ("Agent runs are off on this Signoff server: ANTHROPIC_API_KEY is not set. "
+                                    "Ask whoever runs it to set the key and restart it. Nothing was started.")
     runtime = AgentRuntime(runs, run_service, runner, steps, interactions, delivery, settings)
     holder["runtime"] = runtime
     return runtime

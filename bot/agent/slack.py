@@ -155,6 +155,7 @@ class RunInteractions:
         self.clock = clock
         self.metrics = metrics
         self.default_agent = default_agent
+        self.unavailable: str | None = None  # why runs cannot start here (no model key), said to whoever asks
         self._names: dict[str, str | None] = {}
 
     async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
@@ -309,6 +310,9 @@ def register(app: AsyncApp, interactions: RunInteractions) -> None:
         text = task.group(1).strip() if task else ""
         if not text:
             await ack(text="Usage: `/signoff run <what the agent should do>`", response_type="ephemeral")
+            return
+        if interactions.unavailable:
+            await ack(text=interactions.unavailable, response_type="ephemeral")
             return
         await ack(text="Starting an agent run; follow it in the thread of its message.", response_type="ephemeral")
         await interactions.start_run(command, text)

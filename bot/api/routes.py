@@ -15,6 +15,7 @@ from aiohttp import web
 from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.timing_in import expand_groups, parse_timing
+from bot.domain.choices import EXTRA_KEY
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.errors import InvalidInput, SignoffError
@@ -98,6 +99,7 @@ async def create_approval(request: web.Request) -> web.Response:
         approvers=tuple(dict.fromkeys(body.approvers)),
         callback_url=body.callback_url,
         requested_by=body.requested_by,
+        extra={EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {},
         timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
                                if getattr(body, name) is not None),
     )
@@ -116,6 +118,10 @@ async def get_approval(request: web.Request) -> web.Response:
 
 async def list_approvals(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
+    if "idempotency_key" in request.query:
+        # The request an agent submitted under a key it can derive again (e.g. a Claude Code session + tool call).
+        found = await service.find_by_idempotency_key(request.query["idempotency_key"])
+        return web.json_response({"items": [request_json(found)] if found else [], "next_cursor": None})
     raw_status = request.query.get("status")
     try:
         status = Status(raw_status) if raw_status else None

@@ -19,14 +19,17 @@ from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION
 from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
 from bot.wire import question_json
-from bot.api.routes import SERVICE, channel_or_default, check_callback, float_param, idempotency_key
+from bot.api.routes import SERVICE, SETTINGS, channel_or_default, check_callback, float_param, idempotency_key
 from bot.api.schemas import Approvers, _Strict, body_hash, parse_body
 from bot.domain.values import CHANNEL_ID
 from bot.api.timing_in import expand_groups
 from bot.domain.model import Kind
 from bot.domain.runs import NewRun
 from bot.domain.timing import Timing
-from bot.errors import InvalidInput, NotFound
+from bot.errors import InvalidInput, NotFound, RunsUnavailable
+
+NO_MODEL_KEY = ("this server cannot run agents: ANTHROPIC_API_KEY is not set; set it (environment or .env) "
+                "and restart `signoff serve`")
 
 RUNS = web.AppKey("runs", RunService)
 RUNNER = web.AppKey("runner", Runner)
@@ -89,6 +92,9 @@ class QuestionsIn(_Strict):
 async def create_run(request: web.Request) -> web.Response:
     runs = request.app[RUNS]
     body: RunIn = parse_body(RunIn, await request.read())
+    if not request.app[SETTINGS].anthropic_api_key:
+        # Accepting it would leave a run `running` that no process can ever drive.
+        raise RunsUnavailable(NO_MODEL_KEY)
     run = await runs.start(NewRun(
         task=body.task, channel=channel_or_default(request, body.channel),
         agent=body.agent or request.app[DEFAULT_AGENT], requested_by=body.requested_by,

@@ -183,6 +183,23 @@ class ApprovalIn(_Strict):
             if self.risk is Risk.CRITICAL:
                 raise ValueError("critical actions need typed confirmation, one at a time: they cannot be batched")
         return self
+    # Which decisions the card offers (bot/domain/choices.py); unset: approve, edit, reject.
+    allowed_decisions: list[Literal["approve", "edit", "reject", "respond"]] | None = Field(
+        default=None, min_length=1, max_length=4)
+
+    @field_validator("allowed_decisions")
+    @classmethod
+    def _distinct(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("must not repeat a decision")
+        return value
+
+    @model_validator(mode="after")
+    def _decisions_of_one_action(self) -> ApprovalIn:
+        if self.allowed_decisions is not None and self.items is not None:
+            raise ValueError("`allowed_decisions` is per action: a batch cannot have it (submit such actions "
+                             "one at a time)")
+        return self
 
     @field_validator("channel")
     @classmethod

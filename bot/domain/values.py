@@ -35,6 +35,7 @@ class Via(enum.StrEnum):
     TIMEOUT = "timeout"
     API = "api"
     THREAD = "thread"  # a reply in the Slack thread (answers to an agent's questions)
+    REPLY = "reply"  # "Reply instead": a rejection whose comment answers in place of the action
 
 
 class Risk(enum.StrEnum):

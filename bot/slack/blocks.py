@@ -17,15 +17,19 @@ import re
 from datetime import datetime
 from typing import Any
 
+from bot.domain.choices import allowed_decisions
 from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
 from bot.slack.duties import duty_notes, progress_text
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
+    RESPOND_VIEW,
     edit_modal,
     parse_edit_submission,
     parse_reject_submission,
+    parse_respond_submission,
     reject_modal,
+    respond_modal,
 )
 from bot.slack.text import slack_date
 from bot.slack.previews import (
@@ -48,14 +52,15 @@ from bot.slack.previews import (
 )
 
 __all__ = [
-    "APPROVE", "EDIT", "REJECT", "EDIT_VIEW", "REJECT_VIEW", "DECIDE_BLOCK",
-    "approval_card", "edit_modal", "reject_modal", "parse_edit_submission",
-    "parse_reject_submission", "escape_mrkdwn", "text_length",
+    "APPROVE", "EDIT", "REJECT", "RESPOND", "EDIT_VIEW", "REJECT_VIEW", "RESPOND_VIEW", "DECIDE_BLOCK",
+    "approval_card", "edit_modal", "reject_modal", "respond_modal", "parse_edit_submission",
+    "parse_reject_submission", "parse_respond_submission", "escape_mrkdwn", "text_length",
 ]  # fmt: skip
 
 APPROVE = "signoff_approve"
 EDIT = "signoff_edit"
 REJECT = "signoff_reject"
+RESPOND = "signoff_respond"
 SNOOZE = "signoff_snooze"
 ESCALATE = "signoff_escalate"
 DECIDE_BLOCK = "decide"
@@ -192,10 +197,16 @@ def _titled_quote(title: str, text: str) -> dict[str, Any]:
 def _buttons(req: Request) -> dict[str, Any]:
     if len(req.id) > BUTTON_VALUE_MAX:
         raise ValueError("request id too long for a button value")
-    buttons = [_button("Approve", APPROVE, req.id, "primary")]
-    if req.action.params and req.quorum <= 1:  # a quorum approves one set of parameters: no edits
-        buttons.append(_button("Edit", EDIT, req.id))
-    buttons.append(_button("Reject", REJECT, req.id, "danger"))
+    offered = allowed_decisions(req.kind, req.extra)  # only what the agent allows (bot/domain/choices.py)
+    buttons = []
+    if "approve" in offered:
+        buttons.append(_button("Approve", APPROVE, req.id, "primary"))
+    if "edit" in offered and req.action.params and req.quorum <= 1:  # a quorum approves one set of parameters
+        buttons.append(_button("Approve with edits" if "approve" not in offered else "Edit", EDIT, req.id))
+    if "respond" in offered:
+        buttons.append(_button("Reply instead", RESPOND, req.id))
+    if "reject" in offered:
+        buttons.append(_button("Reject", REJECT, req.id, "danger"))
     if req.timing is not None:  # requests with a timeline: for approvers, not a decision
         if req.timing.reminds:
             buttons.append(_button("Snooze 1h", SNOOZE, req.id))
@@ -219,6 +230,8 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
     """The outcome line (who, when, how), then what changed and the comment."""
     emoji, label = OUTCOME_LABEL[outcome]
     decision = req.decision
+    if decision is not None and decision.via is Via.REPLY:
+        emoji, label = "↩️", "Replied instead"
     line = f"{emoji} *{label}*"
     if decision is not None:
         line += f" {_who(decision)} {slack_date(decision.decided_at, '{date_short_pretty} at {time}')}"
@@ -230,7 +243,7 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
     if decision is not None and decision.changes:
         blocks.append(_changes(decision))
     if decision is not None and decision.comment and decision.comment.strip():
-        title = "Reason" if outcome is Outcome.REJECTED else "Comment"
+        title = "Reply" if decision.via is Via.REPLY else "Reason" if outcome is Outcome.REJECTED else "Comment"
         blocks.append(_titled_quote(title, cut(decision.comment.strip(), COMMENT_BUDGET)))
     return blocks
 
@@ -249,6 +262,7 @@ _VIA_TEXT = {
     Via.TIMEOUT: "on timeout",
     Via.GRANT: "under a standing grant",
     Via.POLICY: "under policy",
+    Via.REPLY: "the action did not run",
 }
 
 

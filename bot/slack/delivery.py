@@ -29,46 +29,58 @@ from bot import effects
 from bot.effects import Handler
 from bot.service import Service
 from bot.slack.blocks import approval_card
+from bot.slack.failures import TRANSIENT_ERRORS, SlackHealth, permanent_failure
 from bot.slack.lookup import find_message, has_metadata
+from bot.slack.undelivered import mark_undelivered
 from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
 
 CARD_EVENT_TYPE = "signoff_card"
-# Slack errors that a later attempt may get past (an operator fixes the token, Slack recovers).
-_TRANSIENT_ERRORS = frozenset(
-    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout",
-     "invalid_auth", "not_authed", "account_inactive", "token_revoked", "team_access_not_granted"}
-)
 
 
 class SlackCall:
-    """Runs one Web API call and turns every failure into an outbox Result."""
+    """Runs one Web API call and turns every failure into an outbox Result.
 
-    def __init__(self, client: AsyncWebClient, metrics: Metrics) -> None:
+    Errors no retry gets past (a bad token, a missing scope, a channel the bot is not in) are a
+    `Dead` whose `line` says what to do and whose `details` name the error (see bot.slack.failures);
+    429s, 5xx, timeouts and Slack's transient errors are a `Retry`. `health` follows the token's state.
+    """
+
+    def __init__(self, client: AsyncWebClient, metrics: Metrics, health: SlackHealth | None = None) -> None:
         self.client = client
         self.metrics = metrics
+        self.health = health or SlackHealth()
 
     async def __call__(
         self, method: str, attempt: int, **kwargs: Any
     ) -> tuple[dict[str, Any] | None, Result | None]:
         try:
             response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
+            self.health.ok()
             return dict(response.data), None
         except SlackApiError as exc:
             status = exc.response.status_code
-            error = str(exc.response.get("error", "")) if isinstance(exc.response.data, dict) else ""
+            data = exc.response.data if isinstance(exc.response.data, dict) else {}
+            error = str(data.get("error", ""))
             self.metrics.slack_api_errors.labels(method, str(status) if status != 200 else error).inc()
             if status == 429:
                 retry_after = _retry_after(exc.response.headers)
                 return None, Retry(retry_after, f"{method}: 429 rate limited, retry after {retry_after:g}s")
             if status >= 500:
+                self.health.unreachable(f"{method}: HTTP {status}")
                 return None, Retry(backoff(attempt), f"{method}: HTTP {status}", definite=False)
-            if error in _TRANSIENT_ERRORS:
+            if error in TRANSIENT_ERRORS:
+                self.health.unreachable(f"{method}: {error}")
                 return None, Retry(backoff(attempt, base=5), f"{method}: {error}")
+            failure = permanent_failure(method, error, data, channel=kwargs.get("channel"))
+            if failure is not None:
+                self.health.refused(failure)
+                return None, Dead(f"{method}: {error}", line=failure.line, details=failure.to_json())
             return None, Dead(f"{method}: {error or 'HTTP ' + str(status)}")
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             self.metrics.slack_api_errors.labels(method, "connection").inc()
+            self.health.unreachable(f"{method}: {type(exc).__name__}")
             return None, Retry(backoff(attempt), f"{method}: {type(exc).__name__}: {exc}", definite=False)
 
 
@@ -126,11 +138,19 @@ class CardDelivery:
         )
         if failure is not None:
             if isinstance(failure, Dead):
-                return Dead(failure.error, (AuditEvent(request.id, "post_failed", self.clock.now(), None,
-                                                       {"error": failure.error}),))
+                return self._undelivered(request, failure)
             return failure
         assert data is not None
         return Done(apply=self._store_ts(request.id, data["channel"], data["ts"]))
+
+    def _undelivered(self, request: Request, failure: Dead) -> Dead:
+        """The card cannot be posted: audit it, mark the request (its `delivery` says why) and wake
+        whoever waits on it, so the agent hears at once rather than at the timeout."""
+        audit = AuditEvent(request.id, "post_failed", self.clock.now(), None, {"error": failure.error})
+        details = failure.details or {"error": failure.error.rpartition(": ")[2], "message": failure.error}
+        self.call.health.undelivered(request.id, details)
+        return Dead(failure.error, (audit,), line=failure.line,
+                    apply=mark_undelivered(request.id, details, self.clock.now(), touch=self.service.touch))
 
     def _store_ts(self, request_id: str, channel: str, ts: str) -> Callable[[Unit], Any]:
         async def apply(unit: Unit) -> None:

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.errors import SlackApiError
 
 from bot.slack import blocks
 from bot.slack.duties import CONFIRM_VIEW
@@ -51,6 +52,12 @@ def register(
         if click is not None:
             await interactions.open_modal(click, "reject")
 
+    async def on_respond(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        click = await _click_or_refuse(body)
+        if click is not None:
+            await interactions.open_modal(click, "respond")
+
     async def on_submit(ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
             sub = extract_submission(body)
@@ -85,6 +92,8 @@ def register(
     app.action(blocks.REJECT)(on_reject)
     app.view(blocks.EDIT_VIEW)(on_submit)
     app.view(blocks.REJECT_VIEW)(on_submit)
+    app.action(blocks.RESPOND)(on_respond)
+    app.view(blocks.RESPOND_VIEW)(on_submit)
     app.view(CONFIRM_VIEW)(on_submit)
     app.command("/signoff")(on_command)
     if timers is not None:
@@ -134,7 +143,22 @@ def _register_home(app: AsyncApp, home: Home) -> None:
         if event.get("tab", "home") == "home" and event.get("user"):
             await home.opened(str(event["user"]))
 
+    async def on_mention(event: dict[str, Any], client: Any) -> None:
+        """@signoff in a channel: what waits on the person who asked, shown to them alone (like
+        `/signoff pending`)."""
+        user, channel = event.get("user"), event.get("channel")
+        if not user or not channel or event.get("bot_id"):
+            return
+        answer = await home.pending(str(user))
+        thread = {"thread_ts": event["thread_ts"]} if event.get("thread_ts") else {}
+        try:
+            await client.chat_postEphemeral(channel=channel, user=user, text=answer["text"],
+                                            blocks=answer.get("blocks"), **thread)
+        except SlackApiError as exc:  # e.g. a channel the bot may not post in: nothing to undo
+            log.warning("could not answer a mention in %s: %s", channel, exc.response.get("error"))
+
     app.event("app_home_opened")(on_home_opened)
+    app.event("app_mention")(on_mention)
 
 
 def _first_block(body: dict[str, Any]) -> str:

@@ -17,6 +17,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import Clock
+from bot.domain.choices import allowed_decisions
+from bot.domain.choices import refusal as choices_refusal
 from bot.domain.duties import approve_refusal
 from bot.domain.edits import compute_changes
 from bot.domain.model import Actor, Kind, Outcome, Request, Via
@@ -41,6 +43,8 @@ _OUTCOME_WORDS = {
 DECIDING_AT_ONCE = 4
 BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
                  "Approve selected (or Reject all). Nothing was changed.")
+_VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond",
+                  CONFIRM_VIEW: "approve"}
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,8 @@ class Interactions:
     # -- checks shared by every interaction ----------------------------------
 
     async def _check(
-        self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True
+        self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True,
+        decision: str | None = None,
     ) -> Request | Refusal:
         request = await self.service.store.get_request(request_id)
         if request is None:
@@ -98,6 +103,9 @@ class Interactions:
             return Refusal(already_decided_text(request))
         if request.kind is not Kind.APPROVAL:
             return Refusal("This is a question, not an approval: answer it in its thread. Nothing was changed.")
+        offered = allowed_decisions(request.kind, request.extra)
+        if decision is not None and decision not in offered:
+            return Refusal(choices_refusal(decision, offered))
         if authorize and not await self.service.may_decide(request, user_id):
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from
@@ -125,7 +133,7 @@ class Interactions:
             await self._approve(click)
 
     async def _approve(self, click: Click) -> None:
-        checked = await self._check(click.request_id, click.user_id, click)
+        checked = await self._check(click.request_id, click.user_id, click, decision="approve")
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
@@ -151,7 +159,8 @@ class Interactions:
                             "counts because you are still one of its approvers.")
 
     async def open_modal(self, click: Click, kind: str) -> None:
-        checked = await self._check(click.request_id, click.user_id, click)
+        """`kind`: edit, reject or respond ("Reply instead")."""
+        checked = await self._check(click.request_id, click.user_id, click, decision=kind)
         if isinstance(checked, Refusal):
             await self.tell(click.user_id, click.channel_id, checked.text)
             return
@@ -166,7 +175,8 @@ class Interactions:
             if refusal is not None:
                 await self.tell(click.user_id, click.channel_id, refusal)
                 return
-        view = blocks.edit_modal(checked) if kind == "edit" else blocks.reject_modal(checked)
+        modal = {"edit": blocks.edit_modal, "respond": blocks.respond_modal}.get(kind, blocks.reject_modal)
+        view = modal(checked)
         if kind == "edit" and checked.confirm is not None:  # editing approves: it asks to type too
             view["blocks"] = [*view["blocks"][:99], confirm_block(checked)]
         await self.open_view(click, checked, view)
@@ -201,13 +211,16 @@ class Interactions:
         Runs before the ack, so it reads only our database; whether the person may decide can
         need a Slack call (user groups) and is checked after the ack, in `finish_submission`.
         """
-        first_block = "reason" if sub.callback_id == blocks.REJECT_VIEW else next(iter(sub.values), "reason")
+        first_block = "reason" if sub.callback_id in (blocks.REJECT_VIEW, blocks.RESPOND_VIEW) else next(iter(sub.values), "reason")
         oversize = _oversize_inputs(sub.values)
         if oversize:
             return None, {}, oversize
-        checked = await self._check(sub.request_id, sub.user_id, authorize=False)
+        decision = _VIEW_DECISION.get(sub.callback_id, "reject")
+        checked = await self._check(sub.request_id, sub.user_id, authorize=False, decision=decision)
         if isinstance(checked, Refusal):
             return None, {}, {first_block: strip_markup(checked.text)}
+        if sub.callback_id == blocks.RESPOND_VIEW and not blocks.parse_respond_submission(sub.values):
+            return None, {}, {"reason": "Write the reply the agent should get."}
         if checked.is_batch:
             return None, {}, {first_block: strip_markup(BATCH_BUTTONS)}
         if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):
@@ -240,6 +253,9 @@ class Interactions:
             result = await self.service.decide(
                 request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor, params=params, changes=changes
             )
+        elif sub.callback_id == blocks.RESPOND_VIEW:  # recorded as a rejection: the action must not run
+            result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.REPLY, actor=actor,
+                                               comment=blocks.parse_respond_submission(sub.values))
         elif sub.callback_id == CONFIRM_VIEW:
             result = await self.service.decide(request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor)
         else:

@@ -16,6 +16,7 @@ from bot.domain.model import Request
 from bot.slack.previews import clip, plain
 
 REJECT_VIEW = "signoff_reject"
+RESPOND_VIEW = "signoff_respond"
 EDIT_VIEW = "signoff_edit"
 REASON_BLOCK = "reason"
 VALUE_ACTION = "value"
@@ -84,6 +85,32 @@ def parse_reject_submission(state_values: dict[str, Any]) -> str | None:
     """The reason typed in the reject modal, stripped; None when left empty."""
     value = state_values.get(REASON_BLOCK, {}).get(VALUE_ACTION, {}).get("value")
     return value.strip() or None if isinstance(value, str) else None
+
+
+def respond_modal(req: Request) -> dict[str, Any]:
+    """"Reply instead": the person's answer goes back in place of the action, which does not run."""
+    element = {
+        "type": "plain_text_input",
+        "action_id": VALUE_ACTION,
+        "multiline": True,
+        "max_length": REASON_MAX,
+        "placeholder": {"type": "plain_text", "text": "The agent receives this answer instead of running the action."},
+    }
+    return _modal(
+        req,
+        callback_id=RESPOND_VIEW,
+        title="Reply instead",
+        submit="Send reply",
+        blocks=[
+            _summary(req),
+            {"type": "input", "block_id": REASON_BLOCK, "label": _label("Your reply"), "element": element},
+        ],
+    )
+
+
+def parse_respond_submission(state_values: dict[str, Any]) -> str | None:
+    """The reply typed in the respond modal, stripped; None when blank (a required field: an error)."""
+    return parse_reject_submission(state_values)
 
 
 # --------------------------------------------------------------------------- edit

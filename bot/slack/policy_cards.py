@@ -13,6 +13,7 @@ from typing import Any
 
 from bot import effects
 from bot.clock import Clock
+from bot.domain.choices import allowed_decisions
 from bot.domain.model import AuditEvent, Kind, Request, Risk
 from bot.outbox import Dead, Done, Result
 from bot.slack.batch_blocks import batch_page
@@ -28,8 +29,9 @@ REMEMBER = "signoff_remember"  # "Approve & remember": opens the grant modal
 
 
 def remember_allowed(req: Request) -> bool:
-    """Only under a policy file, never for critical, only for approvals."""
-    return req.kind is Kind.APPROVAL and isinstance(req.extra.get("policy"), dict) and req.risk is not Risk.CRITICAL
+    """Only under a policy file, never for critical, only for approvals that offer Approve (allowed_decisions)."""
+    return (req.kind is Kind.APPROVAL and isinstance(req.extra.get("policy"), dict) and req.risk is not Risk.CRITICAL
+            and "approve" in allowed_decisions(req.kind, req.extra))
 
 
 def policy_notes(req: Request) -> list[str]:

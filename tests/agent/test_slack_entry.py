@@ -45,7 +45,7 @@ async def test_cli_starts_a_run_that_the_server_picks_up(
     try:
         agent = AgentApp(app, model, tmp_path)
         model.script(message(text("Nothing to do.")))
-        env = {**os.environ, **app_env(db_url, slack), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, **app_env(db_url, slack), "ANTHROPIC_API_KEY": "test-key", "PYTHONPATH": str(ROOT)}
         done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "bot", "run", "say hello",
                                                         "--channel", "C1"], env=env, cwd=tmp_path,
                                        capture_output=True, text=True, timeout=60)

@@ -144,6 +144,7 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         "created_at": None,
         "updated_at": None,
         "card": None,
+        "delivery": {"status": "queued"},
         "decision": None,
         # The server's default timing, since the body gave none.
         "timing": {"reminders": {"every": "1h", "max": 3}, "escalation": None,
@@ -156,7 +157,8 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
     assert list(body["action"]["params"]) == list(params)  # the agent's order is kept
     assert body["created_at"].endswith("Z") and body["created_at"] == body["updated_at"]
     status, fetched = await app.api("GET", location)
-    assert status == 200 and fetched | {"card": None, "updated_at": None} == body | {"updated_at": None}
+    assert status == 200 and fetched | {"card": None, "delivery": None, "updated_at": None} == body | {
+        "delivery": None, "updated_at": None}
     # The card is posted in the requested channel.
     card = await app.card(body["id"])
     assert card.channel == "C1"

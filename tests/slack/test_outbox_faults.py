@@ -60,9 +60,9 @@ async def test_permanent_slack_error_gives_up_and_audits(app: App) -> None:
     assert item.status == "dead" and "channel_not_found" in (item.last_error or "")
     audit = await app.signoff.store.audit_events(req["id"])
     assert audit[-1].type == "post_failed" and "channel_not_found" in audit[-1].data["error"]
-    # The request itself is kept: the agent can still be answered (or cancel it).
+    # The request itself is kept (the agent may cancel it), marked with why nobody can see it.
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
-    assert body["status"] == "pending"
+    assert body["status"] == "pending" and body["delivery"]["error"] == "channel_not_found"
 
 
 async def test_uncertain_post_in_a_public_channel_the_bot_is_not_in_still_posts_one_card(

@@ -84,13 +84,14 @@ def signoff_db_upgrade(database_url: str, cwd: Path) -> subprocess.CompletedProc
 async def test_signoff_db_upgrade_twice_is_idempotent(empty_db_url: str, tmp_path: Path) -> None:
     first = await asyncio.to_thread(signoff_db_upgrade, empty_db_url, tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "up to date" in first.stdout
+    assert first.stdout.endswith(f" created at {head_revision()}\n")  # it says what it did
     store = await SqlStore.open(empty_db_url)
     try:
         request = full_request()
         await insert(store, request)
         second = await asyncio.to_thread(signoff_db_upgrade, empty_db_url, tmp_path)
         assert second.returncode == 0, second.stderr
+        assert second.stdout.endswith(f" is already at {head_revision()}; nothing to do\n")
         assert await store.get_request(request.id) == request  # nothing was rebuilt
         assert await current_revision(store.engine) == head_revision()
         assert await schema_diff(store) == []

@@ -27,6 +27,7 @@ _HISTORY = frozenset({"channels:history", "groups:history", "im:history", "mpim:
 _CHANNEL_READ = frozenset({"channels:read", "groups:read"})
 METHOD_SCOPES: dict[str, frozenset[str]] = {
     "auth.test": frozenset(),
+    "apps.connections.open": frozenset(),  # the app-level token's connections:write, not a bot scope
     "chat.postMessage": frozenset({"chat:write"}),
     "chat.update": frozenset({"chat:write"}),
     "chat.postEphemeral": frozenset({"chat:write"}),
@@ -198,6 +199,23 @@ def test_every_web_api_method_the_code_calls_has_its_scope() -> None:
     calls = {path: api_methods_in(text) for path, text in bot_sources().items()}
     missing = {path: gaps for path, methods in calls.items() if (gaps := missing_scopes(methods, granted))}
     assert not missing, f"manifest.yml lacks scopes for Web API calls: {missing}"
+
+
+# Scopes no Web API method or event implies, each asked for on purpose.
+DELIBERATE_SCOPES = {
+    "commands": "the /signoff slash command",
+    "chat:write.public": "cards in public channels the bot was not invited to (see manifest.yml)",
+}
+
+
+def test_the_manifest_asks_for_exactly_the_scopes_the_code_needs() -> None:
+    """No scope the code does not use: each one is a permission an admin must grant, and a reason to
+    hesitate; a scope no code needs is a question the README cannot answer."""
+    m = manifest()
+    called = set().union(*(api_methods_in(text) for text in bot_sources().values()))
+    needed = set().union(*(METHOD_SCOPES[method] for method in called))
+    needed |= set().union(*(EVENT_SCOPES[event] for event in bot_events(m)))
+    assert bot_scopes(m) == needed | DELIBERATE_SCOPES.keys()
 
 
 def test_every_event_a_listener_waits_for_is_subscribed() -> None:

@@ -1,0 +1,179 @@
+"""Signoff's MCP tools over streamable HTTP at `/mcp` on the main aiohttp server (bearer auth).
+
+The tools are `signoff.mcp_server`'s (the same as `signoff mcp` over stdio). The MCP SDK serves
+streamable HTTP as an ASGI app; `asgi_handler` runs that app for one aiohttp request: the body read
+once (bounded by the server's body limit), the response streamed through as the app sends it (a
+POST's answer is an SSE stream that ends with the tool's result).
+
+Invariants:
+- Stateless (no MCP session kept between requests), so any replica behind a load balancer can
+  answer any request; the session manager's task group runs for the life of the web app and is
+  stopped first on shutdown, so an MCP call waiting for a person never holds up a graceful stop.
+- Every request carries a bearer token from SIGNOFF_API_TOKENS, checked before the MCP app sees it.
+- A tool call reaches the agent API of the very process that received it (its own socket, with the
+  caller's token): one code path for validation, idempotency and long-polls, whichever way an agent came.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from aiohttp import web
+from mcp.server.transport_security import TransportSecuritySettings
+
+from bot.settings import Settings
+from signoff.client import AsyncSignoffClient
+from signoff.mcp_server import Defaults, build_server
+
+Asgi = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+                Awaitable[None]]
+MCP_PATH = "/mcp"
+MCP_APP = web.AppKey("mcp_app", object)
+
+
+def _token(request: Any) -> str | None:
+    scheme, _, given = (request.headers.get("Authorization") or "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" and given.strip() else None
+
+
+def _defaults(settings: Settings) -> Callable[[Any], Defaults]:
+    """Where a call's card goes: `/mcp?channel=C...&approvers=U1,S2`, else the server's default channel.
+
+    An MCP host cannot pass environment to a remote server; its configured URL can carry these.
+    """
+    def for_call(ctx: Any) -> Defaults:
+        query = ctx.request_context.request.query_params
+        approvers = tuple(a.strip() for a in query.get("approvers", "").split(",") if a.strip())
+        return Defaults(channel=query.get("channel") or settings.default_channel, approvers=approvers,
+                        risk=query.get("risk") or "high", requested_by="MCP client over HTTP")
+
+    return for_call
+
+
+def _loopback_client(ctx: Any) -> AsyncSignoffClient:
+    """A client for this process's own agent API, as the caller (its bearer token)."""
+    request = ctx.request_context.request
+    host, port = request.scope["server"]
+    host = f"[{host}]" if ":" in host else host
+    return AsyncSignoffClient(f"http://{host}:{port}", _token(request), retry_for=5.0)
+
+
+def _authorized(request: web.Request, tokens: tuple[str, ...] | list[str]) -> bool:
+    given = _token(request)
+    return given is not None and any(hmac.compare_digest(given.encode(), t.encode()) for t in tokens)
+
+
+async def asgi_handler(app: Asgi, request: web.Request) -> web.StreamResponse:
+    """Run ASGI `app` for one aiohttp request, streaming its response."""
+    body = await request.read()
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    peer = request.transport.get_extra_info("peername") if request.transport else None
+    scope: dict[str, Any] = {
+        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+        "method": request.method, "scheme": request.scheme, "path": request.path,
+        "raw_path": request.raw_path.split("?", 1)[0].encode(), "query_string": request.query_string.encode(),
+        "root_path": "", "headers": [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                                     for k, v in request.headers.items()],
+        "server": (sockname[0], sockname[1]) if sockname else None,
+        "client": (peer[0], peer[1]) if peer else None,
+    }
+    done = asyncio.Event()
+    body_sent = False
+    response: web.StreamResponse | None = None
+
+    async def receive() -> dict[str, Any]:
+        nonlocal body_sent
+        if not body_sent:
+            body_sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()  # nothing more to read: the next event is the end of the exchange
+        return {"type": "http.disconnect"}
+
+    async def send(message: Any) -> None:
+        nonlocal response
+        if message["type"] == "http.response.start":
+            response = web.StreamResponse(status=message["status"])
+            for name, value in message.get("headers", []):
+                if name.lower() not in (b"content-length", b"transfer-encoding", b"connection"):
+                    response.headers.add(name.decode("latin-1"), value.decode("latin-1"))
+            await response.prepare(request)
+        elif message["type"] == "http.response.body" and response is not None and not done.is_set():
+            try:
+                if message.get("body"):
+                    await response.write(message["body"])
+                if not message.get("more_body"):
+                    await response.write_eof()
+            except ConnectionResetError:
+                done.set()  # the client left (e.g. a listen stream when the CLI exits): the app reads a disconnect
+
+    try:
+        await app(scope, receive, send)
+    finally:
+        done.set()
+    if response is None:
+        raise web.HTTPInternalServerError(reason="the MCP app sent no response")
+    return response
+
+
+def add_mcp(web_app: web.Application, settings: Settings) -> None:
+    """Serve the MCP tools at /mcp; their session manager runs while the web app does."""
+    server = build_server(_loopback_client, _defaults(settings))
+    # Bearer auth stands in for the SDK's DNS-rebinding check (a browser cannot add our token); the
+    # check would also refuse the public Host header of a deployed server.
+    asgi = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True,
+                                      transport_security=TransportSecuritySettings(
+                                          enable_dns_rebinding_protection=False))
+
+    inflight: set[asyncio.Task[Any]] = set()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if not _authorized(request, settings.api_tokens):
+            return web.json_response(
+                {"error": {"code": "unauthorized", "message": "missing or invalid bearer token (Authorization: Bearer ...)"}},
+                status=401, headers={"WWW-Authenticate": 'Bearer realm="signoff"'})
+        current = asyncio.current_task()
+        if current is not None:
+            inflight.add(current)
+        try:
+            return await asgi_handler(asgi, request)
+        finally:
+            if current is not None:
+                inflight.discard(current)
+
+    started, stop = asyncio.Event(), asyncio.Event()
+    task: asyncio.Task[None] | None = None
+
+    async def run() -> None:
+        # The manager's task group must be entered and left in one task: it gets its own.
+        async with server.session_manager.run():
+            started.set()
+            await stop.wait()
+
+    async def start(_app: web.Application) -> None:
+        nonlocal task
+        task = asyncio.create_task(run(), name="mcp-session-manager")
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if task.done():
+            task.result()  # raise what stopped it
+
+    async def shut_down(_app: web.Application) -> None:
+        # Before aiohttp waits for open requests: MCP calls can wait for a person (or hold a listen
+        # stream) far longer than a graceful stop should take. Their clients see the call fail. (The
+        # 2026 protocol's requests run in their HTTP handler's task, the older ones in the manager's.)
+        for running in list(inflight):
+            running.cancel()
+        stop.set()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    web_app.router.add_route("*", MCP_PATH, handler)
+    web_app.on_startup.append(start)
+    web_app.on_shutdown.append(shut_down)
+    web_app.on_cleanup.append(shut_down)  # a runner that never started the site still stops it

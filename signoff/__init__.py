@@ -1,0 +1,28 @@
+"""The agent side of Signoff: what agent code imports to ask a person in Slack.
+
+    from signoff import SignoffClient, require_approval
+
+Talks to a Signoff server over HTTP only (httpx); never imports the server's packages.
+Framework adapters (`signoff.claude`, `signoff.mcp_server`) import their framework lazily.
+"""
+
+from __future__ import annotations
+
+from signoff.client import AsyncSignoffClient, AsyncSubmission, SignoffClient, Submission
+from signoff.decorator import require_approval
+from signoff.errors import (
+    Cancelled,
+    Expired,
+    Rejected,
+    SignoffError,
+    SignoffRequestError,
+    SignoffUnavailable,
+    StillPending,
+)
+from signoff.models import Actor, Answer, Answers, Change, Decision
+
+__all__ = [
+    "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
+    "Expired", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
+    "StillPending", "Submission", "require_approval",
+]

@@ -1,0 +1,139 @@
+"""What the sync and async clients share: configuration, request bodies, reading answers, retry pacing.
+
+No I/O here; `client.py` does the calls. Kept apart so the two clients cannot drift.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+
+from signoff.errors import SignoffError, SignoffRequestError
+
+MAX_LONG_POLL = 50.0  # the server allows up to 60 s per long-poll; stay under it
+DEFAULT_RETRY_FOR = 60.0
+FIRST_BACKOFF, MAX_BACKOFF = 0.2, 5.0
+CONNECT_TIMEOUT = 10.0
+READ_MARGIN = 15.0  # a long-poll's read timeout: its wait plus this
+
+
+@dataclass(frozen=True)
+class Config:
+    """Where the server is and how long to keep trying. `retry_for`: seconds of failures before giving up."""
+
+    url: str
+    token: str | None
+    retry_for: float = DEFAULT_RETRY_FOR
+
+    @classmethod
+    def resolve(cls, url: str | None, token: str | None, retry_for: float | None,
+                environ: Mapping[str, str] | None = None) -> Config:
+        env = os.environ if environ is None else environ
+        chosen = (url or env.get("SIGNOFF_URL") or "").strip().rstrip("/")
+        if not chosen:
+            raise SignoffError("no Signoff server: pass url= or set SIGNOFF_URL (like http://127.0.0.1:3000)")
+        if not chosen.startswith(("http://", "https://")):
+            raise SignoffError(f"SIGNOFF_URL must start with http:// or https://, not {chosen[:40]!r}")
+        return cls(chosen, token or env.get("SIGNOFF_TOKEN") or None,
+                   DEFAULT_RETRY_FOR if retry_for is None else retry_for)
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "signoff-python"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        return headers
+
+
+def new_key() -> str:
+    return f"signoff-{uuid.uuid4().hex}"
+
+
+def approval_body(action: str, params: Mapping[str, Any], *, summary: str, preview: Mapping[str, Any] | None,
+                  risk: str, params_schema: Mapping[str, Any] | None, channel: str | None,
+                  approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
+                  timing: Mapping[str, Any] | None,
+                  allowed_decisions: Sequence[str] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"action": {"name": action, "params": dict(params)}, "summary": summary, "risk": risk}
+    if allowed_decisions is not None:  # approve | edit | reject | respond; unset: the first three
+        body["allowed_decisions"] = list(allowed_decisions)
+    if params_schema is not None:
+        body["action"]["params_schema"] = dict(params_schema)
+    optional = {"preview": dict(preview) if preview is not None else None, "channel": channel,
+                "approvers": list(approvers) if approvers else None, "context": context,
+                "requested_by": requested_by}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    for key, value in (timing or {}).items():
+        if key not in ("reminders", "escalation", "timeout"):
+            raise SignoffError(f"timing takes reminders, escalation and timeout, not {key!r}")
+        body[key] = value
+    return body
+
+
+def question_body(questions: Sequence[Mapping[str, Any] | str], *, summary: str | None, context: str | None,
+                  channel: str | None, approvers: Sequence[str] | None,
+                  requested_by: str | None) -> dict[str, Any]:
+    """Questions as the server takes them. Accepts option strings and Claude's `multiSelect` spelling."""
+    shaped = []
+    for q in questions:
+        if isinstance(q, str):
+            raise SignoffError("each question is a mapping with `question` and `options`")
+        options = [{"label": o} if isinstance(o, str) else
+                   {k: v for k, v in o.items() if k in ("label", "description") and v is not None}
+                   for o in q.get("options") or []]
+        item: dict[str, Any] = {"question": q.get("question"), "options": options,
+                                "multi_select": bool(q.get("multi_select", q.get("multiSelect", False)))}
+        if q.get("header"):
+            item["header"] = q["header"]
+        shaped.append(item)
+    body: dict[str, Any] = {"questions": shaped}
+    optional = {"summary": summary, "context": context, "channel": channel,
+                "approvers": list(approvers) if approvers else None, "requested_by": requested_by}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+def item_path(request_id: str) -> str:
+    """Questions and approvals live under different routes; their ids say which."""
+    kind = "questions" if request_id.startswith("qst_") else "approvals"
+    return f"/api/v1/{kind}/{request_id}"
+
+
+def retryable(response: httpx2.Response) -> bool:
+    return response.status_code == 429 or response.status_code >= 500
+
+
+def retry_after(response: httpx2.Response | None, backoff: float) -> float:
+    """The pause before the next try: the server's Retry-After when it gave one (bounded), else `backoff`."""
+    if response is not None:
+        try:
+            return max(0.0, min(float(response.headers.get("Retry-After", "")), MAX_BACKOFF))
+        except ValueError:
+            pass
+    return backoff
+
+
+def read_json(response: httpx2.Response, *, allow_conflict: bool = False) -> dict[str, Any]:
+    """The body of a 2xx (or, when allowed, a 409 that carries the request); a 4xx raises with the server's words."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.is_success and isinstance(body, dict):
+        return body
+    if allow_conflict and response.status_code == 409 and isinstance(body, dict) and "request" in body:
+        return body
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        raise SignoffRequestError(f"HTTP {response.status_code}: {error.get('message')}",
+                                  status=response.status_code, error_code=error.get("code"),
+                                  details=error.get("details"))
+    raise SignoffRequestError(f"HTTP {response.status_code}: {response.text[:300]}", status=response.status_code)
+
+
+def wait_timeout(wait: float) -> httpx2.Timeout:
+    return httpx2.Timeout(CONNECT_TIMEOUT, read=wait + READ_MARGIN)

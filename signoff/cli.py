@@ -1,0 +1,151 @@
+"""The agent-side commands of `signoff` (the console script delegates `wait`, `hook` and `mcp` here).
+
+    signoff wait ID [--timeout S]   (or --claude-result run.json: the call a Claude Code run deferred)
+                                    block until the request is decided; print the decision JSON;
+                                    exit 0 approved, 1 rejected, 2 expired or cancelled,
+                                    3 no decision (still pending after --timeout, or the server unreachable)
+    signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
+    signoff mcp                     the MCP server over stdio
+    signoff langgraph resume --graph module:function [--db checkpoints.db] [--once]
+                                    resume paused LangGraph threads with Signoff's decisions
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from signoff.errors import SignoffError
+
+EXIT_BY_OUTCOME = {"approved": 0, "answered": 0, "rejected": 1, "expired": 2, "cancelled": 2}
+EXIT_NO_DECISION = 3
+
+
+def _deferred_call(path: str) -> tuple[str, str]:
+    """(session_id, tool_use_id) of the call a `claude -p --output-format json` run deferred."""
+    raw = sys.stdin.read() if path == "-" else Path(path).read_text()
+    lines = [line for line in raw.strip().splitlines() if line.strip()]
+    result = json.loads(lines[-1]) if lines else {}
+    deferred = result.get("deferred_tool_use") if isinstance(result, dict) else None
+    if not isinstance(deferred, dict) or not deferred.get("id") or not result.get("session_id"):
+        raise SignoffError(f"{path} is not a Claude Code result with a deferred tool call "
+                           f"(terminal_reason: {result.get('terminal_reason') if isinstance(result, dict) else None})")
+    return str(result["session_id"]), str(deferred["id"])
+
+
+def _wait(args: argparse.Namespace) -> int:
+    from signoff.client import SignoffClient
+    from signoff.hook import request_key
+
+    try:
+        with SignoffClient(args.url, args.token) as client:
+            request_id = args.id
+            if args.claude_result:
+                found_request = client.find(request_key(*_deferred_call(args.claude_result)))
+                if found_request is None:
+                    raise SignoffError("no Signoff request for the deferred call (was the hook `signoff hook "
+                                       "claude-code`, on this server?)")
+                request_id = str(found_request["id"])
+            elif not request_id:
+                raise SignoffError("give a request id, or --claude-result FILE")
+            found = client.decision(request_id, args.timeout)
+    except (SignoffError, OSError, ValueError) as exc:
+        print(f"signoff wait: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
+        return EXIT_NO_DECISION
+    args.id = request_id
+    if found is None:
+        print(f"signoff wait: {args.id} is still pending after {args.timeout:g}s", file=sys.stderr)
+        print(json.dumps({"id": args.id, "outcome": None}))
+        return EXIT_NO_DECISION
+    print(json.dumps(found.to_json()))
+    return EXIT_BY_OUTCOME.get(found.outcome, 1)
+
+
+def _langgraph_resume(args: argparse.Namespace) -> int:
+    import signal
+    import sqlite3
+    import threading
+
+    from signoff.client import SignoffClient
+    from signoff.langgraph_resume import Resumer, load_factory
+
+    checkpointer = None
+    if args.db:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        checkpointer = SqliteSaver(sqlite3.connect(args.db, check_same_thread=False))
+    card = {"channel": args.channel, "approvers": args.approver or None, "risk": args.risk,
+            "requested_by": args.requested_by}
+    try:
+        resumer = Resumer(load_factory(args.graph), checkpointer, client=SignoffClient(args.url, args.token),
+                          scan_every=args.scan_every, **card)
+    except SignoffError as exc:
+        print(f"signoff langgraph resume: {exc.message}", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        resumer.run(stop=stop, once=args.once)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        resumer.close()
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="signoff", description="Signoff's agent-side commands.")
+    sub = root.add_subparsers(dest="command", required=True)
+    wait = sub.add_parser("wait", help="wait for a request's decision; exit 0 approved, 1 rejected, 2 expired/cancelled")
+    wait.add_argument("id", nargs="?", help="the request id (apr_... or qst_...)")
+    wait.add_argument("--claude-result", metavar="FILE",
+                      help="instead of an id: the JSON of a `claude -p --output-format json` run that deferred a "
+                           "tool call to `signoff hook claude-code` ('-' for stdin)")
+    wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 3)")
+    wait.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
+    wait.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
+    lg = sub.add_parser("langgraph", help="LangGraph helpers").add_subparsers(dest="lg_command", required=True)
+    resume = lg.add_parser("resume", help="resume paused LangGraph threads with Signoff's decisions")
+    resume.add_argument("--graph", required=True,
+                        help="module:function returning the compiled graph (given the checkpointer if it takes one)")
+    resume.add_argument("--db", help="a SqliteSaver checkpoint file (else the graph's own checkpointer)")
+    resume.add_argument("--once", action="store_true", help="resume what is decided now, then exit")
+    resume.add_argument("--scan-every", type=float, default=5.0, help="seconds between looks for new paused threads")
+    resume.add_argument("--channel", help="channel for cards this posts (HumanInTheLoopMiddleware interrupts)")
+    resume.add_argument("--approver", action="append", help="approver for those cards (repeatable)")
+    resume.add_argument("--risk", default="high")
+    resume.add_argument("--requested-by")
+    resume.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
+    resume.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    given = list(sys.argv[1:] if argv is None else argv)
+    if given[:1] == ["hook"]:
+        # Parsed by the hook itself: a bad option must still print a deny, never argparse's exit 2.
+        from signoff import hook
+
+        if given[1:2] != ["claude-code"] or "--help" in given or "-h" in given:
+            print(hook.HELP, file=sys.stderr)
+            # Still a deny on stdout: a hook command that prints no decision lets the call through.
+            print(json.dumps(hook.deny("no decision: `signoff hook` was asked for help or for an unknown hook")))
+            return 0
+        return hook.run(given[2:])
+    if given[:1] == ["mcp"]:
+        from signoff.mcp_server import run_stdio
+
+        return run_stdio(given[1:])
+    args = parser().parse_args(given)
+    if args.command == "wait":
+        return _wait(args)
+    if args.command == "langgraph":
+        return _langgraph_resume(args)
+    raise SystemExit(f"signoff: unknown command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

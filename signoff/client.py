@@ -1,0 +1,357 @@
+"""`SignoffClient` and `AsyncSignoffClient`: ask a person in Slack and get their decision back.
+
+Invariants:
+- One call, one card: `request_approval` / `submit` / `ask` send one Idempotency-Key (given, or made
+  once per call) on every retry, so a submit whose response was lost is retried without a second card.
+- Waiting is long-polling the same request id; a dropped connection or a 5xx reconnects to that
+  request (never resubmits), with backoff, for up to `retry_for` seconds of consecutive failures,
+  then raises `SignoffUnavailable`.
+- Only an approved `Decision` is ever returned by `request_approval`; every other ending raises
+  (`Rejected`, `Expired`, `Cancelled`), and when the caller's own `timeout` runs out the request is
+  cancelled on the server first (so nobody approves something no one waits for) and `Expired` raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx2
+
+import signoff._protocol as p
+from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending
+from signoff.models import Answers, Decision, final_decision
+
+Json = dict[str, Any]
+
+
+def _give_up(started: float, pause: float, retry_for: float) -> bool:
+    return time.monotonic() - started + pause > retry_for
+
+
+def _timed_out_message(timeout: float | None) -> str:
+    return f"no decision within {timeout:g}s; the request was cancelled"
+
+
+def raise_unless_approved(decision: Decision) -> Decision:
+    """Return an approved (or answered) decision; raise the error that says how it ended otherwise."""
+    who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
+    if decision.outcome in ("approved", "answered"):
+        return decision
+    if decision.outcome == "rejected":
+        reason = f": {decision.comment}" if decision.comment else ""
+        raise Rejected(f"rejected by {who or 'a person'}{reason}", decision=decision)
+    if decision.outcome == "expired":
+        raise Expired(decision.comment or "no decision in time; the request expired", decision=decision)
+    if decision.outcome == "cancelled":
+        raise Cancelled(decision.comment or "the request was cancelled", decision=decision)
+    raise Rejected(f"the request ended as {decision.outcome}", decision=decision)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A submitted request: its `id`, the server's JSON, and whether this call created it."""
+
+    id: str
+    body: Json
+    created: bool
+    client: SignoffClient
+
+    @property
+    def decision(self) -> Decision | None:
+        """Set at once when the request already ended (a policy or an earlier identical submit)."""
+        return final_decision(self.body)
+
+    def wait(self, timeout: float | None = None) -> Decision:
+        return self.client.wait(self.id, timeout)
+
+    def cancel(self, reason: str | None = None) -> Decision:
+        return self.client.cancel(self.id, reason)
+
+
+@dataclass(frozen=True)
+class AsyncSubmission:
+    """The async twin of `Submission`."""
+
+    id: str
+    body: Json
+    created: bool
+    client: AsyncSignoffClient
+
+    @property
+    def decision(self) -> Decision | None:
+        return final_decision(self.body)
+
+    async def wait(self, timeout: float | None = None) -> Decision:
+        return await self.client.wait(self.id, timeout)
+
+    async def cancel(self, reason: str | None = None) -> Decision:
+        return await self.client.cancel(self.id, reason)
+
+
+class SignoffClient:
+    """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
+                 http: httpx2.Client | None = None) -> None:
+        self.config = p.Config.resolve(url, token, retry_for)
+        self._http = http or httpx2.Client(headers=self.config.headers(), trust_env=False)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> SignoffClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the calls ------------------------------------------------------------
+
+    def request_approval(self, action: str, params: Mapping[str, Any], *, summary: str,
+                         preview: Mapping[str, Any] | None = None, risk: str = "high",
+                         params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
+                         approvers: Sequence[str] | None = None, timeout: float | None = None,
+                         idempotency_key: str | None = None, context: str | None = None,
+                         requested_by: str | None = None, timing: Mapping[str, Any] | None = None) -> Decision:
+        """Submit once and wait: the approved `Decision` (run with its `params`), or an error saying why not."""
+        handle = self.submit(action, params, summary=summary, preview=preview, risk=risk,
+                             params_schema=params_schema, channel=channel, approvers=approvers,
+                             idempotency_key=idempotency_key, context=context, requested_by=requested_by,
+                             timing=timing)
+        return raise_unless_approved(self._wait_or_cancel(handle.id, timeout))
+
+    def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
+               preview: Mapping[str, Any] | None = None, risk: str = "high",
+               params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
+               approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
+               context: str | None = None, requested_by: str | None = None,
+               timing: Mapping[str, Any] | None = None,
+               allowed_decisions: Sequence[str] | None = None) -> Submission:
+        """Create the request (or find the one this key already made) without waiting."""
+        body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
+                               params_schema=params_schema, channel=channel, approvers=approvers,
+                               context=context, requested_by=requested_by, timing=timing,
+                               allowed_decisions=allowed_decisions)
+        answer, status = self._send("POST", "/api/v1/approvals", json=body,
+                                    key=idempotency_key or p.new_key())
+        return Submission(str(answer["id"]), answer, status == 201, self)
+
+    def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
+            context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
+            timeout: float | None = None, idempotency_key: str | None = None,
+            requested_by: str | None = None) -> Answers:
+        """Ask 1-4 multiple-choice questions (2-4 options each); the answers once someone gives them."""
+        body = p.question_body(questions, summary=summary, context=context, channel=channel,
+                               approvers=approvers, requested_by=requested_by)
+        answer, _ = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        decision = raise_unless_approved(self._wait_or_cancel(str(answer["id"]), timeout))
+        return Answers.from_question(self.get(decision.request_id))
+
+    def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
+                         context: str | None = None, channel: str | None = None,
+                         approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
+                         requested_by: str | None = None) -> Submission:
+        """Post the questions (or find the ones this key already posted) without waiting."""
+        body = p.question_body(questions, summary=summary, context=context, channel=channel,
+                               approvers=approvers, requested_by=requested_by)
+        answer, status = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        return Submission(str(answer["id"]), answer, status == 201, self)
+
+    def get(self, request_id: str, *, wait: float = 0.0) -> Json:
+        """The request's JSON as the server has it; with `wait`, one long-poll (at most 50 s)."""
+        wait = max(0.0, min(wait, p.MAX_LONG_POLL))
+        path = p.item_path(request_id) + (f"?wait={wait:g}" if wait else "")
+        return self._send("GET", path, timeout=p.wait_timeout(wait))[0]
+
+    def find(self, idempotency_key: str) -> Json | None:
+        """The request submitted under `idempotency_key`, or None."""
+        items = self._send("GET", "/api/v1/approvals?" + urlencode({"idempotency_key": idempotency_key}))[0]
+        return items["items"][0] if items.get("items") else None
+
+    def decision(self, request_id: str, timeout: float | None = None) -> Decision | None:
+        """The final decision whatever it is, or None if still pending when `timeout` runs out (None: wait on)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = p.MAX_LONG_POLL if deadline is None else deadline - time.monotonic()
+            body = self.get(request_id, wait=max(0.0, min(left, p.MAX_LONG_POLL)))
+            found = final_decision(body)
+            if found is not None or (deadline is not None and time.monotonic() >= deadline):
+                return found
+
+    def wait(self, request_id: str, timeout: float | None = None) -> Decision:
+        """The approved decision; `Rejected`/`Expired`/`Cancelled` otherwise; `StillPending` after `timeout`."""
+        found = self.decision(request_id, timeout)
+        if found is None:
+            raise StillPending(f"{request_id} is still pending after {timeout:g}s", request_id=request_id)
+        return raise_unless_approved(found)
+
+    def cancel(self, request_id: str, reason: str | None = None) -> Decision:
+        """Withdraw a pending request; if someone decided first, their decision (not an error)."""
+        body, _ = self._send("POST", p.item_path(request_id).replace("/questions/", "/approvals/") + "/cancel",
+                             json={"reason": reason} if reason else {}, allow_conflict=True)
+        found = final_decision(body.get("request", body))
+        assert found is not None, body  # a cancel answers with an ended request
+        return found
+
+    # -- plumbing ---------------------------------------------------------------
+
+    def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
+        found = self.decision(request_id, timeout)
+        if found is not None:
+            return found
+        found = self.cancel(request_id, _timed_out_message(timeout))
+        if found.outcome == "cancelled":
+            raise Expired(_timed_out_message(timeout), decision=found)
+        return found  # decided just before the cancel: that decision stands
+
+    def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
+              timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        headers = {"Idempotency-Key": key} if key else None
+        started, backoff = time.monotonic(), p.FIRST_BACKOFF
+        while True:
+            response = None
+            try:
+                response = self._http.request(method, self.config.url + path, json=json, headers=headers,
+                                              timeout=timeout or p.wait_timeout(0))
+                if not p.retryable(response):
+                    return p.read_json(response, allow_conflict=allow_conflict), response.status_code
+                problem = f"HTTP {response.status_code}"
+            except httpx2.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            pause = p.retry_after(response, backoff)
+            if _give_up(started, pause, self.config.retry_for):
+                raise SignoffUnavailable(f"Signoff at {self.config.url} did not answer {method} {path}: {problem}")
+            time.sleep(pause)  # backoff between retries of a failed call, not a poll: waiting is the long-poll
+            backoff = min(backoff * 2, p.MAX_BACKOFF)
+
+
+class AsyncSignoffClient:
+    """The asyncio client; the same calls as `SignoffClient`, awaited."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
+                 http: httpx2.AsyncClient | None = None) -> None:
+        self.config = p.Config.resolve(url, token, retry_for)
+        self._http = http or httpx2.AsyncClient(headers=self.config.headers(), trust_env=False)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncSignoffClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def request_approval(self, action: str, params: Mapping[str, Any], *, summary: str,
+                               preview: Mapping[str, Any] | None = None, risk: str = "high",
+                               params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
+                               approvers: Sequence[str] | None = None, timeout: float | None = None,
+                               idempotency_key: str | None = None, context: str | None = None,
+                               requested_by: str | None = None,
+                               timing: Mapping[str, Any] | None = None) -> Decision:
+        handle = await self.submit(action, params, summary=summary, preview=preview, risk=risk,
+                                   params_schema=params_schema, channel=channel, approvers=approvers,
+                                   idempotency_key=idempotency_key, context=context, requested_by=requested_by,
+                                   timing=timing)
+        return raise_unless_approved(await self._wait_or_cancel(handle.id, timeout))
+
+    async def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
+                     preview: Mapping[str, Any] | None = None, risk: str = "high",
+                     params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
+                     approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
+                     context: str | None = None, requested_by: str | None = None,
+                     timing: Mapping[str, Any] | None = None,
+                     allowed_decisions: Sequence[str] | None = None) -> AsyncSubmission:
+        body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
+                               params_schema=params_schema, channel=channel, approvers=approvers,
+                               context=context, requested_by=requested_by, timing=timing,
+                               allowed_decisions=allowed_decisions)
+        answer, status = await self._send("POST", "/api/v1/approvals", json=body,
+                                          key=idempotency_key or p.new_key())
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+
+    async def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
+                  context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
+                  timeout: float | None = None, idempotency_key: str | None = None,
+                  requested_by: str | None = None) -> Answers:
+        body = p.question_body(questions, summary=summary, context=context, channel=channel,
+                               approvers=approvers, requested_by=requested_by)
+        answer, _ = await self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        decision = raise_unless_approved(await self._wait_or_cancel(str(answer["id"]), timeout))
+        return Answers.from_question(await self.get(decision.request_id))
+
+    async def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
+                               context: str | None = None, channel: str | None = None,
+                               approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
+                               requested_by: str | None = None) -> AsyncSubmission:
+        body = p.question_body(questions, summary=summary, context=context, channel=channel,
+                               approvers=approvers, requested_by=requested_by)
+        answer, status = await self._send("POST", "/api/v1/questions", json=body,
+                                          key=idempotency_key or p.new_key())
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+
+    async def get(self, request_id: str, *, wait: float = 0.0) -> Json:
+        wait = max(0.0, min(wait, p.MAX_LONG_POLL))
+        path = p.item_path(request_id) + (f"?wait={wait:g}" if wait else "")
+        return (await self._send("GET", path, timeout=p.wait_timeout(wait)))[0]
+
+    async def find(self, idempotency_key: str) -> Json | None:
+        items = (await self._send("GET", "/api/v1/approvals?" + urlencode({"idempotency_key": idempotency_key})))[0]
+        return items["items"][0] if items.get("items") else None
+
+    async def decision(self, request_id: str, timeout: float | None = None) -> Decision | None:
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            left = p.MAX_LONG_POLL if deadline is None else deadline - loop.time()
+            body = await self.get(request_id, wait=max(0.0, min(left, p.MAX_LONG_POLL)))
+            found = final_decision(body)
+            if found is not None or (deadline is not None and loop.time() >= deadline):
+                return found
+
+    async def wait(self, request_id: str, timeout: float | None = None) -> Decision:
+        found = await self.decision(request_id, timeout)
+        if found is None:
+            raise StillPending(f"{request_id} is still pending after {timeout:g}s", request_id=request_id)
+        return raise_unless_approved(found)
+
+    async def cancel(self, request_id: str, reason: str | None = None) -> Decision:
+        body, _ = await self._send("POST", p.item_path(request_id).replace("/questions/", "/approvals/") + "/cancel",
+                                   json={"reason": reason} if reason else {}, allow_conflict=True)
+        found = final_decision(body.get("request", body))
+        assert found is not None, body
+        return found
+
+    async def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
+        found = await self.decision(request_id, timeout)
+        if found is not None:
+            return found
+        found = await self.cancel(request_id, _timed_out_message(timeout))
+        if found.outcome == "cancelled":
+            raise Expired(_timed_out_message(timeout), decision=found)
+        return found
+
+    async def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
+                    timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        headers = {"Idempotency-Key": key} if key else None
+        started, backoff = time.monotonic(), p.FIRST_BACKOFF
+        while True:
+            response = None
+            try:
+                response = await self._http.request(method, self.config.url + path, json=json, headers=headers,
+                                                    timeout=timeout or p.wait_timeout(0))
+                if not p.retryable(response):
+                    return p.read_json(response, allow_conflict=allow_conflict), response.status_code
+                problem = f"HTTP {response.status_code}"
+            except httpx2.TransportError as exc:
+                problem = f"{type(exc).__name__}: {exc}"
+            pause = p.retry_after(response, backoff)
+            if _give_up(started, pause, self.config.retry_for):
+                raise SignoffUnavailable(f"Signoff at {self.config.url} did not answer {method} {path}: {problem}")
+            await asyncio.sleep(pause)  # backoff between retries of a failed call; waiting is the long-poll
+            backoff = min(backoff * 2, p.MAX_BACKOFF)

@@ -1,0 +1,91 @@
+"""What can go wrong when an agent asks Signoff, drawn in one place.
+
+    SignoffError                 the one base: catch it to fail closed on anything
+    ├── Rejected                 a person said no (carries the reason and who)
+    ├── Expired                  nobody decided in time (server timeout, or the caller's own `timeout`)
+    ├── Cancelled                the request was withdrawn before anyone decided
+    ├── StillPending             `wait(..., timeout=)` ran out while the request is still open
+    ├── SignoffUnavailable       the server could not be reached or kept failing (network, 5xx, 429)
+    └── SignoffRequestError      the server refused the request itself (4xx: bad input, bad token, unknown id)
+
+`Rejected`, `Expired` and `Cancelled` carry the final `Decision` when the server gave one, so a caller
+can still read who decided and why. None of these means "approved": only a returned `Decision` does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from signoff.models import Decision
+
+
+class SignoffError(Exception):
+    """Base of every error the agent side raises; `code` is a short machine-readable name."""
+
+    code = "signoff_error"
+
+    def __init__(self, message: str, *, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.request_id = request_id
+
+
+class _Ended(SignoffError):
+    """A request that ended without an approval; `decision` is the server's record of how."""
+
+    def __init__(self, message: str, *, decision: Decision | None = None, request_id: str | None = None) -> None:
+        super().__init__(message, request_id=request_id or (decision.request_id if decision else None))
+        self.decision = decision
+
+
+class Rejected(_Ended):
+    """A person rejected the request. `reason` is what they wrote (may be None), `by` who they are."""
+
+    code = "rejected"
+
+    @property
+    def reason(self) -> str | None:
+        return self.decision.comment if self.decision else None
+
+    @property
+    def by(self) -> str | None:
+        actor = self.decision.decided_by if self.decision else None
+        return (actor.name or actor.id) if actor else None
+
+
+class Expired(_Ended):
+    """Nobody decided in time."""
+
+    code = "expired"
+
+
+class Cancelled(_Ended):
+    """The request was cancelled before anyone decided."""
+
+    code = "cancelled"
+
+
+class StillPending(SignoffError):
+    """The caller's own wait ran out; the request is still open on the server (wait again later)."""
+
+    code = "pending"
+
+
+class SignoffUnavailable(SignoffError):
+    """The server did not answer usefully (network errors, 5xx, 429) for as long as the client kept trying."""
+
+    code = "unavailable"
+
+
+class SignoffRequestError(SignoffError):
+    """The server refused the call (4xx). `status`, `error_code` and `details` are the server's answer."""
+
+    code = "request_error"
+
+    def __init__(self, message: str, *, status: int, error_code: str | None = None,
+                 details: Any = None, request_id: str | None = None) -> None:
+        super().__init__(message, request_id=request_id)
+        self.status = status
+        self.error_code = error_code
+        self.details = details

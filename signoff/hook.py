@@ -1,0 +1,221 @@
+"""`signoff hook claude-code`: Claude Code's PreToolUse hook, answered by a person in Slack.
+
+Reads the hook's JSON on stdin, prints the hook's decision JSON on stdout, and ALWAYS exits 0.
+
+Invariants:
+- Fails closed. The CLI ignores a hook that crashes, exits 1 or prints non-JSON and lets the call
+  through, so every error (server down, bad token, bad input, a bug) becomes a printed `deny`
+  with a reason.
+- One request per `session_id` + `tool_use_id` (the idempotency key): asking again for the same
+  call, including `claude -p --resume` after a `defer`, finds the same request and answers from its
+  stored decision.
+- Never loses a call: `defer` is answered only for a call asked for the first time in a turn with
+  one tool call. The real CLI loses a call deferred again on resume, and all but the last deferred
+  call of a turn with several; those get a `deny` saying the request is still waiting instead.
+- Answers within `--wait` seconds (keep it below the hook's `timeout` in settings.json: a hook that
+  times out does not block the call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+import signoff.claude_tools as claude_tools
+from signoff.client import SignoffClient, Submission
+from signoff.errors import SignoffRequestError
+from signoff.models import Decision
+
+DEFAULT_WAIT = 50.0
+STILL_WAITING = "still waiting for a decision"
+
+
+class HookInput(BaseModel):
+    """What Claude Code sends a PreToolUse hook (unknown newer fields are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    session_id: str = Field(min_length=1)
+    tool_name: str = Field(min_length=1)
+    tool_input: dict[str, Any]
+    tool_use_id: str | None = None
+    transcript_path: str | None = None
+    cwd: str | None = None
+    permission_mode: str | None = None
+    hook_event_name: str | None = None
+
+
+@dataclass(frozen=True)
+class Options:
+    wait: float = DEFAULT_WAIT
+    on_timeout: str = "deny"
+    channel: str | None = None
+    approvers: tuple[str, ...] = ()
+    risk: str = "high"
+    url: str | None = None
+    token: str | None = None
+
+
+def answer(decision: str, reason: str, updated_input: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision,
+                           "permissionDecisionReason": reason}
+    if updated_input is not None:
+        out["updatedInput"] = updated_input
+    return {"hookSpecificOutput": out}
+
+
+def deny(reason: str) -> dict[str, Any]:
+    return answer("deny", f"Signoff: {reason}")
+
+
+def from_decision(decision: Decision) -> dict[str, Any]:
+    """allow with the person's (possibly edited) input, or deny with their reason."""
+    who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
+    by = f"by Signoff's {decision.via}" if decision.via in ("policy", "grant") or not who else f"in Slack by {who}"
+    if decision.outcome == "approved":
+        edited = f" with edits to {', '.join(c.field for c in decision.changes)}" if decision.changes else ""
+        return answer("allow", f"Approved {by}{edited} ({decision.request_id})", decision.params)
+    if decision.outcome == "rejected":
+        because = f": {decision.comment}" if decision.comment else " (no reason given)"
+        return deny(f"rejected {by}{because}")
+    return deny(f"the request was {decision.outcome}{': ' + decision.comment if decision.comment else ''}")
+
+
+def tool_calls_in_turn(transcript_path: str | None, tool_use_id: str | None) -> int | None:
+    """How many tool calls the assistant message holding `tool_use_id` has (None: cannot tell).
+
+    The transcript is JSONL; one API message may be split over several `assistant` entries that share
+    `message.id`, one content block each.
+    """
+    if not transcript_path or not tool_use_id:
+        return None
+    try:
+        with open(transcript_path, encoding="utf-8") as handle:
+            entries = [json.loads(line) for line in handle if line.strip()]
+    except (OSError, ValueError):
+        return None
+    blocks_by_message: dict[str, list[dict[str, Any]]] = {}
+    owner = None
+    for entry in entries:
+        message = entry.get("message") if entry.get("type") == "assistant" else None
+        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+            continue
+        uses = [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
+        key = str(message.get("id") or id(entry))
+        blocks_by_message.setdefault(key, []).extend(uses)
+        if any(b.get("id") == tool_use_id for b in uses):
+            owner = key
+    return len({b.get("id") for b in blocks_by_message[owner]}) if owner else None
+
+
+def request_key(session_id: str, tool_use_id: str) -> str:
+    """The idempotency key of a tool call's request: `signoff wait --claude-result` derives it again."""
+    return f"claude-code:{session_id}:{tool_use_id}"[:255]
+
+
+def context_line(hook: HookInput) -> str:
+    parts = [f"Claude Code session {hook.session_id}", f"in {hook.cwd or '(unknown directory)'}",
+             f"on host {socket.gethostname()}"]
+    if hook.permission_mode:
+        parts.append(f"(permission mode {hook.permission_mode})")
+    return " ".join(parts) + "."
+
+
+def decide(hook: HookInput, options: Options) -> dict[str, Any]:
+    """The hook's answer for one tool call. Raises on errors; `run` turns those into a deny."""
+    started = time.monotonic()
+    call_id = hook.tool_use_id or f"{hook.tool_name}:{json.dumps(hook.tool_input, sort_keys=True)}"
+    key = request_key(hook.session_id, call_id)
+    with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
+        try:
+            handle = client.submit(
+                hook.tool_name, hook.tool_input,
+                summary=claude_tools.summary(hook.tool_name, hook.tool_input, hook.cwd),
+                preview=claude_tools.preview(hook.tool_name, hook.tool_input, hook.cwd),
+                params_schema=claude_tools.input_schema(hook.tool_name, hook.tool_input), risk=options.risk,
+                channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
+                context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}")
+        except SignoffRequestError as exc:
+            # Asked before with a different card (the file on disk changed since, another host resumed):
+            # the call is the same, so the request made then is the one to answer from.
+            earlier = client.find(key) if exc.error_code == "idempotency_key_reused" else None
+            if earlier is None:
+                raise
+            handle = Submission(str(earlier["id"]), earlier, False, client)
+        found = handle.decision or client.decision(handle.id, max(0.0, options.wait - (time.monotonic() - started)))
+    if found is not None:
+        return from_decision(found)
+    open_note = f"no decision in Slack within {options.wait:g}s; request {handle.id} is {STILL_WAITING}"
+    if options.on_timeout == "ask":
+        return answer("ask", f"Signoff: {open_note}")
+    if options.on_timeout == "defer":
+        if not handle.created:
+            # Asked before (a resumed session): deferring again would lose the call.
+            return deny(f"{open_note}; the session was resumed before anyone decided, so this call is denied "
+                        f"(deferring it again would lose it): wait with `signoff wait {handle.id}` before resuming")
+        calls = tool_calls_in_turn(hook.transcript_path, hook.tool_use_id)
+        if calls != 1:
+            # With several calls in one turn the CLI keeps only the last deferred one.
+            many = "several tool calls in this turn" if calls else "cannot tell how many tool calls this turn has"
+            return deny(f"{open_note} ({many}, so it cannot be deferred)")
+        return answer("defer", f"Signoff: waiting for a decision in Slack on {handle.id}; "
+                               f"run `signoff wait {handle.id}` then `claude -p --resume {hook.session_id}`")
+    return deny(open_note)
+
+
+def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
+    """The whole hook: never raises, always prints one JSON answer, always returns 0."""
+    try:
+        options = parse_options(argv)
+        raw = stdin.read()
+        try:
+            hook = HookInput.model_validate_json(raw)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+                                 for e in exc.errors(include_url=False)[:5])
+            raise ValueError(f"the hook input is not what Claude Code sends ({problems})") from None
+        result = decide(hook, options)
+    except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit from argparse
+        if isinstance(exc, KeyboardInterrupt):
+            result = deny("interrupted before a decision")
+        else:
+            detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+            result = deny(f"could not get a decision ({type(exc).__name__}: {' '.join(str(detail).split())[:500]})")
+    stdout.write(json.dumps(result) + "\n")
+    stdout.flush()
+    return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # raise instead of exit 2: the caller prints a deny
+        raise ValueError(f"bad hook options: {message}")
+
+
+def parse_options(argv: Sequence[str]) -> Options:
+    parser = _Parser(prog="signoff hook claude-code", add_help=False)
+    parser.add_argument("--wait", type=float, default=DEFAULT_WAIT)
+    parser.add_argument("--on-timeout", choices=["deny", "ask", "defer"], default="deny")
+    parser.add_argument("--channel", default=os.environ.get("SIGNOFF_CHANNEL") or None)
+    parser.add_argument("--approvers", default=os.environ.get("SIGNOFF_APPROVERS", ""))
+    parser.add_argument("--risk", choices=["low", "medium", "high", "critical"], default="high")
+    parser.add_argument("--url")
+    parser.add_argument("--token")
+    args = parser.parse_args(list(argv))
+    if args.wait < 0:
+        raise ValueError("--wait must be 0 or more seconds")
+    approvers = tuple(a.strip() for a in args.approvers.replace(" ", ",").split(",") if a.strip())
+    return Options(args.wait, args.on_timeout, args.channel, approvers, args.risk, args.url, args.token)
+
+
+HELP = """signoff hook claude-code [--wait SECONDS] [--on-timeout deny|ask|defer] [--channel C...]
+                         [--approvers U1,U2,S3] [--risk high] [--url URL] [--token TOKEN]
+Claude Code PreToolUse hook: reads the hook JSON on stdin, prints the decision JSON, exits 0.
+SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment."""

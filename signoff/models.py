@@ -1,0 +1,142 @@
+"""Typed answers the server gives an agent: a `Decision` for an approval, `Answers` for questions.
+
+They are read from the agent API's JSON (`GET /api/v1/approvals/{id}`, `GET /api/v1/questions/{id}`)
+and never hold more than it said: a decision is a record (who, how, what changed), never a bool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+FINAL = ("approved", "rejected", "expired", "cancelled", "answered")
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who decided: a Slack user id and, when known, their name."""
+
+    id: str
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One parameter a person edited before approving."""
+
+    field: str
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How a request ended. Run the action with `params`, never with what was proposed.
+
+    `outcome`: approved | rejected | expired | cancelled (answered for questions);
+    `via`: button | modal | policy | grant | timeout | api | thread | reply ("Reply instead": see `reply`).
+    """
+
+    request_id: str
+    outcome: str
+    params: dict[str, Any]
+    changes: tuple[Change, ...] = ()
+    comment: str | None = None
+    decided_by: Actor | None = None
+    decided_at: datetime | None = None
+    via: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome == "approved"
+
+    @property
+    def edited(self) -> bool:
+        return bool(self.changes)
+
+    @property
+    def reply(self) -> str | None:
+        """The person's answer when they chose "Reply instead" (a rejection: the action must not run)."""
+        return self.comment if self.outcome == "rejected" and self.via == "reply" else None
+
+    @classmethod
+    def from_request(cls, body: Mapping[str, Any]) -> Decision | None:
+        """The decision in a request's JSON, or None while it is pending."""
+        raw = body.get("decision")
+        if not isinstance(raw, dict):
+            return None
+        who = raw.get("decided_by")
+        at = raw.get("decided_at")
+        return cls(
+            request_id=str(body.get("id")),
+            outcome=str(raw.get("outcome")),
+            params=dict(raw.get("params") or {}),
+            changes=tuple(Change(c.get("field"), c.get("from"), c.get("to")) for c in raw.get("changes") or []),
+            comment=raw.get("comment"),
+            decided_by=Actor(str(who.get("id")), who.get("name")) if isinstance(who, dict) else None,
+            decided_at=datetime.fromisoformat(at.replace("Z", "+00:00")) if isinstance(at, str) else None,
+            via=raw.get("via"),
+            raw=dict(raw),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.request_id, **self.raw}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One question's answer: the chosen option labels and/or free text (a thread reply)."""
+
+    question: str
+    selected: tuple[str, ...] = ()
+    text: str | None = None
+
+    @property
+    def value(self) -> str:
+        """One string: the labels joined with ", ", then the free text (as Claude's AskUserQuestion wants)."""
+        parts = [", ".join(self.selected)] if self.selected else []
+        if self.text:
+            parts.append(self.text)
+        return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class Answers(Mapping[str, Answer]):
+    """The answers to a set of questions, by question text, in the order asked."""
+
+    request_id: str
+    answers: tuple[Answer, ...]
+    decided_by: Actor | None = None
+    via: str | None = None
+
+    def __getitem__(self, question: str) -> Answer:
+        for answer in self.answers:
+            if answer.question == question:
+                return answer
+        raise KeyError(question)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(a.question for a in self.answers)
+
+    def __len__(self) -> int:
+        return len(self.answers)
+
+    @classmethod
+    def from_question(cls, body: Mapping[str, Any]) -> Answers:
+        decision = Decision.from_request(body)
+        items = tuple(
+            Answer(str(a.get("question")), tuple(str(s) for s in a.get("selected") or []), a.get("text"))
+            for a in body.get("answers") or []
+        )
+        return cls(str(body.get("id")), items, decision.decided_by if decision else None,
+                   decision.via if decision else None)
+
+
+def final_decision(body: Mapping[str, Any]) -> Decision | None:
+    """The decision of a request that has ended, or None while it is pending."""
+    if body.get("status") not in FINAL:
+        return None
+    return Decision.from_request(body) or Decision(str(body.get("id")), str(body.get("status")), {})

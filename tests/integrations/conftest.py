@@ -1,0 +1,30 @@
+"""Fixtures for the agent-side integrations: a flaky network in front of the app, a fake model for Claude."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from tests.fakes.claude_api import FakeClaudeApi
+from tests.fakes.flaky_proxy import FlakyProxy
+from tests.harness import App
+
+
+@pytest_asyncio.fixture
+async def proxy(app: App) -> AsyncIterator[FlakyProxy]:
+    running = await FlakyProxy(app.url).start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+@pytest_asyncio.fixture
+async def model() -> AsyncIterator[FakeClaudeApi]:
+    """The streaming fake of the Messages API that the real Claude Code CLI talks to."""
+    fake = await FakeClaudeApi().start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()

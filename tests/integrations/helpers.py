@@ -1,0 +1,24 @@
+"""Helpers shared by the agent-side integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.sandbox import SlackEmulator
+from tests.harness import App
+
+
+async def pending_id(app: App) -> str:
+    """The id of the one pending request, once the server has it (the agent runs in a thread or a process)."""
+    for _ in range(1000):
+        _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
+        if listing["items"]:
+            [item] = listing["items"]
+            return str(item["id"])
+        await asyncio.sleep(0.01)  # test-side: waiting for the agent's submit to land
+    raise AssertionError("no pending request appeared")
+
+
+def cards(slack: SlackEmulator) -> int:
+    """How many top-level messages (cards) were posted."""
+    return sum(1 for c in slack.calls if c.method == "chat.postMessage" and not c.args.get("thread_ts"))

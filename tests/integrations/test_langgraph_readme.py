@@ -1,0 +1,113 @@
+"""The README's LangGraph and LangChain examples, run as written: each file started as a program that
+pauses and exits, then resumed by the README's `signoff langgraph resume` lines in another process."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.sandbox.signed import plain_input
+from tests.harness import API_TOKEN, ROOT, App
+from tests.integrations.claude_cli import readme_example
+from tests.integrations.test_langgraph import buttons, decided, submit_modal, until
+
+# The names the HITL example leaves to the reader: a chat model and two tools (scripted for the test).
+HITL_PRELUDE = ("from tests.integrations.lg_graphs import TWO_CALLS, ScriptedModel, delete_file, send_email\n"
+                "model = ScriptedModel(messages=iter(()), tool_calls=TWO_CALLS)\n")
+
+
+@pytest.fixture
+def workdir(app: App, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """An application directory and the environment its processes run with."""
+    app.slack.add_channel("C0123ABCD", "approvals")
+    app.slack.add_user("U0123ALICE", "alice")
+    env = {**os.environ, "SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, "LG_CALLS": str(tmp_path / "calls"),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    return tmp_path, env
+
+
+async def pending(app: App, count: int) -> list[dict[str, Any]]:
+    for _ in range(500):
+        _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
+        if len(listing["items"]) >= count:
+            return list(listing["items"])
+        await asyncio.sleep(0.01)  # test-side: the agent process's submits landing
+    raise AssertionError("the requests did not appear")
+
+
+async def start(command: list[str] | str, cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    if isinstance(command, str):  # a README line, run by the shell as written (exec: signals reach it)
+        return await asyncio.create_subprocess_shell("exec " + command, cwd=cwd, env=env)
+    return await asyncio.create_subprocess_exec(*command, cwd=cwd, env=env)
+
+
+async def finish(proc: asyncio.subprocess.Process) -> int:
+    if proc.returncode is None:
+        proc.terminate()
+    return await proc.wait()
+
+
+def state_of(path: Path, factory: str, thread_id: str) -> Any:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    saver = SqliteSaver(sqlite3.connect(path.parent / "checkpoints.db", check_same_thread=False))
+    return getattr(module, factory)(saver).get_state({"configurable": {"thread_id": thread_id}})
+
+
+async def test_the_node_example_pauses_exits_and_resumes_with_the_edit(app: App,
+                                                                       workdir: tuple[Path, dict[str, str]]) -> None:
+    tmp, env = workdir
+    (tmp / "myapp.py").write_text(readme_example("langgraph-node"))
+    assert await (await start([sys.executable, "myapp.py"], tmp, env)).wait() == 0
+    [request] = await pending(app, 1)
+    assert request["channel"] == "C0123ABCD" and request["action"]["name"] == "send_email"
+    await submit_modal(app, request["id"], "signoff_edit", {
+        "p:to": {"value": plain_input("customer@example.com")},
+        "p:subject": {"value": plain_input("Your refund of $45")}})
+    node_line = readme_example("langgraph-resume").splitlines()[0]
+    resumer = await start(node_line, tmp, env)
+    try:
+        await until(lambda: bool(state_of(tmp / "myapp.py", "build_graph", "refund-1234").values.get("sent")),
+                    timeout=60)
+    finally:
+        assert await finish(resumer) == 0
+    state = state_of(tmp / "myapp.py", "build_graph", "refund-1234")
+    assert state.values["sent"] == "sent to customer@example.com: Your refund of $45"
+
+
+async def test_the_hitl_example_offers_each_tool_its_decisions_and_resumes(
+        app: App, workdir: tuple[Path, dict[str, str]]) -> None:
+    tmp, env = workdir
+    (tmp / "agentapp.py").write_text(HITL_PRELUDE + readme_example("langchain-hitl"))
+    assert await (await start([sys.executable, "agentapp.py"], tmp, env)).wait() == 0
+    requests = {r["action"]["name"]: r for r in await pending(app, 2)}
+    email, delete = requests["send_email"], requests["delete_file"]
+    assert buttons(await app.card(email["id"])) == [
+        "signoff_approve", "signoff_edit", "signoff_respond", "signoff_reject"]
+    assert buttons(await app.card(delete["id"])) == ["signoff_approve", "signoff_reject"]  # no Edit
+    await app.click(email["id"], "U0123ALICE", user_name="alice")
+    await decided(app, email["id"])
+    await submit_modal(app, delete["id"], "signoff_reject", {"reason": {"value": plain_input("Keep the report")}})
+    hitl_line = readme_example("langgraph-resume").splitlines()[1]
+    resumer = await start(hitl_line, tmp, env)
+    try:
+        await until(lambda: not state_of(tmp / "agentapp.py", "build_agent", "tidy-42").next, timeout=60)
+    finally:
+        assert await finish(resumer) == 0
+    calls = [json.loads(line) for line in (tmp / "calls").read_text().splitlines()]
+    assert calls == [{"tool": "send_email", "args": {"to": "a@example.com", "subject": "Hi"}}]
+    final = state_of(tmp / "agentapp.py", "build_agent", "tidy-42").values["messages"][-1]
+    assert "delete_file[error]: User rejected the tool call for `delete_file` with reason: Keep the report" in final.content
