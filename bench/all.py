@@ -64,6 +64,8 @@ from bench.load import (
 )
 from bench.procs import Server, scratch_database, signoff_server
 from bench.spy import Spy, summary
+from bot.domain.grants import Grant
+from bot.policy_file import parse_policy
 from storage.sql import SqlStore
 
 POLICY = """\
@@ -286,9 +288,9 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
 def policy_figure(args: argparse.Namespace) -> tuple[str, str]:
     rng = random.Random(7)
     text = policy_bench.policy_text(args.rules, 100, rng)
-    policy = policy_bench.parse_policy(text, "bench.yaml")
+    policy = parse_policy(text, "bench.yaml")
     pool = policy_bench.grants(args.grants, 100, rng)
-    by_tool: dict[str, list[policy_bench.Grant]] = {}
+    by_tool: dict[str, list[Grant]] = {}
     for g in pool:
         by_tool.setdefault(g.tool, []).append(g)
     _, cpu = policy_bench.timed(policy, policy_bench.calls(args.calls, 100, rng, pool), by_tool, build=False)
