@@ -5,6 +5,7 @@ SignoffError
   +-- NotFound             404  no request with that id
   +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
   +-- RunsUnavailable      409  this server cannot run agents (no ANTHROPIC_API_KEY)
+  +-- Conflict             409  not in a state that allows it (e.g. redeliver while pending)
 """
 
 from __future__ import annotations
@@ -45,4 +46,11 @@ class IdempotencyMismatch(SignoffError):
 
 class RunsUnavailable(SignoffError):
     code = "runs_unavailable"
+    status = 409
+
+
+class Conflict(SignoffError):
+    """The request is not in a state that allows this (e.g. redelivering a pending request's webhook)."""
+
+    code = "conflict"
     status = 409

@@ -25,7 +25,9 @@ JOB_ID = "signoff-timers-sweep"
 
 
 class SweepJob:
-    def __init__(self, sweep: Callable[[], Awaitable[Any]], every_seconds: float) -> None:
+    def __init__(self, sweep: Callable[[], Awaitable[Any]], every_seconds: float,
+                 done: Callable[[], None] = lambda: None) -> None:
+        self.done = done  # called after every sweep (a metric: tests wait for N sweeps, never sleep)
         self.sweep = sweep
         self.every_seconds = every_seconds
         self.scheduler: AsyncIOScheduler | None = None
@@ -59,6 +61,7 @@ class SweepJob:
             log.exception("timer sweep failed")
         finally:
             self._running = None
+            self.done()
 
     async def stop(self) -> None:
         self._stopping = True

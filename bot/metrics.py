@@ -44,5 +44,10 @@ class Metrics:
             registry=self.registry,
         )
 
+        # Observable progress, so tests (and operators) wait for a state instead of sleeping for it.
+        self.sweeps = Counter("signoff_sweeps", "Background sweeps finished, by kind (outbox, timers)", ["kind"],
+                              registry=self.registry)
+        self.long_polls = Gauge("signoff_long_polls", "Long-polls (?wait=) being held now", registry=self.registry)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

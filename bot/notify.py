@@ -6,8 +6,9 @@
   NOTIFYs inside the deciding transaction (delivered only on commit).
 - Across processes on SQLite: there are no notifications, so while anyone is
   waiting one watcher per process checks `PRAGMA data_version` (changes when
-  another connection commits) every `SQLITE_CHECK_SECONDS`, and reads the
-  waiters' statuses only when it changed. This is the one bounded check
+  another connection commits) every `SQLITE_CHECK_SECONDS`, and when it changed reads the
+  audit rows appended since its last look, waking the waiters of those ids (a cost that grows
+  with the changes, never with the number of waiters). This is the one bounded check
   DESIGN allows; it stops when nobody waits.
 """
 
@@ -20,12 +21,15 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
-from bot.domain.model import Status
+import sqlalchemy as sa
+
+from storage.schema import audit_events
 from storage.sql import NOTIFY_CHANNEL, SqlStore
 
 log = logging.getLogger(__name__)
 
 SQLITE_CHECK_SECONDS = 0.02  # a PRAGMA read, only while someone waits: cheap enough to ask often
+CHANGES_PER_LOOK = 1000
 
 
 class Waiters:
@@ -68,8 +72,8 @@ class CrossProcessWatcher:
         self.store = store
         self.waiters = waiters
         self._task: asyncio.Task[None] | None = None
-        # SQLite: which waited ids to wake after another process wrote; more kinds (runs) add theirs.
-        self.checks: list[Callable[[list[str]], Awaitable[Iterable[str]]]] = [self._decided_requests]
+        # Kept for callers that register checks; SQLite's wake-ups now come from the audit rows.
+        self.checks: list[Callable[[list[str]], Awaitable[Iterable[str]]]] = []
 
     async def start(self) -> None:
         run = self._listen_postgres if self.store.dialect == "postgresql" else self._watch_sqlite
@@ -128,32 +132,48 @@ class CrossProcessWatcher:
             backoff = min(backoff * 2, 5.0)
 
     async def _watch_sqlite_once(self) -> None:
+        """Wake the waiters of whatever another process changed: read the audit rows appended since the
+        last look (every change of a request or a run appends one, in its own transaction). The cost of
+        a look is the number of changes, not the number of waiters."""
         async with self.store.engine.connect() as conn:
             last = await _data_version(conn)
+            seen = await _last_audit_id(conn)
             while True:
                 if not self.waiters.waited_ids():
                     self.waiters.changed.clear()
                     await self.waiters.changed.wait()
+                    # Not a new baseline: changes committed while nobody waited (or between a new
+                    # waiter's own read and now) are still after `seen`, and are looked at next.
                     last = await _data_version(conn)
-                    # A decision another process committed between the new waiter's own read and
-                    # this baseline would not change data_version again: look once now.
-                    await self._wake_decided(self.waiters.waited_ids())
+                    seen = await self._wake_changed(conn, seen)
                     continue
                 await asyncio.sleep(SQLITE_CHECK_SECONDS)
                 version = await _data_version(conn)
                 if version == last:
                     continue
                 last = version
-                await self._wake_decided(self.waiters.waited_ids())
+                seen = await self._wake_changed(conn, seen)
 
-    async def _wake_decided(self, ids: Iterable[str]) -> None:
-        waited = list(ids)
-        for check in self.checks:
-            for waited_id in await check(waited):
-                self.waiters.wake(waited_id)
+    async def _wake_changed(self, conn: Any, seen: int) -> int:
+        rows = (await conn.execute(
+            sa.select(audit_events.c.id, audit_events.c.request_id)
+            .where(audit_events.c.id > seen).order_by(audit_events.c.id).limit(CHANGES_PER_LOOK)
+        )).all()
+        await conn.rollback()  # end the read transaction: the next look must see newer commits
+        if not rows:
+            return seen
+        if len(rows) == CHANGES_PER_LOOK:  # a backlog: let every waiter re-read, and skip past it
+            self.waiters.wake_all()
+            return await _last_audit_id(conn)
+        for row in rows:
+            self.waiters.wake(row.request_id)
+        return int(rows[-1].id)
 
-    async def _decided_requests(self, ids: list[str]) -> list[str]:
-        return [i for i, status in (await self.store.statuses(ids)).items() if status is not Status.PENDING]
+
+async def _last_audit_id(conn: Any) -> int:
+    value = (await conn.execute(sa.select(sa.func.max(audit_events.c.id)))).scalar()
+    await conn.rollback()
+    return int(value or 0)
 
 
 async def _data_version(conn: Any) -> int:

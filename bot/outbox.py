@@ -143,6 +143,7 @@ class Dispatcher:
             except Exception:
                 log.exception("outbox sweep failed")
                 claimed = 0
+            self.metrics.sweeps.labels("outbox").inc()
             if claimed >= BATCH:
                 continue
             await self._sleep_until_due()

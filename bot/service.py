@@ -37,7 +37,7 @@ from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing, initial_state, next_due
 from bot.domain.transitions import next_status
 from bot.domain.votes import Tally, Vote, cast, votes_json
-from bot.errors import IdempotencyMismatch, NotFound
+from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
 from bot import effects
 from bot.access import Access, Directory
 from bot.homes import enqueue_homes, republish_homes, user_ids
@@ -302,19 +302,24 @@ class Service:
 
     async def wait(self, request_id: str, timeout: float) -> Request:
         """Return as soon as the request leaves `pending` or its card is known undeliverable (nobody
-        will see it: bot.delivery_state), or when `timeout` seconds pass."""
+        will see it: bot.delivery_state), or when `timeout` seconds pass (not before)."""
         if timeout <= 0:
             return await self.get(request_id)
-        # Register before reading: a decision committed after the read still wakes us.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(timeout, MAX_WAIT_SECONDS)
+        # Register before reading: a decision committed after the read still wakes us. A wake-up for
+        # anything else (a reminder, an escalation, a snooze) is not an answer: read again, wait on.
         with self.waiters.register(request_id) as event:
-            request = await self.get(request_id)
-            if not request.is_pending or is_undelivered(request):
-                return request
-            try:
-                await asyncio.wait_for(event.wait(), min(timeout, MAX_WAIT_SECONDS))
-            except TimeoutError:
-                pass
-        return await self.get(request_id)
+            while True:
+                event.clear()
+                request = await self.get(request_id)
+                remaining = deadline - loop.time()
+                if not request.is_pending or is_undelivered(request) or remaining <= 0:
+                    return request
+                try:
+                    await asyncio.wait_for(event.wait(), remaining)
+                except TimeoutError:
+                    return await self.get(request_id)
 
     async def list(
         self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
@@ -469,6 +474,22 @@ class Service:
         # Everyone whose App Home listed it, and the decider ("Decided by you recently").
         decider = [request.decision.decided_by.id] if request.decision and request.decision.decided_by else []
         await enqueue_homes(unit, await unit.home_users_of(request.id, decider), f"{request.id}:decided", now)
+
+    async def redeliver(self, request_id: str) -> str:
+        """Send the decided request's webhook again (a new delivery id); returns that id."""
+        request = await self.get(request_id)
+        if request.is_pending or request.decision is None:
+            raise Conflict("request is still pending: there is no decision to deliver yet")
+        if not request.callback_url:
+            raise InvalidInput("this request has no callback_url", details=[{"field": "callback_url",
+                                                                             "message": "not set"}])
+        now = self.clock.now()
+        body = {"type": "approval.decided", "request": request_json(request)}
+        key = f"webhook:{request.id}:redeliver:{now.timestamp():.6f}"
+        async with self.store.unit() as unit:
+            await unit.enqueue(effects.webhook(request.id, key, now, url=request.callback_url, body=body))
+            await unit.append_audit(AuditEvent(request.id, "webhook_redeliver", now, None, {"delivery": key}))
+        return key
 
     async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
         return await self.decide(request_id, Outcome.CANCELLED, via=Via.API, actor=actor, comment=reason)

@@ -7,7 +7,9 @@ raises `SettingsError` whose message is one line naming the variable.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -16,6 +18,7 @@ from typing import Any
 
 from dotenv import dotenv_values
 
+from bot.api.tokens import ApiToken, parse_tokens
 from bot.domain.durations import DurationError, parse_duration
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
 from bot.domain.values import APPROVER_ID, CHANNEL_ID
@@ -39,8 +42,17 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_MAX_TOKENS", "SIGNOFF_MODEL_MAX_RETRIES", "SIGNOFF_WORKSPACE", "SIGNOFF_EMAIL_OUTBOX",
     "SIGNOFF_RUN_LEASE_SECONDS", "SIGNOFF_RUN_SWEEP_SECONDS", "SIGNOFF_RUN_MAX_STEPS",
     "SIGNOFF_ALLOW_EPHEMERAL_SQLITE",
-    "SIGNOFF_URL", "SIGNOFF_TOKEN", "SIGNOFF_TEST_DATABASE_URL", "SIGNOFF_BENCH_PG_URL",
+    "SIGNOFF_URL", "SIGNOFF_TOKEN", "SIGNOFF_CHANNEL", "SIGNOFF_APPROVERS", "SIGNOFF_TEST_DATABASE_URL",
+    "SIGNOFF_BENCH_PG_URL",
 })
+_HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
+
+
+def _network(entry: str) -> Any:
+    try:
+        return ipaddress.ip_network(entry, strict=False)
+    except ValueError:
+        return None
 
 
 class SettingsError(Exception):
@@ -60,25 +72,42 @@ def unknown_settings(env: Mapping[str, str], known: frozenset[str] = KNOWN_SETTI
 
 @dataclass(frozen=True)
 class Settings:
-    slack_bot_token: str
-    slack_signing_secret: str | None
-    slack_app_token: str | None = None
+    # Secrets are left out of repr (a logged or printed Settings must not leak them).
+    slack_bot_token: str = field(repr=False)
+    slack_signing_secret: str | None = field(repr=False)
+    slack_app_token: str | None = field(default=None, repr=False)
     slack_api_url: str = DEFAULT_SLACK_API_URL
-    database_url: str = f"sqlite:///{DEFAULT_DATABASE_PATH}"
+    database_url: str = field(default=f"sqlite:///{DEFAULT_DATABASE_PATH}", repr=False)  # may hold a password
     port: int = 3000
     host: str = "0.0.0.0"
-    api_tokens: tuple[str, ...] = ()
-    webhook_secret: str | None = None
+    api_tokens: tuple[str, ...] = field(default=(), repr=False)
+    api_token_specs: tuple[ApiToken, ...] = field(default=(), repr=False)  # names and scopes (bot/api/tokens.py)
+    webhook_secret: str | None = field(default=None, repr=False)
     policy_path: str | None = None
-    anthropic_api_key: str | None = None
+    anthropic_api_key: str | None = field(default=None, repr=False)
     anthropic_base_url: str | None = None
     anthropic_model: str = "claude-sonnet-4-5"
     default_channel: str | None = None
     outbox_sweep_seconds: float = 5.0
     outbox_lease_seconds: float = 60.0
     http_timeout_seconds: float = 10.0
-    webhook_max_attempts: int = 8
+    webhook_max_attempts: int = 200
+    webhook_max_age: timedelta = timedelta(hours=24)
+    webhook_backoff_cap_seconds: float = 1800.0
     log_level: str = "INFO"
+    # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/egress.py).
+    egress_allow: tuple[str, ...] = ()
+    metrics_token: str | None = field(default=None, repr=False)  # SIGNOFF_METRICS_TOKEN
+    metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # SIGNOFF_METRICS_ALLOW: CIDRs without a token
+    slack_channel_pace_seconds: float = 1.0  # SIGNOFF_SLACK_CHANNEL_PACE_SECONDS (bot/slack/pace.py)
+    longpoll_per_token: int = 100
+    longpoll_max: int = 2000
+    fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
+    # Who may start runs, approve their cards, write into / cancel them (bot/agent/access.py).
+    run_starters: tuple[str, ...] = ()
+    run_approvers: tuple[str, ...] = ()
+    run_writers: tuple[str, ...] = ()
+    run_self_approval: bool = False
     # Timers: the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
@@ -97,7 +126,7 @@ class Settings:
     run_lease_seconds: float = 30.0
     run_sweep_seconds: float = 5.0
     run_max_steps: int = 50
-    extra: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, str] = field(default_factory=dict, repr=False)  # raw SIGNOFF_* values
 
     def unknown_settings_lines(self) -> list[str]:
         """Warnings for SIGNOFF_* variables (environment or .env) that Signoff does not read."""
@@ -218,9 +247,11 @@ def _parse(env: Mapping[str, str]) -> Settings:
     except BadDatabaseURL as exc:
         raise SettingsError(str(exc)) from None
 
-    tokens = tuple(t.strip() for t in (get("SIGNOFF_API_TOKENS") or "").split(",") if t.strip())
-    if any(len(t) < 8 for t in tokens):
-        raise SettingsError("SIGNOFF_API_TOKENS: every token must be at least 8 characters")
+    try:
+        token_specs = parse_tokens(get("SIGNOFF_API_TOKENS") or "")
+    except ValueError as exc:
+        raise SettingsError(f"SIGNOFF_API_TOKENS: {exc}") from None
+    tokens = tuple(t.secret for t in token_specs)
 
     policy = get("SIGNOFF_POLICY")
     if policy is not None and not Path(policy).is_file():
@@ -246,7 +277,13 @@ def _parse(env: Mapping[str, str]) -> Settings:
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise SettingsError(f"SIGNOFF_LOG_LEVEL={level!r} must be DEBUG, INFO, WARNING or ERROR")
 
+    egress_allow = tuple(e.strip() for e in (get("SIGNOFF_EGRESS_ALLOW") or "").split(",") if e.strip())
+    for entry in egress_allow:
+        if ("/" in entry and _network(entry) is None) or not _HOST_OR_NET.match(entry):
+            raise SettingsError(f"SIGNOFF_EGRESS_ALLOW: {entry!r} is not a host name, an IP address or a CIDR")
+
     return Settings(
+        egress_allow=egress_allow,
         slack_bot_token=bot_token,
         slack_signing_secret=signing_secret,
         slack_app_token=app_token,
@@ -255,6 +292,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         port=number("PORT", 3000, int, 0, 65535),
         host=get("SIGNOFF_HOST") or "0.0.0.0",
         api_tokens=tokens,
+        api_token_specs=token_specs,
         webhook_secret=get("SIGNOFF_WEBHOOK_SECRET"),
         policy_path=policy,
         anthropic_api_key=get("ANTHROPIC_API_KEY"),
@@ -264,7 +302,14 @@ def _parse(env: Mapping[str, str]) -> Settings:
         outbox_sweep_seconds=number("SIGNOFF_OUTBOX_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         outbox_lease_seconds=lease,
         http_timeout_seconds=http_timeout,
-        webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 8, int, 1, 50),
+        webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 200, int, 1, 10_000),
+        webhook_max_age=_duration_setting(get, "SIGNOFF_WEBHOOK_MAX_AGE", timedelta(hours=24)),
+        webhook_backoff_cap_seconds=number("SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", 1800.0, float, 1, 86_400),
+        metrics_token=get("SIGNOFF_METRICS_TOKEN"),
+        metrics_allow=_networks(get, "SIGNOFF_METRICS_ALLOW", ("127.0.0.0/8", "::1/128")),
+        slack_channel_pace_seconds=number("SIGNOFF_SLACK_CHANNEL_PACE_SECONDS", 1.0, float, 0, 60),
+        longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
+        longpoll_max=number("SIGNOFF_LONGPOLL_MAX", 2000, int, 1, 1_000_000),
         log_level=level,
         **_timers(get, number),
         **_agent(get, number),
@@ -334,4 +379,45 @@ def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict
         "run_lease_seconds": number("SIGNOFF_RUN_LEASE_SECONDS", 30.0, float, 0.5, 3600),
         "run_sweep_seconds": number("SIGNOFF_RUN_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         "run_max_steps": number("SIGNOFF_RUN_MAX_STEPS", 50, int, 1, 10_000),
+        "run_starters": _people(get, "SIGNOFF_RUN_STARTERS"),
+        "run_approvers": _people(get, "SIGNOFF_RUN_APPROVERS"),
+        "run_writers": _people(get, "SIGNOFF_RUN_WRITERS"),
+        "run_self_approval": _choice(get, "SIGNOFF_RUN_SELF_APPROVAL", "false", ("true", "false")) == "true",
+        "fetch_url_risk": _choice(get, "SIGNOFF_FETCH_URL_RISK", "high", ("low", "medium", "high", "critical")),
     }
+
+
+def _duration_setting(get: Callable[[str], str | None], name: str, default: timedelta) -> timedelta:
+    raw = get(name)
+    if raw is None:
+        return default
+    try:
+        return parse_duration(raw)
+    except DurationError as exc:
+        raise SettingsError(f"{name}: {exc}") from None
+
+
+def _networks(get: Callable[[str], str | None], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    raw = get(name)
+    if raw is None:
+        return default
+    entries = tuple(e.strip() for e in raw.split(",") if e.strip())
+    for entry in entries:
+        if _network(entry) is None:
+            raise SettingsError(f"{name}: {entry!r} is not an IP address or CIDR")
+    return entries
+
+
+def _people(get: Callable[[str], str | None], name: str) -> tuple[str, ...]:
+    entries = tuple(t.strip() for t in (get(name) or "").split(",") if t.strip())
+    for entry in entries:
+        if not _SLACK_PERSON.match(entry):
+            raise SettingsError(f"{name}: {entry!r} is not a Slack user id (U..., W...) or user group (S...)")
+    return entries
+
+
+def _choice(get: Callable[[str], str | None], name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = (get(name) or default).lower()
+    if value not in choices:
+        raise SettingsError(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value

@@ -179,6 +179,9 @@ class Timers:
     async def _write(
         self, unit: Unit, request: Request, timers: TimerState, now: datetime, **changes: Any
     ) -> bool:
+        # Remember every approver the request has had (see TimerState.approvers_seen).
+        seen = tuple(dict.fromkeys([*timers.approvers_seen, *request.approvers, *changes.get("approvers", ())]))
+        timers = timers.evolve(approvers_seen=seen)
         updated = request.evolve(timers=timers, next_due_at=next_due(timers), updated_at=now, **changes)
         return await unit.update_request(updated, expected_version=request.version)
 
@@ -288,14 +291,17 @@ class Timers:
                 return Refused("This request was not escalated, so there is nobody to hand it back to.")
             now = self.clock.now()
             back_to = state.escalated_from
+            # Approval goes back only to those who had it: a notify-only holder is told, not promoted.
+            had_it = set(state.approvers_seen) | set(request.approvers)
+            restored = tuple(p for p in back_to if p in had_it)
             timers = after_hand_back(request.timing or Timing(), state, now, by=actor.id, note=note)
-            await self._write_or_lose(unit, request, timers, now, approvers=_with(request.approvers, back_to))
+            await self._write_or_lose(unit, request, timers, now, approvers=_with(request.approvers, restored))
             key = f"handback:{request.id}:v{request.version + 1}"
             await unit.append_audit(AuditEvent(request.id, "handed_back", now, actor.id,
                                                {"to": list(back_to), "note": note}))
             await unit.remove_people(request.id, "escalated", [actor.id])
-            await unit.add_people(request.id, "approver", user_ids(back_to), now)
-            await unit.enqueue(effects.handback(request.id, key, now, to=list(back_to), add=True, by=actor.id,
+            await unit.add_people(request.id, "approver", user_ids(restored), now)
+            await unit.enqueue(effects.handback(request.id, key, now, to=list(back_to), add=bool(restored), by=actor.id,
                                                 note=note))
             await unit.enqueue(effects.update_card(request.id, f"card:{key}", now))
             await republish_homes(unit, [actor.id, *back_to], f"{request.id}:v{request.version + 1}", now)

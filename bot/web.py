@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
+import ipaddress
 import logging
 import time
 from collections.abc import AsyncIterator, Coroutine
@@ -35,11 +37,13 @@ from bot.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.domain.model import Request
 from bot.api import grants as grants_api
+from bot.api import longpoll
 from bot.api import routes as api
 from bot.api import run_routes
 from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
+from bot.egress import EgressPolicy, guarded_session
 from bot.gate import PolicyGate
 from bot.grants import Grants
 from bot.jobs import SweepJob
@@ -49,7 +53,7 @@ from bot.outbox import Dispatcher
 from bot.policy_holder import PolicyHolder
 from bot.service import Service
 from bot.settings import Settings
-from bot.slack import batch, blocks, grant_handlers, handlers
+from bot.slack import batch, blocks, grant_handlers, handlers, shapes
 from bot.slack.backlog import Backlog
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
@@ -61,6 +65,7 @@ from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
+from bot.slack.pace import ChannelPace
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
@@ -102,6 +107,7 @@ class Signoff:
     timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # Signoff's own agent runner
+    egress_http: aiohttp.ClientSession | None = None  # for agent/API-chosen URLs only (bot.egress)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
     slack_health: SlackHealth = field(default_factory=SlackHealth)  # how Slack answers lately (/healthz)
@@ -149,6 +155,8 @@ class Signoff:
         await self.dispatcher.stop()
         await self.watcher.stop()
         await self.http.close()
+        if self.egress_http is not None:
+            await self.egress_http.close()
         await self.store.close()
 
 
@@ -192,7 +200,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     home = Home(store, clock)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
     health = SlackHealth()
-    call = SlackCall(slack_client(settings, http, retries=False), metrics, health)
+    pace = ChannelPace(clock, settings.slack_channel_pace_seconds)
+    call = SlackCall(slack_client(settings, http, retries=False), metrics, health, pace)
     agent = build_agent(settings, service=service, store=store, call=call, client=listener_client, clock=clock,
                         metrics=metrics)
 
@@ -201,8 +210,12 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_policy_card))
     pages = BatchPages(cards, service, clock)  # a batch card's continuation pages, wrapping the card's
     home_publisher = HomePublisher(home, call, clock)
-    webhooks = WebhookDelivery(http, settings.webhook_secret, clock=clock, metrics=metrics,
-                               max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds)
+    egress = EgressPolicy.from_entries(settings.egress_allow)
+    egress_http = guarded_session(egress, timeout=settings.http_timeout_seconds)
+    webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,
+                               max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds,
+                               policy=egress, max_age=settings.webhook_max_age,
+                               backoff_cap=settings.webhook_backoff_cap_seconds)
     outbox_handlers = effects.registry(
         pages.handlers(),
         webhooks.handlers(),
@@ -239,11 +252,15 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         handlers.register(app, interactions, timers=timer_interactions, home=home)
         batch.register(app, BatchInteractions(interactions))
 
-    web_app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[api.json_errors, api.bearer_auth])
+    web_app = web.Application(client_max_size=MAX_BODY_BYTES,
+                              middlewares=[api.json_errors, api.bearer_auth, longpoll.cap_long_polls])
+    limits = web_app[longpoll.LIMITS] = longpoll.LongPollLimits(settings.longpoll_per_token, settings.longpoll_max)
+    metrics.long_polls.set_function(lambda: limits.held)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
-                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds),
-                      agent=agent, slack_health=health, policy=policy)
+                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
+                                                         done=metrics.sweeps.labels("timers").inc),
+                      agent=agent, slack_health=health, policy=policy, egress_http=egress_http)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
     signoff.watcher.checks.append(undelivered_check(store))
@@ -288,6 +305,16 @@ async def slack_events(request: web.Request) -> web.Response:
         bolt_request = AsyncBoltRequest(body=body, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
     except ValueError as exc:
         return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
+    except (TypeError, AttributeError, KeyError, IndexError) as exc:
+        # Bolt reads ids out of the body as it builds the request; a signed body of the wrong shape
+        # (`"user": true`) breaks it there. Ack it (Slack must not retry) and read nothing.
+        log.warning("dropped a signed Slack payload Bolt could not read: %s: %s", type(exc).__name__, exc)
+        return web.Response(status=200)
+    malformed = shapes.problem(bolt_request.body)
+    if malformed is not None:
+        # Signed, so from Slack (or whoever holds the secret): ack, so nothing is retried; read nothing.
+        log.warning("dropped a signed Slack payload of the wrong shape: %s", malformed)
+        return web.Response(status=200)
     if bolt_request.body.get("type") == "block_actions":
         # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out;
         # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks
@@ -357,6 +384,19 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
     return BoltResponse(status=500, body="")
 
 
+def _may_scrape(settings: Settings, request: web.Request) -> bool:
+    header = request.headers.get("Authorization", "")
+    scheme, _, given = header.partition(" ")
+    if settings.metrics_token and scheme.lower() == "bearer" and hmac.compare_digest(
+            given.strip().encode("utf-8", "surrogateescape"), settings.metrics_token.encode()):
+        return True
+    try:
+        peer = ipaddress.ip_address((request.remote or "").split("%", 1)[0])
+    except ValueError:
+        return False
+    return any(peer in ipaddress.ip_network(n, strict=False) for n in settings.metrics_allow)
+
+
 def _kind(text: str) -> str:
     """The kind of Slack request, from its raw body (Bolt's parsed `body` is a dict)."""
     if text.startswith("payload="):
@@ -379,5 +419,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:
+    """Prometheus text, for a scraper that shows SIGNOFF_METRICS_TOKEN or connects from SIGNOFF_METRICS_ALLOW."""
     signoff = request.app[SIGNOFF]
+    if not _may_scrape(signoff.settings, request):
+        return web.json_response({"error": {"code": "forbidden", "message": "metrics need SIGNOFF_METRICS_TOKEN "
+                                            "(Authorization: Bearer ...) or a client address in SIGNOFF_METRICS_ALLOW"}},
+                                 status=403)
     return web.Response(body=signoff.metrics.render(), headers={"Content-Type": signoff.metrics.content_type})

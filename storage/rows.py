@@ -159,6 +159,7 @@ def escalation_json(state: TimerState) -> dict[str, Any] | None:
         "by": state.escalated_by,
         "note": state.note,
         "handed_back": state.handed_back,
+        "approvers_seen": list(state.approvers_seen),
     }
 
 
@@ -188,4 +189,5 @@ def state_from_columns(
         escalated_by=moves.get("by"),
         note=moves.get("note"),
         handed_back=bool(moves.get("handed_back", False)),
+        approvers_seen=tuple(moves.get("approvers_seen", ())),
     )

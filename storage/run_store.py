@@ -176,6 +176,14 @@ def _execution_columns(e: ToolExecution) -> dict[str, Any]:
     }
 
 
+def _slack_order(intervention: Intervention) -> tuple[int, int, int]:
+    """Sort key: Slack's ts ("seconds.micros", compared as numbers), then arrival (the row id)."""
+    seconds, _, micros = (intervention.slack_ts or "").partition(".")
+    if not seconds.isdigit():
+        return (1 << 62, 0, intervention.id or 0)
+    return (int(seconds), int(micros) if micros.isdigit() else 0, intervention.id or 0)
+
+
 def _intervention_from_row(row: Any) -> Intervention:
     m = row._mapping
     return Intervention(
@@ -269,7 +277,8 @@ class SqlRunUnit(SqlUnit, RunUnit):
             .returning(*run_interventions.c)
         )
         taken = [_intervention_from_row(r) for r in (await self.conn.execute(stmt)).all()]
-        return sorted(taken, key=lambda i: i.id or 0)  # RETURNING has no order; arrival order is the id's
+        # In the order people wrote them (Slack's ts), not the order their events were processed in.
+        return sorted(taken, key=_slack_order)
 
     async def first_time(self, event_id: str, now: datetime) -> bool:
         stmt = self._insert_ignore(slack_events, {"event_id": event_id, "received_at": now}, "event_id")
@@ -339,7 +348,7 @@ class SqlRunStore(RunStore):
     async def interventions(self, run_id: str) -> list[Intervention]:
         stmt = sa.select(run_interventions).where(run_interventions.c.run_id == run_id).order_by(
             run_interventions.c.id)
-        return [_intervention_from_row(r) for r in await self._all(stmt)]
+        return sorted((_intervention_from_row(r) for r in await self._all(stmt)), key=_slack_order)
 
     async def has_interventions(self, run_id: str) -> bool:
         stmt = sa.select(run_interventions.c.id).where(

@@ -37,6 +37,9 @@ def app_env(db_url: str, slack: SlackEmulator, **extra: str) -> dict[str, str]:
         "DATABASE_URL": db_url,
         "SIGNOFF_API_TOKENS": API_TOKEN,
         "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        # Slack's per-channel pace (one post a second) would make every multi-card test slow; the
+        # pacing tests (tests/slack/test_pace.py) set it themselves.
+        "SIGNOFF_SLACK_CHANNEL_PACE_SECONDS": "0",
         **extra,
     }
 

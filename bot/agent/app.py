@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.agent.access import RunAccess
 from bot.agent import slack as agent_slack
 from bot.agent.demo_tools import demo_toolset
 from bot.agent.questions import ask_human_tool
@@ -18,6 +19,8 @@ from bot.agent.run_service import RunService
 from bot.agent.messages import import_sdk
 from bot.agent.steps import Agent, StepConfig, Steps
 from bot.clock import Clock
+from bot.domain.model import Risk
+from bot.egress import EgressPolicy
 from bot.metrics import Metrics
 from bot.service import Service
 from bot.settings import Settings
@@ -39,8 +42,8 @@ If the task is ambiguous, use ask_human instead of guessing. Messages from peopl
 arrive as user messages; follow them. When you are done, answer with a short summary of what you did."""
 
 
-def demo_agent() -> Agent:
-    tools = demo_toolset()
+def demo_agent(fetch_risk: Risk = Risk.HIGH) -> Agent:
+    tools = demo_toolset(fetch_risk=fetch_risk)
     tools.add(ask_human_tool)
     return Agent(DEFAULT_AGENT, DEMO_SYSTEM, tools)
 
@@ -94,9 +97,11 @@ def build_agent(
 ) -> AgentRuntime:
     """The runner's parts. The caller wires its outbox handlers (`delivery.handlers()`), routes and
     card renderer (`agent_slack.render_any`) with everything else (bot/web.py)."""
-    agents = agents or {DEFAULT_AGENT: demo_agent()}
+    agents = agents or {DEFAULT_AGENT: demo_agent(Risk(settings.fetch_url_risk))}
     runs = SqlRunStore(store)
     holder: dict[str, AgentRuntime] = {}
+    access = RunAccess(settings.run_starters, settings.run_approvers, settings.run_writers,
+                       settings.run_self_approval)
     config = StepConfig(
         model=settings.anthropic_model,
         max_tokens=settings.anthropic_max_tokens,
@@ -106,14 +111,17 @@ def build_agent(
         email_outbox=Path(settings.email_outbox),
         http_timeout=max(settings.http_timeout_seconds, 30.0),
         api_key_set=bool(settings.anthropic_api_key),
+        egress=EgressPolicy.from_entries(settings.egress_allow),
+        access=access,
     )
     steps = Steps(service, runs, agents, config, clock=clock, client=lambda: holder["runtime"].client())
     runner = Runner(steps, runs, service, clock=clock, lease_seconds=settings.run_lease_seconds,
                     sweep_seconds=settings.run_sweep_seconds)
     run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick)
+    run_service.access = access
     delivery = agent_slack.RunDelivery(runs, run_service, call)
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
-                                               default_agent=DEFAULT_AGENT)
+                                               default_agent=DEFAULT_AGENT, access=access)
     if not settings.anthropic_api_key:
         interactions.unavailable = ("Agent runs are off on this Signoff server: ANTHROPIC_API_KEY is not set. "
                                     "Ask whoever runs it to set the key and restart it. Nothing was started.")

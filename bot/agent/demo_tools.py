@@ -1,7 +1,8 @@
 """The demo toolset: a workspace folder, an email outbox folder, and the web.
 
     list_files, read_file   low risk, read-only: run without asking (audited)
-    fetch_url               medium: runs without asking, with an FYI in the run's thread
+    fetch_url               high: a person approves the URL (it may reach what the server can); the
+                            egress guard refuses non-public addresses and checks every redirect
     write_file              high: a person approves, looking at the diff it will make
     send_email              high: a person approves, looking at the email (written as .eml)
     call_webhook            high: a person approves the JSON it will POST; never re-run blindly
@@ -18,10 +19,9 @@ from email.utils import format_datetime, make_msgid
 from pathlib import Path
 from typing import Annotated, Any
 
-import aiohttp
-
 from bot.agent.tools import ToolContext, ToolError, Toolset
 from bot.domain.model import Preview, Risk
+from bot.egress import MAX_REDIRECTS, EgressRefused, guarded_session, request
 
 MAX_READ_BYTES = 200_000
 MAX_LIST = 500
@@ -78,12 +78,19 @@ def _addresses(value: Any) -> list[str]:
     return [a.strip() for a in str(value).split(",") if a.strip()]
 
 
-def _check_url(url: str) -> None:
-    if not url.startswith(("http://", "https://")):
-        raise ToolError("only http:// and https:// URLs can be fetched")
+async def _guarded(ctx: ToolContext, method: str, url: str, *, follow_redirects: int = 0, **kwargs: Any) -> str:
+    """The call through the egress guard (bot.egress); a refusal is a ToolError the model reads."""
+    try:
+        async with guarded_session(ctx.egress, timeout=ctx.http_timeout) as session:
+            reply = await request(session, ctx.egress, method, url, follow_redirects=follow_redirects,
+                                  read_limit=MAX_READ_BYTES, **kwargs)
+    except EgressRefused as exc:
+        raise ToolError(str(exc)) from None
+    return f"HTTP {reply.status}\n\n{reply.body.decode('utf-8', errors='replace')}"
 
 
-def demo_toolset() -> Toolset:
+def demo_toolset(*, fetch_risk: Risk = Risk.HIGH) -> Toolset:
+    """The demo tools; `fetch_risk` (SIGNOFF_FETCH_URL_RISK) lets an operator stop asking for fetches."""
     tools = Toolset()
 
     @tools.tool(read_only=True)
@@ -106,14 +113,11 @@ def demo_toolset() -> Toolset:
             raise ToolError(f"no file {path!r} in the workspace")
         return _read_text(target)
 
-    @tools.tool(risk=Risk.MEDIUM, read_only=True, timeout=60)
+    # High (a person approves) by default: what a GET returns goes to the model and the thread.
+    @tools.tool(risk=fetch_risk, read_only=True, timeout=60, summary=lambda p: f"Fetch {p.get('url')}")
     async def fetch_url(ctx: ToolContext, url: Annotated[str, "an http(s) URL"]) -> str:
         """Fetch a web page or API with GET and return its status and text."""
-        _check_url(url)
-        timeout = aiohttp.ClientTimeout(total=ctx.http_timeout)
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as response:
-            body = (await response.content.read(MAX_READ_BYTES)).decode("utf-8", errors="replace")
-            return f"HTTP {response.status}\n\n{body}"
+        return await _guarded(ctx, "GET", url, follow_redirects=MAX_REDIRECTS)
 
     @tools.tool(risk=Risk.HIGH, idempotent=True, preview=_write_preview,
                 summary=lambda p: f"Write {p.get('path')} ({len(str(p.get('content', '')).splitlines())} lines)")
@@ -176,13 +180,8 @@ def demo_toolset() -> Toolset:
         payload: Annotated[dict[str, Any], "the JSON body to POST"],
     ) -> str:
         """POST a JSON payload to a webhook (for example to trigger a deploy). Not safe to repeat."""
-        _check_url(url)
-        timeout = aiohttp.ClientTimeout(total=ctx.http_timeout)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            async with session.post(url, data=json.dumps(payload), headers={
-                "Content-Type": "application/json", "Idempotency-Key": f"{ctx.run_id}:{ctx.tool_use_id}",
-            }) as response:
-                body = (await response.content.read(MAX_READ_BYTES)).decode("utf-8", errors="replace")
-        return f"HTTP {response.status}\n\n{body}"
+        return await _guarded(ctx, "POST", url, data=json.dumps(payload), headers={
+            "Content-Type": "application/json", "Idempotency-Key": f"{ctx.run_id}:{ctx.tool_use_id}",
+        })
 
     return tools

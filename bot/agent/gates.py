@@ -61,6 +61,7 @@ def batch_spec(specs: list[tuple[str, ApprovalSpec]], run: Run) -> ApprovalSpec:
         thread_ts=first.thread_ts,
         requester_user=first.requester_user,
         requester_may_approve=first.requester_may_approve,
+        approvers=first.approvers,  # SIGNOFF_RUN_APPROVERS, as on a single card
         items=items,
     )
 

@@ -126,10 +126,21 @@ async def run_tool(tool: Tool, ctx: ToolContext, params: dict[str, Any]) -> tupl
     except ToolError as exc:
         return str(exc) or "the tool failed", True
     except TimeoutError:
-        return f"the tool did not finish within {tool.timeout:g} seconds", True
+        if tool.idempotent:
+            return f"the tool did not finish within {tool.timeout:g} seconds and was stopped (it is safe to retry)", True
+        # A call that was stopped may still have landed (the POST went out, the answer did not come).
+        return (f"The outcome of this tool call is unknown: it did not finish within {tool.timeout:g} seconds "
+                "and was stopped. It may or may not have taken effect. Check before trying it again, or ask "
+                "a person."), True
     except Exception as exc:  # a tool bug must not kill the run: the model hears about it
         log.exception("tool %s failed", tool.name)
-        return f"the tool failed: {type(exc).__name__}: {exc}", True
+        return internal_error_text(exc, "the tool failed"), True
+
+
+def internal_error_text(exc: BaseException, what: str) -> str:
+    """What the model and the thread are told about an unexpected error: its kind, never its text
+    (which can carry SQL, parameters or secrets); the full error goes to the server log."""
+    return f"{what} with an internal error ({type(exc).__name__}); the details are in Signoff's log"
 
 
 def import_sdk() -> Any:

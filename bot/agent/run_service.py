@@ -13,6 +13,7 @@ from typing import Any
 
 from bot import effects
 from bot.domain.questions import answers_from_text
+from bot.agent.access import RunAccess
 from bot.clock import Clock, new_id
 from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via
 from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus
@@ -29,6 +30,7 @@ class ThreadReply:
     """What a person's message in a thread turned out to be."""
 
     kind: str  # "answer" | "intervention" | "duplicate" | "ended" | "refused" (not one of those asked) | "ignored"
+    #          | "not_writer" (may not write into this run: bot.agent.access)
     run: Run | None = None
     request: Request | None = None
 
@@ -46,22 +48,26 @@ class RunService:
         self.service = service
         self.runs = runs
         self.clock = clock
+        self.access = RunAccess()  # who may write into a run (set by bot.agent.app)
         self.agents = agents
         self.kick = kick
 
-    async def start(self, new: NewRun) -> Run:
-        """Store the run with its task as the first message and enqueue its root message."""
+    async def start(self, new: NewRun, *, owner: str | None = None, run_id: str | None = None) -> Run:
+        """Store the run with its task as the first message and enqueue its root message.
+
+        `owner`: the API token that started it (stored in its run_created audit row). `run_id`: a
+        deterministic id (from an Idempotency-Key): a second start with it fails on the primary key."""
         if new.agent not in self.agents:
             raise InvalidInput(f"no agent named {new.agent!r} (known: {', '.join(sorted(self.agents))})",
                                details=[{"field": "agent", "message": "unknown agent"}])
         now = self.clock.now()
-        run = Run(id=new_id("run"), status=RunStatus.RUNNING, task=new.task, channel=new.channel, agent=new.agent,
+        run = Run(id=run_id or new_id("run"), status=RunStatus.RUNNING, task=new.task, channel=new.channel, agent=new.agent,
                   requested_by=new.requested_by, created_at=now, updated_at=now, next_seq=1)
         async with self.runs.unit() as unit:
             await unit.insert_run(run)
             await unit.append_messages([RunMessage(run.id, 0, "user", [{"type": "text", "text": new.task}], now)])
-            await unit.append_audit(AuditEvent(run.id, "run_created", now, new.requested_by,
-                                               {"agent": new.agent, "channel": new.channel}))
+            created = {"agent": new.agent, "channel": new.channel, **({"api_token": owner} if owner else {})}
+            await unit.append_audit(AuditEvent(run.id, "run_created", now, new.requested_by, created))
             await unit.enqueue(effects.post_root(run, now))
         return run
 
@@ -93,7 +99,10 @@ class RunService:
 
     async def root_failed(self, run_id: str, error: str) -> None:
         async with self.runs.unit() as unit:
-            await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", self.clock.now())
+            now = self.clock.now()
+            await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", now)
+            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.notify).
+            await unit.append_audit(AuditEvent(run_id, "run_failed", now, None, {"error": error}))
 
     async def thread_reply(
         self, *, channel: str, thread_ts: str, user_id: str, user_name: str | None, text: str, ts: str | None,
@@ -117,6 +126,9 @@ class RunService:
                 assert run is not None
                 if run.status.is_final:
                     return ThreadReply("ended", run)
+                directory = self.service.directory
+                if not await self.access.may_write(run, user_id, directory.group_members if directory else None):
+                    return ThreadReply("not_writer", run)
                 await unit.add_intervention(Intervention(run.id, text, user_id, now, user_name, ts))
                 await unit.append_audit(AuditEvent(run.id, "intervention", now, user_id, {"ts": ts}))
                 return ThreadReply("intervention", run)

@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
+from bot.agent.messages import internal_error_text
 from bot.agent.steps import LeaseLost, StepResult, Steps
 from bot.clock import Clock
 from bot.domain.model import Request
@@ -155,7 +156,7 @@ class Runner:
         run = await self.runs.get_run(run_id)
         if run is not None and not run.status.is_final:
             with contextlib.suppress(LeaseLost):
-                await self.steps.fail(run, self.owner, f"internal error in Signoff: {type(exc).__name__}: {exc}")
+                await self.steps.fail(run, self.owner, internal_error_text(exc, "Signoff stopped this run"))
 
     async def _heartbeat(self, run_id: str) -> None:
         while True:

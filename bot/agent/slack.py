@@ -24,6 +24,7 @@ from bot import effects
 from bot.agent import blocks
 from bot.domain.questions import answers_from_choices, questions_of
 from bot.agent.run_service import RunService
+from bot.agent.access import RunAccess
 from bot.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
 from bot.domain.runs import NewRun
@@ -148,7 +149,8 @@ def render_any(render: CardRenderer) -> CardRenderer:
 
 class RunInteractions:
     def __init__(self, service: Service, run_service: RunService, client: AsyncWebClient, clock: Clock,
-                 metrics: Metrics, *, default_agent: str) -> None:
+                 metrics: Metrics, *, default_agent: str, access: RunAccess | None = None) -> None:
+        self.access = access or RunAccess()
         self.service = service
         self.run_service = run_service
         self.client = client
@@ -161,12 +163,23 @@ class RunInteractions:
     async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
         await tell(self.client, self.metrics, user, channel, text, thread_ts)
 
+    def _members(self) -> Any:
+        return self.service.directory.group_members if self.service.directory is not None else None
+
+    async def may_start(self, user_id: str) -> bool:
+        return await self.access.may_start(user_id, self._members())
+
     async def cancel(self, click: Click) -> None:
         known = await self.run_service.runs.get_run(click.request_id)
         if known is not None and known.root_ts and click.message_ts and click.view_id is None and (
                 click.message_ts != known.root_ts or (click.channel_id and click.channel_id != known.channel)):
             await self.tell(click.user_id, click.channel_id,
                             "This button does not belong to the message it was clicked on. Nothing was changed.")
+            return
+        if known is not None and not await self.access.may_write(known, click.user_id, self._members()):
+            await self.tell(click.user_id, click.channel_id,
+                            "You may not cancel this run (only its starter and the people named to supervise "
+                            "runs may). Nothing was changed.")
             return
         try:
             run, asked = await self.run_service.cancel(click.request_id, by=click.user_id)
@@ -238,6 +251,9 @@ class RunInteractions:
         elif reply.kind == "refused":
             await self.tell(str(user), channel, "You are not one of the people asked, so your reply was not "
                             "taken as the answer.", str(thread_ts))
+        elif reply.kind == "not_writer":
+            await self.tell(str(user), channel, "You may not write to this run (only its starter and the people "
+                            "named to supervise runs may), so the agent will not read this.", str(thread_ts))
         elif reply.kind == "ended" and reply.run is not None:
             await self.tell(str(user), channel, f"This run has {reply.run.status.value}: the agent will not read "
                             "this. Start a new one with `/signoff run <task>`.", str(thread_ts))
@@ -265,7 +281,8 @@ class RunInteractions:
             user = command.get("user_id")
             if user:
                 await self.tell(str(user), command.get("channel_id"),
-                                f"The agent run could not be started ({type(exc).__name__}: {exc}). Nothing was run.")
+                                f"The agent run could not be started ({type(exc).__name__}; the details are in "
+                                "Signoff's log). Nothing was run.")
 
 
 def register(app: AsyncApp, interactions: RunInteractions) -> None:
@@ -313,6 +330,10 @@ def register(app: AsyncApp, interactions: RunInteractions) -> None:
             return
         if interactions.unavailable:
             await ack(text=interactions.unavailable, response_type="ephemeral")
+            return
+        if not await interactions.may_start(str(command.get("user_id") or "")):
+            await ack(text="You may not start agent runs here (SIGNOFF_RUN_STARTERS). Nothing was started.",
+                      response_type="ephemeral")
             return
         await ack(text="Starting an agent run; follow it in the thread of its message.", response_type="ephemeral")
         await interactions.start_run(command, text)

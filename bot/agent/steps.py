@@ -21,7 +21,7 @@ import enum
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,9 +44,11 @@ from bot.agent.messages import (
     run_tool,
     to_api_messages,
 )
+from bot.agent.access import RunAccess
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
 from bot.clock import Clock
+from bot.egress import EgressPolicy
 from bot.domain.model import (
     Action,
     Actor,
@@ -106,6 +108,8 @@ class StepConfig:
     email_outbox: Path
     http_timeout: float = 30.0
     api_key_set: bool = True
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
+    access: RunAccess = field(default_factory=RunAccess)
 
 
 class Steps:
@@ -139,7 +143,7 @@ class Steps:
 
     def _ctx(self, run: Run, tool_use_id: str = "") -> ToolContext:
         return ToolContext(self.config.workspace, self.config.email_outbox, run.id, tool_use_id,
-                           self.config.http_timeout)
+                           self.config.http_timeout, self.config.egress)
 
     async def _save(self, unit: RunUnit, run: Run, event: str | None = None, **data: Any) -> Run:
         await unit.save_run(run)
@@ -284,7 +288,7 @@ class Steps:
             return execution.evolve(gate=Gate.INVALID, status=ExecStatus.FINISHED, is_error=True,
                                     result=f"Not run: {problem}"), None
         assert tool is not None
-        extra = {"run_id": run.id, "tool_use_id": block["id"]}
+        extra: dict[str, Any] = {"run_id": run.id, "tool_use_id": block["id"]}
         requested_by = f"{run.agent} agent"
         if tool.kind == "question":
             spec = question_spec(params["questions"], channel=run.channel, thread_ts=run.root_ts,
@@ -301,8 +305,9 @@ class Steps:
                 preview=tool.build_preview(self._ctx(run, block["id"]), params),
                 requested_by=requested_by,
                 extra=extra,
+                approvers=self.config.access.card_approvers(),
                 thread_ts=run.root_ts,
-                **run_duties(run, tool.risk, name),
+                **self.config.access.duties(run_duties(run, tool.risk, name)),
             )
             return execution.evolve(gate=Gate.ASK, status=ExecStatus.WAITING), spec
         return execution.evolve(final_input=params), None

@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin, overload
 import jsonschema
 
 from bot.domain.model import Preview, Risk
+from bot.egress import EgressPolicy
 
 MAX_RESULT_CHARS = 20_000
 
@@ -56,6 +57,7 @@ class ToolContext:
     run_id: str = ""
     tool_use_id: str = ""
     http_timeout: float = 30.0
+    egress: EgressPolicy = field(default_factory=EgressPolicy)  # where URLs the model chose may lead
 
 
 PreviewFn = Callable[[ToolContext, dict[str, Any]], Preview | None]

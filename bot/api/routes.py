@@ -12,12 +12,14 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.api import owners
 from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.choices import EXTRA_KEY
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
+from bot.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import InvalidInput, SignoffError
 from bot.service import ApprovalSpec, Service
 from bot.wire import request_json
@@ -26,6 +28,7 @@ from bot.settings import Settings
 log = logging.getLogger(__name__)
 
 MAX_LIST = 200
+MAX_SCAN_PAGES = 20
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
 
@@ -58,15 +61,18 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamResponse:
     if not request.path.startswith("/api/"):
         return await handler(request)
-    tokens = request.app[SETTINGS].api_tokens
+    tokens = request.app[SETTINGS].api_token_specs
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not given or not any(
-        hmac.compare_digest(given.strip().encode(), t.encode()) for t in tokens
-    ):
+    # A header of non-UTF-8 bytes arrives as surrogate escapes: compare bytes, never fail to encode.
+    presented = given.strip().encode("utf-8", "surrogateescape")
+    # Compare with every token (no early exit), so the time taken says nothing about which matched.
+    matches = [t for t in tokens if hmac.compare_digest(presented, t.secret.encode())]
+    if scheme.lower() != "bearer" or not given or not matches:
         response = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer ...)")
         response.headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
         return response
+    request[owners.TOKEN] = matches[0]
     return await handler(request)
 
 
@@ -75,8 +81,8 @@ async def create_approval(request: web.Request) -> web.Response:
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
     channel = channel_or_default(request, body.channel)
-    check_callback(request, body.callback_url)
-    key = idempotency_key(request)
+    await check_callback(request, body.callback_url)
+    key = owners.scoped_key(request, idempotency_key(request))
     timing = parse_timing(body.reminders, body.escalation, body.timeout, risk=body.risk,
                           defaults=service.default_timing or Timing())
     members = await expand_groups(service.directory, body.approvers, timing,
@@ -99,7 +105,8 @@ async def create_approval(request: web.Request) -> web.Response:
         approvers=tuple(dict.fromkeys(body.approvers)),
         callback_url=body.callback_url,
         requested_by=body.requested_by,
-        extra={EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {},
+        extra={**owners.stamp(request),
+               **({EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {})},
         timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
                                if getattr(body, name) is not None),
     )
@@ -112,8 +119,16 @@ async def create_approval(request: web.Request) -> web.Response:
 async def get_approval(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     wait = float_param(request, "wait", default=0.0, low=0.0, high=60.0)
-    found = await service.wait(request.match_info["id"], wait)
+    request_id = request.match_info["id"]
+    owned(request, await service.get(request_id))  # before holding a long-poll for it
+    found = await service.wait(request_id, wait)
     return web.json_response(request_json(found))
+
+
+def owned(request: web.Request, found: Any) -> Any:
+    """`found` if the calling token may see it, else the same 404 as for an unknown id."""
+    owners.check(request, found.extra.get(owners.OWNER), "request", found.id)
+    return found
 
 
 async def list_approvals(request: web.Request) -> web.Response:
@@ -129,7 +144,7 @@ async def list_approvals(request: web.Request) -> web.Response:
         raise InvalidInput(f"status must be one of: {', '.join(s.value for s in Status)}") from None
     limit = int(float_param(request, "limit", default=50, low=1, high=MAX_LIST))
     after = _decode_cursor(request.query.get("cursor"))
-    items = await service.list(status=status, limit=limit + 1, after=after)
+    items = await _visible(request, service, status=status, limit=limit + 1, after=after)
     page, more = items[:limit], len(items) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
     return web.json_response({"items": [request_json(r) for r in page], "next_cursor": next_cursor})
@@ -138,6 +153,7 @@ async def list_approvals(request: web.Request) -> web.Response:
 async def cancel_approval(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body: CancelIn = parse_body(CancelIn, await request.read())
+    owned(request, await service.get(request.match_info["id"]))
     result = await service.cancel(request.match_info["id"], reason=body.reason)
     payload = request_json(result.request)
     if not result.won:
@@ -146,6 +162,28 @@ async def cancel_approval(request: web.Request) -> web.Response:
         return web.json_response({"error": {"code": "not_pending", "message": message}, "request": payload},
                                  status=409)
     return web.json_response(payload)
+
+
+async def redeliver_webhook(request: web.Request) -> web.Response:
+    """POST /api/v1/approvals/{id}/redeliver: the decision's webhook again, for a receiver that lost it."""
+    owned(request, await request.app[SERVICE].get(request.match_info["id"]))
+    delivery = await request.app[SERVICE].redeliver(request.match_info["id"])
+    return web.json_response({"delivery": delivery}, status=202)
+
+
+async def _visible(request: web.Request, service: Service, *, status: Status | None, limit: int,
+                   after: tuple[datetime, str] | None) -> list[Any]:
+    """A page of the requests this token may see (an agent token: its own), in the usual order."""
+    if owners.token_of(request).admin:
+        return await service.list(status=status, limit=limit, after=after)
+    seen: list[Any] = []
+    for _ in range(MAX_SCAN_PAGES):  # bounded: a token that owns few of many requests gets shorter pages
+        batch = await service.list(status=status, limit=MAX_LIST, after=after)
+        seen += [r for r in batch if owners.may_see(request, r.extra.get(owners.OWNER))]
+        if len(seen) >= limit or len(batch) < MAX_LIST:
+            break
+        after = (batch[-1].created_at, batch[-1].id)
+    return seen[:limit]
 
 
 def channel_or_default(request: web.Request, channel: str | None) -> str:
@@ -157,11 +195,20 @@ def channel_or_default(request: web.Request, channel: str | None) -> str:
     return chosen
 
 
-def check_callback(request: web.Request, callback_url: str | None) -> None:
-    """A callback_url is only accepted when the server can sign what it sends there."""
-    if callback_url and not request.app[SETTINGS].webhook_secret:
+async def check_callback(request: web.Request, callback_url: str | None) -> None:
+    """A callback_url is only accepted when the server can sign what it sends there, and when it
+    leads to a public address (or one SIGNOFF_EGRESS_ALLOW opens): see bot.egress."""
+    if not callback_url:
+        return
+    settings = request.app[SETTINGS]
+    if not settings.webhook_secret:
         raise InvalidInput("callback_url needs SIGNOFF_WEBHOOK_SECRET to be set on the server, to sign the webhook",
                            details=[{"field": "callback_url", "message": "server has no webhook secret"}])
+    try:
+        await check_url(callback_url, EgressPolicy.from_entries(settings.egress_allow), unresolvable_ok=True)
+    except EgressRefused as exc:
+        raise InvalidInput(f"callback_url is refused: {exc}",
+                           details=[{"field": "callback_url", "message": str(exc)}]) from None
 
 
 def idempotency_key(request: web.Request) -> str | None:
@@ -208,3 +255,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/approvals", list_approvals)
     app.router.add_get("/api/v1/approvals/{id}", get_approval)
     app.router.add_post("/api/v1/approvals/{id}/cancel", cancel_approval)
+    app.router.add_post("/api/v1/approvals/{id}/redeliver", redeliver_webhook)

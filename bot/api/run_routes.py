@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import replace
 
 from aiohttp import web
 from pydantic import Field, field_validator
@@ -19,6 +20,8 @@ from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION
 from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
 from bot.wire import question_json
+from bot.api import owners
+from bot.api.run_keys import check_run_owner, start_once
 from bot.api.routes import SERVICE, SETTINGS, channel_or_default, check_callback, float_param, idempotency_key
 from bot.api.schemas import Approvers, _Strict, body_hash, parse_body
 from bot.domain.values import CHANNEL_ID
@@ -89,17 +92,25 @@ class QuestionsIn(_Strict):
         return _channel(value)
 
 
+def api_origin(requested_by: str | None) -> str | None:
+    """What an API client says about who asked, kept as text: a value shaped like a Slack user id would
+    render as a mention (a ping, and a person it may not be) and count as the run's starter."""
+    if requested_by is not None and re.match(r"^[UW][A-Z0-9]{1,39}$", requested_by):
+        return f"api:{requested_by}"
+    return requested_by
+
+
 async def create_run(request: web.Request) -> web.Response:
     runs = request.app[RUNS]
     body: RunIn = parse_body(RunIn, await request.read())
     if not request.app[SETTINGS].anthropic_api_key:
         # Accepting it would leave a run `running` that no process can ever drive.
         raise RunsUnavailable(NO_MODEL_KEY)
-    run = await runs.start(NewRun(
-        task=body.task, channel=channel_or_default(request, body.channel),
-        agent=body.agent or request.app[DEFAULT_AGENT], requested_by=body.requested_by,
-    ))
-    response = web.json_response(await runs.run_json(run), status=201)
+    new = NewRun(task=body.task, channel=channel_or_default(request, body.channel),
+                 agent=body.agent or request.app[DEFAULT_AGENT], requested_by=api_origin(body.requested_by))
+    run, created = await start_once(runs, new, owner=owners.token_of(request).name,
+                                    key=owners.scoped_key(request, idempotency_key(request)))
+    response = web.json_response(await runs.run_json(run), status=201 if created else 200)
     response.headers["Location"] = f"/api/v1/runs/{run.id}"
     return response
 
@@ -109,6 +120,7 @@ async def get_run(request: web.Request) -> web.Response:
     run_id = request.match_info["id"]
     wait = float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
     run = await runs.get(run_id)
+    await check_run_owner(request, runs, run_id)
     if wait > 0 and not run.status.is_final:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
@@ -128,6 +140,8 @@ async def get_run(request: web.Request) -> web.Response:
 
 async def cancel_run(request: web.Request) -> web.Response:
     runs = request.app[RUNS]
+    await runs.get(request.match_info["id"])
+    await check_run_owner(request, runs, request.match_info["id"])
     run, asked = await runs.cancel(request.match_info["id"], by=None)
     body = await runs.run_json(run)
     if not asked:
@@ -145,8 +159,8 @@ async def create_question(request: web.Request) -> web.Response:
     problem = check_questions(questions)
     if problem:
         raise InvalidInput(problem, details=[{"field": "questions", "message": problem}])
-    check_callback(request, body.callback_url)
-    key = idempotency_key(request)
+    await check_callback(request, body.callback_url)
+    key = owners.scoped_key(request, idempotency_key(request))
     # The same check as for approvals: a user group Slack does not know is a 400 (nobody could answer).
     members = await expand_groups(service.directory, body.approvers, Timing(), escalation_given=True)
     spec = question_spec(
@@ -154,6 +168,7 @@ async def create_question(request: web.Request) -> web.Response:
         requested_by=body.requested_by, callback_url=body.callback_url, approvers=tuple(dict.fromkeys(body.approvers)),
         approver_users=members,
     )
+    spec = replace(spec, extra={**spec.extra, **owners.stamp(request)})
     created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
     response = web.json_response(question_json(created), status=201 if is_new else 200)
     response.headers["Location"] = f"/api/v1/questions/{created.id}"
@@ -166,6 +181,7 @@ async def get_question(request: web.Request) -> web.Response:
     if not re.match(r"^qst_[0-9a-z]{26}$", question_id):
         raise NotFound(f"no question with id {question_id!r}")
     wait = float_param(request, "wait", default=0.0, low=0.0, high=MAX_WAIT)
+    owners.check(request, (await service.get(question_id)).extra.get(owners.OWNER), "question", question_id)
     found = await service.wait(question_id, wait)
     if found.kind is not Kind.QUESTION:
         raise NotFound(f"no question with id {question_id!r}")

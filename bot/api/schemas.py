@@ -11,11 +11,13 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from bot.domain.batch import BATCH_ACTION, MAX_ITEMS, Item
 from bot.domain.edits import check_schema, validate_params
+from bot.domain.linear import MAX_DEPTH, too_deep_at
 from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from bot.domain.model import Action, Preview, Risk
 from bot.errors import InvalidInput
 
 MAX_PARAMS_BYTES = 256 * 1024
+MAX_BODY_DEPTH = MAX_DEPTH + 4  # params (at depth 2) may nest MAX_DEPTH levels
 MAX_PREVIEW_BYTES = 512 * 1024
 
 
@@ -266,9 +268,16 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         except (UnicodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
             raise InvalidInput(f"body is not valid JSON: {exc}") from None
         except RecursionError:
-            raise InvalidInput("body is not valid JSON: nested too deeply") from None
+            raise InvalidInput("body is not valid JSON: nested too deeply",
+                               details=[{"field": "body", "message": "nested too deeply"}]) from None
     if not isinstance(data, dict):
         raise InvalidInput("body must be a JSON object")
+    where = too_deep_at(data, MAX_BODY_DEPTH)
+    if where is not None:
+        # Checked here, before pydantic or jsonschema recurse into it (both would hit RecursionError).
+        field = ".".join(where[:2]) or "body"
+        raise InvalidInput(f"invalid request body: {field}: is nested more than {MAX_BODY_DEPTH} levels deep",
+                           details=[{"field": field, "message": f"is nested more than {MAX_BODY_DEPTH} levels deep"}])
     try:
         return model.model_validate(data)
     except ValidationError as exc:

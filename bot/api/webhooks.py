@@ -4,7 +4,10 @@ Each POST carries:
     X-Signoff-Timestamp: unix seconds
     X-Signoff-Signature: v1=<hex HMAC-SHA256(secret, "v1:{timestamp}:{raw body}")>
     X-Signoff-Delivery:  a stable id for this delivery (same on every retry; dedupe on it)
-Delivery is at least once: a receiver that answers 2xx is not called again for it.
+Delivery is at least once: a receiver that answers 2xx is not called again for it. Failed attempts
+are retried with capped exponential backoff until SIGNOFF_WEBHOOK_MAX_AGE (default 24 h) or
+SIGNOFF_WEBHOOK_MAX_ATTEMPTS; `POST /api/v1/approvals/{id}/redeliver` sends it again later
+(a new X-Signoff-Delivery id, the same body).
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ import hashlib
 import hmac
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import aiohttp
 
 from bot.clock import Clock
 from bot.domain.model import AuditEvent
+from bot.egress import EgressPolicy, EgressRefused, Unresolvable, check_url
 from bot.metrics import Metrics
 from bot import effects
 from bot.effects import Handler
@@ -27,6 +32,12 @@ from bot.outbox import Dead, Done, Result, Retry, backoff
 from storage.base import OutboxItem
 
 TIMEOUT_SECONDS = 10.0
+DEFAULT_MAX_AGE = timedelta(hours=24)  # SIGNOFF_WEBHOOK_MAX_AGE
+DEFAULT_BACKOFF_CAP = 1800.0  # SIGNOFF_WEBHOOK_BACKOFF_CAP: at most 30 minutes between attempts
+
+
+def _hours(age: timedelta) -> str:
+    return f"{age.total_seconds() / 3600:.1f} h"
 
 
 def sign(secret: str, timestamp: str, body: bytes) -> str:
@@ -54,7 +65,13 @@ class WebhookDelivery:
         metrics: Metrics,
         max_attempts: int,
         timeout: float = TIMEOUT_SECONDS,
+        policy: EgressPolicy | None = None,
+        max_age: timedelta = DEFAULT_MAX_AGE,
+        backoff_cap: float = DEFAULT_BACKOFF_CAP,
     ) -> None:
+        self.max_age = max_age
+        self.backoff_cap = backoff_cap
+        self.policy = policy or EgressPolicy()
         self.timeout = timeout
         self.session = session
         self.secret = secret
@@ -68,14 +85,25 @@ class WebhookDelivery:
     async def __call__(self, item: OutboxItem) -> Result:
         url: str = item.payload["url"]
         body = json.dumps(item.payload["body"], separators=(",", ":")).encode()
-        outcome = await self._post(url, body, item)
+        try:
+            # Checked again at delivery (it was at submit): a name can point elsewhere by now.
+            await check_url(url, self.policy)
+        except Unresolvable as exc:
+            outcome: str | None = str(exc)
+        except EgressRefused as exc:
+            self.metrics.webhook_failures.inc()
+            return Dead(f"refused: {exc}", (self._audit(item, "webhook_failed", {"url": url, "error": str(exc)}),))
+        else:
+            outcome = await self._post(url, body, item)
         if outcome is None:
             return Done(audit=(self._audit(item, "webhook_delivered", {"url": url, "attempts": item.attempts}),))
-        if item.attempts >= self.max_attempts:
+        age = self.clock.now() - item.created_at if item.created_at is not None else timedelta(0)
+        if item.attempts >= self.max_attempts or age >= self.max_age:
             self.metrics.webhook_failures.inc()
-            error = f"gave up after {item.attempts} attempts: {outcome}"
+            error = f"gave up after {item.attempts} attempts over {_hours(age)}: {outcome}"
             return Dead(error, (self._audit(item, "webhook_failed", {"url": url, "error": error}),))
-        return Retry(backoff(item.attempts, base=1.0, cap=600), outcome)
+        # Capped exponential backoff: a receiver down for a deploy (or a night) still gets it.
+        return Retry(backoff(item.attempts, base=1.0, cap=self.backoff_cap), outcome)
 
     async def _post(self, url: str, body: bytes, item: OutboxItem) -> str | None:
         """None on a 2xx answer, else what went wrong."""
@@ -96,6 +124,8 @@ class WebhookDelivery:
                 if 200 <= response.status < 300:
                     return None
                 return f"HTTP {response.status}"
+        except EgressRefused as exc:  # the connector's own check (DNS rebinding since check_url)
+            return str(exc)
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 

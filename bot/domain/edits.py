@@ -17,6 +17,7 @@ from jsonschema.validators import validator_for
 from jsonschema_specifications import REGISTRY as _META_SCHEMAS
 from referencing.exceptions import Unresolvable
 
+from bot.domain.linear import MAX_DEPTH, linear, pattern_problem, too_deep
 from bot.domain.model import Action, Change
 
 ROOT = ""  # the key `validate_params` uses for an error about the parameters as a whole
@@ -74,6 +75,11 @@ def check_schema(schema: Any) -> str | None:
     """
     if not isinstance(schema, dict):
         return "params_schema must be a JSON object"
+    if too_deep(schema):
+        return f"params_schema is nested more than {MAX_DEPTH} levels deep"
+    problem = pattern_problem(schema)  # before jsonschema compiles any of them
+    if problem is not None:
+        return f"params_schema: {problem}"
     try:
         validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
     except SchemaError as exc:
@@ -94,7 +100,9 @@ def validate_params(schema: dict[str, Any], params: dict[str, Any]) -> dict[str,
     problem = check_schema(schema)
     if problem is not None:
         return {ROOT: problem}
-    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    if too_deep(params):
+        return {ROOT: f"is nested more than {MAX_DEPTH} levels deep"}
+    cls = linear(validator_for(schema, default=jsonschema.Draft202012Validator))
     validator = cls(schema, registry=_META_SCHEMAS, format_checker=cls.FORMAT_CHECKER)
     errors: dict[str, str] = {}
     try:

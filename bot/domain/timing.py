@@ -113,6 +113,9 @@ class TimerState:
     escalated_by: str | None = None  # the person who escalated by hand (None: the timer)
     note: str | None = None  # that person's note
     handed_back: bool = False  # the latest move was a hand-back, not an escalation
+    # Everyone who has been an approver of the request (kept from its first escalation on): a
+    # hand-back may give approval back only to them, never to someone who was only notified.
+    approvers_seen: tuple[str, ...] = ()
 
     @property
     def escalated(self) -> bool:

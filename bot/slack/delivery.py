@@ -32,6 +32,7 @@ from bot.slack.blocks import approval_card
 from bot.slack.failures import TRANSIENT_ERRORS, SlackHealth, permanent_failure
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.undelivered import mark_undelivered
+from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace
 from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
@@ -45,16 +46,28 @@ class SlackCall:
     Errors no retry gets past (a bad token, a missing scope, a channel the bot is not in) are a
     `Dead` whose `line` says what to do and whose `details` name the error (see bot.slack.failures);
     429s, 5xx, timeouts and Slack's transient errors are a `Retry`. `health` follows the token's state.
+    Posts are paced per channel (`pace`, bot.slack.pace): a 429 delays only its channel.
     """
 
-    def __init__(self, client: AsyncWebClient, metrics: Metrics, health: SlackHealth | None = None) -> None:
+    def __init__(
+        self, client: AsyncWebClient, metrics: Metrics, health: SlackHealth | None = None,
+        pace: ChannelPace | None = None,
+    ) -> None:
         self.client = client
         self.metrics = metrics
         self.health = health or SlackHealth()
+        self.pace = pace
 
     async def __call__(
         self, method: str, attempt: int, **kwargs: Any
     ) -> tuple[dict[str, Any] | None, Result | None]:
+        channel = kwargs.get("channel") if self.pace is not None else None
+        if isinstance(channel, str) and method in PACED_METHODS:
+            assert self.pace is not None
+            while (wait := self.pace.wait_for(channel)) > 0:
+                if wait > INLINE_WAIT_SECONDS:  # not this channel's turn: free the slot, come back then
+                    return None, Retry(wait, f"{method}: paced for channel {channel}")
+                await asyncio.sleep(wait)
         try:
             response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
             self.health.ok()
@@ -66,6 +79,8 @@ class SlackCall:
             self.metrics.slack_api_errors.labels(method, str(status) if status != 200 else error).inc()
             if status == 429:
                 retry_after = _retry_after(exc.response.headers)
+                if self.pace is not None and isinstance(channel, str):
+                    self.pace.rate_limited(channel, retry_after)
                 return None, Retry(retry_after, f"{method}: 429 rate limited, retry after {retry_after:g}s")
             if status >= 500:
                 self.health.unreachable(f"{method}: HTTP {status}")

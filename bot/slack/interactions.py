@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
+from collections.abc import Coroutine
 from typing import Any
 
 import aiohttp
@@ -86,6 +87,7 @@ class Interactions:
         self.clock = clock
         self.metrics = metrics
         self._deciding = asyncio.Semaphore(DECIDING_AT_ONCE)
+        self._notes: set[asyncio.Task[None]] = set()  # ephemeral notes still being posted
 
     # -- checks shared by every interaction ----------------------------------
 
@@ -130,33 +132,41 @@ class Interactions:
         # A burst of clicks waits here, using no CPU, rather than all at once: the event loop stays
         # free to answer the next clicks' acks promptly (Slack's 3 s), while decisions go at full speed.
         async with self._deciding:
-            await self._approve(click)
+            note = await self._approve(click)
+        if note is not None:
+            # After the slot is released, and in the background: a slow or rate-limited Slack (with
+            # its retries) delays only this person's note, never someone else's decision.
+            self.later(self.tell(click.user_id, click.channel_id, note))
 
-    async def _approve(self, click: Click) -> None:
+    def later(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
+
+    async def _approve(self, click: Click) -> str | None:
+        """Decide; returns the note to tell the clicker, if any (the caller posts it)."""
         checked = await self._check(click.request_id, click.user_id, click, decision="approve")
         if isinstance(checked, Refusal):
-            await self.tell(click.user_id, click.channel_id, checked.text)
-            return
+            return checked.text
         refusal = BATCH_BUTTONS if checked.is_batch else approve_refusal(checked, click.user_id)
         if refusal is not None:  # separation of duties: told why, nothing written
-            await self.tell(click.user_id, click.channel_id, refusal)
-            return
+            return refusal
         if checked.confirm is not None:  # typed confirmation: the modal approves, not the click
-            await self.open_view(click, checked, confirm_modal(checked))
-            return
+            await self.open_view(click, checked, confirm_modal(checked))  # within 3 s of the click: now
+            return None
         result = await self.service.decide(
             checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked
         )
         if result.duplicate:
-            await self.tell(click.user_id, click.channel_id, duplicate_text(result.request))
-        elif result.counted:
-            await self.tell(click.user_id, click.channel_id, counted_text(result.request))
-        elif not result.won:
-            await self.tell(click.user_id, click.channel_id, already_decided_text(result.request))
-        elif _escalated_to(checked) and click.user_id not in (checked.timers.escalated_to if checked.timers else ()):
-            await self.tell(click.user_id, click.channel_id,
-                            f"Approved. This request had been escalated to {_escalated_to(checked)}; your decision "
-                            "counts because you are still one of its approvers.")
+            return duplicate_text(result.request)
+        if result.counted:
+            return counted_text(result.request)
+        if not result.won:
+            return already_decided_text(result.request)
+        if _escalated_to(checked) and click.user_id not in (checked.timers.escalated_to if checked.timers else ()):
+            return (f"Approved. This request had been escalated to {_escalated_to(checked)}; your decision "
+                    "counts because you are still one of its approvers.")
+        return None
 
     async def open_modal(self, click: Click, kind: str) -> None:
         """`kind`: edit, reject or respond ("Reply instead")."""
@@ -221,6 +231,10 @@ class Interactions:
             return None, {}, {first_block: strip_markup(checked.text)}
         if sub.callback_id == blocks.RESPOND_VIEW and not blocks.parse_respond_submission(sub.values):
             return None, {}, {"reason": "Write the reply the agent should get."}
+        if sub.message_ts and checked.card_ts and (sub.message_ts != checked.card_ts or (
+                sub.channel_id and checked.card_channel and sub.channel_id != checked.card_channel)):
+            # The form was opened from another card than this request's: its metadata was tampered with.
+            return None, {}, {first_block: "This form does not belong to that request. Nothing was changed."}
         if checked.is_batch:
             return None, {}, {first_block: strip_markup(BATCH_BUTTONS)}
         if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):

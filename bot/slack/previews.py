@@ -253,7 +253,9 @@ _IMAGE_OR_LINK = re.compile(
     r"\(\s*<?([^()\s<>]*(?:\([^()\s]*\)[^()\s<>]*)*)>?"  # (url
     r"(?:\s+[\"'(][^\n]*?[\"')])?\s*\)"  # optional "title")
 )
-_REFERENCE_DEF = re.compile(r"^( {0,3})\[([^\]]+)\]:[ \t]*", re.MULTILINE)
+# Anywhere, not only at a line's start: inside a list item or a block quote ("- [x]: https://...")
+# a definition is just as live, and a bracketed label before a colon loses nothing without brackets.
+_REFERENCE_DEF = re.compile(r"()\[([^\]]+)\]:[ \t]*")
 
 
 def safe_markdown(text: str) -> str:

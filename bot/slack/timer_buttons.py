@@ -42,8 +42,10 @@ class EscalationChoice:
     step_back: bool
 
 
-def escalate_modal(req: Request, user_id: str) -> dict[str, Any]:
-    """The "Escalate request" modal for `user_id`; its private_metadata is set by the caller."""
+def escalate_modal(req: Request, user_id: str, *, may_pick: bool = True) -> dict[str, Any]:
+    """The "Escalate request" modal for `user_id`; its private_metadata is set by the caller.
+
+    `may_pick`: whether `user_id` may name a person (only those who may decide may hand approval on)."""
     timing, state = req.timing or Timing(), req.timers or TimerState()
     options = []
     upcoming = next_level(timing, state)
@@ -52,7 +54,8 @@ def escalate_modal(req: Request, user_id: str) -> dict[str, Any]:
         options.append(_option(f"Next level ({upcoming.number} of {upcoming.of}{round_})", NEXT))
     if state.escalated and user_id in state.escalated_to and state.escalated_from:
         options.append(_option("Hand it back to whoever escalated it", BACK))
-    options.append(_option("A person I choose (below)", PERSON))
+    if may_pick or not options:
+        options.append(_option("A person I choose (below)", PERSON))
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": plain(one_line(neutralise(req.summary)) or req.action.name, limit=500)},
         {
@@ -150,6 +153,9 @@ class TimerInteractions:
             text += f" The timeout is unchanged ({when(state.expires_at)})."
         await self.interactions.tell(click.user_id, click.channel_id, text)
 
+    async def _may_decide(self, request_id: str, user_id: str) -> bool:
+        return not isinstance(await self.interactions.check(request_id, user_id), Refusal)
+
     async def _check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
         """Approvers may escalate; so may the people it was escalated to (to pass it on or hand it back)."""
         checked = await self.interactions.check(request_id, user_id, click)
@@ -165,7 +171,8 @@ class TimerInteractions:
         if isinstance(checked, Refusal):
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
-        await self.interactions.open_view(click, checked, escalate_modal(checked, click.user_id))
+        may_pick = await self._may_decide(checked.id, click.user_id)
+        await self.interactions.open_view(click, checked, escalate_modal(checked, click.user_id, may_pick=may_pick))
 
     async def check_submission(self, sub: Submission) -> tuple[EscalationChoice | None, dict[str, str]]:
         """Inline errors (for the ack) or the choice to carry out after it."""
@@ -173,6 +180,10 @@ class TimerInteractions:
         if isinstance(checked, Refusal):
             return None, {TARGET_BLOCK: strip_markup(checked.text)}
         choice, errors = parse_escalate_submission(sub.values, sub.user_id)
+        if choice is not None and choice.where == PERSON and not await self._may_decide(checked.id, sub.user_id):
+            # Naming a person makes them an approver: only someone who may decide can hand that on.
+            return None, {PERSON_BLOCK: "You were notified of this request, not made an approver, so you cannot "
+                                        "name a person. Pass it to the next level or hand it back."}
         if choice is not None and choice.where == NEXT and next_level(checked.timing or Timing(),
                                                                       checked.timers or TimerState()) is None:
             return None, {TARGET_BLOCK: "There is no further level any more; pick a person."}

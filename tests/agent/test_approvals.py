@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import email
 import json
+from pathlib import Path
 
+from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from bot.sandbox.model import message, text, tool_use
+from bot.sandbox import SlackEmulator as FakeSlack
+from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox.signed import checkboxes, plain_input
+from tests.harness import start_app
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello,\nyour refund is on its way."}
 
@@ -127,8 +131,15 @@ async def test_two_calls_in_one_turn_share_one_card_one_approved_one_rejected(ag
     assert agent.emails() == []
 
 
-async def test_policy_tiers_low_runs_silently_medium_posts_an_fyi(agent: AgentApp, ) -> None:
+async def test_policy_tiers_low_runs_silently_medium_posts_an_fyi(
+    db_url: str, slack: FakeSlack, model: FakeAnthropic, tmp_path: Path,
+) -> None:
+    """fetch_url asks by default (issue 9); an operator may make it medium, and loopback must be allowed."""
     from aiohttp import web
+
+    running = await start_app(db_url, slack, **agent_env(model, tmp_path, SIGNOFF_FETCH_URL_RISK="medium",
+                                                           SIGNOFF_EGRESS_ALLOW="127.0.0.1"))
+    agent = AgentApp(running, model, tmp_path)
 
     hits: list[str] = []
 
@@ -163,3 +174,4 @@ async def test_policy_tiers_low_runs_silently_medium_posts_an_fyi(agent: AgentAp
         assert not agent.slack.calls_to("views.open")
     finally:
         await runner.cleanup()
+        await running.stop()

@@ -8,6 +8,7 @@ import json
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import checkboxes, radio
+from tests.waits import long_poll_registered
 
 ONE = {"questions": [{"question": "Which environment?", "header": "Env", "options": [
     {"label": "staging"}, {"label": "production", "description": "live customers"}]}]}
@@ -119,7 +120,7 @@ async def test_external_agent_question_over_the_api(agent: AgentApp) -> None:
     card = await agent.app.card(body["id"])
     assert card.thread_ts is None  # a top-level card in the channel
     waiter = asyncio.create_task(agent.app.api("GET", f"/api/v1/questions/{body['id']}?wait=10"))
-    await asyncio.sleep(0.05)
+    await long_poll_registered(agent.app.url)
     buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
     await agent.app.slack_client.block_action(
         user="U3", user_name="carol", action_id=buttons[1]["action_id"], value=body["id"], block_id="signoff_q0",

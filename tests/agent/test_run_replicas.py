@@ -10,6 +10,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.test_crash import Server
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator
+from tests.waits import long_poll_registered
 
 
 async def test_a_long_poll_on_a_run_returns_when_another_process_ends_it(
@@ -29,7 +30,7 @@ async def test_a_long_poll_on_a_run_returns_when_another_process_ends_it(
         run = await driver.post("/api/v1/runs", {"task": "Tell ops we deploy", "channel": "C1"})
         request_id, card = await driver.waiting_card(run["id"], "toolu_email")
         waiting = asyncio.create_task(watcher.get(f"/api/v1/runs/{run['id']}?wait=60"))
-        await asyncio.sleep(0.3)  # let the long-poll reach the other process and register
+        await long_poll_registered(watcher.proc.url)  # the long-poll reached the other process and registered
         assert not waiting.done()
         await driver.approve(request_id, card)  # the driver's runner resumes and finishes the run
         ended = await asyncio.wait_for(waiting, 20)  # woken by the end, not by its 60 s wait running out

@@ -81,7 +81,7 @@ def test_demo_tools_are_tiered_and_declared_for_the_api() -> None:
     tools = demo_toolset()
     tiers = {t.name: (t.risk.value, t.idempotent) for t in tools}
     assert tiers == {
-        "list_files": ("low", True), "read_file": ("low", True), "fetch_url": ("medium", True),
+        "list_files": ("low", True), "read_file": ("low", True), "fetch_url": ("high", True),
         "write_file": ("high", True), "delete_file": ("critical", False), "send_email": ("high", False),
         "call_webhook": ("high", False),
     }

@@ -19,6 +19,7 @@ from bot.api.webhooks import verify
 from bot.domain.params_hash import params_sha256
 from bot.sandbox import SlackEmulator
 from tests.harness import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
+from tests.waits import long_poll_registered
 
 APPROVALS = "/api/v1/approvals"
 
@@ -56,7 +57,8 @@ async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: f
 async def clocked(db_url: str, slack: SlackEmulator) -> AsyncIterator[tuple[App, ShiftedClock]]:
     """The app on a clock the test moves forward, so retries fall due without sleeping."""
     clock = ShiftedClock()
-    running = await start_app(db_url, slack, clock=clock, SIGNOFF_WEBHOOK_MAX_ATTEMPTS="3")
+    running = await start_app(db_url, slack, clock=clock, SIGNOFF_WEBHOOK_MAX_ATTEMPTS="3",
+                              SIGNOFF_EGRESS_ALLOW="127.0.0.1")  # the receivers listen on loopback
     try:
         yield running, clock
     finally:
@@ -390,8 +392,7 @@ async def test_wait_returns_a_decided_request_at_once_and_a_pending_one_after_th
 async def test_waiting_poll_is_woken_by_a_cancel(app: App) -> None:
     req = await app.submit()
     waiter = asyncio.create_task(app.api("GET", f"{APPROVALS}/{req['id']}?wait=30"))
-    # Let the poll register; the result does not depend on it (the service re-reads after registering).
-    await asyncio.sleep(0.05)
+    await long_poll_registered(app.url)  # a cancel that wakes a registered poll is what this tests
     status, _ = await app.api("POST", f"{APPROVALS}/{req['id']}/cancel", json={"reason": "user left"})
     assert status == 200
     status, body = await asyncio.wait_for(waiter, 10)
@@ -547,7 +548,18 @@ async def webhook_item(app: App, request_id: str) -> Any:
     return item
 
 
-async def test_webhook_is_signed_and_delivered_once(app: App) -> None:
+@pytest_asyncio.fixture
+async def loopback_hooks(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
+    """The app with loopback opened to webhooks (SIGNOFF_EGRESS_ALLOW): the test receivers listen there."""
+    running = await start_app(db_url, slack, SIGNOFF_EGRESS_ALLOW="127.0.0.1")
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def test_webhook_is_signed_and_delivered_once(loopback_hooks: App) -> None:
+    app = loopback_hooks
     async with Receiver([200]) as receiver:
         req = await app.submit(callback_url=receiver.url)
         assert req["callback_url"] == receiver.url

@@ -285,6 +285,26 @@ async def test_forged_modal_metadata_is_refused(app: App) -> None:
         values={"reason": {"value": plain_input("x")}},
     )
     assert resp.json()["response_action"] == "errors"
+    # Well-formed metadata of one request's form, with another request's id swapped in: refused too.
+    opened_on, other = await app.submit(), await app.submit(summary="Another request")
+    await app.card(opened_on["id"])
+    await app.card(other["id"])
+    await settle(app)
+    before = await snapshot(app, other["id"])
+    await app.click(opened_on["id"], "U1", action="signoff_reject", user_name="alice")
+    [opened] = await app.slack.wait_for("views.open")
+    meta = json.loads(opened.args["view"]["private_metadata"])
+    assert meta["request_id"] == opened_on["id"]
+    forged = json.dumps({**meta, "request_id": other["id"]})
+    resp = await app.slack_client.view_submission(
+        user="U1", callback_id="signoff_reject", private_metadata=forged,
+        values={"reason": {"value": plain_input("x")}},
+    )
+    assert resp.json()["response_action"] == "errors", resp.text
+    await settle(app)
+    assert await snapshot(app, other["id"]) == before
+    _, body = await app.api("GET", f"/api/v1/approvals/{other['id']}")
+    assert body["status"] == "pending"
 
 
 async def test_non_approver_modal_submission_is_refused_after_ack(app: App) -> None:

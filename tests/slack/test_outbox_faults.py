@@ -14,6 +14,7 @@ import pytest
 from bot.sandbox import SlackEmulator
 from tests.harness import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body, start_app
 from bot.sandbox.signed import SlackClient
+from tests.waits import long_poll_registered, more_sweeps
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 # Short lease so a restarted process may take over a dead one's delivery within the test.
@@ -249,8 +250,8 @@ async def test_killed_between_storing_click_and_updating_card(servers: Any, slac
     assert card.update_count == 1
     assert not any(b["type"] == "actions" for b in card.blocks)
     assert "U1" in str(card.blocks)
-    # Exactly once: give the new process a full sweep and lease period to do anything more.
-    await asyncio.sleep(2.5)
+    # Exactly once: let the new process sweep its outbox several more times (past the lease).
+    await more_sweeps(second.url, "outbox", 5)
     assert card.update_count == 1
     assert (await _get(second.url, req["id"]))["decision"]["decided_by"]["id"] == "U1"
 
@@ -260,7 +261,7 @@ async def test_long_poll_on_one_process_returns_when_another_decides(servers: An
     req = await _submit(waiter_side.url)
     stored = await _card_stored(waiter_side.url, req["id"])
     waiting = asyncio.create_task(_get(waiter_side.url, req["id"], wait=30))
-    await asyncio.sleep(0.3)  # let the long-poll reach the server and register
+    await long_poll_registered(waiter_side.url)  # the long-poll reached the server and registered
     assert not waiting.done()
     async with SlackClient(click_side.url, SIGNING_SECRET, fake=slack) as clicker:
         resp = await clicker.block_action(user="U2", user_name="bob", action_id="signoff_approve",

@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.harness import App
+from tests.waits import long_poll_registered
 
 
 async def test_submit_card_click_resume(app: App) -> None:
@@ -11,7 +12,7 @@ async def test_submit_card_click_resume(app: App) -> None:
     card = await app.card(req["id"])
     assert card.channel == "C1"
     waiter = asyncio.create_task(app.api("GET", f"/api/v1/approvals/{req['id']}?wait=10"))
-    await asyncio.sleep(0.05)
+    await long_poll_registered(app.url)
     resp = await app.click(req["id"], "U1")
     assert resp.status == 200, resp.text
     status, body = await waiter

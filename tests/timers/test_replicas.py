@@ -17,6 +17,7 @@ from tests.fakes.clock import ClockFile
 from bot.sandbox import SlackEmulator
 from tests.harness import App, ServerProcess
 from tests.timers.procs import calls, client, log_tail, quiet, server_env
+from tests.waits import more_sweeps
 
 N = 200
 
@@ -63,7 +64,9 @@ async def test_two_processes_sweep_200_due_requests_and_send_each_message_once(
         await calls(slack, clock, "chat.postMessage", 4 * N)
         await calls(slack, clock, "chat.update", N)
         await quiet(store, clock, timeout=60)
-        await asyncio.sleep(0.5)  # ten more sweeps in each process: nothing more may come
+        for server in servers:  # ten more sweeps in each process: nothing more may come
+            await more_sweeps(server.url, "timers", 10)
+            await more_sweeps(server.url, "outbox", 10)
         await quiet(store, clock)
 
         posts = slack.calls_to("chat.postMessage", ok_only=False)

@@ -12,6 +12,7 @@ from bot.sandbox import SlackEmulator
 from tests.harness import ServerProcess
 from tests.timers.helpers import TIMELINE
 from tests.timers.procs import calls, client, log_tail, quiet, server_env, thread_posts
+from tests.waits import long_poll_registered, more_sweeps
 
 
 async def test_killed_mid_timeline_a_new_process_skips_nothing_and_sends_nothing_twice(
@@ -57,13 +58,14 @@ async def test_killed_mid_timeline_a_new_process_skips_nothing_and_sends_nothing
         await quiet(store, clock)
 
         poll = asyncio.create_task(api.api("GET", f"/api/v1/approvals/{req['id']}?wait=30"))
-        await asyncio.sleep(0.1)
+        await long_poll_registered(third.url)
         clock.advance(minutes=20)  # 60m: the timeout
         status, final = await poll
         assert status == 200 and final["status"] == "expired", (final, log_tail(first, second, third))
         await calls(slack, clock, "chat.update", 2)
         await quiet(store, clock)
-        await asyncio.sleep(0.3)  # several more sweeps of the survivor: still nothing new
+        await more_sweeps(third.url, "timers", 5)  # several more sweeps of the survivor: still nothing new
+        await more_sweeps(third.url, "outbox", 5)
 
         assert [c.args["text"].split(":")[0] for c in thread_posts(slack, card.ts)] == [
             "⏰ Reminder 1 of 2", "⏰ Reminder 2 of 2", "⬆️ Escalated to <@UMGR> (level 1 of 1)"]

@@ -10,6 +10,7 @@ from bot.domain.params_hash import params_sha256
 from tests.fakes.clock import FakeClock
 from tests.harness import App
 from tests.timers.helpers import TIMELINE, context_texts, describe, effects, settle, tick
+from tests.waits import long_poll_registered
 
 
 async def test_reminders_escalation_and_timeout_in_order(tapp: App, clock: FakeClock) -> None:
@@ -57,7 +58,7 @@ async def test_reminders_escalation_and_timeout_in_order(tapp: App, clock: FakeC
     assert effects(slack, mark) == []  # reminders are used up; nothing else is due before the timeout
 
     poll = asyncio.create_task(app.api("GET", f"/api/v1/approvals/{req['id']}?wait=10"))
-    await asyncio.sleep(0.05)
+    await long_poll_registered(app.url)
     await tick(app, clock, minutes=10)  # 60m: the timeout
     status, final = await poll
     assert status == 200 and final["status"] == "expired"

@@ -35,7 +35,7 @@ def test_minimal_settings_and_defaults() -> None:
     assert settings.slack_api_url == "https://slack.com/api/"
     assert settings.database_url == "sqlite:///signoff.db" and settings.is_sqlite
     assert settings.port == 3000 and settings.api_tokens == () and settings.webhook_secret is None
-    assert settings.socket_mode is False and settings.webhook_max_attempts == 8
+    assert settings.socket_mode is False and settings.webhook_max_attempts == 200
 
 
 def test_values_are_parsed() -> None:

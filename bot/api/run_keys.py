@@ -1,0 +1,59 @@
+"""`POST /api/v1/runs` with an Idempotency-Key, and which token a run belongs to.
+
+A key maps to a deterministic run id (a hash of the token-scoped key), so a retried POST can
+never start a second run: the second insert fails on the primary key, and the run stored by the
+first is returned (200) if it was started with the same body, else 409 idempotency_key_reused.
+A run's owner is the token named in its `run_created` audit row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from aiohttp import web
+from sqlalchemy.exc import IntegrityError
+
+from bot.agent.run_service import RunService
+from bot.api import owners
+from bot.domain.runs import NewRun, Run
+from bot.errors import IdempotencyMismatch
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def run_id_for(key: str) -> str:
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:17], "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_ALPHABET[digest & 31])
+        digest >>= 5
+    return "run_" + "".join(chars)
+
+
+def _same(run: Run, new: NewRun) -> bool:
+    return (run.task, run.channel, run.agent, run.requested_by) == (new.task, new.channel, new.agent,
+                                                                    new.requested_by)
+
+
+async def start_once(runs: RunService, new: NewRun, *, owner: str, key: str | None) -> tuple[Run, bool]:
+    """(the run, whether this call started it)."""
+    if key is None:
+        return await runs.start(new, owner=owner), True
+    run_id = run_id_for(key)
+    existing = await runs.runs.get_run(run_id)
+    if existing is None:
+        try:
+            return await runs.start(new, owner=owner, run_id=run_id), True
+        except IntegrityError:  # a concurrent POST with the same key won the insert
+            existing = await runs.get(run_id)
+    if not _same(existing, new):
+        raise IdempotencyMismatch("Idempotency-Key was already used for a different run")
+    return existing, False
+
+
+async def check_run_owner(request: web.Request, runs: RunService, run_id: str) -> None:
+    if owners.token_of(request).admin:
+        return
+    events = await runs.service.store.audit_events(run_id)
+    owner = next((e.data.get(owners.OWNER) for e in events if e.type == "run_created"), None)
+    owners.check(request, owner, "run", run_id)

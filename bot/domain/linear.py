@@ -1,0 +1,147 @@
+"""Bounded work on untrusted JSON: nesting limits, and JSON Schema regexes on a linear-time engine.
+
+Invariants:
+- Nothing here recurses on the input's own nesting before `too_deep` has bounded it (the check
+  itself is iterative), so a 10,000-deep body is a clear refusal, never a RecursionError.
+- `pattern`, `patternProperties` (and `additionalProperties`, which consults it) are matched with
+  RE2, whose matching time is linear in the text: `^(a+)+$` against "aaaa...!" takes microseconds,
+  not seconds of a stalled event loop. A pattern RE2 cannot run (back-references, look-around) is
+  refused when the schema is submitted, with the reason.
+- `unevaluatedProperties` next to `patternProperties` is refused: jsonschema would match those
+  patterns with Python's backtracking engine there.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from typing import Any
+
+import re2
+from jsonschema import FormatChecker
+from jsonschema.exceptions import ValidationError
+from jsonschema.validators import extend
+
+MAX_DEPTH = 32  # nesting of parameters and of a params_schema (objects and lists)
+MAX_PATTERN_CHARS = 1000
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """True if `value` nests objects/lists more than `limit` levels (checked without recursion)."""
+    return too_deep_at(value, limit) is not None
+
+
+def too_deep_at(value: Any, limit: int) -> list[str] | None:
+    """The path (keys and indexes) to a container nested deeper than `limit`, or None."""
+    stack: list[tuple[Any, list[str]]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            children: Any = [(str(k), v) for k, v in item.items()]
+        elif isinstance(item, list | tuple):
+            children = [(str(i), v) for i, v in enumerate(item)]
+        else:
+            continue
+        if len(path) >= limit:
+            return path
+        stack.extend((child, [*path, key]) for key, child in children)
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str) -> Any:
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+def search(pattern: str, text: str) -> bool:
+    return _compiled(pattern).search(text) is not None
+
+
+def _walk(schema: Any) -> Iterator[dict[str, Any]]:
+    stack = [schema]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def pattern_problem(schema: Any) -> str | None:
+    """None if every regex in `schema` can run on RE2 and is short enough, else the reason."""
+    has_pattern_properties = has_unevaluated = False
+    for node in _walk(schema):
+        patterns = []
+        if isinstance(node.get("pattern"), str):
+            patterns.append(node["pattern"])
+        if isinstance(node.get("patternProperties"), dict):
+            has_pattern_properties = True
+            patterns.extend(node["patternProperties"])
+        has_unevaluated = has_unevaluated or "unevaluatedProperties" in node
+        for pattern in patterns:
+            if len(pattern) > MAX_PATTERN_CHARS:
+                return f"a pattern is longer than {MAX_PATTERN_CHARS} characters"
+            try:
+                _compiled(pattern)
+            except re2.error as exc:
+                reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+                return (f"pattern {pattern[:80]!r} is not supported ({reason}); patterns run on RE2: "
+                        "no back-references or look-around")
+    if has_pattern_properties and has_unevaluated:
+        return "unevaluatedProperties cannot be combined with patternProperties here"
+    return None
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, extra: Any, instance: Any, schema: Any) -> Iterator[Any]:
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = list(schema.get("patternProperties", {}))
+    extras = [k for k in instance if k not in properties and not any(search(p, k) for p in patterns)]
+    if validator.is_type(extra, "object"):
+        for key in extras:
+            yield from validator.descend(instance[key], extra, path=key)
+    elif not extra and extras:
+        shown = ", ".join(repr(k) for k in sorted(extras))
+        yield ValidationError(f"Additional properties are not allowed ({shown} unexpected)")
+
+
+def _regex_format(instance: object) -> bool:
+    if not isinstance(instance, str):
+        return True
+    try:
+        _compiled(instance)
+    except re2.error:
+        return False
+    return True
+
+
+@functools.cache
+def linear(cls: Any) -> Any:
+    """`cls` (a jsonschema validator class) with its regex keywords on RE2."""
+    checker = FormatChecker()
+    checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
+    checker.checkers["regex"] = (_regex_format, ())
+    extended = extend(cls, validators={  # type: ignore[no-untyped-call]
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    }, format_checker=checker)
+    return extended

@@ -1,0 +1,61 @@
+"""Slack's pace (about one chat.postMessage per second per channel): a burst into one channel posts
+every card without a 429 storm, and a 429 delays only its own channel."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest_asyncio
+
+from bot.sandbox import SlackEmulator as FakeSlack
+from tests.harness import App, ShiftedClock, approval_body, start_app
+
+BURST = 100
+
+
+@pytest_asyncio.fixture
+async def paced(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
+    # Slack's limit and our pace, scaled down (Slack 20x, our pace ~8x: a margin for the network), so that the burst takes seconds, not minutes.
+    slack.pace(0.05)
+    running = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0.12")
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def test_a_burst_into_one_channel_posts_every_card_without_a_429(paced: App) -> None:
+    app, slack = paced, paced.slack
+
+    async def submit(n: int) -> None:
+        status, body = await app.api("POST", "/api/v1/approvals", json=approval_body(summary=f"Refund {n}"))
+        assert status == 201, body
+
+    await asyncio.gather(*(submit(n) for n in range(BURST)))
+    posted = await slack.wait_for("chat.postMessage", count=BURST, timeout=60)
+    assert len(posted) == BURST
+    limited = [c for c in slack.calls_to("chat.postMessage", ok_only=False) if c.status == 429]
+    print(f"\n{BURST} cards into one channel: {len(limited)} answers of 429")
+    assert limited == []
+
+
+async def test_a_429_delays_only_its_own_channel(db_url: str, slack: FakeSlack) -> None:
+    clock = ShiftedClock()
+    slack.add_channel("C2", "other")
+    app = await start_app(db_url, slack, clock=clock, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="1")
+    try:
+        slack.fail("chat.postMessage", status=429, retry_after=30)
+        first = await app.submit(channel="C1")
+        await slack.wait_for("chat.postMessage", ok_only=False)  # C1's post: 429, back in 30 s
+        second = await app.submit(channel="C2")
+        card = await app.card(second["id"])  # C2 is not held back by C1's 429
+        assert card.channel == "C2"
+        _, body = await app.api("GET", f"/api/v1/approvals/{first['id']}")
+        assert body["card"] is None
+        clock.advance(31)
+        assert app.signoff is not None
+        await app.signoff.dispatcher.drain()
+        assert (await app.card(first["id"])).channel == "C1"
+    finally:
+        await app.stop()

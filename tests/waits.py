@@ -1,0 +1,45 @@
+"""Test-side waits for observable state over HTTP (never a fixed sleep that hopes something happened).
+
+`metric` reads one sample from a running Signoff's /metrics (in this process or another);
+`until_metric` waits until it reaches a value: a long-poll registered (`signoff_long_polls`),
+N more sweeps ran (`signoff_sweeps_total{kind=...}`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+
+async def metric(url: str, name: str, **labels: str) -> float:
+    async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
+        text = await resp.text()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+async def until_metric(url: str, name: str, at_least: float, *, timeout: float = 20.0, **labels: str) -> float:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await metric(url, name, **labels)
+        if value >= at_least:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"{name}{labels} stayed at {value}, expected at least {at_least}")
+        await asyncio.sleep(0.01)  # test-side only: polling the observable state
+
+
+async def long_poll_registered(url: str, count: int = 1) -> None:
+    await until_metric(url, "signoff_long_polls", count)
+
+
+async def more_sweeps(url: str, kind: str, more: int) -> None:
+    """Until `more` further sweeps of `kind` ("outbox", "timers") finished in that process."""
+    now = await metric(url, "signoff_sweeps_total", kind=kind)
+    await until_metric(url, "signoff_sweeps_total", now + more, kind=kind)
