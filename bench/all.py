@@ -191,6 +191,9 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
         await slack.start()
         server = signoff_server(f"all-{engine}", db_url, slack.url, workdir)
         server.env["SIGNOFF_POLICY"] = str(policy_path)
+        # Every card goes to one channel (C1): Slack's pace (1 card/s per channel) would be the only
+        # figure measured. Off here: these phases measure Signoff's own costs.
+        server.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
         client = Client()
         try:
             await server.start()
@@ -259,6 +262,7 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
         finally:
             await store.close()
         again = signoff_server(f"all-{engine}-pending", db_url, slack.url, workdir)
+        again.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
         again.env["SIGNOFF_LONGPOLL_PER_TOKEN"] = again.env["SIGNOFF_LONGPOLL_MAX"] = str(2 * args.polls)
         client = Client()
         try:
