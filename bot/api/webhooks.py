@@ -33,7 +33,7 @@ from storage.base import OutboxItem
 
 TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_AGE = timedelta(hours=24)  # SIGNOFF_WEBHOOK_MAX_AGE
-DEFAULT_BACKOFF_CAP = 1800.0  # SIGNOFF_WEBHOOK_BACKOFF_CAP: at most 30 minutes between attempts
+DEFAULT_BACKOFF_CAP = 1800.0  # SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS: at most 30 minutes between attempts
 
 
 def _hours(age: timedelta) -> str:

@@ -21,7 +21,9 @@ def as_(token: str) -> dict[str, str]:
 
 @pytest_asyncio.fixture
 async def scoped(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, SIGNOFF_API_TOKENS=TOKENS, SIGNOFF_DEFAULT_CHANNEL="C1")
+    # Runs need a model key to be accepted; the model is never reached here (loopback, closed port).
+    running = await start_app(db_url, slack, SIGNOFF_API_TOKENS=TOKENS, SIGNOFF_DEFAULT_CHANNEL="C1",
+                              ANTHROPIC_API_KEY="test-key", ANTHROPIC_BASE_URL="http://127.0.0.1:9")
     try:
         yield running
     finally:

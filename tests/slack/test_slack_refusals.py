@@ -129,7 +129,15 @@ async def test_channel_not_found_and_archived_are_not_retried(app: App) -> None:
     assert len(app.slack.calls_to("chat.postMessage")) == 2
 
 
-async def test_the_agents_webhook_hears_of_it(app: App) -> None:
+async def test_the_agents_webhook_hears_of_it(db_url: str, slack: SlackEmulator) -> None:
+    app = await start_app(db_url, slack, SIGNOFF_EGRESS_ALLOW="127.0.0.1")  # the receiver listens on loopback
+    try:
+        await _undelivered_webhook(app)
+    finally:
+        await app.stop()
+
+
+async def _undelivered_webhook(app: App) -> None:
     async with Receiver([200]) as receiver:
         app.slack.error("chat.postMessage", "not_in_channel")
         req = await app.submit(callback_url=receiver.url)
