@@ -498,11 +498,7 @@ class Service:
 
     async def record_card(self, unit: Unit, request_id: str, channel: str, ts: str) -> None:
         """Store where the card was posted. Runs inside the outbox item's own unit."""
-        request = await unit.get_request(request_id)
-        if request is None or request.card_ts:
-            return
         now = self.clock.now()
-        updated = request.evolve(card_channel=channel, card_ts=ts, updated_at=now)
-        if not await unit.update_request(updated, expected_version=request.version):
-            raise RuntimeError("request changed while storing its card ts")  # the unit rolls back; retried
+        if not await unit.store_card(request_id, channel, ts, now):
+            return
         await unit.append_audit(AuditEvent(request_id, "posted", now, None, {"channel": channel, "ts": ts}))

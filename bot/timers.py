@@ -44,7 +44,7 @@ from bot.domain.transitions import IllegalTransition, next_status
 from bot import effects
 from bot.homes import republish_homes, user_ids
 from bot.service import Guarded, LostRace, Service
-from storage.base import Unit
+from storage.base import OutboxItem, Unit
 
 log = logging.getLogger(__name__)
 
@@ -111,15 +111,15 @@ class Timers:
         timeouts: list[tuple[Request, Expire]] = []
         async with self.store.unit() as unit:
             due = [r for r in await unit.claim_due_requests(now, limit=self.batch) if r.id not in stuck]
+            reminders = _Reminders()
             for request in due:
                 timing, state = request.timing or Timing(), request.timers or TimerState()
                 step = next_action(timing, state, now)
                 if isinstance(step, Expire):
                     timeouts.append((request, step))  # decided after this unit, on the guarded decide path
                 elif isinstance(step, Remind):
-                    if await self._remind(unit, request, step, now):
-                        report.reminded += 1
-                        changed.append(request.id)
+                    reminders.add(request, step, now, self.sweeper)
+                    changed.append(request.id)
                 elif isinstance(step, Escalate):
                     if await self._escalate(unit, request, step, now, holders=self._holders(request)):
                         report.escalated += 1
@@ -128,6 +128,7 @@ class Timers:
                     fixed = request.evolve(next_due_at=next_due(state))
                     if await unit.update_request(fixed, expected_version=request.version):
                         changed.append(request.id)
+            report.reminded += await reminders.write(unit)
             for request_id in changed:
                 self.service.touch(unit, request_id)
         return len(due), timeouts
@@ -324,3 +325,35 @@ def _with(approvers: tuple[str, ...], added: Iterable[str]) -> tuple[str, ...]:
     if not approvers:
         return approvers
     return tuple(dict.fromkeys([*approvers, *added]))
+
+
+class _Reminders:
+    """A round's reminders, written together: one executemany each for the rows, audit and outbox.
+
+    Exactly once as before: the claim holds the rows (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite:
+    the unit's write lock from BEGIN IMMEDIATE) until the unit commits, so every guarded write of the
+    batch succeeds; if one did not, the whole unit rolls back and no reminder of the round is sent.
+    """
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[Request, int]] = []
+        self.audits: list[AuditEvent] = []
+        self.items: list[OutboxItem] = []
+
+    def add(self, request: Request, step: Remind, now: datetime, sweeper: str) -> None:
+        assert request.timing is not None and request.timers is not None
+        timers = after_remind(request.timing, request.timers, now)
+        self.updates.append((request.evolve(timers=timers, next_due_at=next_due(timers), updated_at=now),
+                             request.version))
+        self.audits.append(AuditEvent(request.id, "reminded", now, None,
+                                      {"number": step.number, "of": step.of, "sweeper": sweeper}))
+        self.items.append(effects.remind(request.id, step.number, step.of, now))
+
+    async def write(self, unit: Unit) -> int:
+        if not self.updates:
+            return 0
+        if await unit.update_requests(self.updates) != len(self.updates):
+            raise LostRace("a claimed request changed during the sweep")  # rolls the round back
+        await unit.append_audits(self.audits)
+        await unit.enqueue_many(self.items)
+        return len(self.updates)

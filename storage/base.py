@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -194,6 +194,39 @@ class Unit(abc.ABC):
     @abc.abstractmethod
     async def set_card_permalink(self, request_id: str, permalink: str) -> None:
         """Store the card's permalink. Not request state: no version bump, no guard."""
+
+    async def update_requests(self, updates: Sequence[tuple[Request, int]]) -> int:
+        """Several guarded writes (`request`, `expected_version`) at once; how many rows were written.
+
+        The SQL store sends them as one executemany; this default writes them one by one. Each write
+        keeps its version guard, but asyncpg reports no row counts for an executemany: there the
+        count is the number sent, so callers hold the rows first (the timer sweep's claim locks them).
+        """
+        return sum([await self.update_request(r, expected_version=v) for r, v in updates])
+
+    async def append_audits(self, events: Sequence[AuditEvent]) -> None:
+        """Several audit rows at once (one executemany in the SQL store)."""
+        for event in events:
+            await self.append_audit(event)
+
+    async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
+        """Several outbox items at once; like `enqueue`, an item whose dedupe key is taken is skipped."""
+        for item in items:
+            await self.enqueue(item)
+
+    async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
+        """Store where the request's card was posted, unless a card is stored already (or no such request).
+
+        True if this call stored it (the version goes up by one, as with any write of the request).
+        The SQL store does it in one guarded UPDATE; this default reads and writes.
+        """
+        request = await self.get_request(request_id)
+        if request is None or request.card_ts:
+            return False
+        updated = request.evolve(card_channel=channel, card_ts=ts, updated_at=now)
+        if not await self.update_request(updated, expected_version=request.version):
+            raise RuntimeError("request changed while storing its card ts")  # the unit rolls back; retried
+        return True
 
 
 class Store(abc.ABC):

@@ -12,7 +12,7 @@ Dialect differences stay in small private helpers:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -51,6 +51,9 @@ from storage.schema import (
     requests,
     votes,
 )
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
 from storage.urls import async_url
 
 U = TypeVar("U", bound="SqlUnit")
@@ -71,6 +74,29 @@ def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
         .limit(limit)
     )
     return due.with_for_update(skip_locked=True) if postgres else due
+
+
+_STORE_CARD = (
+    requests.update()
+    .where(requests.c.id == sa.bindparam("rid"), requests.c.card_ts.is_(None))
+    .values(card_channel=sa.bindparam("b_channel"), card_ts=sa.bindparam("b_ts"), updated_at=sa.bindparam("b_now"),
+            version=requests.c.version + 1)
+)
+
+
+_UPDATE_REQUESTS: dict[tuple[str, ...], Any] = {}
+
+
+def _update_requests_statement(names: tuple[str, ...]) -> Any:
+    """The guarded write of `update_request` with bound parameters only, for executemany (built once)."""
+    stmt = _UPDATE_REQUESTS.get(names)
+    if stmt is None:
+        stmt = _UPDATE_REQUESTS[names] = (
+            requests.update()
+            .where(requests.c.id == sa.bindparam("b_id"), requests.c.version == sa.bindparam("b_expected"))
+            .values(version=sa.bindparam("b_version"), **{n: sa.bindparam(f"b_{n}") for n in names})
+        )
+    return stmt
 
 
 class SqlUnit(Unit):
@@ -114,9 +140,10 @@ class SqlUnit(Unit):
             "requester_user": request.requester_user,
             **mutable_columns(request),
         }
+        # No SAVEPOINT around it (two more statements per submit): a duplicate key ends the whole unit,
+        # which rolls back, and the caller reads the key's holder in a fresh one (Service.submit).
         try:
-            async with self.conn.begin_nested():
-                await self.conn.execute(requests.insert().values(**values))
+            await self.conn.execute(requests.insert(), values)
         except IntegrityError as exc:
             if request.idempotency_key is not None:
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
@@ -267,6 +294,38 @@ class SqlUnit(Unit):
         await self.conn.execute(
             requests.update().where(requests.c.id == request_id).values(card_permalink=permalink)
         )
+
+    async def update_requests(self, updates: Sequence[tuple[Request, int]]) -> int:
+        if not updates:
+            return 0
+        rows = [(r.id, v, mutable_columns(r)) for r, v in updates]
+        params = [{"b_id": rid, "b_expected": v, "b_version": v + 1, **{f"b_{k}": x for k, x in cols.items()}}
+                  for rid, v, cols in rows]
+        result = await self.conn.execute(_update_requests_statement(tuple(rows[0][2])), params)
+        # asyncpg reports no rowcount for executemany; its rows are locked by the caller's claim anyway.
+        return int(result.rowcount) if result.rowcount >= 0 else len(updates)
+
+    async def append_audits(self, events: Sequence[AuditEvent]) -> None:
+        if events:
+            await self.conn.execute(audit_events.insert(), [
+                {"request_id": e.request_id, "type": e.type, "actor": e.actor, "data": e.data, "at": e.at}
+                for e in events])
+
+    async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
+        if not items:
+            return
+        insert = pg_insert if self._postgres else sqlite_insert
+        stmt = insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"])
+        result = await self.conn.execute(stmt, [
+            {"request_id": i.request_id, "kind": i.kind, "dedupe_key": i.dedupe_key, "payload": i.payload,
+             "status": "pending", "attempts": 0, "failures": 0, "next_attempt_at": i.next_attempt_at or i.created_at,
+             "created_at": i.created_at} for i in items])
+        self.enqueued += result.rowcount if result.rowcount >= 0 else len(items)  # only wakes the dispatcher
+
+    async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
+        # One statement, no read: the guard is `card_ts IS NULL`, so a second post's ts never replaces it.
+        result = await self.conn.execute(_STORE_CARD, {"rid": request_id, "b_channel": channel, "b_ts": ts, "b_now": now})
+        return bool(result.rowcount == 1)
 
     async def _inserted(self, stmt: Any) -> bool:
         return (await self.conn.execute(stmt)).rowcount == 1

@@ -44,8 +44,8 @@ class BatchPages:
 
     async def post(self, item: OutboxItem) -> Result:
         """The card; for a batch of several pages, the pages' posts join the unit storing its ts."""
-        result = await self.cards.post(item)
-        request = await self.service.store.get_request(item.payload["request_id"])
+        request = await self.service.store.get_request(item.payload["request_id"])  # the one read of this delivery
+        result = await self.cards.post(item, read=request)
         if not isinstance(result, Done) or request is None or not request.is_batch or page_count(request) < 2:
             return result
         return Done(apply=self._then_pages(result.apply, request), audit=result.audit)
@@ -107,10 +107,11 @@ class BatchPages:
 
     async def update(self, item: OutboxItem) -> Result:
         """The card, then every posted page of a batch (chat.update is safe to repeat)."""
-        result = await self.cards.update(item)
+        # One read for the card and its pages: a page ts stored after it enqueues another update anyway.
+        request = await self.service.store.get_request(item.payload["request_id"])
+        result = await self.cards.update(item, read=request)
         if not isinstance(result, Done):
             return result
-        request = await self.service.store.get_request(item.payload["request_id"])
         if request is None or not request.is_batch or not request.card_channel:
             return result
         now = self.clock.now()

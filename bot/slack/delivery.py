@@ -126,8 +126,9 @@ class CardDelivery:
     def handlers(self) -> dict[str, Handler]:
         return {effects.POST_CARD: self.post, effects.UPDATE_CARD: self.update}
 
-    async def post(self, item: OutboxItem) -> Result:
-        request = await self.service.store.get_request(item.payload["request_id"])
+    async def post(self, item: OutboxItem, read: Request | None = None) -> Result:
+        """`read`: the request as the caller just read it (one read per delivery, not one per layer)."""
+        request = read if read is not None else await self.service.store.get_request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
         if request.card_ts:
@@ -182,8 +183,8 @@ class CardDelivery:
         oldest = (request.created_at - timedelta(minutes=1)).timestamp()
         return await find_message(self.call, attempt, is_card, channel=request.channel, oldest=f"{oldest:.6f}")
 
-    async def update(self, item: OutboxItem) -> Result:
-        request = await self.service.store.get_request(item.payload["request_id"])
+    async def update(self, item: OutboxItem, read: Request | None = None) -> Result:
+        request = read if read is not None else await self.service.store.get_request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
         if not request.card_ts or not request.card_channel:

@@ -1,0 +1,367 @@
+"""Every figure of the performance issue beside its target, for SQLite and PostgreSQL, in one run.
+
+    python -m bench.all [--db sqlite|postgres|both] [--pg-url URL] [--quick]
+
+`--pg-url` (or SIGNOFF_BENCH_PG_URL) is an admin URL: a scratch database is created next to it and
+dropped afterwards. `--quick` shrinks every phase (a smoke run of a minute or so; its figures are not
+the issue's). Processes and helpers are bench.core's: `python -m bot serve` on a scratch database, the
+fake Slack Web API (bot.sandbox's emulator) in this process, signed Slack requests, agent API calls.
+
+CPU figures are the server process's user+system seconds (/proc/PID/stat) across a phase, divided by
+the work done, so other processes on a busy machine do not inflate them the way they inflate wall
+clock; the load average is printed beside every engine's figures. Per engine, in this order:
+
+  e2e        `--agents` closed-loop agents: submit -> long-poll -> card posted -> click -> approved.
+             CPU per approval; approvals/s; submit -> card posted p50.
+  burst      `--burst` pending requests with their cards posted, then one click each from 50 clickers
+             at once: decisions/s until every decision is recorded and its card updated; CPU each.
+  wake       5 long-poll + click pairs at a time: click -> long-poll returned p50 minus the ack p50.
+  auto       a tool the policy allows (risk low, no card): `--agents` agents submitting for
+             `--seconds`; requests/s beside the raw committed transactions/s.
+  raw tx/s   bench.load.tx_rate (small committed INSERTs through SqlStore.open) after the server stops.
+  pending    `--pending` pending requests written in bulk, a fresh server on them: its RSS (beside a
+             fresh server's RSS on the empty database at the start); then `--polls` concurrent
+             GET ?wait=30 on those requests: the server's RSS while they wait.
+  sweep      bench.sweep.run: one Timers.sweep() over `--due` due rows among `--sweep-pending`.
+And once: bench.policy's evaluation (1,000 rules, 10,000 grants) per call, CPU p50 / p99.
+No figure is asserted anywhere; the test suite only checks that a quick run prints every name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import random
+import shlex
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from bench import policy as policy_bench
+from bench import sweep as sweep_bench
+from bench.core import DEFAULT_PG_URL, quiet_gc, say
+from bench.fake_slack import InProcessSlack
+from bench.harness import API_TOKEN, approval_body
+from bench.load import (
+    Client,
+    Signed,
+    ack_phase,
+    click_body,
+    decisions,
+    e2e_phase,
+    sign,
+    submit_many,
+    tx_rate,
+    wait_cards_stored,
+    wait_updates,
+    wake_phase,
+)
+from bench.procs import Server, scratch_database, signoff_server
+from bench.spy import Spy, summary
+from bot.domain.grants import Grant
+from bot.policy_file import parse_policy
+from storage.sql import SqlStore
+
+POLICY = """\
+rules:
+  - name: bench-reads
+    tool: bench_read
+    effect: allow
+"""
+
+# The names every run prints, in order (tests/test_bench_all.py checks a quick run prints them all).
+FIGURES = (
+    "CPU per approval",
+    "approvals/s vs raw tx/s",
+    "decisions/s after burst",
+    "submit -> card posted p50",
+    "click -> long-poll - ack p50",
+    "timer sweep per due row",
+    "policy evaluation p99",
+    "auto-allowed/s vs raw tx/s",
+    "RSS, fresh server",
+    "RSS, pending requests",
+    "RSS, concurrent long-polls",
+    "RSS, after click burst",
+)
+
+
+@dataclass
+class Figures:
+    engine: str
+    load: list[float] = field(default_factory=list)
+    rows: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (value, target)
+
+    def add(self, name: str, value: str, target: str) -> None:
+        assert name in FIGURES, name
+        self.rows[name] = (value, target)
+
+
+def rss_mb(server: Server) -> float:
+    assert server.proc is not None
+    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def ratio(a: float, b: float) -> str:
+    return f"1/{b / a:.1f}" if a > 0 else "0"
+
+
+async def settle(server: Server, limit: float = 15.0) -> None:
+    """Until the server is idle (under 10 ms of CPU in 0.25 s): a fresh process finishes lazy imports in
+    the background (the agent SDK), which would otherwise be counted as the first phase's work."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit:
+        before = server.cpu_seconds()
+        await asyncio.sleep(0.25)
+        if server.cpu_seconds() - before < 0.01:
+            return
+
+
+async def auto_phase(client: Client, url: str, agents: int, seconds: float) -> tuple[int, float]:
+    """(requests policy allowed, seconds): `agents` agents submit an allowed tool call in a closed loop."""
+    body = approval_body(action={"name": "bench_read", "params": {"path": "/srv/a.txt"}}, risk="low",
+                         preview=None)
+    done = 0
+
+    async def agent() -> None:
+        nonlocal done
+        while time.perf_counter() < deadline:
+            status, out = await client.api("POST", url + "/api/v1/approvals", json=body)
+            if status not in (200, 201) or out.get("status") != "approved":
+                raise RuntimeError(f"auto-allowed submit: {status} {out}")
+            done += 1
+
+    deadline = time.perf_counter() + 0.5
+    await asyncio.gather(*(agent() for _ in range(agents)))  # warm-up
+    done = 0
+    started = time.perf_counter()
+    deadline = started + seconds
+    await asyncio.gather(*(agent() for _ in range(agents)))
+    return done, time.perf_counter() - started
+
+
+async def polls_rss(url: str, server: Server, ids: list[str], settle: float) -> tuple[float, int]:
+    """Peak RSS (MB) while one long-poll per id waits; (rss, polls that returned early)."""
+    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
+                                    headers={"Authorization": f"Bearer {API_TOKEN}"})
+
+    async def poll(request_id: str) -> None:
+        async with session.get(f"{url}/api/v1/approvals/{request_id}?wait=30") as resp:
+            await resp.read()
+
+    tasks = [asyncio.create_task(poll(r)) for r in ids]
+    peak, started = 0.0, time.perf_counter()
+    try:
+        while time.perf_counter() - started < settle:  # sampling RSS while the waiters are held
+            await asyncio.sleep(0.1)
+            peak = max(peak, rss_mb(server))
+        early = sum(t.done() for t in tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await session.close()
+    return peak, early
+
+
+def spying(server: Server, args: argparse.Namespace, phase: str) -> contextlib.AbstractContextManager[object]:
+    """With --profile DIR: py-spy samples the server during the phase into DIR/PHASE.folded."""
+    if args.profile is None or server.proc is None:
+        return contextlib.nullcontext()
+    args.profile.mkdir(parents=True, exist_ok=True)
+    return Spy(server.proc.pid, args.profile / f"{phase}.folded")
+
+
+async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Figures:
+    fig = Figures(engine, [os.getloadavg()[0]])
+    c = args.agents
+    policy_path = workdir / "policy.yaml"
+    policy_path.write_text(POLICY)
+    async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url:
+        slack = InProcessSlack()
+        await slack.start()
+        server = signoff_server(f"all-{engine}", db_url, slack.url, workdir)
+        server.env["SIGNOFF_POLICY"] = str(policy_path)
+        # Every card goes to one channel (C1): Slack's pace (1 card/s per channel) would be the only
+        # figure measured. Off here: these phases measure Signoff's own costs.
+        server.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
+        client = Client()
+        try:
+            await server.start()
+            await submit_many(client, server.url, 3, 3)  # first requests load what a fresh process lazily loads
+            await settle(server)
+            fig.add("RSS, fresh server", f"{rss_mb(server):.0f} MB", "baseline for the RSS rows")
+
+            # -- e2e ---------------------------------------------------------------------------------
+            quiet_gc()
+            cpu = server.cpu_seconds()
+            with spying(server, args, f"{engine}-e2e"):
+                e2e = await e2e_phase(client, server.url, slack, c, args.seconds)
+            cpu_approval = (server.cpu_seconds() - cpu) / max(1, e2e.completed) * 1000
+            say(f"{engine}: e2e {e2e.approvals} approvals, {e2e.rate:.1f}/s, {cpu_approval:.1f} ms CPU each")
+
+            # -- burst of clicks, and the wake pairs ---------------------------------------------------
+            n_wake = args.wake
+            ids, _ = await submit_many(client, server.url, args.burst + n_wake, c)
+            for request_id in ids:  # first until Slack has every card (no load on the server), then their ts
+                await slack.wait_post(request_id, timeout=600)
+            await wait_cards_stored(client, server.url, ids, timeout=600)
+            posts = await slack.posts()
+            burst_ids, wake_ids = ids[:args.burst], ids[args.burst:]
+            bodies = {r: await click_body(r, posts[r]) for r in burst_ids + wake_ids}
+            updates = (await slack.counts()).get("chat.update", 0)
+            before = await decisions(client, server.url)
+            quiet_gc()
+            cpu, started = server.cpu_seconds(), time.perf_counter()
+            with spying(server, args, f"{engine}-burst"):
+                await ack_phase(client, server.url + "/slack/events", [sign(bodies[r]) for r in burst_ids], 50)
+                await wait_updates(slack, updates + args.burst)
+            burst_s = time.perf_counter() - started
+            cpu_decision = (server.cpu_seconds() - cpu) / args.burst * 1000
+            decided = await decisions(client, server.url) - before
+            fig.add("RSS, after click burst", f"{rss_mb(server):.0f} MB", "no growth with the burst")
+            fig.add("decisions/s after burst", f"{decided / burst_s:.0f}/s ({cpu_decision:.1f} ms CPU each; "
+                    f"{decided} of {args.burst} decided)", ">= 400/s")
+            pairs: list[tuple[str, Signed]] = [(r, sign(bodies[r])) for r in wake_ids]
+            wake = await wake_phase(client, server.url, server.url, pairs, 5)
+            fig.add("click -> long-poll - ack p50", f"{wake.wake.p50 - wake.ack.p50:+.1f} ms (wake p50 "
+                    f"{wake.wake.p50:.1f}, ack p50 {wake.ack.p50:.1f}; e2e under load {e2e.wake.p50 - e2e.ack.p50:+.1f})",
+                    "<= +3 ms")
+
+            # -- auto-allowed path, then long-polls --------------------------------------------------
+            cpu = server.cpu_seconds()
+            with spying(server, args, f"{engine}-auto"):
+                allowed, auto_s = await auto_phase(client, server.url, c, args.seconds)
+            cpu_auto = (server.cpu_seconds() - cpu) / max(1, allowed) * 1000
+        finally:
+            await client.close()
+            server.stop()
+        tx_per_s, _ = await tx_rate(db_url, c, seconds=args.tx_seconds)
+        fig.add("CPU per approval", f"{cpu_approval:.1f} ms", "<= 6 ms")
+        fig.add("approvals/s vs raw tx/s", f"{e2e.rate:.1f} vs {tx_per_s:.0f} ({ratio(e2e.rate, tx_per_s)})",
+                ">= 1/5")
+        fig.add("submit -> card posted p50", f"{e2e.card.p50:.0f} ms ({c} agents, p99 {e2e.card.p99:.0f})",
+                "Slack's pace only (~1 card/s per channel)")
+        auto_rate = allowed / auto_s
+        fig.add("auto-allowed/s vs raw tx/s", f"{auto_rate:.0f} vs {tx_per_s:.0f} ({ratio(auto_rate, tx_per_s)}; "
+                f"{cpu_auto:.1f} ms CPU each)", ">= 1/2")
+
+        # -- a fresh server on many pending requests ------------------------------------------------
+        store = await SqlStore.open(db_url)
+        try:
+            await sweep_bench._fill(store, args.pending, 0)
+        finally:
+            await store.close()
+        again = signoff_server(f"all-{engine}-pending", db_url, slack.url, workdir)
+        again.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
+        again.env["SIGNOFF_LONGPOLL_PER_TOKEN"] = again.env["SIGNOFF_LONGPOLL_MAX"] = str(2 * args.polls)
+        client = Client()
+        try:
+            await again.start()
+            await submit_many(client, again.url, 3, 3)
+            await settle(again)
+            fig.add("RSS, pending requests", f"{rss_mb(again):.0f} MB ({args.pending:,} pending)",
+                    "= fresh server (only the database grows)")
+            poll_ids = [f"apr_bench{n:021d}" for n in range(args.polls)]  # pending rows bench.sweep wrote
+            peak, early = await polls_rss(again.url, again, poll_ids, args.poll_settle)
+            fig.add("RSS, concurrent long-polls", f"{peak:.0f} MB ({args.polls} waiting, {early} returned early)",
+                    "no growth per waiter beyond its socket")
+        finally:
+            await client.close()
+            again.stop()
+            await slack.stop()
+
+    sweep = await sweep_bench.run("postgresql" if engine == "postgres" else "sqlite", args.sweep_pending, args.due,
+                                  args.pg_url, args.sweep_repeat)
+    median = sweep["times"][len(sweep["times"]) // 2]
+    fig.add("timer sweep per due row", f"{median * 1e6 / args.due:.0f} µs ({args.due} due among "
+            f"{args.sweep_pending:,}, {sweep['rounds']} rounds)", "<= 150 µs")
+    fig.load.append(os.getloadavg()[0])
+    return fig
+
+
+def policy_figure(args: argparse.Namespace) -> tuple[str, str]:
+    rng = random.Random(7)
+    text = policy_bench.policy_text(args.rules, 100, rng)
+    policy = parse_policy(text, "bench.yaml")
+    pool = policy_bench.grants(args.grants, 100, rng)
+    by_tool: dict[str, list[Grant]] = {}
+    for g in pool:
+        by_tool.setdefault(g.tool, []).append(g)
+    _, cpu = policy_bench.timed(policy, policy_bench.calls(args.calls, 100, rng, pool), by_tool, build=False)
+    ordered = sorted(cpu)
+    p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+    return (f"{p99:.0f} µs CPU (p50 {p50:.0f}; {args.rules} rules, {args.grants} grants, {args.calls} calls)",
+            "< 1 ms p99")
+
+
+def report(results: list[Figures], policy: tuple[str, str], command: str) -> None:
+    print()
+    print(f"command: {command}")
+    print(f"host: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    for r in results:
+        r.rows["policy evaluation p99"] = policy
+        print(f"\n{r.engine} (load average {r.load[0]:.1f} at start, {r.load[-1]:.1f} at end)")
+        print(f"  {'figure':<30} {'target':<42} measured")
+        for name in FIGURES:
+            value, target = r.rows.get(name, ("not measured", "-"))
+            print(f"  {name:<30} {target:<42} {value}")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.all", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--pg-url", default=os.environ.get("SIGNOFF_BENCH_PG_URL", DEFAULT_PG_URL))
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="py-spy (pip install py-spy) samples the server in the e2e, burst and auto phases "
+                             "into DIR/ENGINE-PHASE.folded; their top entries are printed at the end")
+    parser.add_argument("--quick", action="store_true", help="small phases: a smoke run, not the issue's figures")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=N",
+                        help="override one phase size, e.g. --set burst=300 --set seconds=4 (names: see parse())")
+    args = parser.parse_args(argv)
+    sizes: dict[str, float] = dict(agents=50, seconds=8.0, burst=1000, wake=50, polls=1000, poll_settle=3.0, pending=100_000,
+                 sweep_pending=10_000, due=1000, sweep_repeat=3, rules=1000, grants=10_000, calls=5000,
+                 tx_seconds=3.0)
+    if args.quick:
+        sizes = dict(agents=5, seconds=1.0, burst=50, wake=5, polls=20, poll_settle=0.5, pending=500,
+                     sweep_pending=300, due=30, sweep_repeat=1, rules=50, grants=200, calls=200, tx_seconds=0.5)
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in sizes:
+            parser.error(f"--set {item}: no phase size {key!r} (one of {', '.join(sizes)})")
+        sizes[key] = type(sizes[key])(float(value))
+    for key, value in sizes.items():
+        setattr(args, key, value)
+    return args
+
+
+async def main_async(args: argparse.Namespace, command: str) -> None:
+    engines = ["sqlite", "postgres"] if args.db == "both" else [args.db]
+    results = []
+    with tempfile.TemporaryDirectory(prefix="signoff-bench-all-") as tmp:
+        for engine in engines:
+            results.append(await run_engine(engine, args, Path(tmp)))
+    report(results, policy_figure(args), command)
+    if args.profile is not None:
+        for path in sorted(args.profile.glob("*.folded")):
+            print(f"\nprofile {path.stem}: {summary(path, 15)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    given = sys.argv[1:] if argv is None else argv
+    asyncio.run(main_async(args, " ".join(["python -m bench.all", *(shlex.quote(a) for a in given)])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
