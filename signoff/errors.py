@@ -14,10 +14,10 @@ can still read who decided and why. None of these means "approved": only a retur
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from signoff.models import Decision
+# `decision` below is a signoff.models.Decision. Not imported, not even for type checking: models
+# raises ParamsChanged from here, and the agent side keeps no import cycles (tests/unit/test_imports.py).
 
 
 class SignoffError(Exception):
@@ -34,7 +34,7 @@ class SignoffError(Exception):
 class _Ended(SignoffError):
     """A request that ended without an approval; `decision` is the server's record of how."""
 
-    def __init__(self, message: str, *, decision: Decision | None = None, request_id: str | None = None) -> None:
+    def __init__(self, message: str, *, decision: Any = None, request_id: str | None = None) -> None:
         super().__init__(message, request_id=request_id or (decision.request_id if decision else None))
         self.decision = decision
 
