@@ -17,6 +17,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from bench.harness import wait_until_healthy
 from bot.clock import Clock
 from bot.settings import Settings
 from bot.web import Signoff, build
@@ -146,22 +147,6 @@ async def start_app(db_url: str, slack: SlackEmulator, *, clock: Clock | None = 
     port = runner.addresses[0][1]
     url = f"http://127.0.0.1:{port}"
     return App(url, slack, aiohttp.ClientSession(), SlackClient(url, SIGNING_SECRET, fake=slack), signoff, runner)
-
-
-async def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log_path: Path, *, tries: int = 600) -> None:
-    """Until `url`/healthz answers 200; raises (with the log's tail) if the process dies or never answers."""
-    async with aiohttp.ClientSession() as session:
-        for _ in range(tries):
-            if proc.poll() is not None:
-                raise AssertionError(f"{proc.args} exited early:\n{log_path.read_text()[-4000:]}")
-            try:
-                async with session.get(url + "/healthz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)  # test-side: waiting for a process to start listening
-    raise AssertionError(f"{proc.args} did not come up:\n{log_path.read_text()[-4000:]}")
 
 
 class ServerProcess:
