@@ -8,6 +8,17 @@ own: done (with the handler's own writes, e.g. the card's ts), retried later
 The dispatcher is woken right after a commit; its periodic sweep only
 recovers items left behind by a crash or waiting for their retry time.
 Items for one request are delivered in order, one at a time per process.
+
+It claims only as many items as it has free delivery slots, so a claimed item starts at once and
+its lease covers its delivery. (Claiming ahead of the slots let a backlog's items sit claimed in
+memory until their leases ran out, be put back, and be claimed again: under load the dispatcher
+spent its time bouncing items instead of delivering them.) A claim that ends in `Retry(waiting=True)`
+did nothing and is given back: it counts as no attempt, so neither backoff nor `uncertain` grows
+from waiting for a turn (the channel's pace, the card's post, a free slot).
+
+In order means across retries too: when an item of a request must be tried again later, the
+request's later items that come up in this process before that time wait behind it (`_held`), so
+a thread never shows "Done" above the warning that came first. (Webhooks are not held, nor hold.)
 """
 
 from __future__ import annotations
@@ -18,18 +29,23 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from bot import effects
 from bot.clock import Clock
 from bot.domain.model import AuditEvent
 from bot.metrics import Metrics
 from storage.base import OutboxItem, Store, Unit
 
+# Webhooks go to the agent's receiver, not to Slack: one that retries for hours holds back no Slack
+# message of its request, and no Slack retry holds back the webhook.
+UNORDERED_KINDS = frozenset({effects.WEBHOOK})
+
 log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 60.0
-BATCH = 50
+BATCH = 50  # most items one claim takes (`drain` and the loop take at most the free slots)
 CONCURRENCY = 4
 
 
@@ -48,7 +64,9 @@ class Retry:
     after: float
     error: str
     definite: bool = True
-    waiting: bool = False  # not a failure: the item waits for another one (e.g. its card's post)
+    # Not a failure and not an attempt: nothing was tried, the item waits for its turn (its card's
+    # post, the channel's pace). The claim is given back (`Unit.outbox_postpone`).
+    waiting: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,10 +126,13 @@ class Dispatcher:
         self._inflight: set[asyncio.Task[None]] = set()
         self._request_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock and how many deliveries use it
         self._slots = asyncio.Semaphore(CONCURRENCY)
+        self._active = 0  # claimed and not finished: never more than CONCURRENCY (see the module docstring)
         # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
         self._claiming = asyncio.Lock()
         self.idle = asyncio.Event()
         self._failing: set[int] = set()  # items that failed here and have not got through yet (see _report)
+        # key -> (id, due) of its earliest item that is to be tried again: later items wait until then
+        self._held: dict[str, tuple[int, datetime]] = {}
 
     @property
     def in_flight(self) -> int:
@@ -144,9 +165,13 @@ class Dispatcher:
                 log.exception("outbox sweep failed")
                 claimed = 0
             self.metrics.sweeps.labels("outbox").inc()
-            if claimed >= BATCH:
-                continue
-            await self._sleep_until_due()
+            if self._free() <= 0:
+                await self._wait(self.sweep_seconds)  # every slot busy: a finishing delivery wakes us
+            else:  # claimed fewer than the free slots: nothing more is due now
+                await self._sleep_until_due()
+
+    def _free(self) -> int:
+        return CONCURRENCY - self._active
 
     async def _sleep_until_due(self) -> None:
         timeout = self.sweep_seconds
@@ -159,18 +184,25 @@ class Dispatcher:
             timeout = max(0.0, min(timeout, (due - self.clock.now()).total_seconds()))
         if not self._inflight:
             self.idle.set()
+        await self._wait(timeout)
+        self.idle.clear()
+
+    async def _wait(self, timeout: float) -> None:
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that lands just as the
         # event is set, and stop() would then wait forever for a loop that keeps running.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._wake.wait()
         self._wake.clear()
-        self.idle.clear()
 
     async def run_once(self) -> int:
-        """Claim due items and start delivering them; returns how many were claimed."""
+        """Claim due items, as many as there are free slots, and start delivering them; how many were claimed."""
         async with self._claiming:
-            items = await self.store.claim_outbox(self.clock.now(), limit=BATCH, lease_seconds=self.lease_seconds)
+            limit = min(BATCH, self._free())
+            if limit <= 0:
+                return 0
+            items = await self.store.claim_outbox(self.clock.now(), limit=limit, lease_seconds=self.lease_seconds)
+            self._active += len(items)
             for item in items:
                 task = asyncio.create_task(self._deliver(item))
                 self._inflight.add(task)
@@ -183,7 +215,8 @@ class Dispatcher:
             claimed = await self.run_once()
             if not claimed and not self._inflight:
                 return
-            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+            if self._inflight:
+                await asyncio.wait(list(self._inflight), return_when=asyncio.FIRST_COMPLETED)
 
     async def _deliver(self, item: OutboxItem) -> None:
         # Claimed just now for `lease_seconds`: finish (result stored) before another process may
@@ -201,13 +234,17 @@ class Dispatcher:
                 del self._request_locks[key]
             else:
                 self._request_locks[key] = (lock, users - 1)
+            self._active -= 1  # before the wake: the loop sees the free slot when it looks
             self._wake.set()  # a finished item may unblock a follower (e.g. the card update after its post)
 
     async def _deliver_locked(self, item: OutboxItem, deadline: float) -> None:
         handler = self.handlers.get(item.kind)
         left = deadline - asyncio.get_running_loop().time()
+        ahead = self._ahead(item)
         if handler is None:
             result: Result = Dead(f"no handler for outbox kind {item.kind!r}")
+        elif ahead is not None:
+            result = ahead
         elif left <= 0:  # waited for its turn until the lease was nearly gone: nothing was done
             result = Retry(0.0, "its lease ran out before the delivery could start", waiting=True)
         else:
@@ -224,9 +261,35 @@ class Dispatcher:
                 result = Retry(backoff(item.attempts), f"{type(exc).__name__}: {exc}", definite=False)
         await self._finish(item, result)
 
+    def _ahead(self, item: OutboxItem) -> Retry | None:
+        """A Retry if an earlier item of the same request is still to be tried again (it goes first)."""
+        if item.request_id is None or item.kind in UNORDERED_KINDS:
+            return None
+        held = self._held.get(item.request_id)
+        if held is None or item.id is None or held[0] >= item.id:
+            return None
+        wait = (held[1] - self.clock.now()).total_seconds()
+        if wait <= 0:  # its time came: it is claimed first (lower id), or went elsewhere
+            del self._held[item.request_id]
+            return None
+        return Retry(wait, f"waits for item {held[0]}, which is ahead of it", waiting=True)
+
+    def _hold(self, item: OutboxItem, result: Result, now: datetime) -> None:
+        if item.request_id is None or item.kind in UNORDERED_KINDS or item.id is None:
+            return
+        held = self._held.get(item.request_id)
+        if isinstance(result, Retry):
+            if held is None or held[0] >= item.id:
+                self._held[item.request_id] = (item.id, now + timedelta(seconds=result.after))
+            if len(self._held) > 10_000:  # forget holds whose time has passed (their item went elsewhere)
+                self._held = {k: v for k, v in self._held.items() if v[1] > now}
+        elif held is not None and held[0] == item.id:
+            del self._held[item.request_id]
+
     async def _finish(self, item: OutboxItem, result: Result) -> None:
         assert item.id is not None
         now = self.clock.now()
+        self._hold(item, result, now)
         for attempt in range(3):
             try:
                 async with self.store.unit() as unit:
@@ -236,6 +299,8 @@ class Dispatcher:
                         for event in result.audit:
                             await unit.append_audit(event)
                         await unit.outbox_done(item.id, now)
+                    elif isinstance(result, Retry) and result.waiting:
+                        await unit.outbox_postpone(item.id, now + timedelta(seconds=result.after))
                     elif isinstance(result, Retry):
                         at = now + timedelta(seconds=result.after)
                         await unit.outbox_retry(item.id, at, result.error, definite=result.definite)

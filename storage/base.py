@@ -25,6 +25,8 @@ from bot.domain.votes import Vote
 
 log = logging.getLogger(__name__)
 
+CARD_TS_TRIES = 20  # re-reads when another write of the request came between a read and its guarded write
+
 
 class StorageError(Exception):
     code = "storage_error"
@@ -156,6 +158,11 @@ class Unit(abc.ABC):
         """Schedule another attempt. `definite`: this attempt surely had no effect."""
 
     @abc.abstractmethod
+    async def outbox_postpone(self, item_id: int, at: datetime) -> None:
+        """Give a claim back untried (the item waits for its turn): due again at `at`, and the claim
+        does not count as an attempt, so `attempts`, `failures` and `uncertain` are as before it."""
+
+    @abc.abstractmethod
     async def outbox_dead(self, item_id: int, now: datetime, error: str) -> None: ...
 
     @abc.abstractmethod
@@ -218,15 +225,17 @@ class Unit(abc.ABC):
         """Store where the request's card was posted, unless a card is stored already (or no such request).
 
         True if this call stored it (the version goes up by one, as with any write of the request).
-        The SQL store does it in one guarded UPDATE; this default reads and writes.
+        Another write of the request (a timer's) never makes it fail: the SQL store does it in one
+        UPDATE guarded on `card_ts` alone; this default reads and writes, and reads again if it lost.
         """
-        request = await self.get_request(request_id)
-        if request is None or request.card_ts:
-            return False
-        updated = request.evolve(card_channel=channel, card_ts=ts, updated_at=now)
-        if not await self.update_request(updated, expected_version=request.version):
-            raise RuntimeError("request changed while storing its card ts")  # the unit rolls back; retried
-        return True
+        for _ in range(CARD_TS_TRIES):
+            request = await self.get_request(request_id)
+            if request is None or request.card_ts:
+                return False
+            updated = request.evolve(card_channel=channel, card_ts=ts, updated_at=now)
+            if await self.update_request(updated, expected_version=request.version):
+                return True
+        raise RuntimeError("request kept changing while storing its card ts")  # the unit rolls back; retried
 
 
 class Store(abc.ABC):

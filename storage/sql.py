@@ -231,6 +231,10 @@ class SqlUnit(Unit):
             values["failures"] = outbox.c.failures + 1
         await self.conn.execute(outbox.update().where(outbox.c.id == item_id).values(**values))
 
+    async def outbox_postpone(self, item_id: int, at: datetime) -> None:
+        await self.conn.execute(outbox.update().where(outbox.c.id == item_id, outbox.c.attempts > 0).values(
+            next_attempt_at=at, lease_until=None, attempts=outbox.c.attempts - 1))
+
     async def outbox_dead(self, item_id: int, now: datetime, error: str) -> None:
         await self.conn.execute(
             outbox.update()

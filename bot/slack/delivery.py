@@ -66,7 +66,7 @@ class SlackCall:
             assert self.pace is not None
             while (wait := self.pace.wait_for(channel)) > 0:
                 if wait > INLINE_WAIT_SECONDS:  # not this channel's turn: free the slot, come back then
-                    return None, Retry(wait, f"{method}: paced for channel {channel}")
+                    return None, Retry(wait, f"{method}: paced for channel {channel}", waiting=True)
                 await asyncio.sleep(wait)
         try:
             response = await getattr(self.client, method.replace(".", "_"))(**kwargs)

@@ -442,6 +442,27 @@ async def test_retry_definite_and_uncertain(store: Store) -> None:
     assert again["definite"].next_attempt_at == retry_at
 
 
+async def test_postpone_gives_the_claim_back_untried(store: Store) -> None:
+    """An item that waited for its turn (its card's post, the channel's pace) was not attempted: its
+    attempts and failures stay as they were, so backoff and `uncertain` do not grow from waiting."""
+    await enqueue(store, outbox_item("sure"), outbox_item("unsure"))
+    sure, unsure = await store.claim_outbox(T0, limit=10, lease_seconds=60)
+    async with store.unit() as unit:
+        await unit.outbox_retry(iid(unsure), T0, "timeout", definite=False)  # unsure: may have taken effect
+    [unsure] = await store.claim_outbox(T0, limit=10, lease_seconds=60)
+    assert (unsure.attempts, unsure.uncertain) == (2, True)
+    later = T0 + timedelta(seconds=2)
+    for n in range(5):  # waits its turn five times
+        async with store.unit() as unit:
+            await unit.outbox_postpone(iid(sure), later)
+            await unit.outbox_postpone(iid(unsure), later)
+        assert await store.claim_outbox(later - timedelta(microseconds=1), limit=10, lease_seconds=60) == []
+        again = {i.dedupe_key: i for i in await store.claim_outbox(later, limit=10, lease_seconds=60)}
+        assert (again["sure"].attempts, again["sure"].failures, again["sure"].uncertain) == (1, 0, False)
+        assert (again["unsure"].attempts, again["unsure"].failures, again["unsure"].uncertain) == (2, 0, True)
+        assert again["unsure"].last_error == "timeout"
+
+
 async def test_done_and_dead_are_never_claimed_again(store: Store) -> None:
     await enqueue(store, outbox_item("done"), outbox_item("dead"), outbox_item("open"))
     done, dead, _open = await store.claim_outbox(T0, limit=10, lease_seconds=1)
