@@ -21,7 +21,7 @@ from bot.service import Service
 from bot.slack.batch_blocks import batch_page, page_count
 from bot.slack.delivery import CardDelivery
 from bot.slack.lookup import find_message, has_metadata
-from storage.base import OutboxItem, Unit
+from storage.base import CARD_TS_TRIES, OutboxItem, Unit
 
 POST_PAGE = effects.POST_PAGE
 PAGE_EVENT_TYPE = "signoff_card_page"
@@ -91,14 +91,17 @@ class BatchPages:
 
     def _store(self, request_id: str, page: int, ts: str) -> Callable[[Unit], Any]:
         async def apply(unit: Unit) -> None:
-            request = await unit.get_request(request_id)
-            if request is None or page_ts(request, page):
-                return
             now = self.clock.now()
-            pages = {**(request.extra.get("pages") or {}), str(page): ts}
-            updated = request.evolve(extra={**request.extra, "pages": pages}, updated_at=now)
-            if not await unit.update_request(updated, expected_version=request.version):
-                raise RuntimeError("request changed while storing a page ts")  # rolled back; retried
+            for _ in range(CARD_TS_TRIES):  # a timer's write in between is no failure: read again
+                request = await unit.get_request(request_id)
+                if request is None or page_ts(request, page):
+                    return
+                pages = {**(request.extra.get("pages") or {}), str(page): ts}
+                updated = request.evolve(extra={**request.extra, "pages": pages}, updated_at=now)
+                if await unit.update_request(updated, expected_version=request.version):
+                    break
+            else:
+                raise RuntimeError("request kept changing while storing a page ts")  # rolled back; retried
             await unit.append_audit(AuditEvent(request_id, "page_posted", now, None, {"page": page, "ts": ts}))
             # The request may have changed between rendering and storing: show its latest state.
             await unit.enqueue(effects.update_card(request_id, f"card:{request_id}:page:{page}", now))
