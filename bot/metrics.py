@@ -48,6 +48,14 @@ class Metrics:
         self.sweeps = Counter("signoff_sweeps", "Background sweeps finished, by kind (outbox, timers)", ["kind"],
                               registry=self.registry)
         self.long_polls = Gauge("signoff_long_polls", "Long-polls (?wait=) being held now", registry=self.registry)
+        # The SQLite cross-process watcher's cost (bot/notify.py): it must not grow with the waiters.
+        self.watch_looks = Counter("signoff_longpoll_watch_looks", "Looks of the SQLite watcher at data_version",
+                                   registry=self.registry)
+        self.watch_changes = Counter("signoff_longpoll_watch_changes",
+                                     "Looks of the SQLite watcher that found another connection's commit",
+                                     registry=self.registry)
+        self.watch_queries = Counter("signoff_longpoll_watch_queries", "Statements the SQLite watcher ran",
+                                     registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -23,6 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bot.metrics import Metrics
 from storage.schema import audit_events
 from storage.sql import NOTIFY_CHANNEL, SqlStore
 
@@ -66,11 +67,18 @@ class Waiters:
 
 
 class CrossProcessWatcher:
-    """Wakes this process's waiters when another process decides a request."""
+    """Wakes this process's waiters when another process decides a request.
 
-    def __init__(self, store: SqlStore, waiters: Waiters) -> None:
+    One per process. On SQLite its cost is counted in /metrics: `signoff_longpoll_watch_looks_total`
+    (looks at PRAGMA data_version), `..._changes_total` (looks that found another process's commit)
+    and `..._queries_total` (every statement it ran): at most two statements a look, however many
+    requests are waited on (tests/api/test_longpoll_watcher.py holds 1 and 200 long-polls to show it).
+    """
+
+    def __init__(self, store: SqlStore, waiters: Waiters, metrics: Metrics | None = None) -> None:
         self.store = store
         self.waiters = waiters
+        self.metrics = metrics or Metrics()
         self._task: asyncio.Task[None] | None = None
         # Kept for callers that register checks; SQLite's wake-ups now come from the audit rows.
         self.checks: list[Callable[[list[str]], Awaitable[Iterable[str]]]] = []
@@ -136,25 +144,39 @@ class CrossProcessWatcher:
         last look (every change of a request or a run appends one, in its own transaction). The cost of
         a look is the number of changes, not the number of waiters."""
         async with self.store.engine.connect() as conn:
-            last = await _data_version(conn)
-            seen = await _last_audit_id(conn)
+            last = await self._data_version(conn)
+            seen = await self._last_audit_id(conn)
             while True:
                 if not self.waiters.waited_ids():
                     self.waiters.changed.clear()
                     await self.waiters.changed.wait()
                     # Not a new baseline: changes committed while nobody waited (or between a new
                     # waiter's own read and now) are still after `seen`, and are looked at next.
-                    last = await _data_version(conn)
+                    last = await self._data_version(conn)
                     seen = await self._wake_changed(conn, seen)
                     continue
                 await asyncio.sleep(SQLITE_CHECK_SECONDS)
-                version = await _data_version(conn)
+                version = await self._data_version(conn)
+                self.metrics.watch_looks.inc()
                 if version == last:
                     continue
                 last = version
+                self.metrics.watch_changes.inc()
                 seen = await self._wake_changed(conn, seen)
 
+    async def _data_version(self, conn: Any) -> int:
+        self.metrics.watch_queries.inc()
+        return int((await conn.exec_driver_sql("PRAGMA data_version")).scalar() or 0)
+
+    async def _last_audit_id(self, conn: Any) -> int:
+        self.metrics.watch_queries.inc()
+        value = (await conn.execute(sa.select(sa.func.max(audit_events.c.id)))).scalar()
+        await conn.rollback()
+        return int(value or 0)
+
     async def _wake_changed(self, conn: Any, seen: int) -> int:
+        """One read of the audit rows after `seen`, then a wake-up per changed id (an in-memory lookup)."""
+        self.metrics.watch_queries.inc()
         rows = (await conn.execute(
             sa.select(audit_events.c.id, audit_events.c.request_id)
             .where(audit_events.c.id > seen).order_by(audit_events.c.id).limit(CHANGES_PER_LOOK)
@@ -164,17 +186,7 @@ class CrossProcessWatcher:
             return seen
         if len(rows) == CHANGES_PER_LOOK:  # a backlog: let every waiter re-read, and skip past it
             self.waiters.wake_all()
-            return await _last_audit_id(conn)
+            return await self._last_audit_id(conn)
         for row in rows:
             self.waiters.wake(row.request_id)
         return int(rows[-1].id)
-
-
-async def _last_audit_id(conn: Any) -> int:
-    value = (await conn.execute(sa.select(sa.func.max(audit_events.c.id)))).scalar()
-    await conn.rollback()
-    return int(value or 0)
-
-
-async def _data_version(conn: Any) -> int:
-    return int((await conn.exec_driver_sql("PRAGMA data_version")).scalar() or 0)

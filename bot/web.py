@@ -257,7 +257,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     limits = web_app[longpoll.LIMITS] = longpoll.LongPollLimits(settings.longpoll_per_token, settings.longpoll_max)
     metrics.long_polls.set_function(lambda: limits.held)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
-    signoff = Signoff(settings, store, service, dispatcher, CrossProcessWatcher(store, waiters), bolt, clicks, metrics,
+    watcher = CrossProcessWatcher(store, waiters, metrics)
+    signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http)
