@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import email
 import json
+import os
 import random
 import shutil
 import sys
@@ -123,7 +124,8 @@ class Chaos:
             # and leases must only run out as time really passes. Timers are short instead.
             "SIGNOFF_SWEEP_SECONDS": "0.2",
             "SIGNOFF_OUTBOX_SWEEP_SECONDS": "0.2", "SIGNOFF_OUTBOX_LEASE_SECONDS": "4",
-            "SIGNOFF_HTTP_TIMEOUT_SECONDS": "2", "SIGNOFF_LOG_LEVEL": "WARNING",
+            "SIGNOFF_HTTP_TIMEOUT_SECONDS": "2",
+            "SIGNOFF_LOG_LEVEL": os.environ.get("CHAOS_LOG_LEVEL", "WARNING"),
             "SIGNOFF_EGRESS_ALLOW": "127.0.0.1", "ANTHROPIC_BASE_URL": self.model.url,
             "ANTHROPIC_API_KEY": "test-key", "SIGNOFF_MODEL": "claude-test",
             "SIGNOFF_WORKSPACE": str(self.work / "workspace"), "SIGNOFF_EMAIL_OUTBOX": str(self.work / "outbox"),
@@ -329,7 +331,12 @@ async def run_chaos(db_url: str, *, seed: int, kills: int, replicas: int) -> Fig
     with tempfile.TemporaryDirectory(prefix="signoff-chaos-") as tmp:
         work = Path(tmp)
         chaos = Chaos(db_url, work, seed=seed, kills=kills, replicas=replicas)
-        await chaos.go()
+        try:
+            await chaos.go()
+        except BaseException:
+            if keep := os.environ.get("CHAOS_KEEP"):  # the servers' whole logs, for a failed run
+                shutil.copytree(work, Path(keep) / f"seed-{seed}", dirs_exist_ok=True)
+            raise
         return chaos.figures
 
 
