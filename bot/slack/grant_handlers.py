@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from bot.slack.home import Home
 
 log = logging.getLogger(__name__)
-_ZONE_TIMEOUT = 1.0  # seconds of the slash command's 3 s ack budget users.info may use
+_ZONE_TIMEOUT = 0.5  # seconds of the slash command's 3 s ack budget users.info may use (then: UTC)
 
 
 class GrantInteractions:
