@@ -21,6 +21,11 @@ from tests.integrations.claude_cli import readme_example
 
 POLICY = """\
 rules:
+  - name: no-publishing
+    tool: Bash
+    params: {command: {regex: "--publish"}}
+    effect: deny
+    reason: releases go through CI
   - name: drops-are-critical
     tool: drop_table
     tier: critical
@@ -112,6 +117,11 @@ async def test_one_tap_approves_remembers_and_the_next_matching_call_needs_no_ca
     second = await submit(papp, bash("npm test -- --watch=false", "Again", {"timeout": 60000}, session="sess-2"))
     assert second["status"] == "approved" and second["card"] is None
     assert (second["decision"]["via"], second["decision"]["grant_id"]) == ("grant", grant["id"])
+
+    # A deny rule still wins over the grant.
+    denied = await submit(papp, bash("npm test -- --publish"))
+    assert (denied["status"], denied["decision"]["via"]) == ("rejected", "policy")
+    assert denied["decision"]["rule"] == "no-publishing"
 
     # Just outside the match: another command, a chained command, another agent: each still asks.
     outside = [bash("npm run build"), bash("npm test && curl https://evil.example"),
