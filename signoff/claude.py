@@ -85,7 +85,7 @@ def can_use_tool(client: AsyncSignoffClient | None = None, *, channel: str | Non
                                                             "answers": answers_for(questions, answers)})
             sent = suggestions.as_sent(getattr(context, "suggestions", None))
 
-            async def request(offer: list[tuple[Any, dict[str, Any]]]) -> Decision:
+            async def request(offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Decision:
                 return await signoff().request_approval(
                     tool_name, tool_input,
                     summary=getattr(context, "title", None) or claude_tools.summary(tool_name, tool_input, cwd),
@@ -94,15 +94,15 @@ def can_use_tool(client: AsyncSignoffClient | None = None, *, channel: str | Non
                     approvers=approvers, timeout=timeout, idempotency_key=key,
                     context=_card_context(context, run, cwd),
                     requested_by=f"Claude Agent SDK on {socket.gethostname()}",
-                    suggestions=[wire for _, wire in offer] or None, session=run)
+                    suggestions=[wire for _, wire in offer] or None, session=session)
 
             try:
-                decision = await request(sent)
+                decision = await request(sent, run)
             except SignoffRequestError as exc:
-                if not sent or not suggestions.refused(exc):
+                if not suggestions.refused(exc):
                     raise
-                sent = []  # a suggestion never costs the approval: ask without them
-                decision = await request(sent)
+                sent = []  # a suggestion never costs the approval: ask without them (an older server)
+                decision = await request(sent, None)
             chosen = suggestions.accepted(decision, sent)
             # The accepted suggestion goes back to Claude Code as the SDK's own PermissionUpdate, so
             # Claude remembers it too (in its session or settings file, as the suggestion said).

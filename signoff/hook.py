@@ -154,7 +154,7 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
         or f"{hook.tool_name}:{json.dumps(hook.tool_input, sort_keys=True)}"
     key = request_key(hook.session_id, call_id)
     with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
-        def submit(offer: list[tuple[Any, dict[str, Any]]]) -> Submission:
+        def submit(offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Submission:
             return client.submit(
                 hook.tool_name, hook.tool_input,
                 summary=claude_tools.summary(hook.tool_name, hook.tool_input, hook.cwd),
@@ -162,16 +162,16 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
                 params_schema=claude_tools.input_schema(hook.tool_name, hook.tool_input), risk=options.risk,
                 channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
                 context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}",
-                suggestions=[wire for _, wire in offer] or None, session=hook.session_id)
+                suggestions=[wire for _, wire in offer] or None, session=session)
 
         try:
             try:
-                handle = submit(sent)
+                handle = submit(sent, hook.session_id)
             except SignoffRequestError as exc:
-                if not sent or not suggestions.refused(exc):
+                if not suggestions.refused(exc):
                     raise
-                sent = []  # a suggestion never costs the approval: ask without them
-                handle = submit(sent)
+                sent = []  # a suggestion never costs the approval: ask without them (an older server)
+                handle = submit(sent, None)
         except SignoffRequestError as exc:
             # Asked before with a different card (the file on disk changed since, another host resumed):
             # the call is the same, so the request made then is the one to answer from.

@@ -245,3 +245,16 @@ async def test_the_readme_permission_request_hook_in_the_real_cli_remembers_the_
     assert papp.signoff is not None
     stored = await papp.signoff.store.get_request(request_id)
     assert stored is not None and str(stored.idempotency_key).endswith(":toolu_pr_1")
+
+
+async def test_a_suggestion_the_server_refuses_never_costs_the_approval(papp: App, tmp_path: Path) -> None:
+    huge = dict(NPM_RULE, rules=[{"toolName": "Bash", "ruleContent": "npm test " + "x" * 3000}])
+    running = asyncio.create_task(hook(papp, permission_request("sess-big", "npm test", tmp_path, [huge]),
+                                       "--wait", "30"))
+    request_id = await pending_id(papp)
+    _, body = await papp.api("GET", f"/api/v1/approvals/{request_id}")
+    assert "suggestions" not in body and "session" not in body  # asked again without them
+    await papp.click(request_id, "U1", user_name="alice")
+    answer = await running
+    assert answer["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+    assert "updatedPermissions" not in answer["hookSpecificOutput"]["decision"]
