@@ -178,3 +178,18 @@ def json_text(value: Any) -> str:
     import json
 
     return json.dumps(value, ensure_ascii=False)
+
+
+def test_the_permission_request_answer_shapes() -> None:
+    from signoff.hook import answer, deny
+    from signoff.hook_permission import as_permission_request, event_of
+
+    allowed = as_permission_request(answer("allow", "ok", {"command": "npm test"}), NPM)
+    assert allowed == {"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": {
+        "behavior": "allow", "updatedInput": {"command": "npm test"}, "updatedPermissions": [NPM]}}}
+    assert as_permission_request(answer("ask", "nobody decided")) == {}  # Claude Code's own prompt
+    for pre in (deny("rejected by bob"), answer("defer", "later")):
+        decision = as_permission_request(pre)["hookSpecificOutput"]["decision"]
+        assert decision["behavior"] == "deny" and decision["message"]
+    assert event_of('{"hook_event_name": "PermissionRequest"}') == "PermissionRequest"
+    assert event_of("not json") is None and event_of("[1]") is None
