@@ -32,7 +32,7 @@ from bot.domain.model import (
     Via,
 )
 from bot.delivery_state import is_undelivered
-from bot.domain.batch import Item, decide_items
+from bot.domain.batch import Choice, Item, decide_items
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing, initial_state, next_due
 from bot.domain.transitions import next_status
@@ -391,7 +391,8 @@ class Service:
             decided_items = items if items is not None else request.items
             if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
                 # Decided as a whole (a timeout, the API): every undecided item gets that outcome.
-                decided_items = decide_items(request.items, dict.fromkeys(range(len(request.items)), outcome), actor)
+                decided_items = decide_items(request.items, dict.fromkeys(range(len(request.items)),
+                                                                          Choice(outcome, via=via)), actor)
             final = request.action.params if params is None else params
             decision = Decision(
                 outcome=outcome,

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.delivery_state import delivery_json
+from bot.domain.batch import offered
 from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Item, Request, Via
 from bot.domain.questions import answers_of, questions_of
@@ -61,7 +62,7 @@ def request_json(request: Request) -> dict[str, Any]:
 
 
 def item_json(item: Item) -> dict[str, Any]:
-    """A batch item as agents see it: the proposal, and (while pending) its edits and outcome so far."""
+    """A batch item as agents see it: the proposal, and (while pending) its edits and decision so far."""
     preview = item.preview
     return {
         "action": {"name": item.action.name, "params": item.action.params,
@@ -71,6 +72,11 @@ def item_json(item: Item) -> dict[str, Any]:
         "outcome": item.outcome.value if item.outcome else None,
         "params": item.final_params,
         "changes": [c.to_json() for c in item.changes],
+        "comment": item.comment,
+        "via": item.via.value if item.via else None,
+        "decided_by": item.decided_by.to_json() if item.decided_by else None,
+        # Only when the agent chose them, as for a single request (bot/domain/choices.py).
+        **({"allowed_decisions": list(offered(item))} if item.allowed is not None else {}),
     }
 
 

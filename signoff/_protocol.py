@@ -80,6 +80,25 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
     return body
 
 
+def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str, channel: str | None,
+               approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
+               timing: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A batch: `items` of {name, params, params_schema?, preview?, allowed_decisions?}, one card for all."""
+    shaped = []
+    for item in items:
+        unknown = set(item) - {"name", "params", "params_schema", "preview", "allowed_decisions"}
+        if unknown:
+            raise SignoffError(f"a batch item takes name, params, params_schema, preview and allowed_decisions, "
+                               f"not {', '.join(sorted(unknown))}")
+        shaped.append({k: (list(v) if k == "allowed_decisions" else dict(v)) if k != "name" else v
+                       for k, v in item.items() if v is not None})
+    body = approval_body("batch", {}, summary=summary, preview=None, risk=risk, params_schema=None, channel=channel,
+                         approvers=approvers, context=context, requested_by=requested_by, timing=timing)
+    del body["action"]
+    body["items"] = shaped
+    return body
+
+
 def question_body(questions: Sequence[Mapping[str, Any] | str], *, summary: str | None, context: str | None,
                   channel: str | None, approvers: Sequence[str] | None,
                   requested_by: str | None) -> dict[str, Any]:

@@ -148,6 +148,19 @@ class SignoffClient:
                                     key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
+    def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+                     channel: str | None = None, approvers: Sequence[str] | None = None,
+                     idempotency_key: str | None = None, context: str | None = None,
+                     requested_by: str | None = None, timing: Mapping[str, Any] | None = None) -> Submission:
+        """Several actions on one card, each decided on its own (`Decision.items`), without waiting.
+
+        `items`: {name, params, params_schema?, preview?, allowed_decisions?} each.
+        """
+        body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
+                            context=context, requested_by=requested_by, timing=timing)
+        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=idempotency_key or p.new_key())
+        return Submission(str(answer["id"]), answer, status == 201, self)
+
     def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
             context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
             timeout: float | None = None, idempotency_key: str | None = None,
@@ -282,6 +295,17 @@ class AsyncSignoffClient:
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
                                allowed_decisions=allowed_decisions, suggestions=suggestions, session=session)
+        answer, status = await self._send("POST", "/api/v1/approvals", json=body,
+                                          key=idempotency_key or p.new_key())
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+
+    async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+                           channel: str | None = None, approvers: Sequence[str] | None = None,
+                           idempotency_key: str | None = None, context: str | None = None,
+                           requested_by: str | None = None,
+                           timing: Mapping[str, Any] | None = None) -> AsyncSubmission:
+        body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
+                            context=context, requested_by=requested_by, timing=timing)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
