@@ -30,9 +30,10 @@ REMEMBER = "signoff_remember"  # "Approve & remember": opens the grant modal
 
 
 def remember_allowed(req: Request) -> bool:
-    """Only under a policy file, never for critical, only for approvals that offer Approve (allowed_decisions)."""
+    """Only under a policy file, never for critical, only for approvals that offer Approve (allowed_decisions),
+    never where Approve asks to type a confirmation (the modal would approve without it)."""
     return (req.kind is Kind.APPROVAL and isinstance(req.extra.get("policy"), dict) and req.risk is not Risk.CRITICAL
-            and "approve" in allowed_decisions(req.kind, req.extra))
+            and req.confirm is None and "approve" in allowed_decisions(req.kind, req.extra))
 
 
 def policy_notes(req: Request) -> list[str]:

@@ -243,3 +243,22 @@ async def test_the_readme_curl_example(papp: App) -> None:
     card = await papp.card(asked["id"])
     assert buttons(card)["signoff_suggest_0"] == "Approve & always allow Bash(npm test *)"
     assert "for this agent (Claude Code on build-1), until revoked" in notes(card)
+
+
+async def test_approve_and_remember_respects_duties_and_typed_confirmation_too(papp: App) -> None:
+    own = await submit(papp, bash("npm test", requester_user="U1"))
+    assert "signoff_remember" in buttons(await papp.card(own["id"]))
+    await papp.click(own["id"], "U1", action="signoff_remember", user_name="alice")
+    assert "separation of duties" in await last_note(papp, 1)
+    assert papp.slack.calls_to("views.open") == []  # no modal that could approve it
+
+    typed = await submit(papp, bash("npm test", confirm="DEPLOY"))
+    card = await papp.card(typed["id"])
+    assert "signoff_remember" not in buttons(card)
+    await papp.click(typed["id"], "U1", action="signoff_remember", user_name="alice")
+    assert "cannot be remembered" in await last_note(papp, 2)
+    for request_id in (own["id"], typed["id"]):
+        _, body = await papp.api("GET", f"/api/v1/approvals/{request_id}")
+        assert body["status"] == "pending"
+    _, grants = await papp.api("GET", "/api/v1/grants")
+    assert grants["items"] == []
