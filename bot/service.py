@@ -357,6 +357,7 @@ class Service:
         read: Request | None = None,
         also: Callable[[Unit], Awaitable[None]] | None = None,
         items: tuple[Item, ...] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
@@ -370,6 +371,8 @@ class Service:
         since, nothing is written and the caller decides again on the fresh request).
         `also(unit)`: more writes that belong to this decision (a remembered grant), committed with
         the final decision or not at all (a vote that only counts towards the quorum runs nothing).
+        `extra`: keys merged into the request's `extra` with the final decision (e.g. the Claude
+        suggestion a person accepted), likewise never with a vote that only counts.
         """
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
@@ -410,6 +413,7 @@ class Service:
                 next_due_at=None,
                 votes=decision.votes,
                 items=decision.items,
+                extra={**request.extra, **extra} if extra else request.extra,
             )
             await self.write(unit, decided, request)
             if request.quorum > 1 and len(votes) > len(request.votes):

@@ -15,6 +15,7 @@ from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Item, Request, Via
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
+from bot.domain.suggestions import ACCEPTED_KEY
 from bot.domain.timing import TimerState
 from bot.domain.values import iso
 
@@ -52,7 +53,8 @@ def request_json(request: Request) -> dict[str, Any]:
         "votes": [v.to_json() for v in request.votes],
         "items": [item_json(i) for i in request.items] if request.items else None,
         # Issue 12, present only when they apply: how the policy file evaluated it; delegates added.
-        **{key: request.extra[key] for key in ("policy", "delegations") if key in request.extra},
+        # ...and the Claude permission suggestions the agent sent (bot/domain/suggestions.py).
+        **{key: request.extra[key] for key in ("policy", "delegations", "suggestions", "session") if key in request.extra},
     }
     if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
         body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))
@@ -86,6 +88,9 @@ def _decision_json(request: Request) -> dict[str, Any] | None:
     policy = request.extra.get("policy")
     if request.decision.via in (Via.POLICY, Via.GRANT) and isinstance(policy, dict):
         body["rule"], body["grant_id"] = policy.get("rule"), policy.get("grant_id")
+    accepted = request.extra.get(ACCEPTED_KEY)
+    if isinstance(accepted, dict):  # the Claude suggestion the person accepted: {index, update, grant_ids}
+        body["suggestion"] = accepted
     return body
 
 

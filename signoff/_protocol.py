@@ -57,8 +57,14 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
                   risk: str, params_schema: Mapping[str, Any] | None, channel: str | None,
                   approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
                   timing: Mapping[str, Any] | None,
-                  allowed_decisions: Sequence[str] | None = None) -> dict[str, Any]:
+                  allowed_decisions: Sequence[str] | None = None,
+                  suggestions: Sequence[Mapping[str, Any]] | None = None,
+                  session: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"action": {"name": action, "params": dict(params)}, "summary": summary, "risk": risk}
+    if suggestions:  # Claude's permission updates, offered on the card ("Approve & always allow ...")
+        body["suggestions"] = [dict(s) for s in suggestions]
+    if session is not None:  # the agent's run/session: what a session-scoped grant is bound to
+        body["session"] = session
     if allowed_decisions is not None:  # approve | edit | reject | respond; unset: the first three
         body["allowed_decisions"] = list(allowed_decisions)
     if params_schema is not None:

@@ -109,6 +109,16 @@ class Decision:
         return bool(self.changes)
 
     @property
+    def accepted_suggestion(self) -> tuple[int, dict[str, Any]] | None:
+        """The Claude permission suggestion the person accepted ("Approve & always allow ..."): its
+        index in the list the agent sent, and the update as sent. None when they just approved."""
+        found = self.raw.get("suggestion")
+        if self.outcome != "approved" or not isinstance(found, dict) or not isinstance(found.get("update"), dict):
+            return None
+        index = found.get("index")
+        return (index, dict(found["update"])) if isinstance(index, int) else None
+
+    @property
     def reply(self) -> str | None:
         """The person's answer when they chose "Reply instead" (a rejection: the action must not run)."""
         return self.comment if self.outcome == "rejected" and self.via == "reply" else None

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.api.suggestions_in import MAX_SUGGESTIONS, SuggestionIn, check_size
 from bot.domain.batch import BATCH_ACTION, MAX_ITEMS, Item
 from bot.domain.edits import check_schema, validate_params
 from bot.domain.linear import MAX_DEPTH, too_deep_at
@@ -164,6 +165,11 @@ class ApprovalIn(_Strict):
     confirm: str | None = Field(default=None, min_length=1, max_length=200)
     requester_user: str | None = Field(default=None, pattern=r"^[UW][A-Z0-9]{1,39}$")
     items: list[ItemIn] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS)
+    # Claude's permission suggestions ("always allow Bash(npm test *)"): offered on the card
+    # (bot/domain/suggestions.py); `session` names the agent's run/session for session-scoped grants.
+    suggestions: Annotated[list[SuggestionIn] | None, AfterValidator(check_size)] = Field(
+        default=None, max_length=MAX_SUGGESTIONS)
+    session: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -197,6 +203,8 @@ class ApprovalIn(_Strict):
                                  "at a time to require more approvers)")
             if self.risk is Risk.CRITICAL:
                 raise ValueError("critical actions need typed confirmation, one at a time: they cannot be batched")
+            if self.suggestions:
+                raise ValueError("`suggestions` belong to one action: a batch cannot have them")
         return self
     # Which decisions the card offers (bot/domain/choices.py); unset: approve, edit, reject.
     allowed_decisions: Decisions | None = None
