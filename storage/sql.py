@@ -3,8 +3,9 @@
 Dialect differences stay in small private helpers:
 - SQLite allows one writer at a time. Write units take an in-process lock and
   open with `BEGIN IMMEDIATE`, so writers queue instead of failing with
-  "database is locked" when a read lock would have to be upgraded; other
-  processes on the same file wait on `busy_timeout`.
+  "database is locked" when a read lock would have to be upgraded; a wait for
+  another process on the same file happens on aiosqlite's worker thread with a
+  30 s busy timeout (statements themselves run on the loop: storage/sqlite_inline.py).
 - PostgreSQL claims outbox rows with `FOR UPDATE SKIP LOCKED` and announces
   request changes with NOTIFY, which is delivered only if the unit commits.
 """
@@ -54,6 +55,9 @@ from storage.schema import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+
+from storage.sqlite_inline import inline_creator
 from storage.urls import async_url
 
 U = TypeVar("U", bound="SqlUnit")
@@ -494,11 +498,17 @@ class SqlStore(Store):
 
 
 def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -> AsyncEngine:
-    """An engine on a SQLite file in WAL mode; `begin` is the statement that opens a transaction."""
-    kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
+    """An engine on a SQLite file in WAL mode; `begin` is the statement that opens a transaction.
+
+    Statements run on the event loop's thread (storage/sqlite_inline.py): only a wait for another
+    process's lock goes to aiosqlite's worker thread.
+    """
+    url = async_url(database_url)
+    (filename,), options = SQLiteDialect_aiosqlite().create_connect_args(url)
+    kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options)}
     if begin is not None:
         kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
-    engine = create_async_engine(async_url(database_url), **kwargs)
+    engine = create_async_engine(url, **kwargs)
     _configure_sqlite(engine, begin=begin)
     return engine
 
@@ -508,7 +518,9 @@ def _configure_sqlite(engine: AsyncEngine, *, begin: str | None) -> None:
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL may itself have to wait
+        # Busy timeout 0: a statement that would wait for another process's lock fails at once and is
+        # run again, with the full timeout, on the connection's worker thread (storage/sqlite_inline.py).
+        cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
