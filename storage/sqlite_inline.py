@@ -48,7 +48,7 @@ class InlineConnection(aiosqlite.Connection):
             if not _busy(exc):
                 raise
         # Another process holds the lock: wait for it on the worker thread, not on the event loop.
-        return await super()._execute(_patiently, self._connection, fn, args, kwargs)
+        return await super()._execute(_patiently, self._connection, fn, args, kwargs)  # type: ignore[no-untyped-call]
 
 
 def _patiently(conn: sqlite3.Connection, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -64,7 +64,8 @@ def inline_creator(filename: str, **kwargs: Any) -> Callable[[], InlineConnectio
     options = {**kwargs, "timeout": 0, "check_same_thread": False}
 
     def connector() -> sqlite3.Connection:
-        return sqlite3.connect(filename, **options)
+        conn: sqlite3.Connection = sqlite3.connect(filename, **options)
+        return conn
 
     def create() -> InlineConnection:
         conn = InlineConnection(connector, 64)
