@@ -57,6 +57,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
+from storage.json_codec import loads
 from storage.sqlite_inline import inline_creator
 from storage.urls import async_url
 
@@ -65,19 +66,19 @@ U = TypeVar("U", bound="SqlUnit")
 NOTIFY_CHANNEL = "signoff_requests"
 
 def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
-    """The ids of pending requests due at `now`, oldest due first (the timer sweep's claim).
+    """The pending requests due at `now`, whole rows, oldest due first (the timer sweep's claim).
 
-    A range scan on ix_requests_next_due_at reads the due rows only, however many are pending
-    (bench/sweep.py prints the plan). PostgreSQL locks what it returns and skips rows another
-    transaction holds, so replicas sweeping at once take different rows.
+    One statement: a range scan on ix_requests_next_due_at reads the due rows only, however many
+    are pending (bench/sweep.py prints the plan). PostgreSQL locks the requests rows it returns
+    and skips rows another transaction holds, so replicas sweeping at once take different rows.
     """
     due = (
-        sa.select(requests.c.id)
+        SELECT_REQUEST
         .where(requests.c.next_due_at <= now, requests.c.status == "pending")
         .order_by(requests.c.next_due_at)
         .limit(limit)
     )
-    return due.with_for_update(skip_locked=True) if postgres else due
+    return due.with_for_update(skip_locked=True, of=requests) if postgres else due
 
 
 _STORE_CARD = (
@@ -256,12 +257,8 @@ class SqlUnit(Unit):
     # -- timers and the App Home inbox ------------------------------------------
 
     async def claim_due_requests(self, now: datetime, *, limit: int) -> list[Request]:
-        ids = list((await self.conn.execute(due_requests_statement(now, limit, postgres=self._postgres))).scalars())
-        if not ids:
-            return []
-        stmt = SELECT_REQUEST.where(requests.c.id.in_(ids))
-        found = {r.id: r for r in (request_from_row(row) for row in (await self.conn.execute(stmt)).all())}
-        return [found[i] for i in ids if i in found]
+        stmt = due_requests_statement(now, limit, postgres=self._postgres)
+        return [request_from_row(row) for row in (await self.conn.execute(stmt)).all()]
 
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
         for user_id in dict.fromkeys(user_ids):
@@ -370,7 +367,7 @@ class SqlStore(Store):
         # bench.all's PostgreSQL e2e phase). After a database restart the first statement on a stale
         # connection fails as a disconnect, and SQLAlchemy then discards the whole pool: one failed
         # call per process (an API 500 the agent retries, an outbox attempt retried), not more.
-        engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size * 2)
+        engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, json_deserializer=loads)
         return cls(engine)
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
@@ -515,7 +512,7 @@ def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -
     """
     url = async_url(database_url)
     (filename,), options = SQLiteDialect_aiosqlite().create_connect_args(url)
-    kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options)}
+    kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options), "json_deserializer": loads}
     if begin is not None:
         kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
     engine = create_async_engine(url, **kwargs)
