@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 60.0
 BATCH = 50
-CONCURRENCY = 4
+CONCURRENCY = 16
 
 
 @dataclass(frozen=True)
