@@ -11,7 +11,8 @@ CPU figures are the server process's user+system seconds (/proc/PID/stat) across
 the work done, so other processes on a busy machine do not inflate them the way they inflate wall
 clock; the load average is printed beside every engine's figures. Per engine, in this order:
 
-  e2e        `--agents` closed-loop agents: submit -> long-poll -> card posted -> click -> approved.
+  e2e        `--agents` closed-loop agents: submit -> long-poll -> card posted -> (0.1 s, a person reading
+             it; then a GET until the server has stored the card's ts) -> click -> approved.
              CPU per approval; approvals/s; submit -> card posted p50.
   burst      `--burst` pending requests with their cards posted, then one click each from 50 clickers
              at once: decisions/s until every decision is recorded and its card updated; CPU each.
@@ -267,7 +268,8 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
             with spying(server, args, f"{engine}-e2e"):
                 e2e = await e2e_phase(client, server.url, slack, c, args.seconds)
             cpu_approval = (server.cpu_seconds() - cpu) / max(1, e2e.completed) * 1000
-            say(f"{engine}: e2e {e2e.approvals} approvals, {e2e.rate:.1f}/s, {cpu_approval:.1f} ms CPU each")
+            say(f"{engine}: e2e {e2e.approvals} approvals, {e2e.rate:.1f}/s, {cpu_approval:.1f} ms CPU each "
+                f"({e2e.card_gets / max(1, e2e.approvals):.1f} GETs per approval while waiting for the card's ts)")
 
             # -- burst of clicks, and the wake pairs ---------------------------------------------------
             n_wake = args.wake
@@ -306,7 +308,8 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
             await client.close()
             server.stop()
         tx_per_s, _ = await tx_rate(db_url, c, seconds=args.tx_seconds)
-        fig.add("CPU per approval", f"{cpu_approval:.1f} ms", "<= 6 ms")
+        fig.add("CPU per approval", f"{cpu_approval:.1f} ms (the bench's GETs for the card ts included: "
+                f"{e2e.card_gets / max(1, e2e.approvals):.1f} per approval)", "<= 6 ms")
         fig.add("approvals/s vs raw tx/s", f"{e2e.rate:.1f} vs {tx_per_s:.0f} ({ratio(e2e.rate, tx_per_s)})",
                 ">= 1/5")
         say(f"{engine}: e2e submit -> card posted p50 {e2e.card.p50:.0f} ms, p99 {e2e.card.p99:.0f} ({c} closed-loop "
