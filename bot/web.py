@@ -82,7 +82,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
-OPENS_VIEW = frozenset({blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
+OPENS_VIEW = frozenset({blocks.APPROVE_CONFIRM, blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
                         REMEMBER, AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")

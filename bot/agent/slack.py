@@ -37,6 +37,7 @@ from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
+from bot.slack.text import from_slack
 from storage.base import OutboxItem
 from storage.run_store import RunStore
 
@@ -244,7 +245,7 @@ class RunInteractions:
         channel = str(event.get("channel"))
         reply = await self.run_service.thread_reply(
             channel=channel, thread_ts=str(thread_ts), user_id=str(user), user_name=await self._name(str(user)),
-            text=event["text"], ts=ts, event_id=event_id,
+            text=from_slack(event["text"]), ts=ts, event_id=event_id,
         )
         if reply.kind == "intervention":
             await self.tell(str(user), channel, "Noted: the agent gets your message at its next step.", str(thread_ts))
@@ -324,7 +325,7 @@ def register(app: AsyncApp, interactions: RunInteractions) -> None:
 
     async def on_run(ack: Any, command: dict[str, Any]) -> None:
         task = RUN_COMMAND.match(str(command.get("text") or ""))
-        text = task.group(1).strip() if task else ""
+        text = from_slack(task.group(1)).strip() if task else ""
         if not text:
             await ack(text="Usage: `/signoff run <what the agent should do>`", response_type="ephemeral")
             return

@@ -62,6 +62,7 @@ class Backlog:
         self._idle = asyncio.Event()
         self._idle.set()
         self._workers: list[asyncio.Task[None]] = []
+        self.gate_checks = 0  # how often the gate compared the clock (tests wait on it, not on time)
 
     def __len__(self) -> int:
         return len(self._queue) + len(self._running)
@@ -133,6 +134,7 @@ class Backlog:
     async def _until_due(self) -> None:
         """Until nothing arrived after the oldest item, or arrivals paused for `quiet` s, or it waited `max_defer` s."""
         while self._queue and not self._draining.is_set():
+            self.gate_checks += 1
             enqueued = self._queue[0][0]
             if self.last_arrival <= enqueued:  # nothing came in after it: a lone click goes at once
                 return

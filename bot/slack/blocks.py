@@ -52,12 +52,15 @@ from bot.slack.previews import (
 )
 
 __all__ = [
-    "APPROVE", "EDIT", "REJECT", "RESPOND", "EDIT_VIEW", "REJECT_VIEW", "RESPOND_VIEW", "DECIDE_BLOCK",
+    "APPROVE", "APPROVE_CONFIRM", "EDIT", "REJECT", "RESPOND", "EDIT_VIEW", "REJECT_VIEW", "RESPOND_VIEW", "DECIDE_BLOCK",
     "approval_card", "edit_modal", "reject_modal", "respond_modal", "parse_edit_submission",
     "parse_reject_submission", "parse_respond_submission", "escape_mrkdwn", "text_length",
 ]  # fmt: skip
 
 APPROVE = "signoff_approve"
+# Approve on a request that asks to type a confirmation: it opens a modal, so its listener runs at
+# once (the trigger_id lives 3 s), not behind the click backlog and the decision slot.
+APPROVE_CONFIRM = "signoff_approve_confirm"
 EDIT = "signoff_edit"
 REJECT = "signoff_reject"
 RESPOND = "signoff_respond"
@@ -200,7 +203,7 @@ def _buttons(req: Request) -> dict[str, Any]:
     offered = allowed_decisions(req.kind, req.extra)  # only what the agent allows (bot/domain/choices.py)
     buttons = []
     if "approve" in offered:
-        buttons.append(_button("Approve", APPROVE, req.id, "primary"))
+        buttons.append(_button("Approve", APPROVE_CONFIRM if req.confirm else APPROVE, req.id, "primary"))
     if "edit" in offered and req.action.params and req.quorum <= 1:  # a quorum approves one set of parameters
         buttons.append(_button("Approve with edits" if "approve" not in offered else "Edit", EDIT, req.id))
     if "respond" in offered:

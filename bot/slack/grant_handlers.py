@@ -8,10 +8,13 @@ never leaves a grant behind, and a crash leaves both or neither.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
+from datetime import UTC, tzinfo
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import aiohttp
 from slack_bolt.async_app import AsyncApp
@@ -26,11 +29,13 @@ from bot.slack import grant_views as views
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, extract_click, extract_submission, user_of
 from bot.slack.policy_cards import REMEMBER, remember_allowed
+from bot.slack.text import slack_date
 
 if TYPE_CHECKING:
     from bot.slack.home import Home
 
 log = logging.getLogger(__name__)
+_ZONE_TIMEOUT = 1.0  # seconds of the slash command's 3 s ack budget users.info may use
 
 
 class GrantInteractions:
@@ -41,6 +46,7 @@ class GrantInteractions:
         self.home = home
         self.client = interactions.client
         self.clock = interactions.clock
+        self._zones: dict[str, tzinfo] = {}
 
     async def _open(self, user: str, channel: str | None, trigger_id: str | None, view: dict[str, Any]) -> None:
         try:
@@ -138,16 +144,31 @@ class GrantInteractions:
 
     # -- delegation ---------------------------------------------------------------------------------
 
+    async def _zone(self, user: str) -> tzinfo:
+        """The person's own time zone (Slack profile), so "until 2026-12-24" means their midnight.
+
+        Bounded: the slash command's ack waits on this, so a slow or failing users.info means UTC.
+        """
+        if user not in self._zones:
+            try:
+                info = await asyncio.wait_for(self.client.users_info(user=user), _ZONE_TIMEOUT)
+                self._zones[user] = ZoneInfo(str((info.get("user") or {}).get("tz") or "UTC"))
+            except (SlackApiError, aiohttp.ClientError, TimeoutError, ValueError, ZoneInfoNotFoundError) as exc:
+                log.info("no time zone for %s (%s): using UTC", user, exc)
+                return UTC
+        return self._zones[user]
+
     async def away(self, user: str, text: str) -> str:
+        zone = await self._zone(user) if " until " in f" {text.lower()} " else UTC
         try:
-            until, delegate = views.parse_away(text, self.clock.now())
+            until, delegate = views.parse_away(text, self.clock.now(), zone)
         except ValueError as exc:
             return str(exc)
         if delegate == user:
             return "You cannot delegate to yourself."
         await self.grants.away(user, delegate, until)
         await self._refresh(user)
-        when = f" until {until:%Y-%m-%d %H:%M} UTC" if until else " until you say `/signoff back`"
+        when = f" until {slack_date(until, '{date_short_pretty} {time}')}" if until else " until you say `/signoff back`"
         return f"You are away{when}: requests that would go to you also go to <@{delegate}>, who may decide."
 
     async def back(self, user: str) -> str:
@@ -165,7 +186,7 @@ class GrantInteractions:
         date = ((values.get(views.AWAY_UNTIL) or {}).get(views.AWAY_UNTIL) or {}).get("selected_date")
         delegate = ((values.get(views.AWAY_TO) or {}).get(views.AWAY_TO) or {}).get("selected_user")
         try:
-            until = views.parse_until(str(date), self.clock.now())
+            until = views.parse_until(str(date), self.clock.now(), await self._zone(user))
         except ValueError as exc:
             return None, {views.AWAY_UNTIL: str(exc)}
         if not delegate or delegate == user:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 from bot.domain.grants import ANY, DOMAIN, Delegation, Grant, Scope, email_domain
@@ -170,11 +170,12 @@ _AWAY = re.compile(r"^away(?:\s+until\s+(?P<until>\S+))?\s+to\s+(?P<to>\S+)\s*$"
 _USER = re.compile(r"^(?:<@(?P<esc>[UW][A-Z0-9]+)(?:\|[^>]*)?>|(?P<raw>[UW][A-Z0-9]+))$")
 
 
-def parse_until(text: str, now: datetime) -> datetime:
-    """`2026-12-24` (back on that day: 00:00 UTC) or an ISO time with a zone; must be in the future."""
+def parse_until(text: str, now: datetime, tz: tzinfo = UTC) -> datetime:
+    """`2026-12-24` (back on that day: 00:00 in `tz`, the person's own zone) or an ISO time with a
+    zone; must be in the future. Returned in UTC."""
     try:
         if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            at = datetime.fromisoformat(text).replace(tzinfo=UTC)
+            at = datetime.fromisoformat(text).replace(tzinfo=tz)
         else:
             at = datetime.fromisoformat(text.replace("Z", "+00:00"))
             if at.tzinfo is None:
@@ -186,7 +187,7 @@ def parse_until(text: str, now: datetime) -> datetime:
     return at.astimezone(UTC)
 
 
-def parse_away(text: str, now: datetime) -> tuple[datetime | None, str]:
+def parse_away(text: str, now: datetime, tz: tzinfo = UTC) -> tuple[datetime | None, str]:
     """`away [until DATE] to @someone` -> (until, delegate user id); ValueError says what is wrong."""
     found = _AWAY.match(text.strip())
     if not found:
@@ -195,5 +196,5 @@ def parse_away(text: str, now: datetime) -> tuple[datetime | None, str]:
     if who is None:
         raise ValueError(f"I cannot tell who {found.group('to')} is: mention them (Slack sends <@U…>) or give "
                          "their user id (U…), or use Away… on Signoff's Home tab")
-    until = parse_until(found.group("until"), now) if found.group("until") else None
+    until = parse_until(found.group("until"), now, tz) if found.group("until") else None
     return until, who.group("esc") or who.group("raw")

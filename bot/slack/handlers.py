@@ -40,6 +40,12 @@ def register(
         if click is not None:
             await interactions.approve(click)
 
+    async def on_approve_confirm(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        click = await _click_or_refuse(body)
+        if click is not None:
+            await interactions.approve(click, opens_view=True)
+
     async def on_edit(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         click = await _click_or_refuse(body)
@@ -88,6 +94,7 @@ def register(
             return None
 
     app.action(blocks.APPROVE)(on_approve)
+    app.action(blocks.APPROVE_CONFIRM)(on_approve_confirm)
     app.action(blocks.EDIT)(on_edit)
     app.action(blocks.REJECT)(on_reject)
     app.view(blocks.EDIT_VIEW)(on_submit)

@@ -24,7 +24,7 @@ from bot.domain.model import Kind, Request
 from bot import effects
 from bot.effects import Handler
 from bot.outbox import Dead, Done, Result
-from bot.slack.blocks import APPROVE, OUTCOME_LABEL, REJECT, RISK_EMOJI
+from bot.slack.blocks import APPROVE, APPROVE_CONFIRM, OUTCOME_LABEL, REJECT, RISK_EMOJI
 from bot.slack.text import slack_date
 from bot.slack.delivery import SlackCall
 from bot.slack.previews import clip, escape_mrkdwn, more, one_line, plain
@@ -63,7 +63,8 @@ def _item_blocks(entry: InboxEntry, now: datetime, links: dict[str, str]) -> lis
     if not entry.can_decide or req.kind is not Kind.APPROVAL:
         return [section]  # a question is answered in its thread, from the link
     buttons = [
-        {"type": "button", "action_id": APPROVE, "text": plain("Approve"), "value": req.id, "style": "primary"},
+        {"type": "button", "action_id": APPROVE_CONFIRM if req.confirm else APPROVE, "text": plain("Approve"),
+         "value": req.id, "style": "primary"},
         {"type": "button", "action_id": REJECT, "text": plain("Reject"), "value": req.id, "style": "danger"},
     ]
     return [section, {"type": "actions", "block_id": f"home:{req.id}", "elements": buttons}]

@@ -128,11 +128,16 @@ class Interactions:
 
     # -- buttons -------------------------------------------------------------
 
-    async def approve(self, click: Click) -> None:
-        # A burst of clicks waits here, using no CPU, rather than all at once: the event loop stays
-        # free to answer the next clicks' acks promptly (Slack's 3 s), while decisions go at full speed.
-        async with self._deciding:
+    async def approve(self, click: Click, *, opens_view: bool = False) -> None:
+        """`opens_view`: the card's Approve asks to type a confirmation, so the click's trigger_id
+        (3 s) must reach views.open now, not after the decision slot frees up."""
+        if opens_view:
             note = await self._approve(click)
+        else:
+            # A burst of clicks waits here, using no CPU, rather than all at once: the event loop stays
+            # free to answer the next clicks' acks promptly (Slack's 3 s), while decisions go at full speed.
+            async with self._deciding:
+                note = await self._approve(click)
         if note is not None:
             # After the slot is released, and in the background: a slow or rate-limited Slack (with
             # its retries) delays only this person's note, never someone else's decision.

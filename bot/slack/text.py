@@ -101,3 +101,39 @@ def strip_markup(text: str, *, limit: int = 2000) -> str:
     text = re.sub(r"<@([A-Z0-9]+)>", r"@\1", text)
     text = re.sub(r"<!subteam\^([A-Z0-9]+)>", r"@\1", text)
     return text[:limit]
+
+
+# What a person typed, as Slack delivers it in a message event or an escaped slash command:
+# <@U1|name> / <@U1>, <#C1|name>, <!subteam^S1|@team>, <!here>, <https://x|label> / <https://x>.
+_INBOUND_TOKEN = re.compile(r"<([^<>]*)>")
+
+
+def _readable(token: str) -> str:
+    target, _, label = token.partition("|")
+    if target.startswith("@"):
+        return "@" + (label or target[1:])
+    if target.startswith("#"):
+        return "#" + (label or target[1:])
+    if target.startswith("!subteam^"):
+        return label or "@" + target[len("!subteam^"):]
+    if target.startswith("!date^"):
+        return label
+    if target.startswith("!"):
+        return "@" + target[1:]
+    if target.startswith("mailto:"):
+        return label or target[len("mailto:"):]
+    if label and label != target:
+        return f"{label} ({target})"
+    return target
+
+
+def from_slack(text: str) -> str:
+    """Plain text from what a person typed in Slack, for an agent or a typed answer.
+
+    Slack escapes `&`, `<` and `>` in every message and slash command and wraps mentions, channels
+    and links in `<...>`; an answer "Smith & Sons" arrives as "Smith &amp; Sons". Tokens become
+    their readable form ("@bob", "#ops", "label (url)"), then the three escapes are undone (in
+    that order, so a typed "&lt;" stays "&lt;").
+    """
+    text = _INBOUND_TOKEN.sub(lambda m: _readable(m.group(1)), text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

@@ -194,3 +194,18 @@ async def test_approve_button_with_a_question_id_is_refused(agent: AgentApp) -> 
     [note] = await app.slack.wait_for("chat.postEphemeral")
     assert "This is a question, not an approval" in note.args["text"]
     assert await app.signoff.store.get_request(question["id"]) == before
+
+
+async def test_a_thread_answer_reaches_the_agent_as_the_person_typed_it(agent: AgentApp) -> None:
+    """Slack escapes &, <, > and wraps mentions and links; the typed answer is what the person wrote."""
+    status, asked = await agent.app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1"})
+    assert status == 201, asked
+    card = await agent.app.card(asked["id"])
+    sent = "Smith &amp; Sons &lt;ltd&gt;, ask <@U2|bob>; see <https://x.example/a?b=1&amp;c=2|the runbook>"
+    msg = agent.slack.add_message("C1", "U1", sent, thread_ts=card.ts)
+    await agent.app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": sent,
+                                        "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    _, replied = await agent.app.api("GET", f"/api/v1/questions/{asked['id']}?wait=10")
+    assert replied["status"] == "answered", replied
+    assert replied["answers"][0]["text"] == (
+        "Smith & Sons <ltd>, ask @bob; see the runbook (https://x.example/a?b=1&c=2)")

@@ -59,3 +59,15 @@ async def test_cli_starts_a_run_that_the_server_picks_up(
         assert bad.returncode == 2 and "no agent named 'nope'" in bad.stderr
     finally:
         await app.stop()
+
+
+async def test_the_task_is_what_the_person_typed_not_slacks_escaped_form(agent: AgentApp) -> None:
+    agent.model.script(message(text("Done.")))
+    response = await agent.app.slack_client.command(
+        user="U1", text="run email <@U2|bob> about R&amp;D &lt;urgent&gt; in <#C9|ops>", channel="C1")
+    assert response.status == 200
+    [posted] = await agent.slack.wait_for("chat.postMessage")
+    run_id = posted.args["metadata"]["event_payload"]["run_id"]
+    done = await agent.wait_status(run_id, "completed", "failed")
+    assert done["task"] == "email @bob about R&D <urgent> in #ops", done
+    assert agent.model.requests[0]["messages"][0]["content"][0]["text"] == done["task"]

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from bot.web import OPENS_VIEW
 from tests.duties.helpers import card_text, settle, snapshot
 from bot.sandbox.signed import plain_input
 from tests.harness import App
 
 
 async def _open_confirm(app: App, request_id: str, user: str = "U1") -> dict:
-    await app.click(request_id, user, user_name="alice")
+    card = await app.card(request_id)
+    [approve] = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]
+                 if e["text"]["text"] == "Approve"]
+    # Its own action id, run at once like Edit: views.open needs the click's trigger_id within 3 s,
+    # so this click must not wait behind a burst's click backlog or the decision slot.
+    assert approve["action_id"] == "signoff_approve_confirm" and approve["action_id"] in OPENS_VIEW
+    await app.click(request_id, user, action=approve["action_id"], user_name="alice")
     [opened] = await app.slack.wait_for("views.open")
     return opened.args["view"]
 

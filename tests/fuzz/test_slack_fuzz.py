@@ -15,7 +15,7 @@ from tests.fuzz.harness import FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.fuzz.test_api_fuzz import json_values
 from tests.harness import App
 
-ACTIONS = ["signoff_approve", "signoff_reject", "signoff_edit", "signoff_snooze", "signoff_escalate",
+ACTIONS = ["signoff_approve", "signoff_approve_confirm", "signoff_reject", "signoff_edit", "signoff_snooze", "signoff_escalate",
            "signoff_run_cancel", "signoff_answer_submit", "signoff_answer_0_1", "signoff_pick_0", "other"]
 VIEWS = ["signoff_reject", "signoff_edit", "signoff_escalate_view", "other"]
 FORM = "application/x-www-form-urlencoded"

@@ -60,3 +60,14 @@ async def test_the_page_refuses_what_names_nobody_or_nothing(demo: Demo) -> None
                 assert resp.status == 400 and (await resp.json())["error"], act
         async with http.get(demo.url + "/sandbox/pane", params={"user": "UNOBODY"}) as resp:
             assert resp.status == 400
+
+
+async def test_a_typed_at_name_reaches_the_bot_as_slack_sends_it(demo: Demo) -> None:
+    """/signoff is registered with should_escape: the page, like Slack, turns @morgan into <@UMORGAN|morgan>."""
+    async with aiohttp.ClientSession() as http:
+        act = {"kind": "message", "user": APPROVER, "channel": CHANNEL, "text": "/signoff away to @morgan"}
+        async with http.post(demo.url + "/sandbox/act", json=act) as resp:
+            assert resp.status == 200 and (await resp.json())["status"] == 200
+        async with http.get(demo.url + "/sandbox/pane", params={"user": APPROVER}) as resp:
+            mine = (await resp.json())["main"]
+    assert "also go to" in mine and "cannot tell who" not in mine, mine

@@ -227,6 +227,17 @@ async def test_away_delegates_until_back(papp: App) -> None:
     assert still["status"] == "pending"
 
 
+async def test_away_until_a_day_means_that_day_in_the_persons_own_time_zone(papp: App) -> None:
+    papp.slack.add_user("U7", "nina", tz="America/New_York")
+    away = await papp.slack_client.command(user="U7", text="away until 2099-12-24 to <@U3|carol>")
+    assert "also go to <@U3>" in away.json()["text"] and "2099-12-24T05:00:00Z" in away.json()["text"]
+    delegated = await submit(papp, MAIL, approvers=["U7"])
+    assert delegated["delegations"][0]["until"] == "2099-12-24T05:00:00Z"  # midnight in New York
+    # Someone Slack cannot tell us about (users.info fails) is away until midnight UTC.
+    await papp.slack_client.command(user="U8", text="away until 2099-12-24 to <@U3|carol>")
+    assert (await submit(papp, MAIL, approvers=["U8"]))["delegations"][0]["until"] == "2099-12-24T00:00:00Z"
+
+
 async def test_away_refusals(papp: App) -> None:
     past = await papp.slack_client.command(user="U1", text="away until 2001-01-01 to <@U3>")
     assert "not in the future" in past.json()["text"]

@@ -33,6 +33,14 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def gate_checked(b: Backlog, times: int) -> None:
+    """Until the gate has looked at the clock `times` more times (each wait is `quiet` real seconds)."""
+    target = b.gate_checks + times
+    async with asyncio.timeout(10):
+        while b.gate_checks < target:
+            await asyncio.sleep(0.001)
+
+
 @pytest.fixture
 async def started():  # type: ignore[no-untyped-def]
     """Makes started backlogs (with the test's clock unless one is given); stops them at the end."""
@@ -71,10 +79,10 @@ async def test_work_waits_while_requests_keep_arriving_then_runs_in_order(starte
     b.add(recorder(done, "b", ran))
     now.t += 1
     b.arrived()  # a burst: more requests after both
-    await asyncio.sleep(0.1)  # ten of the gate's checks, all on a clock that has not moved
+    await gate_checked(b, 10)  # ten of the gate's checks, all on a clock that has not moved
     assert done == [] and len(b) == 2
     now.t += 0.009  # 9 ms after the last arrival: not yet quiet for 10 ms
-    await asyncio.sleep(0.05)
+    await gate_checked(b, 5)
     assert done == []
     now.t += 0.002
     await asyncio.wait_for(ran.wait(), 5)

@@ -177,7 +177,7 @@ def test_names_and_command_fit_slack_limits() -> None:
         assert len(c["command"]) <= 32 and c["command"].startswith("/")
         assert 0 < len(c["description"]) <= 2000
         assert len(c.get("usage_hint", "")) <= 1000
-        assert c["should_escape"] is False
+        assert c["should_escape"] is True  # `away ... to @bob` is parsed from <@U..|bob>
     home = m["features"]["app_home"]
     assert home["home_tab_enabled"] is True and home["messages_tab_enabled"] is True
 

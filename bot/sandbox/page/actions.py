@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -170,11 +171,14 @@ class PageActions:
             raise BadAction("a message needs text and a channel")
         if text.startswith("/"):
             command, _, rest = text.partition(" ")
-            answer = await self.client.command(user=user, user_name=name, command=command, text=rest.strip(),
+            # The manifest registers /signoff with should_escape: Slack sends a typed @bob as <@U..|bob>.
+            answer = await self.client.command(user=user, user_name=name, command=command,
+                                               text=self._as_slack_sends(rest.strip()),
                                                channel=channel, trigger_id=self._trigger(user))
             self._command_reply(user, channel, answer)
             return {"status": answer.status}
         thread_ts = str(act["thread_ts"]) if act.get("thread_ts") else None
+        text = self._as_slack_sends(text)
         msg = self.slack.add_message(channel, user, text, thread_ts=thread_ts)
         self.slack.changed()
         event: dict[str, Any] = {"type": "message", "channel": channel, "user": user, "text": text, "ts": msg.ts,
@@ -183,6 +187,17 @@ class PageActions:
             event["thread_ts"] = thread_ts
         answer = await self.client.event(event)
         return {"status": answer.status}
+
+    def _as_slack_sends(self, text: str) -> str:
+        """Typed text as Slack delivers it: `&`, `<`, `>` escaped; `@name` of a known user as <@U..|name>."""
+        text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        by_name = {str(u["name"]).lower(): uid for uid, u in self.slack.users.items()}
+
+        def mention(m: re.Match[str]) -> str:
+            uid = by_name.get(m.group(1).lower())
+            return f"<@{uid}|{m.group(1)}>" if uid else m.group(0)
+
+        return re.sub(r"(?<![\w<])@([\w.\-]+)", mention, text)
 
     def _command_reply(self, user: str, channel: str, answer: Response) -> None:
         """A command's ack body is shown to whoever typed it, as Slack shows it (only to them)."""
