@@ -64,6 +64,7 @@ from storage.urls import async_url
 U = TypeVar("U", bound="SqlUnit")
 
 NOTIFY_CHANNEL = "signoff_requests"
+READ_POOL = 16  # SQLite reader connections kept open (and three times as many more at a peak)
 
 def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
     """The pending requests due at `now`, whole rows, oldest due first (the timer sweep's claim).
@@ -358,7 +359,7 @@ class SqlStore(Store):
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
 
     @classmethod
-    async def open(cls, database_url: str, *, pool_size: int = 10) -> SqlStore:
+    async def open(cls, database_url: str, *, pool_size: int = 20) -> SqlStore:
         url = async_url(database_url)
         if url.get_backend_name() == "sqlite":
             read = sqlite_engine(database_url, begin=None)  # reads: one statement, one snapshot
@@ -367,7 +368,11 @@ class SqlStore(Store):
         # bench.all's PostgreSQL e2e phase). After a database restart the first statement on a stale
         # connection fails as a disconnect, and SQLAlchemy then discards the whole pool: one failed
         # call per process (an API 500 the agent retries, an outbox attempt retried), not more.
-        engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, json_deserializer=loads)
+        # The pool holds what the server uses at once: SQLAlchemy closes a connection checked in beyond
+        # pool_size, so a pool smaller than the usual concurrency opened and closed connections all day
+        # (a PostgreSQL connection costs a backend and an authentication). At most 30 per process, as before.
+        engine = create_async_engine(url, pool_size=pool_size, max_overflow=max(0, 30 - pool_size),
+                                     json_deserializer=loads)
         return cls(engine)
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
@@ -515,6 +520,10 @@ def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -
     kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options), "json_deserializer": loads}
     if begin is not None:
         kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
+    else:
+        # Readers: a connection is cheap, opening one is not (a thread, four PRAGMAs); a connection
+        # checked in beyond pool_size is closed, so the pool covers the usual concurrency.
+        kwargs.update(pool_size=READ_POOL, max_overflow=3 * READ_POOL)
     engine = create_async_engine(url, **kwargs)
     _configure_sqlite(engine, begin=begin)
     return engine
