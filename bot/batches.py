@@ -1,20 +1,21 @@
-"""Use cases of batch requests: decide a page of items, reject the rest, edit one item.
+"""Use cases of batch requests: give items their outcomes (a page, every undecided one, or one item).
 
 Each is one guarded write of the request (`Service.guarded`), like every other change: two people
-deciding different pages at once both land (the loser re-reads and re-applies its page to the
-fresh items), two deciding the same page end with the first one's outcomes (decided items never
+deciding different items at once both land (the loser re-reads and re-applies its choices to the
+fresh items), two deciding the same item end with the first one's outcome (decided items never
 change). The write that gives the last undecided item its outcome is the request's decision,
 made through `Service.decide` (decision row, audit, card update, webhook, wake-ups together).
+Whether a choice is offered at all is checked by the caller first (`choice_refusal`), so a
+refused click writes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bot import effects
-from bot.domain.batch import all_decided, decide_items, overall
-from bot.domain.edits import compute_changes
+from bot.domain.batch import Choice, all_decided, decide_items, overall
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, Via
 from bot.service import DecideResult, Service
 from storage.base import Unit
@@ -22,14 +23,10 @@ from storage.base import Unit
 _RETRIES = 50
 
 
-class ItemDecided(Exception):
-    """The item to edit already has an outcome."""
-
-
 async def decide_items_of(
     service: Service,
     request_id: str,
-    choose: Callable[[Request], dict[int, Outcome]],
+    choose: Callable[[Request], Mapping[int, Outcome | Choice]],
     *,
     actor: Actor,
     via: Via,
@@ -37,14 +34,15 @@ async def decide_items_of(
 ) -> DecideResult:
     """Give the items `choose(request)` names their outcomes; decide the request when none is left.
 
-    `choose` is asked again on the fresh request after a lost race. `counted=True` in the result:
-    items were decided and others still wait (on other pages).
+    `choose` is asked again on the fresh request after a lost race (it names only undecided items;
+    decided ones keep their outcome anyway). `counted=True` in the result: items were decided and
+    others still wait. `won=False`: nothing was written (everything chosen was decided already).
     """
     for _ in range(_RETRIES):
         request = await service.get(request_id)
         if not request.is_pending:
             return DecideResult(request, won=False)
-        chosen = choose(request)
+        chosen = {i: c for i, c in choose(request).items() if request.items[i].outcome is None}
         if not chosen:
             return DecideResult(request, won=False)
         items = decide_items(request.items, chosen, actor)
@@ -55,12 +53,11 @@ async def decide_items_of(
                 return result
             continue  # someone changed the items meanwhile: choose again on what they are now
 
-        async def store(unit: Unit, fresh: Request, chosen: dict[int, Outcome] = chosen) -> Request:
+        async def store(unit: Unit, fresh: Request, chosen: dict[int, Outcome | Choice] = chosen) -> Request:
             now = service.clock.now()
             partial = fresh.evolve(items=decide_items(fresh.items, chosen, actor), updated_at=now)
             await service.write(unit, partial, fresh)
-            await unit.append_audit(AuditEvent(fresh.id, "items_decided", now, actor.id, {
-                "items": {str(i): o.value for i, o in sorted(chosen.items())}, "via": via.value}))
+            await unit.append_audit(AuditEvent(fresh.id, "items_decided", now, actor.id, _audit(partial, chosen, via)))
             await unit.enqueue(effects.update_card(fresh.id, f"card:{fresh.id}:v{fresh.version + 1}", now))
             await unit.notify(fresh.id)
             return partial.evolve(version=fresh.version + 1)
@@ -71,29 +68,17 @@ async def decide_items_of(
     return DecideResult(await service.get(request_id), won=False)
 
 
-async def edit_item(service: Service, request_id: str, index: int, params: dict[str, Any], *,
-                    actor: Actor) -> DecideResult:
-    """Replace one undecided item's parameters (validated by the caller); the item stays undecided.
+async def decide_item(service: Service, request_id: str, index: int, choice: Choice, *, actor: Actor) -> DecideResult:
+    """One item's own decision (Edit and approve, Reject with a reason, Reply instead), if still undecided."""
+    # The batch's own `via` when this item completes it: modal (a reply is per item, in the item's `via`).
+    return await decide_items_of(service, request_id, lambda r: {index: choice}, actor=actor, via=Via.MODAL)
 
-    Raises ItemDecided if the item already has an outcome.
-    """
 
-    async def store(unit: Unit, request: Request) -> Request:
-        item = request.items[index]
-        if item.outcome is not None:
-            raise ItemDecided(f"item {index + 1} is already {item.outcome.value}")
-        changes = compute_changes(item.action.params, params)
-        items = (*request.items[:index], item.evolve(params=params, changes=changes), *request.items[index + 1:])
-        now = service.clock.now()
-        edited = request.evolve(items=items, updated_at=now)
-        await service.write(unit, edited, request)
-        await unit.append_audit(AuditEvent(request.id, "item_edited", now, actor.id, {
-            "item": index, "changes": [c.to_json() for c in changes]}))
-        await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:v{request.version + 1}", now))
-        await unit.notify(request.id)
-        return edited.evolve(version=request.version + 1)
-
-    result = await service.guarded(request_id, store, retries=_RETRIES)
-    if result.ran and result.value is not None:
-        return DecideResult(result.value, won=True, counted=True)
-    return DecideResult(result.request if result.settled else await service.get(request_id), won=False)
+def _audit(request: Request, chosen: Mapping[int, Outcome | Choice], via: Via) -> dict[str, Any]:
+    outcomes = {str(i): o.value for i in sorted(chosen) if (o := request.items[i].outcome) is not None}
+    data: dict[str, Any] = {"items": outcomes, "via": via.value}
+    edited = {str(i): [c.to_json() for c in request.items[i].changes] for i, c in sorted(chosen.items())
+              if isinstance(c, Choice) and c.params is not None}
+    if edited:
+        data["changes"] = edited
+    return data

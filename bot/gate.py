@@ -24,7 +24,7 @@ from typing import Any
 
 from bot import effects
 from bot.access import Directory
-from bot.domain.grants import Delegation, GrantIndex, delegates_for
+from bot.domain.grants import Delegation, GrantIndex, delegates_for, run_of
 from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
 from bot.domain.params_hash import params_sha256
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
@@ -62,7 +62,7 @@ def call_of(spec: ApprovalSpec) -> Call:
     return Call(
         tool=spec.action.name, params=spec.action.params, risk=spec.risk, destructive=spec.destructive,
         requester=spec.requested_by, requester_user=spec.requester_user, channel=spec.channel,
-        run_id=spec.extra.get("run_id"),
+        run_id=run_of(spec.extra),  # Signoff's run, or the session the agent named
         agent=spec.extra.get("agent"),
     )
 
@@ -130,7 +130,7 @@ class PolicyGate:
             return None
         call = Call(tool=request.action.name, params=params, risk=request.risk, requester=request.requested_by,
                     requester_user=request.requester_user, channel=request.channel,
-                    run_id=request.extra.get("run_id"), agent=request.extra.get("agent"))
+                    run_id=run_of(request.extra), agent=request.extra.get("agent"))
         evaluation = evaluate(policy, call, None, self.holder.clock.now())
         if evaluation.outcome is Effect.DENY:
             return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."

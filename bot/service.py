@@ -32,7 +32,7 @@ from bot.domain.model import (
     Via,
 )
 from bot.delivery_state import is_undelivered
-from bot.domain.batch import Item, decide_items
+from bot.domain.batch import Choice, Item, decide_items
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing, initial_state, next_due
 from bot.domain.transitions import next_status
@@ -371,6 +371,7 @@ class Service:
         read: Request | None = None,
         also: Callable[[Unit], Awaitable[None]] | None = None,
         items: tuple[Item, ...] | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
@@ -384,6 +385,8 @@ class Service:
         since, nothing is written and the caller decides again on the fresh request).
         `also(unit)`: more writes that belong to this decision (a remembered grant), committed with
         the final decision or not at all (a vote that only counts towards the quorum runs nothing).
+        `extra`: keys merged into the request's `extra` with the final decision (e.g. the Claude
+        suggestion a person accepted), likewise never with a vote that only counts.
         """
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
@@ -402,7 +405,8 @@ class Service:
             decided_items = items if items is not None else request.items
             if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
                 # Decided as a whole (a timeout, the API): every undecided item gets that outcome.
-                decided_items = decide_items(request.items, dict.fromkeys(range(len(request.items)), outcome), actor)
+                decided_items = decide_items(request.items, dict.fromkeys(range(len(request.items)),
+                                                                          Choice(outcome, via=via)), actor)
             final = request.action.params if params is None else params
             decision = Decision(
                 outcome=outcome,
@@ -423,6 +427,7 @@ class Service:
                 next_due_at=None,
                 votes=decision.votes,
                 items=decision.items,
+                extra={**request.extra, **extra} if extra else request.extra,
             )
             await self.write(unit, decided, request)
             if request.quorum > 1 and len(votes) > len(request.votes):

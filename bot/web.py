@@ -53,7 +53,7 @@ from bot.outbox import Dispatcher
 from bot.policy_holder import PolicyHolder
 from bot.service import Service
 from bot.settings import Settings
-from bot.slack import batch, blocks, grant_handlers, handlers, shapes
+from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestion_handlers
 from bot.slack.backlog import Backlog
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
@@ -67,6 +67,7 @@ from bot.slack.home import Home, HomePublisher
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
 from bot.slack.grant_handlers import GrantInteractions
+from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
@@ -249,6 +250,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
+        suggestion_handlers.register(app, SuggestionInteractions(interactions, grants))  # "Approve & always allow"
         handlers.register(app, interactions, timers=timer_interactions, home=home)
         batch.register(app, BatchInteractions(interactions))
 

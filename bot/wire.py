@@ -10,10 +10,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from bot.delivery_state import delivery_json
+from bot.domain.batch import offered
 from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Item, Request, Via
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
+from bot.domain.suggestions import ACCEPTED_KEY
 from bot.domain.timing import TimerState
 from bot.domain.values import iso
 
@@ -51,7 +53,8 @@ def request_json(request: Request) -> dict[str, Any]:
         "votes": [v.to_json() for v in request.votes],
         "items": [item_json(i) for i in request.items] if request.items else None,
         # Issue 12, present only when they apply: how the policy file evaluated it; delegates added.
-        **{key: request.extra[key] for key in ("policy", "delegations") if key in request.extra},
+        # ...and the Claude permission suggestions the agent sent (bot/domain/suggestions.py).
+        **{key: request.extra[key] for key in ("policy", "delegations", "suggestions", "session") if key in request.extra},
     }
     if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
         body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))
@@ -59,7 +62,7 @@ def request_json(request: Request) -> dict[str, Any]:
 
 
 def item_json(item: Item) -> dict[str, Any]:
-    """A batch item as agents see it: the proposal, and (while pending) its edits and outcome so far."""
+    """A batch item as agents see it: the proposal, and (while pending) its edits and decision so far."""
     preview = item.preview
     return {
         "action": {"name": item.action.name, "params": item.action.params,
@@ -69,6 +72,11 @@ def item_json(item: Item) -> dict[str, Any]:
         "outcome": item.outcome.value if item.outcome else None,
         "params": item.final_params,
         "changes": [c.to_json() for c in item.changes],
+        "comment": item.comment,
+        "via": item.via.value if item.via else None,
+        "decided_by": item.decided_by.to_json() if item.decided_by else None,
+        # Only when the agent chose them, as for a single request (bot/domain/choices.py).
+        **({"allowed_decisions": list(offered(item))} if item.allowed is not None else {}),
     }
 
 
@@ -80,6 +88,9 @@ def _decision_json(request: Request) -> dict[str, Any] | None:
     policy = request.extra.get("policy")
     if request.decision.via in (Via.POLICY, Via.GRANT) and isinstance(policy, dict):
         body["rule"], body["grant_id"] = policy.get("rule"), policy.get("grant_id")
+    accepted = request.extra.get(ACCEPTED_KEY)
+    if isinstance(accepted, dict):  # the Claude suggestion the person accepted: {index, update, grant_ids}
+        body["suggestion"] = accepted
     return body
 
 

@@ -20,10 +20,10 @@ from signoff.errors import (
     SignoffUnavailable,
     StillPending,
 )
-from signoff.models import Actor, Answer, Answers, Change, Decision
+from signoff.models import Actor, Answer, Answers, Change, Decision, ItemDecision
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
-    "Expired", "ParamsChanged", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
+    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
     "StillPending", "Submission", "require_approval",
 ]

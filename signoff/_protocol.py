@@ -57,8 +57,14 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
                   risk: str, params_schema: Mapping[str, Any] | None, channel: str | None,
                   approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
                   timing: Mapping[str, Any] | None,
-                  allowed_decisions: Sequence[str] | None = None) -> dict[str, Any]:
+                  allowed_decisions: Sequence[str] | None = None,
+                  suggestions: Sequence[Mapping[str, Any]] | None = None,
+                  session: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"action": {"name": action, "params": dict(params)}, "summary": summary, "risk": risk}
+    if suggestions:  # Claude's permission updates, offered on the card ("Approve & always allow ...")
+        body["suggestions"] = [dict(s) for s in suggestions]
+    if session is not None:  # the agent's run/session: what a session-scoped grant is bound to
+        body["session"] = session
     if allowed_decisions is not None:  # approve | edit | reject | respond; unset: the first three
         body["allowed_decisions"] = list(allowed_decisions)
     if params_schema is not None:
@@ -71,6 +77,25 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
         if key not in ("reminders", "escalation", "timeout"):
             raise SignoffError(f"timing takes reminders, escalation and timeout, not {key!r}")
         body[key] = value
+    return body
+
+
+def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str, channel: str | None,
+               approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
+               timing: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A batch: `items` of {name, params, params_schema?, preview?, allowed_decisions?}, one card for all."""
+    shaped = []
+    for item in items:
+        unknown = set(item) - {"name", "params", "params_schema", "preview", "allowed_decisions"}
+        if unknown:
+            raise SignoffError(f"a batch item takes name, params, params_schema, preview and allowed_decisions, "
+                               f"not {', '.join(sorted(unknown))}")
+        shaped.append({k: (list(v) if k == "allowed_decisions" else dict(v)) if k != "name" else v
+                       for k, v in item.items() if v is not None})
+    body = approval_body("batch", {}, summary=summary, preview=None, risk=risk, params_schema=None, channel=channel,
+                         approvers=approvers, context=context, requested_by=requested_by, timing=timing)
+    del body["action"]
+    body["items"] = shaped
     return body
 
 

@@ -8,6 +8,9 @@
 Every tool call that reaches "ask" in the SDK's permission chain becomes a card (title, description
 and the reason Claude Code gives, from the SDK's context); Approve answers `PermissionResultAllow`
 with the person's (possibly edited) input, Reject `PermissionResultDeny` with their reason.
+The context's permission `suggestions` ride along: the card offers each usable one as "Approve &
+always allow ...", and the one a person accepts (a Signoff grant from then on) is returned as
+`updated_permissions=[that suggestion]`, so Claude Code remembers it as well.
 `AskUserQuestion` calls become Signoff questions and come back as the answers the SDK expects.
 Fails closed: any error (server down, expiry, a bug) is a deny with a reason, never an allow.
 `claude_agent_sdk` is imported lazily (optional extra `signoff[claude]`).
@@ -21,9 +24,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import signoff.claude_suggestions as suggestions
 import signoff.claude_tools as claude_tools
 from signoff.client import AsyncSignoffClient
-from signoff.errors import Rejected, SignoffError
+from signoff.errors import Rejected, SignoffError, SignoffRequestError
+from signoff.models import Decision
 
 Callback = Callable[[str, dict[str, Any], Any], Awaitable[Any]]
 
@@ -78,14 +83,31 @@ def can_use_tool(client: AsyncSignoffClient | None = None, *, channel: str | Non
                     requested_by=f"Claude Agent SDK on {socket.gethostname()}")
                 return PermissionResultAllow(updated_input={**tool_input, "questions": questions,
                                                             "answers": answers_for(questions, answers)})
-            decision = await signoff().request_approval(
-                tool_name, tool_input,
-                summary=getattr(context, "title", None) or claude_tools.summary(tool_name, tool_input, cwd),
-                preview=claude_tools.preview(tool_name, tool_input, cwd),
-                params_schema=claude_tools.input_schema(tool_name, tool_input), risk=risk, channel=channel,
-                approvers=approvers, timeout=timeout, idempotency_key=key,
-                context=_card_context(context, run, cwd), requested_by=f"Claude Agent SDK on {socket.gethostname()}")
-            return PermissionResultAllow(updated_input=decision.params)
+            sent = suggestions.as_sent(getattr(context, "suggestions", None))
+
+            async def request(offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Decision:
+                return await signoff().request_approval(
+                    tool_name, tool_input,
+                    summary=getattr(context, "title", None) or claude_tools.summary(tool_name, tool_input, cwd),
+                    preview=claude_tools.preview(tool_name, tool_input, cwd),
+                    params_schema=claude_tools.input_schema(tool_name, tool_input), risk=risk, channel=channel,
+                    approvers=approvers, timeout=timeout, idempotency_key=key,
+                    context=_card_context(context, run, cwd),
+                    requested_by=f"Claude Agent SDK on {socket.gethostname()}",
+                    suggestions=[wire for _, wire in offer] or None, session=session)
+
+            try:
+                decision = await request(sent, run)
+            except SignoffRequestError as exc:
+                if not suggestions.refused(exc):
+                    raise
+                sent = []  # a suggestion never costs the approval: ask without them (an older server)
+                decision = await request(sent, None)
+            chosen = suggestions.accepted(decision, sent)
+            # The accepted suggestion goes back to Claude Code as the SDK's own PermissionUpdate, so
+            # Claude remembers it too (in its session or settings file, as the suggestion said).
+            return PermissionResultAllow(updated_input=decision.params,
+                                         updated_permissions=[chosen] if chosen is not None else None)
         except Rejected as exc:
             because = f": {exc.reason}" if exc.reason else " (no reason given)"
             via = exc.decision.via if exc.decision else None

@@ -117,12 +117,14 @@ class SignoffClient:
                          params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                          approvers: Sequence[str] | None = None, timeout: float | None = None,
                          idempotency_key: str | None = None, context: str | None = None,
-                         requested_by: str | None = None, timing: Mapping[str, Any] | None = None) -> Decision:
+                         requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
+                         suggestions: Sequence[Mapping[str, Any]] | None = None,
+                         session: str | None = None) -> Decision:
         """Submit once and wait: the approved `Decision` (run with its `params`), or an error saying why not."""
         handle = self.submit(action, params, summary=summary, preview=preview, risk=risk,
                              params_schema=params_schema, channel=channel, approvers=approvers,
                              idempotency_key=idempotency_key, context=context, requested_by=requested_by,
-                             timing=timing)
+                             timing=timing, suggestions=suggestions, session=session)
         return raise_unless_approved(self._wait_or_cancel(handle.id, timeout))
 
     def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
@@ -131,14 +133,32 @@ class SignoffClient:
                approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                context: str | None = None, requested_by: str | None = None,
                timing: Mapping[str, Any] | None = None,
-               allowed_decisions: Sequence[str] | None = None) -> Submission:
-        """Create the request (or find the one this key already made) without waiting."""
+               allowed_decisions: Sequence[str] | None = None,
+               suggestions: Sequence[Mapping[str, Any]] | None = None,
+               session: str | None = None) -> Submission:
+        """Create the request (or find the one this key already made) without waiting.
+
+        `suggestions`: Claude's permission updates for this call (offered on the card as "Approve &
+        always allow ..."); `session`: the agent's run or session id, for session-scoped grants."""
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
-                               allowed_decisions=allowed_decisions)
+                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session)
         answer, status = self._send("POST", "/api/v1/approvals", json=body,
                                     key=idempotency_key or p.new_key())
+        return Submission(str(answer["id"]), answer, status == 201, self)
+
+    def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+                     channel: str | None = None, approvers: Sequence[str] | None = None,
+                     idempotency_key: str | None = None, context: str | None = None,
+                     requested_by: str | None = None, timing: Mapping[str, Any] | None = None) -> Submission:
+        """Several actions on one card, each decided on its own (`Decision.items`), without waiting.
+
+        `items`: {name, params, params_schema?, preview?, allowed_decisions?} each.
+        """
+        body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
+                            context=context, requested_by=requested_by, timing=timing)
+        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
     def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
@@ -253,11 +273,13 @@ class AsyncSignoffClient:
                                approvers: Sequence[str] | None = None, timeout: float | None = None,
                                idempotency_key: str | None = None, context: str | None = None,
                                requested_by: str | None = None,
-                               timing: Mapping[str, Any] | None = None) -> Decision:
+                               timing: Mapping[str, Any] | None = None,
+                               suggestions: Sequence[Mapping[str, Any]] | None = None,
+                               session: str | None = None) -> Decision:
         handle = await self.submit(action, params, summary=summary, preview=preview, risk=risk,
                                    params_schema=params_schema, channel=channel, approvers=approvers,
                                    idempotency_key=idempotency_key, context=context, requested_by=requested_by,
-                                   timing=timing)
+                                   timing=timing, suggestions=suggestions, session=session)
         return raise_unless_approved(await self._wait_or_cancel(handle.id, timeout))
 
     async def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
@@ -266,11 +288,24 @@ class AsyncSignoffClient:
                      approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                      context: str | None = None, requested_by: str | None = None,
                      timing: Mapping[str, Any] | None = None,
-                     allowed_decisions: Sequence[str] | None = None) -> AsyncSubmission:
+                     allowed_decisions: Sequence[str] | None = None,
+                     suggestions: Sequence[Mapping[str, Any]] | None = None,
+                     session: str | None = None) -> AsyncSubmission:
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
-                               allowed_decisions=allowed_decisions)
+                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session)
+        answer, status = await self._send("POST", "/api/v1/approvals", json=body,
+                                          key=idempotency_key or p.new_key())
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+
+    async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+                           channel: str | None = None, approvers: Sequence[str] | None = None,
+                           idempotency_key: str | None = None, context: str | None = None,
+                           requested_by: str | None = None,
+                           timing: Mapping[str, Any] | None = None) -> AsyncSubmission:
+        body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
+                            context=context, requested_by=requested_by, timing=timing)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)

@@ -1,4 +1,5 @@
-"""`signoff hook claude-code`: Claude Code's PreToolUse hook, answered by a person in Slack.
+"""`signoff hook claude-code`: Claude Code's PreToolUse (or PermissionRequest) hook, answered by a
+person in Slack.
 
 Reads the hook's JSON on stdin, prints the hook's decision JSON on stdout, and ALWAYS exits 0.
 
@@ -14,6 +15,9 @@ Invariants:
   call of a turn with several; those get a `deny` saying the request is still waiting instead.
 - Answers within `--wait` seconds (keep it below the hook's `timeout` in settings.json: a hook that
   times out does not block the call).
+- As a PermissionRequest hook (`signoff.hook_permission`) it answers in that event's shape, sends
+  Claude's `permission_suggestions` with the request, and returns the one a person accepted
+  ("Approve & always allow ...") in `updatedPermissions`. It never defers there.
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+import signoff.claude_suggestions as suggestions
 import signoff.claude_tools as claude_tools
 from signoff.client import SignoffClient, Submission
+from signoff.hook_permission import EVENT as PERMISSION_REQUEST
+from signoff.hook_permission import as_permission_request, event_of, tool_use_id_in_transcript
 from signoff.errors import SignoffRequestError
 from signoff.models import Decision
 
@@ -51,6 +58,7 @@ class HookInput(BaseModel):
     cwd: str | None = None
     permission_mode: str | None = None
     hook_event_name: str | None = None
+    permission_suggestions: list[Any] | None = None  # PermissionRequest only
 
 
 @dataclass(frozen=True)
@@ -131,18 +139,39 @@ def context_line(hook: HookInput) -> str:
 
 def decide(hook: HookInput, options: Options) -> dict[str, Any]:
     """The hook's answer for one tool call. Raises on errors; `run` turns those into a deny."""
+    asking = hook.hook_event_name == PERMISSION_REQUEST
+    sent = suggestions.as_sent(hook.permission_suggestions) if asking else []
+
+    def finish(result: dict[str, Any], found: Decision | None = None) -> dict[str, Any]:
+        if not asking:
+            return result
+        chosen = suggestions.accepted(found, sent) if found is not None else None
+        return as_permission_request(result, chosen)
+
     started = time.monotonic()
-    call_id = hook.tool_use_id or f"{hook.tool_name}:{json.dumps(hook.tool_input, sort_keys=True)}"
+    call_id = hook.tool_use_id or (tool_use_id_in_transcript(hook.transcript_path, hook.tool_name, hook.tool_input)
+                                   if asking else None) \
+        or f"{hook.tool_name}:{json.dumps(hook.tool_input, sort_keys=True)}"
     key = request_key(hook.session_id, call_id)
     with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
-        try:
-            handle = client.submit(
+        def submit(offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Submission:
+            return client.submit(
                 hook.tool_name, hook.tool_input,
                 summary=claude_tools.summary(hook.tool_name, hook.tool_input, hook.cwd),
                 preview=claude_tools.preview(hook.tool_name, hook.tool_input, hook.cwd),
                 params_schema=claude_tools.input_schema(hook.tool_name, hook.tool_input), risk=options.risk,
                 channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
-                context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}")
+                context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}",
+                suggestions=[wire for _, wire in offer] or None, session=session)
+
+        try:
+            try:
+                handle = submit(sent, hook.session_id)
+            except SignoffRequestError as exc:
+                if not suggestions.refused(exc):
+                    raise
+                sent = []  # a suggestion never costs the approval: ask without them (an older server)
+                handle = submit(sent, None)
         except SignoffRequestError as exc:
             # Asked before with a different card (the file on disk changed since, another host resumed):
             # the call is the same, so the request made then is the one to answer from.
@@ -152,10 +181,13 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
             handle = Submission(str(earlier["id"]), earlier, False, client)
         found = handle.decision or client.decision(handle.id, max(0.0, options.wait - (time.monotonic() - started)))
     if found is not None:
-        return from_decision(found)
+        return finish(from_decision(found), found)
     open_note = f"no decision in Slack within {options.wait:g}s; request {handle.id} is {STILL_WAITING}"
     if options.on_timeout == "ask":
-        return answer("ask", f"Signoff: {open_note}")
+        return finish(answer("ask", f"Signoff: {open_note}"))
+    if options.on_timeout == "defer" and asking:
+        return finish(deny(f"{open_note} (a PermissionRequest hook cannot defer a call; use --on-timeout defer "
+                           "with a PreToolUse hook)"))
     if options.on_timeout == "defer":
         if not handle.created:
             # Asked before (a resumed session): deferring again would lose the call.
@@ -168,14 +200,16 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
             return deny(f"{open_note} ({many}, so it cannot be deferred)")
         return answer("defer", f"Signoff: waiting for a decision in Slack on {handle.id}; "
                                f"run `signoff wait {handle.id}` then `claude -p --resume {hook.session_id}`")
-    return deny(open_note)
+    return finish(deny(open_note))
 
 
 def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     """The whole hook: never raises, always prints one JSON answer, always returns 0."""
+    event: str | None = None
     try:
         options = parse_options(argv)
         raw = stdin.read()
+        event = event_of(raw)
         try:
             hook = HookInput.model_validate_json(raw)
         except ValidationError as exc:
@@ -189,6 +223,8 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
         else:
             detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
             result = deny(f"could not get a decision ({type(exc).__name__}: {' '.join(str(detail).split())[:500]})")
+        if event == PERMISSION_REQUEST:  # an error's deny, in the shape that event's answer takes
+            result = as_permission_request(result)
     stdout.write(json.dumps(result) + "\n")
     stdout.flush()
     return 0
@@ -217,5 +253,6 @@ def parse_options(argv: Sequence[str]) -> Options:
 
 HELP = """signoff hook claude-code [--wait SECONDS] [--on-timeout deny|ask|defer] [--channel C...]
                          [--approvers U1,U2,S3] [--risk high] [--url URL] [--token TOKEN]
-Claude Code PreToolUse hook: reads the hook JSON on stdin, prints the decision JSON, exits 0.
+Claude Code PreToolUse or PermissionRequest hook: reads the hook JSON on stdin, prints the decision
+JSON, exits 0. As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
 SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment."""

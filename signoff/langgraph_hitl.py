@@ -4,8 +4,9 @@ Three kinds of interrupt are understood (anything else is not Signoff's and is l
 - `approval()` / `ask()` values (`{"signoff": {"request_id", "kind"}}`): the request exists; the
   resume value is the ended request's JSON, read back by the node.
 - LangChain HumanInTheLoopMiddleware, batched (`{"action_requests", "review_configs"}`): one
-  request per action, the card offering that action's `allowed_decisions`; resumed with
-  `{"decisions": [...]}` in the actions' order, once every action is decided.
+  request for the interrupt, a batch (one card, a decision per action, each action offering its
+  own `allowed_decisions`) when it holds several actions; resumed with `{"decisions": [...]}` in
+  the actions' order, once every action is decided (the batch request ends with its last action).
 - The same middleware in `per_call` mode (`{"type": "tool_approval", ...}`): one request; resumed
   with one decision, keyed by the interrupt's id. Its `response_schema` says which decisions are
   allowed and, for edits, the tool's argument schema (it drives the Edit form).
@@ -14,10 +15,8 @@ Decisions map to LangChain's as its docs describe: approved unchanged -> `approv
 changes -> `edit` (`edited_action` = the tool name and the approved args); "Reply instead" ->
 `respond` (the reply becomes the tool's result; the tool does not run); rejected -> `reject`
 (with the reason as `message` when one was given). Expired or cancelled requests fail closed:
-`reject`, saying nobody approved in time.
-
-Several actions in one interrupt are, for now, one request each, submitted under one key prefix
-(`submit_actions`); a batch card would replace only that function.
+`reject`, saying nobody approved in time; in a batch, per action (an action a person decided
+before the batch ended keeps that decision).
 """
 
 from __future__ import annotations
@@ -27,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from signoff.errors import SignoffError, SignoffRequestError
 from signoff.langgraph_keys import MARKER, interrupt_key
-from signoff.models import final_decision
+from signoff.models import Decision, ItemDecision, final_decision
 
 if TYPE_CHECKING:
     from signoff.client import SignoffClient
 
 SUMMARY_MAX = 3000
+CONTEXT_MAX = 20000
 CARD_OPTIONS = ("channel", "approvers", "risk", "requested_by", "timing")
 
 
@@ -81,10 +81,15 @@ def actions_of(interrupt: Any) -> list[dict[str, Any]]:
 
 def submit_actions(client: SignoffClient, prefix: str, actions: Sequence[Mapping[str, Any]],
                    card: Mapping[str, Any]) -> list[str]:
-    """One request per action, keyed `prefix` + its index: the one place a batch card would go."""
+    """The requests that ask about `actions`: one batch for several (key `prefix` + "batch"), else one request.
+
+    Critical actions cannot be batched (each needs its own typed confirmation): one request each.
+    """
+    options = {k: v for k, v in card.items() if k in CARD_OPTIONS and v is not None}
+    if len(actions) > 1 and options.get("risk") != "critical":
+        return [_submit_batch(client, f"{prefix}batch", actions, options)]
     ids = []
     for index, action in enumerate(actions):
-        options = {k: v for k, v in card.items() if k in CARD_OPTIONS and v is not None}
         kwargs = dict(summary=_summary(action), context=action.get("description"),
                       idempotency_key=f"{prefix}{index}", allowed_decisions=action["allowed"], **options)
         schema = action.get("args_schema")
@@ -99,33 +104,80 @@ def submit_actions(client: SignoffClient, prefix: str, actions: Sequence[Mapping
     return ids
 
 
+def _submit_batch(client: SignoffClient, key: str, actions: Sequence[Mapping[str, Any]],
+                  options: Mapping[str, Any]) -> str:
+    items = [{"name": a["name"], "params": a["args"], "params_schema": a.get("args_schema"),
+              "allowed_decisions": a["allowed"]} for a in actions]
+    summary = f"{len(actions)} actions: " + ", ".join(_summary(a) for a in actions)
+    notes = [f"{n}. {a['name']}: {a['description']}" for n, a in enumerate(actions, 1) if a.get("description")]
+    kwargs = dict(summary=summary[:SUMMARY_MAX], context="\n\n".join(notes)[:CONTEXT_MAX] or None,
+                  idempotency_key=key, **options)
+    try:
+        return client.submit_batch(items, **kwargs).id
+    except SignoffRequestError as exc:
+        if exc.status != 400 or not any(i["params_schema"] for i in items):
+            raise
+        # A tool schema Signoff cannot use for its form: ask without them (nothing was stored).
+        return client.submit_batch([{**i, "params_schema": None} for i in items], **kwargs).id
+
+
 def resume_value(interrupt: Any, bodies: Sequence[Mapping[str, Any]]) -> Any:
     """What to resume `interrupt` with, from its requests' ended JSON (in `requests_for` order)."""
     kind = kind_of(interrupt.value)
     if kind == "signoff":
         return dict(bodies[0])
-    decisions = [to_langchain(action, body) for action, body in zip(actions_of(interrupt), bodies, strict=True)]
+    actions = actions_of(interrupt)
+    if len(actions) > 1 and len(bodies) == 1:  # one batch request for all of them
+        return {"decisions": batch_to_langchain(actions, bodies[0])}
+    decisions = [to_langchain(action, body) for action, body in zip(actions, bodies, strict=True)]
     return decisions[0] if kind == "per_call" else {"decisions": decisions}
 
 
 def to_langchain(action: Mapping[str, Any], body: Mapping[str, Any]) -> dict[str, Any]:
     """One LangChain HITL decision from an ended Signoff request, within the action's allowed decisions."""
+    decision = _ended(body)
+    return _choose(action, decision.outcome, decision.params, decision.comment, decision.reply)
+
+
+def batch_to_langchain(actions: Sequence[Mapping[str, Any]], body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One LangChain decision per action, in order, from an ended batch request's per-item decisions."""
+    decision = _ended(body)
+    if len(decision.items) != len(actions):
+        raise SignoffError(f"{body.get('id')} holds {len(decision.items)} actions, the interrupt {len(actions)}",
+                           request_id=str(body.get("id")))
+    return [_item_choice(action, item, decision) for action, item in zip(actions, decision.items, strict=True)]
+
+
+def _item_choice(action: Mapping[str, Any], item: ItemDecision, batch: Decision) -> dict[str, Any]:
+    if item.name != action["name"]:
+        raise SignoffError(f"action {item.index + 1} of {batch.request_id} is {item.name}, not {action['name']}",
+                           request_id=batch.request_id)
+    if item.outcome is None:  # the batch ended (expired, cancelled) before anyone decided this action
+        return _refuse(action, f"nobody approved it in Slack (the request {batch.outcome})")
+    return _choose(action, item.outcome, item.params, item.comment, item.reply)
+
+
+def _ended(body: Mapping[str, Any]) -> Decision:
     decision = final_decision(body)
     if decision is None:
         raise SignoffError(f"{body.get('id')} is still pending", request_id=str(body.get("id")))
+    return decision
+
+
+def _choose(action: Mapping[str, Any], outcome: str, params: Mapping[str, Any], comment: str | None,
+            reply: str | None) -> dict[str, Any]:
     allowed = set(action["allowed"])
-    if decision.outcome == "approved":
-        if "approve" in allowed and decision.params == action["args"]:
+    if outcome == "approved":
+        if "approve" in allowed and params == action["args"]:
             return {"type": "approve"}
         if "edit" in allowed:
-            return {"type": "edit", "edited_action": {"name": action["name"], "args": decision.params}}
+            return {"type": "edit", "edited_action": {"name": action["name"], "args": dict(params)}}
         return _refuse(action, "it was approved with changes, which this action does not allow")
-    if decision.reply is not None and "respond" in allowed:
-        return {"type": "respond", "message": decision.reply}
-    if decision.outcome == "rejected":
-        reason = decision.comment
-        return _refuse(action, None) if not reason else _refuse(action, None, message=reason)
-    return _refuse(action, f"nobody approved it in Slack (the request {decision.outcome})")
+    if reply is not None and "respond" in allowed:
+        return {"type": "respond", "message": reply}
+    if outcome == "rejected":
+        return _refuse(action, None) if not comment else _refuse(action, None, message=comment)
+    return _refuse(action, f"nobody approved it in Slack (the request {outcome})")
 
 
 def _refuse(action: Mapping[str, Any], why: str | None, *, message: str | None = None) -> dict[str, Any]:

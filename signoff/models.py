@@ -34,11 +34,59 @@ class Change:
 
 
 @dataclass(frozen=True)
+class ItemDecision:
+    """How one action of a batch ended. Run it only when `approved`, and with `params`.
+
+    `outcome`: approved | rejected, or None when the batch expired or was cancelled before anyone
+    decided this action; `via`: button | modal | reply ("Reply instead": see `reply`) | timeout | api.
+    """
+
+    index: int
+    name: str
+    outcome: str | None
+    params: dict[str, Any]
+    changes: tuple[Change, ...] = ()
+    comment: str | None = None
+    via: str | None = None
+    key: str | None = None
+    decided_by: Actor | None = None
+    params_sha256: str | None = None
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome == "approved"
+
+    @property
+    def edited(self) -> bool:
+        return bool(self.changes)
+
+    @property
+    def reply(self) -> str | None:
+        """The person's answer when they chose "Reply instead" for this action (it must not run)."""
+        return self.comment if self.outcome == "rejected" and self.via == "reply" else None
+
+    @classmethod
+    def from_json(cls, index: int, raw: Mapping[str, Any], request_id: object) -> ItemDecision:
+        bound = raw.get("params_sha256")
+        if raw.get("outcome") == "approved" and bound is not None and bound != params_sha256(raw.get("params") or {}):
+            raise ParamsChanged(f"request {request_id}, action {index + 1}: the parameters returned are not the ones "
+                                "that were approved (params_sha256 differs); nothing may run with them")
+        who = raw.get("decided_by")
+        return cls(index=index, name=str(raw.get("name")), outcome=raw.get("outcome"),
+                   params=dict(raw.get("params") or {}),
+                   changes=tuple(Change(c.get("field"), c.get("from"), c.get("to")) for c in raw.get("changes") or []),
+                   comment=raw.get("comment"), via=raw.get("via"), key=raw.get("key"),
+                   decided_by=Actor(str(who.get("id")), who.get("name")) if isinstance(who, dict) else None,
+                   params_sha256=bound)
+
+
+@dataclass(frozen=True)
 class Decision:
     """How a request ended. Run the action with `params`, never with what was proposed.
 
     `outcome`: approved | rejected | expired | cancelled (answered for questions);
     `via`: button | modal | policy | grant | timeout | api | thread | reply ("Reply instead": see `reply`).
+    A batch (`items`) is approved when any of its actions was: run each by its own `ItemDecision`.
     """
 
     request_id: str
@@ -50,6 +98,7 @@ class Decision:
     decided_at: datetime | None = None
     via: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    items: tuple[ItemDecision, ...] = ()  # a batch: each action's own decision, in order
 
     @property
     def approved(self) -> bool:
@@ -58,6 +107,16 @@ class Decision:
     @property
     def edited(self) -> bool:
         return bool(self.changes)
+
+    @property
+    def accepted_suggestion(self) -> tuple[int, dict[str, Any]] | None:
+        """The Claude permission suggestion the person accepted ("Approve & always allow ..."): its
+        index in the list the agent sent, and the update as sent. None when they just approved."""
+        found = self.raw.get("suggestion")
+        if self.outcome != "approved" or not isinstance(found, dict) or not isinstance(found.get("update"), dict):
+            return None
+        index = found.get("index")
+        return (index, dict(found["update"])) if isinstance(index, int) else None
 
     @property
     def reply(self) -> str | None:
@@ -88,6 +147,8 @@ class Decision:
             decided_at=datetime.fromisoformat(at.replace("Z", "+00:00")) if isinstance(at, str) else None,
             via=raw.get("via"),
             raw=dict(raw),
+            items=tuple(ItemDecision.from_json(n, i, body.get("id")) for n, i in enumerate(raw.get("items") or [])
+                        if isinstance(i, Mapping)),
         )
 
     def to_json(self) -> dict[str, Any]:

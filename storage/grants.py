@@ -26,6 +26,7 @@ def _grant(row: Any) -> Grant:
         id=row.id, tool=row.tool, match=match_from_json(row.match), scope=Scope(row.scope),
         scope_value=row.scope_value, created_by=row.created_by, created_at=row.created_at,
         expires_at=row.expires_at, revoked_at=row.revoked_at, revoked_by=row.revoked_by, request_id=row.request_id,
+        any_other_params=bool(row.any_other_params),
     )
 
 
@@ -65,12 +66,13 @@ class GrantStore:
         await _conn(unit).execute(grants.insert().values(
             id=grant.id, tool=grant.tool, match=grant.match_json(), scope=grant.scope.value,
             scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
-            expires_at=grant.expires_at, request_id=grant.request_id,
+            expires_at=grant.expires_at, request_id=grant.request_id, any_other_params=grant.any_other_params,
         ))
         await unit.append_audit(AuditEvent(grant.id, "grant_created", grant.created_at, grant.created_by, {
             "tool": grant.tool, "match": grant.match_json(), "scope": grant.scope.value,
             "scope_value": grant.scope_value, "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
             "request_id": grant.request_id,
+            **({"any_other_params": True} if grant.any_other_params else {}),
         }))
 
     async def for_tool(self, tool: str, now: datetime) -> list[Grant]:

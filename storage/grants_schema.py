@@ -1,5 +1,5 @@
-"""Tables of remembered grants and delegations (migrations 0004_grants and 0005_delegation own
-them; these mirror them on the shared metadata)."""
+"""Tables of remembered grants and delegations (migrations 0004_grants, 0005_delegation and
+0006_grant_suggestions own them; these mirror them on the shared metadata)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ grants = sa.Table(
     sa.Column("revoked_at", UTCDateTime),
     sa.Column("revoked_by", sa.String(40)),
     sa.Column("request_id", sa.String(40)),
+    # 0006: a Claude suggestion's grant lets parameters it does not name be anything.
+    sa.Column("any_other_params", sa.Boolean, nullable=False, server_default=sa.false()),
     # Submit reads the live grants of one tool: this index keeps that a short range scan.
     sa.Index("ix_grants_tool_live", "tool", "revoked_at"),
 )

@@ -112,6 +112,7 @@ def item_request(request: Request, tool_use_id: str) -> Request:
         return request.evolve(items=())
     return request.evolve(items=(), decision=replace(
         decision, outcome=item.outcome, params=item.final_params, changes=item.changes,
+        comment=item.comment or decision.comment,  # the action's own reason, else the batch's
         decided_by=item.decided_by or decision.decided_by, items=()))
 
 

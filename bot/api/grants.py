@@ -88,7 +88,7 @@ def grant_json(grant: Grant) -> dict[str, Any]:
         "id": grant.id, "tool": grant.tool, "match": grant.match_json(), "scope": grant.scope.value,
         "scope_value": grant.scope_value, "created_by": grant.created_by, "created_at": iso(grant.created_at),
         "expires_at": iso(grant.expires_at), "revoked_at": iso(grant.revoked_at), "revoked_by": grant.revoked_by,
-        "request_id": grant.request_id,
+        "request_id": grant.request_id, "any_other_params": grant.any_other_params,
     }
 
 

@@ -15,6 +15,7 @@ from aiohttp import web
 from bot.api import owners
 from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
+from bot.api.suggestions_in import suggestion_extra
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.choices import EXTRA_KEY
 from bot.domain.model import Status, iso
@@ -106,7 +107,8 @@ async def create_approval(request: web.Request) -> web.Response:
         callback_url=body.callback_url,
         requested_by=body.requested_by,
         extra={**owners.stamp(request),
-               **({EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {})},
+               **({EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {}),
+               **suggestion_extra(body.suggestions, body.session)},
         timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
                                if getattr(body, name) is not None),
     )

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bot.api.suggestions_in import MAX_SUGGESTIONS, SuggestionIn, check_size
 from bot.domain.batch import BATCH_ACTION, MAX_ITEMS, Item
 from bot.domain.edits import check_schema, validate_params
 from bot.domain.linear import MAX_DEPTH, too_deep_at
@@ -118,10 +119,23 @@ PreviewIn = Annotated[
 ]
 
 
+Decisions = Annotated[list[Literal["approve", "edit", "reject", "respond"]], Field(min_length=1, max_length=4)]
+
+
+def _distinct_decisions(value: list[str] | None) -> list[str] | None:
+    if value is not None and len(set(value)) != len(value):
+        raise ValueError("must not repeat a decision")
+    return value
+
+
 class ItemIn(ActionIn):
-    """One action of a batch (`items`): the action's fields plus its own preview."""
+    """One action of a batch (`items`): the action's fields, its own preview and offered decisions."""
 
     preview: PreviewIn | None = None
+    # Which decisions this action offers on the card (bot/domain/choices.py); unset: approve, edit, reject.
+    allowed_decisions: Decisions | None = None
+
+    _decisions = field_validator("allowed_decisions")(_distinct_decisions)
 
     @field_validator("preview")
     @classmethod
@@ -151,6 +165,11 @@ class ApprovalIn(_Strict):
     confirm: str | None = Field(default=None, min_length=1, max_length=200)
     requester_user: str | None = Field(default=None, pattern=r"^[UW][A-Z0-9]{1,39}$")
     items: list[ItemIn] | None = Field(default=None, min_length=1, max_length=MAX_ITEMS)
+    # Claude's permission suggestions ("always allow Bash(npm test *)"): offered on the card
+    # (bot/domain/suggestions.py); `session` names the agent's run/session for session-scoped grants.
+    suggestions: Annotated[list[SuggestionIn] | None, AfterValidator(check_size)] = Field(
+        default=None, max_length=MAX_SUGGESTIONS)
+    session: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -184,23 +203,18 @@ class ApprovalIn(_Strict):
                                  "at a time to require more approvers)")
             if self.risk is Risk.CRITICAL:
                 raise ValueError("critical actions need typed confirmation, one at a time: they cannot be batched")
+            if self.suggestions:
+                raise ValueError("`suggestions` belong to one action: a batch cannot have them")
         return self
     # Which decisions the card offers (bot/domain/choices.py); unset: approve, edit, reject.
-    allowed_decisions: list[Literal["approve", "edit", "reject", "respond"]] | None = Field(
-        default=None, min_length=1, max_length=4)
+    allowed_decisions: Decisions | None = None
 
-    @field_validator("allowed_decisions")
-    @classmethod
-    def _distinct(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and len(set(value)) != len(value):
-            raise ValueError("must not repeat a decision")
-        return value
+    _decisions = field_validator("allowed_decisions")(_distinct_decisions)
 
     @model_validator(mode="after")
     def _decisions_of_one_action(self) -> ApprovalIn:
         if self.allowed_decisions is not None and self.items is not None:
-            raise ValueError("`allowed_decisions` is per action: a batch cannot have it (submit such actions "
-                             "one at a time)")
+            raise ValueError("`allowed_decisions` is per action: a batch cannot have it (give it on each item)")
         return self
 
     @field_validator("channel")
@@ -233,7 +247,8 @@ class ApprovalIn(_Strict):
     def domain_items(self) -> tuple[Item, ...]:
         return tuple(
             Item(Action(i.name, i.params, i.params_schema),
-                 Preview(i.preview.kind, i.preview.model_dump(exclude={"kind"})) if i.preview else None)
+                 Preview(i.preview.kind, i.preview.model_dump(exclude={"kind"})) if i.preview else None,
+                 allowed=tuple(i.allowed_decisions) if i.allowed_decisions is not None else None)
             for i in self.items or ()
         )
 

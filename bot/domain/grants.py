@@ -5,7 +5,10 @@ match on its parameters, a scope and an expiry. Invariants:
 - A grant never widens beyond its match: the call must name the same tool and carry exactly
   the parameter names the grant lists (an extra or a missing parameter does not match), and
   every value must match that field's matcher (`eq`: equal as JSON; `glob`: case-insensitive
-  shell pattern on a string).
+  shell pattern on a string; `command`: one simple shell command a Claude Code Bash rule covers,
+  `bot.domain.claude_rules`). The one exception is a grant made from a Claude permission
+  suggestion (`any_other_params`): Claude's rule names one parameter (or none, for the whole
+  tool), so the others (a Bash call's `description`, `timeout`) may be anything, as in Claude.
 - A revoked or expired grant matches nothing, from the instant of revocation or expiry.
 - Grants never apply to the `critical` tier (`bot.domain.policy.evaluate` enforces it).
 
@@ -23,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+from bot.domain.claude_rules import command_matches, command_regex
 
 
 class Scope(enum.StrEnum):
@@ -47,7 +52,8 @@ def _canonical(value: Any) -> str:
 
 @dataclass(frozen=True)
 class FieldMatch:
-    """How one parameter must look: `eq` (the exact JSON value) or `glob` (a pattern on a string)."""
+    """How one parameter must look: `eq` (the exact JSON value), `glob` (a pattern on a string) or
+    `command` (a Claude Code Bash rule's content, e.g. `npm test *`: one simple command it covers)."""
 
     op: str
     value: Any
@@ -58,20 +64,28 @@ class FieldMatch:
             if not isinstance(self.value, str):
                 raise ValueError("a glob must be a string")
             object.__setattr__(self, "_compiled", re.compile(fnmatch.translate(self.value), re.IGNORECASE))
+        elif self.op == "command":
+            if not isinstance(self.value, str):
+                raise ValueError("a command rule must be a string")
+            object.__setattr__(self, "_compiled", command_regex(self.value))
         elif self.op == "eq":
             object.__setattr__(self, "_compiled", _canonical(self.value))
         else:
-            raise ValueError(f"unknown match op {self.op!r} (eq, glob)")
+            raise ValueError(f"unknown match op {self.op!r} (eq, glob, command)")
 
     def matches(self, actual: Any) -> bool:
         if self.op == "glob":
             return isinstance(actual, str) and self._compiled.match(actual) is not None
+        if self.op == "command":
+            return command_matches(self._compiled, actual)
         return bool(_canonical(actual) == self._compiled)
 
     def to_json(self) -> dict[str, Any]:
         return {"op": self.op, "value": self.value}
 
     def describe(self) -> str:
+        if self.op == "command":
+            return f"is one command like {self.value}"
         return f"matches {self.value}" if self.op == "glob" else f"= {_canonical(self.value)}"
 
 
@@ -88,6 +102,7 @@ class Grant:
     revoked_at: datetime | None = None
     revoked_by: str | None = None
     request_id: str | None = None  # the request whose "Approve & remember" made it
+    any_other_params: bool = False  # a Claude suggestion's grant: parameters not in `match` may be anything
 
     def active(self, now: datetime) -> bool:
         if self.revoked_at is not None and self.revoked_at <= now:
@@ -101,7 +116,7 @@ class Grant:
         return have is not None and have == self.scope_value
 
     def matches(self, tool: str, params: Mapping[str, Any]) -> bool:
-        if tool != self.tool or len(params) != len(self.match):
+        if tool != self.tool or (len(params) != len(self.match) and not self.any_other_params):
             return False
         for name, matcher in self.match.items():
             if name not in params or not matcher.matches(params[name]):
@@ -114,7 +129,20 @@ class Grant:
     def describe(self) -> str:
         """One line for people: `send_email` with to matches *@example.com, subject = "Hi"."""
         parts = [f"{name} {m.describe()}" for name, m in self.match.items()]
+        if self.any_other_params:
+            return f"{self.tool}" + (" with " + ", ".join(parts) + " (other parameters: any)" if parts
+                                     else " with any parameters")
         return f"{self.tool}" + (" with " + ", ".join(parts) if parts else " with no parameters")
+
+
+def run_of(extra: Mapping[str, Any]) -> str | None:
+    """What scope `run` means for a request: Signoff's own run, or the session an agent named
+    (`session` on the API, e.g. a Claude Code session id), kept apart from run ids by a prefix."""
+    run = extra.get("run_id")
+    if isinstance(run, str) and run:
+        return run
+    session = extra.get("session")
+    return f"session:{session}" if isinstance(session, str) and session else None
 
 
 def match_from_json(data: Mapping[str, Any]) -> dict[str, FieldMatch]:
@@ -131,8 +159,13 @@ class GrantIndex:
 
     def __init__(self, grants: Iterable[Grant] = ()) -> None:
         self._by_tool: dict[str, dict[frozenset[str], _Bucket]] = {}
+        self._open: dict[str, list[Grant]] = {}  # any_other_params grants (Claude suggestions): scanned per tool
         self._count = 0
         for grant in grants:
+            if grant.any_other_params:
+                self._open.setdefault(grant.tool, []).append(grant)
+                self._count += 1
+                continue
             bucket = self._by_tool.setdefault(grant.tool, {}).setdefault(frozenset(grant.match), _Bucket())
             key = next((n for n in sorted(grant.match) if grant.match[n].op == "eq"), None)
             if key is None:
@@ -146,10 +179,13 @@ class GrantIndex:
 
     def find(self, tool: str, params: Mapping[str, Any], subject: Subject, now: datetime) -> Grant | None:
         """The oldest active, in-scope grant that matches the call, or None."""
+        best: Grant | None = None
+        for grant in self._open.get(tool, ()):
+            if _better(grant, best) and grant.active(now) and grant.in_scope(subject) and grant.matches(tool, params):
+                best = grant
         bucket = self._by_tool.get(tool, {}).get(frozenset(params))
         if bucket is None:
-            return None
-        best: Grant | None = None
+            return best
         for name, table in bucket.keyed.items():
             for grant in table.get(_canonical(params[name]), ()):
                 if _better(grant, best) and grant.active(now) and grant.in_scope(subject) \

@@ -94,6 +94,10 @@ class Item:
     changes: tuple[Change, ...] = ()
     outcome: Outcome | None = None
     decided_by: Actor | None = None
+    # Which decisions this item offers (bot.domain.choices names); None: the usual three.
+    allowed: tuple[str, ...] | None = None
+    comment: str | None = None  # the reason it was rejected, or the reply given in its place
+    via: Via | None = None  # how it was decided; `reply`: "Reply instead" (rejected, the action must not run)
 
     @property
     def final_params(self) -> dict[str, Any]:
@@ -113,6 +117,8 @@ class Item:
             "changes": [c.to_json() for c in self.changes],
             "params_sha256": params_sha256(params),
             "decided_by": self.decided_by.to_json() if self.decided_by else None,
+            "comment": self.comment,
+            "via": self.via.value if self.via else None,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +132,9 @@ class Item:
             "changes": [c.to_json() for c in self.changes],
             "outcome": self.outcome.value if self.outcome else None,
             "decided_by": self.decided_by.to_json() if self.decided_by else None,
+            "allowed": list(self.allowed) if self.allowed is not None else None,
+            "comment": self.comment,
+            "via": self.via.value if self.via else None,
         }
 
     @classmethod
@@ -141,6 +150,9 @@ class Item:
             changes=tuple(Change(c["field"], c.get("from"), c.get("to")) for c in data.get("changes") or ()),
             outcome=Outcome(data["outcome"]) if data.get("outcome") else None,
             decided_by=Actor(d["id"], d.get("name")) if d else None,
+            allowed=tuple(data["allowed"]) if data.get("allowed") is not None else None,
+            comment=data.get("comment"),
+            via=Via(data["via"]) if data.get("via") else None,
         )
 
 

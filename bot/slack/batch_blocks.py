@@ -1,14 +1,17 @@
-"""Block Kit for batch requests: one card with a line and a checkbox per item, in pages.
+"""Block Kit for batch requests: one card with a line and a decision per item, in pages.
 
 Page 0 is the card itself (header, who/risk/when, notes, the agent's reasoning, items, buttons);
 pages 1.. are continuation messages in the card's thread, each with its own items and buttons.
-A page holds at most ITEMS_PER_PAGE items (two blocks each: the item's line, then its checkbox
-and Edit button), so every message stays within Slack's 50 blocks and the text budget of
-`bot.slack.blocks`; items are never dropped, only spread over more pages.
+A page holds at most ITEMS_PER_PAGE items of at most two blocks each (the item's line, then
+either its controls while it waits, or the reason / reply it was decided with), so every message
+stays within Slack's 50 blocks and the text budget of `bot.slack.blocks` (the notes get what the
+rest leaves); items are never dropped, only spread over more pages.
 
-"Approve selected" decides the undecided items of its own page (ticked: approved; not ticked:
-rejected), "Reject all" every undecided item. Checkboxes start unticked: what is approved is
-exactly what the person ticked. Agent text is plain_text only.
+An undecided item shows only the controls of the decisions it offers (`bot.domain.batch.offered`):
+an "Approve" checkbox, Edit (edit and approve that item), Reject (with a reason) and Reply
+(answer in place of the action). "Approve selected" decides the undecided items of its own page
+(ticked: approved; not ticked: rejected), "Reject all" every undecided item. Checkboxes start
+unticked: what is approved is exactly what the person ticked. Agent text is plain_text only.
 """
 
 from __future__ import annotations
@@ -16,11 +19,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot.domain.batch import Item, pages
-from bot.domain.model import Outcome, Request
+from bot.domain.batch import Item, choice_refusal, offered, pages
+from bot.domain.model import Outcome, Request, Via
 from bot.slack import blocks as card
 from bot.slack.duties import duty_notes
-from bot.slack.previews import clip, escape_mrkdwn, neutralise, one_line, plain, show_value
+from bot.slack.previews import clip, escape_mrkdwn, neutralise, one_line, plain, show_value, text_length
 
 ITEMS_PER_PAGE = 20
 ITEM_LINE_MAX = 280
@@ -30,12 +33,16 @@ PARAM_VALUE_MAX = 60
 BATCH_APPROVE = "signoff_batch_approve"
 BATCH_REJECT = "signoff_batch_reject"
 ITEM_EDIT = "signoff_item_edit"
+ITEM_REJECT = "signoff_item_reject"
+ITEM_RESPOND = "signoff_item_respond"
 ITEM_PICK = "signoff_item_pick"
+ITEM_NOTE_MAX = 200  # an item's reason or reply on the card (all of it is in the API)
 PAGE_BLOCK = "batch:"  # + page number: the block of a page's buttons
 ITEM_BLOCK = "item:"  # + item index: the block of an item's checkbox and Edit button
 APPROVE_VALUE = "approve"
 
 _OUTCOME_MARK = {Outcome.APPROVED: "✅", Outcome.REJECTED: "❌"}
+REPLY_MARK = "↩️"
 
 
 def page_count(req: Request) -> int:
@@ -64,16 +71,24 @@ def batch_page(req: Request, page: int, *, now: datetime, notes: list[str] | Non
     if page == 0 and total > 1:
         label += " (the others are in this thread)"
     out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": label}]})
-    for i in indexes:
-        out.extend(_item_blocks(req, i))
+    rows = [(i, _item_blocks(req, i)) for i in indexes]
+    bottom: list[dict[str, Any]]
     if decided:
-        if page == 0:
-            out.extend(card._decided(req, card._outcome(req) or Outcome.REJECTED))
+        bottom = card._decided(req, card._outcome(req) or Outcome.REJECTED) if page == 0 else []
     elif any(req.items[i].outcome is None for i in indexes):
-        out.append(_page_buttons(req, page))
+        bottom = [_page_buttons(req, page)]
     else:
-        out.append({"type": "context", "elements": [
-            {"type": "mrkdwn", "text": "Everything on this page is decided; the other pages are waiting."}]})
+        bottom = [{"type": "context", "elements": [
+            {"type": "mrkdwn", "text": "Everything on this page is decided; the other pages are waiting."}]}]
+    item_notes = {i: n for i in indexes if (n := _note_text(req, i))}
+    used = text_length(out) + sum(text_length(b) for _, b in rows) + text_length(bottom)
+    room = card.TOTAL_TEXT_BUDGET - card.SAFETY_MARGIN - used
+    per_note = min(ITEM_NOTE_MAX, room // max(1, len(item_notes)))
+    for i, blocks in rows:
+        out.extend(blocks)
+        if i in item_notes and per_note > 20:  # else the API still has it; the card has no room
+            out.append({"type": "context", "elements": [plain(item_notes[i], limit=per_note)]})
+    out.extend(bottom)
     return {"text": _fallback(req, page, total), "blocks": out}
 
 
@@ -94,7 +109,20 @@ def item_line(index: int, item: Item) -> str:
     if item.changes:
         line += " (edited: " + ", ".join(c.field for c in item.changes[:5]) + ")"
     mark = _OUTCOME_MARK.get(item.outcome) if item.outcome else None
+    if item.via is Via.REPLY:
+        mark = REPLY_MARK
     return clip(neutralise(f"{mark} {line}" if mark else line), ITEM_LINE_MAX)
+
+
+def _note_text(req: Request, index: int) -> str | None:
+    """The reason or reply an item was decided with, unless it is the whole batch's own comment."""
+    item = req.items[index]
+    comment = (item.comment or "").strip()
+    if item.outcome is None or not comment:
+        return None
+    if req.decision is not None and req.decision.comment and req.decision.comment.strip() == comment:
+        return None  # "Reject all" with a reason: shown once, under the card
+    return f"{'Reply' if item.via is Via.REPLY else 'Reason'}: {one_line(comment)}"
 
 
 def _item_blocks(req: Request, index: int) -> list[dict[str, Any]]:
@@ -102,12 +130,17 @@ def _item_blocks(req: Request, index: int) -> list[dict[str, Any]]:
     line = {"type": "section", "text": plain(item_line(index, item), limit=ITEM_LINE_MAX)}
     if not req.is_pending or item.outcome is not None:
         return [line]
-    option = {"text": {"type": "plain_text", "text": "Approve"}, "value": APPROVE_VALUE}
-    elements: list[dict[str, Any]] = [
-        {"type": "checkboxes", "action_id": ITEM_PICK, "options": [option]}]
-    if item.final_params:
-        elements.append({"type": "button", "action_id": ITEM_EDIT, "text": {"type": "plain_text", "text": "Edit"},
-                         "value": req.id})
+    allowed = offered(item)
+    elements: list[dict[str, Any]] = []
+    if "approve" in allowed:
+        option = {"text": {"type": "plain_text", "text": "Approve"}, "value": APPROVE_VALUE}
+        elements.append({"type": "checkboxes", "action_id": ITEM_PICK, "options": [option]})
+    if "edit" in allowed and (item.final_params or "approve" not in allowed):
+        elements.append(card._button("Edit", ITEM_EDIT, req.id))
+    if "reject" in allowed:
+        elements.append(card._button("Reject", ITEM_REJECT, req.id))
+    if "respond" in allowed:
+        elements.append(card._button("Reply", ITEM_RESPOND, req.id))
     return [line, {"type": "actions", "block_id": f"{ITEM_BLOCK}{index}", "elements": elements}]
 
 
@@ -132,3 +165,18 @@ def selection(req: Request, page: int, state_values: dict[str, Any]) -> dict[int
         picked = {o.get("value") for o in state.get("selected_options") or () if isinstance(o, dict)}
         chosen[i] = Outcome.APPROVED if APPROVE_VALUE in picked else Outcome.REJECTED
     return chosen
+
+
+def selection_refusal(req: Request, chosen: dict[int, Outcome]) -> str | None:
+    """Why these ticks cannot be recorded as they are (an item that may not be approved as it is, or
+    may not be rejected), or None: "Approve selected" then writes them all, or nothing."""
+    problems = []
+    for i, outcome in sorted(chosen.items()):
+        refusal = choice_refusal(i, req.items[i], "approve" if outcome is Outcome.APPROVED else "reject")
+        if refusal is not None:
+            hint = " Tick it, or use its own buttons." if outcome is Outcome.REJECTED else ""
+            problems.append(refusal + hint)
+    if not problems:
+        return None
+    shown = " ".join(problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+    return f"{shown} Nothing was changed."

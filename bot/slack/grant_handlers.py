@@ -21,6 +21,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from bot.clock import new_id
+from bot.domain.duties import approve_refusal
 from bot.domain.grants import Grant, generalise
 from bot.domain.model import Actor, Outcome, Via
 from bot.gate import policy_gate
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from bot.slack.home import Home
 
 log = logging.getLogger(__name__)
-_ZONE_TIMEOUT = 1.0  # seconds of the slash command's 3 s ack budget users.info may use
+_ZONE_TIMEOUT = 0.5  # seconds of the slash command's 3 s ack budget users.info may use (then: UTC)
 
 
 class GrantInteractions:
@@ -65,8 +66,12 @@ class GrantInteractions:
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
         if not remember_allowed(checked):
-            await self.interactions.tell(click.user_id, click.channel_id, "Critical requests cannot be remembered: "
-                                         "each one asks. Nothing was changed.")
+            await self.interactions.tell(click.user_id, click.channel_id, "Critical requests (and ones that ask to "
+                                         "type a confirmation) cannot be remembered: each one asks. Nothing was changed.")
+            return
+        refusal = approve_refusal(checked, click.user_id)  # separation of duties holds here too
+        if refusal is not None:
+            await self.interactions.tell(click.user_id, click.channel_id, refusal)
             return
         view = views.remember_modal(checked)
         view["private_metadata"] = json.dumps({"request_id": checked.id, "version": checked.version,
@@ -95,6 +100,10 @@ class GrantInteractions:
         if not await self.service.may_decide(request, sub.user_id):
             await self.interactions.tell(sub.user_id, channel, "You are not one of the approvers of this request, "
                                          "so nothing was recorded and no grant was made.")
+            return
+        refusal = approve_refusal(request, sub.user_id)
+        if refusal is not None:
+            await self.interactions.tell(sub.user_id, channel, refusal + " No grant was made.")
             return
         match = generalise(request.action.params, choice.choices)
         now = self.clock.now()

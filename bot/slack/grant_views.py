@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from bot.domain.grants import ANY, DOMAIN, Delegation, Grant, Scope, email_domain
+from bot.domain.grants import ANY, DOMAIN, Delegation, Grant, Scope, email_domain, run_of
 from bot.domain.model import Request
 from bot.slack.previews import clip, escape_mrkdwn, one_line, plain
 from bot.slack.text import slack_date
@@ -48,7 +48,7 @@ def generalise_options(request: Request) -> list[dict[str, Any]]:
 
 def scope_options(request: Request) -> list[dict[str, Any]]:
     options = []
-    if request.extra.get("run_id"):
+    if run_of(request.extra):
         options.append(_option("This agent run only", Scope.RUN.value))
     if request.requested_by:
         options.append(_option(f"This agent ({one_line(request.requested_by)})", Scope.AGENT.value))
@@ -112,7 +112,7 @@ def parse_remember(request: Request, values: dict[str, Any]) -> tuple[RememberCh
 
 
 def scope_value(request: Request, scope: Scope) -> str | None:
-    return {Scope.RUN: request.extra.get("run_id"), Scope.AGENT: request.requested_by,
+    return {Scope.RUN: run_of(request.extra), Scope.AGENT: request.requested_by,
             Scope.CHANNEL: request.channel, Scope.EVERYONE: None}[scope]
 
 

@@ -43,7 +43,7 @@ _OUTCOME_WORDS = {
 
 DECIDING_AT_ONCE = 4
 BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
-                 "Approve selected (or Reject all). Nothing was changed.")
+                 "Approve selected (or Reject all), or use an action's own buttons. Nothing was changed.")
 _VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond",
                   CONFIRM_VIEW: "approve"}
 

@@ -22,6 +22,7 @@ from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
 from bot.slack.notices import timer_notes
 from bot.slack.previews import clip, escape_mrkdwn, one_line
+from bot.slack.suggestion_cards import add_suggestion_buttons, suggestion_notes
 from bot.slack.text import slack_date
 from storage.base import OutboxItem, Store
 
@@ -29,9 +30,10 @@ REMEMBER = "signoff_remember"  # "Approve & remember": opens the grant modal
 
 
 def remember_allowed(req: Request) -> bool:
-    """Only under a policy file, never for critical, only for approvals that offer Approve (allowed_decisions)."""
+    """Only under a policy file, never for critical, only for approvals that offer Approve (allowed_decisions),
+    never where Approve asks to type a confirmation (the modal would approve without it)."""
     return (req.kind is Kind.APPROVAL and isinstance(req.extra.get("policy"), dict) and req.risk is not Risk.CRITICAL
-            and "approve" in allowed_decisions(req.kind, req.extra))
+            and req.confirm is None and "approve" in allowed_decisions(req.kind, req.extra))
 
 
 def policy_notes(req: Request) -> list[str]:
@@ -48,10 +50,13 @@ def policy_notes(req: Request) -> list[str]:
 
 
 def render_policy_card(req: Request, *, now: datetime) -> dict[str, Any]:
-    """The approval card with timer and policy notes, and "Approve & remember" where it applies."""
+    """The approval card with timer and policy notes, "Approve & remember" where it applies, and
+    Claude's permission suggestions (bot/slack/suggestion_cards.py)."""
     notes = [*timer_notes(req), *policy_notes(req)]
     if req.is_batch:  # a batch's first page (issue 12b): several calls, nothing to remember as one
         return batch_page(req, 0, now=now, notes=notes or None)
+    if req.is_pending:  # Claude's permission suggestions: shown while someone can still accept one
+        notes += suggestion_notes(req)
     card = approval_card(req, now=now, notes=notes or None)
     if req.is_pending and remember_allowed(req):
         for block in card["blocks"]:
@@ -59,6 +64,7 @@ def render_policy_card(req: Request, *, now: datetime) -> dict[str, Any]:
                 button = {"type": "button", "action_id": REMEMBER, "value": req.id,
                           "text": {"type": "plain_text", "text": "Approve & remember"}}
                 block["elements"].insert(1, button)
+    add_suggestion_buttons(card, req)  # "Approve & always allow ...", right after Approve
     return card
 
 

@@ -7,8 +7,9 @@ import re
 from typing import Any
 
 from bot.domain.params_hash import check_params
+from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.duties.helpers import ephemerals_to
-from bot.sandbox.signed import checkboxes, plain_input
+from bot.sandbox.signed import plain_input
 from tests.harness import ROOT, App
 
 IDS = {"U0123ALICE": "U1", "U0456BOB": "U2", "U0789CAROL": "U3", "S0456OPS": "SOPS", "C0123ABCD": "C1"}
@@ -55,16 +56,23 @@ async def test_readme_quorum_confirmation_and_duties_example(app: App) -> None:
 
 
 async def test_readme_batch_example(app: App) -> None:
-    curl = re.search(r"-d '(.*?)'", readme_section("Batches"), re.S)
+    section = readme_section("Batches")
+    curl = re.search(r"-d '(.*?)'", section, re.S)
     assert curl is not None
     status, req = await app.api("POST", "/api/v1/approvals", json=with_test_ids(curl.group(1)))
     assert status == 201, req
     card = await app.card(req["id"])
-    await app.slack_client.block_action(
-        user="U1", user_name="alice", action_id="signoff_batch_approve", value=req["id"], block_id="batch:0",
-        channel=card.channel, message_ts=card.ts, state_values={"item:0": {"signoff_item_pick": checkboxes(["approve"])}})
+    assert controls(card, 1) == ["signoff_item_pick", "signoff_item_reject", "signoff_item_respond"]
+    # The decision the README shows: alice replies to the second action, then ticks the first and approves.
+    documented = re.search(r"```json\n(.*?)```", section, re.S)
+    assert documented is not None
+    shown = json.loads(documented.group(1).replace("U0123ALICE", "U1"))["items"]
+    view = await open_item(app, req["id"], 1, "signoff_item_respond")
+    await submit(app, view, {"reason": {"value": plain_input(shown[1]["comment"])}})
+    await item_state(app, req["id"], 1)
+    await approve_selected(app, req["id"], [0])
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
     assert body["status"] == "approved"
-    assert [(i["outcome"], i["params"]["to"]) for i in body["decision"]["items"]] == [
-        ("approved", "a@example.com"), ("rejected", "b@example.com")]
+    fields = ("name", "outcome", "params", "changes", "comment", "via", "decided_by")
+    assert [{k: i[k] for k in fields} for i in body["decision"]["items"]] == [{k: i[k] for k in fields} for i in shown]
     check_params(body["decision"]["items"][0], {"subject": "Refund", "to": "a@example.com"})

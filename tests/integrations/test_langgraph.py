@@ -22,6 +22,7 @@ from signoff import SignoffClient
 from signoff.langgraph import post_cards
 from signoff.langgraph_resume import Resumer
 from bot.sandbox.signed import plain_input
+from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.harness import API_TOKEN, ROOT, App
 from tests.integrations.lg_graphs import (
     calls,
@@ -35,7 +36,8 @@ from tests.integrations.lg_graphs import (
 )
 
 CARD = {"channel": "C1", "approvers": ["U1"]}
-TIMER_BUTTONS = ("signoff_snooze", "signoff_escalate")
+PICK, ITEM_EDIT, ITEM_REJECT, ITEM_REPLY = ("signoff_item_pick", "signoff_item_edit", "signoff_item_reject",
+                                            "signoff_item_respond")
 
 
 @pytest.fixture
@@ -55,11 +57,6 @@ def lg_env(app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[st
 
 def thread(name: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": name}}
-
-
-def buttons(message: Any) -> list[str]:
-    return [e["action_id"] for b in message.blocks if b["type"] == "actions" for e in b["elements"]
-            if e["action_id"] not in TIMER_BUTTONS]
 
 
 async def decided(app: App, request_id: str) -> dict[str, Any]:
@@ -124,25 +121,28 @@ async def test_two_resumers_on_one_decision_resume_the_graph_once(app: App, lg_e
     assert await asyncio.to_thread(first.resume_ready) == [] and len(calls()) == 1  # never applied twice
 
 
-async def test_hitl_middleware_two_tools_one_turn_edit_one_approve_the_other(app: App, lg_env: dict[str, str],
-                                                                              tmp_path: Path, client: SignoffClient) -> None:
+async def test_hitl_middleware_two_tools_one_turn_one_card_edit_one_approve_the_other(
+        app: App, lg_env: dict[str, str], tmp_path: Path, client: SignoffClient) -> None:
     db, config = str(tmp_path / "checkpoints.db"), thread("agent-1")
     agent = hitl_agent(saver(db))
     result = await asyncio.to_thread(agent.invoke, {"messages": [{"role": "user", "content": "tidy up"}]}, config)
     [paused] = result["__interrupt__"]
     assert [a["name"] for a in paused.value["action_requests"]] == ["send_email", "delete_file"]
-    email_id, delete_id = await asyncio.to_thread(post_cards, agent, config, client=client, **CARD)
-    assert await asyncio.to_thread(post_cards, agent, config, client=client, **CARD) == [email_id, delete_id]
-    email_card, delete_card = await app.card(email_id), await app.card(delete_id)
-    assert buttons(email_card) == ["signoff_approve", "signoff_edit", "signoff_respond", "signoff_reject"]
-    # delete_file's config forbids editing: no Edit button, and "Reply instead" for respond.
-    assert buttons(delete_card) == ["signoff_approve", "signoff_respond", "signoff_reject"]
-    assert len(app.slack.calls_to("chat.postMessage")) == 2
-    await submit_modal(app, email_id, "signoff_edit", {"p:to": {"value": plain_input("b@example.com")},
-                                                       "p:subject": {"value": plain_input("Hi")}})
-    await app.click(delete_id, "U1", user_name="alice")
-    await decided(app, delete_id)
+    [batch_id] = await asyncio.to_thread(post_cards, agent, config, client=client, **CARD)
+    assert await asyncio.to_thread(post_cards, agent, config, client=client, **CARD) == [batch_id]
+    card = await app.card(batch_id)
+    assert len(app.slack.calls_to("chat.postMessage")) == 1  # one interrupt, one card
+    assert controls(card, 0) == [PICK, ITEM_EDIT, ITEM_REJECT, ITEM_REPLY]
+    # delete_file's config forbids editing: no Edit for it, and "Reply" for respond.
+    assert controls(card, 1) == [PICK, ITEM_REJECT, ITEM_REPLY]
+    view = await open_item(app, batch_id, 0, ITEM_EDIT)
+    await submit(app, view, {"p:to": {"value": plain_input("b@example.com")}, "p:subject": {"value": plain_input("Hi")}})
+    await item_state(app, batch_id, 0)
     resumer = Resumer(hitl_agent, saver(db), client=client, **CARD)
+    assert await asyncio.to_thread(resumer.resume_ready) == []  # waits for every action of the interrupt
+    await approve_selected(app, batch_id, [1])
+    body = await decided(app, batch_id)
+    assert [i["outcome"] for i in body["decision"]["items"]] == ["approved", "approved"]
     assert await asyncio.to_thread(resumer.resume_ready) == ["agent-1"]
     # Both ran (in parallel, as LangGraph runs one turn's tool calls), send_email with the edit.
     assert sorted(calls(), key=lambda c: c["tool"]) == [
@@ -150,6 +150,7 @@ async def test_hitl_middleware_two_tools_one_turn_edit_one_approve_the_other(app
         {"tool": "send_email", "args": {"to": "b@example.com", "subject": "Hi"}}]
     final = agent.get_state(config).values["messages"][-1]
     assert "sent to b@example.com: Hi" in final.content and "deleted /tmp/report.txt" in final.content
+    assert len(app.slack.calls_to("chat.postMessage")) == 1  # the resumer found the card, never posted another
 
 
 async def test_hitl_reject_and_respond_reach_the_model_as_langchain_documents(
@@ -157,11 +158,14 @@ async def test_hitl_reject_and_respond_reach_the_model_as_langchain_documents(
     db, config = str(tmp_path / "checkpoints.db"), thread("agent-2")
     agent = hitl_agent(saver(db))
     await asyncio.to_thread(agent.invoke, {"messages": [{"role": "user", "content": "tidy up"}]}, config)
-    email_id, delete_id = await asyncio.to_thread(post_cards, agent, config, client=client, **CARD)
-    await submit_modal(app, email_id, "signoff_reject", {"reason": {"value": plain_input("Not on a Sunday")}})
-    body = await submit_modal(app, delete_id, "signoff_respond",
-                              {"reason": {"value": plain_input("Already deleted it myself.")}})
-    assert body["decision"]["via"] == "reply"
+    [batch_id] = await asyncio.to_thread(post_cards, agent, config, client=client, **CARD)
+    view = await open_item(app, batch_id, 0, ITEM_REJECT)
+    await submit(app, view, {"reason": {"value": plain_input("Not on a Sunday")}})
+    await item_state(app, batch_id, 0)
+    view = await open_item(app, batch_id, 1, ITEM_REPLY)
+    await submit(app, view, {"reason": {"value": plain_input("Already deleted it myself.")}})
+    body = await decided(app, batch_id)
+    assert [(i["outcome"], i["via"]) for i in body["decision"]["items"]] == [("rejected", "modal"), ("rejected", "reply")]
     resumer = Resumer(hitl_agent, saver(db), client=client, **CARD)
     assert await asyncio.to_thread(resumer.resume_ready) == ["agent-2"]
     assert calls() == []  # neither tool ran

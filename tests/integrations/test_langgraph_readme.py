@@ -17,7 +17,8 @@ import pytest
 from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, ROOT, App
 from tests.integrations.claude_cli import readme_example
-from tests.integrations.test_langgraph import buttons, decided, submit_modal, until
+from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
+from tests.integrations.test_langgraph import decided, submit_modal, until
 
 # The names the HITL example leaves to the reader: a chat model and two tools (scripted for the test).
 HITL_PRELUDE = ("from tests.integrations.lg_graphs import TWO_CALLS, ScriptedModel, delete_file, send_email\n"
@@ -93,14 +94,18 @@ async def test_the_hitl_example_offers_each_tool_its_decisions_and_resumes(
     tmp, env = workdir
     (tmp / "agentapp.py").write_text(HITL_PRELUDE + readme_example("langchain-hitl"))
     assert await (await start([sys.executable, "agentapp.py"], tmp, env)).wait() == 0
-    requests = {r["action"]["name"]: r for r in await pending(app, 2)}
-    email, delete = requests["send_email"], requests["delete_file"]
-    assert buttons(await app.card(email["id"])) == [
-        "signoff_approve", "signoff_edit", "signoff_respond", "signoff_reject"]
-    assert buttons(await app.card(delete["id"])) == ["signoff_approve", "signoff_reject"]  # no Edit
-    await app.click(email["id"], "U0123ALICE", user_name="alice")
-    await decided(app, email["id"])
-    await submit_modal(app, delete["id"], "signoff_reject", {"reason": {"value": plain_input("Keep the report")}})
+    [batch] = await pending(app, 1)  # one interrupt with two actions: one card
+    assert [i["action"]["name"] for i in batch["items"]] == ["send_email", "delete_file"]
+    card = await app.card(batch["id"])
+    assert len(app.slack.calls_to("chat.postMessage")) == 1
+    assert controls(card, 0) == ["signoff_item_pick", "signoff_item_edit", "signoff_item_reject",
+                                 "signoff_item_respond"]
+    assert controls(card, 1) == ["signoff_item_pick", "signoff_item_reject"]  # no Edit
+    view = await open_item(app, batch["id"], 1, "signoff_item_reject", user="U0123ALICE")
+    await submit(app, view, {"reason": {"value": plain_input("Keep the report")}}, user="U0123ALICE")
+    await item_state(app, batch["id"], 1)
+    await approve_selected(app, batch["id"], [0], user="U0123ALICE")
+    await decided(app, batch["id"])
     hitl_line = readme_example("langgraph-resume").splitlines()[1]
     resumer = await start(hitl_line, tmp, env)
     try:

@@ -72,3 +72,29 @@ def test_keys_stay_within_the_servers_limit() -> None:
     assert interrupt_key("approval", "t", "node:1", 0) == "lg:approval:t:node:1:0"
     long = interrupt_key("approval", "t" * 300, "node:1", 0)
     assert len(long) <= KEY_MAX and long != interrupt_key("approval", "t" * 300, "node:1", 1)
+
+
+def test_one_batch_request_answers_every_action_of_the_interrupt_in_order() -> None:
+    edited = {**ARGS, "subject": "Hello"}
+    value = {"action_requests": [{"name": "send_email", "args": ARGS}, {"name": "send_email", "args": ARGS},
+                                 {"name": "delete_file", "args": {"path": "/tmp/x"}},
+                                 {"name": "delete_file", "args": {"path": "/tmp/y"}}],
+             "review_configs": [{"action_name": "send_email", "allowed_decisions": ["approve", "edit", "reject"]},
+                                {"action_name": "delete_file", "allowed_decisions": ["approve", "reject", "respond"]}]}
+    interrupt = SimpleNamespace(id="i1", response_schema=None, value=value)
+
+    def item(name: str, outcome: str | None, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        return {"name": name, "outcome": outcome, "params": params, "changes": [], **kw}
+
+    body = {"id": "apr_1", "status": "expired", "decision": {"outcome": "expired", "params": {}, "items": [
+        item("send_email", "approved", ARGS), item("send_email", "approved", edited, via="modal"),
+        item("delete_file", "rejected", {"path": "/tmp/x"}, via="reply", comment="Done by hand."),
+        item("delete_file", None, {"path": "/tmp/y"})]}}
+    assert resume_value(interrupt, [body]) == {"decisions": [
+        {"type": "approve"},
+        {"type": "edit", "edited_action": {"name": "send_email", "args": edited}},
+        {"type": "respond", "message": "Done by hand."},
+        {"type": "reject", "message": "Not approved: nobody approved it in Slack (the request expired)."}]}
+    short = {**body, "decision": {**body["decision"], "items": body["decision"]["items"][:3]}}
+    with pytest.raises(SignoffError, match="holds 3 actions"):
+        resume_value(interrupt, [short])
