@@ -31,6 +31,7 @@ from aiohttp import web
 from bot.sandbox import SlackEmulator
 
 USERS = [("U1", "alice"), ("U2", "bob"), ("U3", "carol")]
+CHANNELS = 200  # C1 ... C200: benches that spread cards over many channels (Slack paces each one)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ class BenchSlack(SlackEmulator):
         super().__init__()
         self.posts: dict[str, Post] = {}
         self._post_waiters: dict[str, asyncio.Event] = {}
-        self.add_channel("C1", "approvals")
+        for n in range(1, CHANNELS + 1):
+            self.add_channel(f"C{n}", "approvals" if n == 1 else f"approvals-{n}")
         for uid, name in USERS:
             self.add_user(uid, name)
 

@@ -33,16 +33,27 @@ SQLITE_CHECK_SECONDS = 0.02  # a PRAGMA read, only while someone waits: cheap en
 CHANGES_PER_LOOK = 1000
 
 
+class Waiter(asyncio.Event):
+    """A waiter's event; `settled` is the request as a decision in this process committed it, if one
+    did since the waiter last cleared the event (so the waiter can answer without reading it again)."""
+
+    settled: Any = None
+
+    def clear(self) -> None:
+        self.settled = None
+        super().clear()
+
+
 class Waiters:
     """Per-request events for waiters in this process."""
 
     def __init__(self) -> None:
-        self._events: dict[str, set[asyncio.Event]] = defaultdict(set)
+        self._events: dict[str, set[Waiter]] = defaultdict(set)
         self.changed = asyncio.Event()  # set whenever the set of waited-on ids grows
 
     @contextlib.contextmanager
     def register(self, request_id: str) -> Any:
-        event = asyncio.Event()
+        event = Waiter()
         self._events[request_id].add(event)
         self.changed.set()
         try:
@@ -54,8 +65,12 @@ class Waiters:
                 if not waiting:
                     del self._events[request_id]
 
-    def wake(self, request_id: str) -> None:
+    def wake(self, request_id: str, settled: Any = None) -> None:
+        """Wake the waiters of `request_id`; `settled`: the request as this process just committed it
+        out of `pending` (handed to them, so they need not read it back)."""
         for event in self._events.get(request_id, ()):
+            if settled is not None:
+                event.settled = settled
             event.set()
 
     def wake_all(self) -> None:

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 LEASE_SECONDS = 60.0
 BATCH = 50  # most items one claim takes (`drain` and the loop take at most the free slots)
-CONCURRENCY = 4
+CONCURRENCY = 16
 
 
 @dataclass(frozen=True)

@@ -300,19 +300,30 @@ class Service:
             raise NotFound(f"no request with id {request_id!r}")
         return request
 
-    async def wait(self, request_id: str, timeout: float) -> Request:
+    async def wait(
+        self, request_id: str, timeout: float, *, check: Callable[[Request], object] | None = None
+    ) -> Request:
         """Return as soon as the request leaves `pending` or its card is known undeliverable (nobody
-        will see it: bot.delivery_state), or when `timeout` seconds pass (not before)."""
+        will see it: bot.delivery_state), or when `timeout` seconds pass (not before).
+
+        `check(request)` runs on the first read, before any waiting (it raises to refuse the caller).
+        A decision committed in this process hands the decided request to the waiter (what it wrote
+        is what a read would return), so a woken long-poll answers without reading it back.
+        """
         if timeout <= 0:
-            return await self.get(request_id)
+            request = await self.get(request_id)
+            if check is not None:
+                check(request)
+            return request
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(timeout, MAX_WAIT_SECONDS)
         # Register before reading: a decision committed after the read still wakes us. A wake-up for
         # anything else (a reminder, an escalation, a snooze) is not an answer: read again, wait on.
         with self.waiters.register(request_id) as event:
+            request = await self.get(request_id)
+            if check is not None:
+                check(request)
             while True:
-                event.clear()
-                request = await self.get(request_id)
                 remaining = deadline - loop.time()
                 if not request.is_pending or is_undelivered(request) or remaining <= 0:
                     return request
@@ -320,6 +331,9 @@ class Service:
                     await asyncio.wait_for(event.wait(), remaining)
                 except TimeoutError:
                     return await self.get(request_id)
+                settled = event.settled
+                event.clear()
+                request = settled if settled is not None else await self.get(request_id)
 
     async def list(
         self, *, status: Status | None, limit: int, after: tuple[datetime, str] | None = None
@@ -462,6 +476,7 @@ class Service:
 
     def _decided(self, decided: Request) -> None:
         assert decided.decision is not None
+        self.waiters.wake(decided.id, decided)  # after touch's wake-up: hands them the decided request
         self.metrics.decisions.labels(decided.decision.outcome.value, decided.decision.via.value).inc()
         for fn in self._on_decided:
             try:

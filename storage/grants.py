@@ -35,6 +35,10 @@ def _delegation(row: Any) -> Delegation:
                       ended_at=row.ended_at, id=row.id)
 
 
+_STAMP = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.max(grants.c.revoked_at),
+                   sa.func.count(grants.c.revoked_at)).where(grants.c.tool == sa.bindparam("b_tool"))
+
+
 def _live(now: datetime) -> Any:
     return sa.and_(grants.c.revoked_at.is_(None),
                    sa.or_(grants.c.expires_at.is_(None), grants.c.expires_at > now))
@@ -78,9 +82,8 @@ class GrantStore:
 
     async def stamp(self, tool: str) -> tuple[Any, ...]:
         """What changes whenever `tool`'s grants change (one made, one revoked): a cache key."""
-        stmt = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.max(grants.c.revoked_at),
-                         sa.func.count(grants.c.revoked_at)).where(grants.c.tool == tool)
-        return tuple((await self._all(stmt))[0])
+        async with self.store.engine.connect() as conn:  # read on every submit: a statement built once
+            return tuple((await conn.execute(_STAMP, {"b_tool": tool})).one())
 
     async def live(self, now: datetime, *, limit: int = 100) -> list[Grant]:
         stmt = sa.select(grants).where(_live(now)).order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)

@@ -3,8 +3,9 @@
 Dialect differences stay in small private helpers:
 - SQLite allows one writer at a time. Write units take an in-process lock and
   open with `BEGIN IMMEDIATE`, so writers queue instead of failing with
-  "database is locked" when a read lock would have to be upgraded; other
-  processes on the same file wait on `busy_timeout`.
+  "database is locked" when a read lock would have to be upgraded; a wait for
+  another process on the same file happens on aiosqlite's worker thread with a
+  30 s busy timeout (statements themselves run on the loop: storage/sqlite_inline.py).
 - PostgreSQL claims outbox rows with `FOR UPDATE SKIP LOCKED` and announces
   request changes with NOTIFY, which is delivered only if the unit commits.
 """
@@ -54,6 +55,10 @@ from storage.schema import (
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+
+from storage.json_codec import loads
+from storage.sqlite_inline import inline_creator
 from storage.urls import async_url
 
 U = TypeVar("U", bound="SqlUnit")
@@ -61,19 +66,19 @@ U = TypeVar("U", bound="SqlUnit")
 NOTIFY_CHANNEL = "signoff_requests"
 
 def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
-    """The ids of pending requests due at `now`, oldest due first (the timer sweep's claim).
+    """The pending requests due at `now`, whole rows, oldest due first (the timer sweep's claim).
 
-    A range scan on ix_requests_next_due_at reads the due rows only, however many are pending
-    (bench/sweep.py prints the plan). PostgreSQL locks what it returns and skips rows another
-    transaction holds, so replicas sweeping at once take different rows.
+    One statement: a range scan on ix_requests_next_due_at reads the due rows only, however many
+    are pending (bench/sweep.py prints the plan). PostgreSQL locks the requests rows it returns
+    and skips rows another transaction holds, so replicas sweeping at once take different rows.
     """
     due = (
-        sa.select(requests.c.id)
+        SELECT_REQUEST
         .where(requests.c.next_due_at <= now, requests.c.status == "pending")
         .order_by(requests.c.next_due_at)
         .limit(limit)
     )
-    return due.with_for_update(skip_locked=True) if postgres else due
+    return due.with_for_update(skip_locked=True, of=requests) if postgres else due
 
 
 _STORE_CARD = (
@@ -83,6 +88,22 @@ _STORE_CARD = (
             version=requests.c.version + 1)
 )
 
+
+# Hot statements built once: a statement object memoizes its cache key, so executing the same one with
+# new parameters skips building and hashing a fresh statement per call (bench.all --profile showed
+# cache-key generation and statement construction at 5-8 % of the server's busy samples).
+_INSERT_AUDIT = audit_events.insert()
+_INSERT_DECISION = decisions.insert()
+_INSERT_REQUEST = requests.insert()
+_OUTBOX_DONE = (
+    outbox.update().where(outbox.c.id == sa.bindparam("b_id"))
+    .values(status="done", done_at=sa.bindparam("b_now"), lease_until=None)
+)
+_ENQUEUE = {
+    True: pg_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
+    False: sqlite_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
+}
+_NOTIFY = sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, sa.bindparam("b_id", type_=sa.String)))
 
 _UPDATE_REQUESTS: dict[tuple[str, ...], Any] = {}
 
@@ -143,38 +164,34 @@ class SqlUnit(Unit):
         # No SAVEPOINT around it (two more statements per submit): a duplicate key ends the whole unit,
         # which rolls back, and the caller reads the key's holder in a fresh one (Service.submit).
         try:
-            await self.conn.execute(requests.insert(), values)
+            await self.conn.execute(_INSERT_REQUEST, values)
         except IntegrityError as exc:
             if request.idempotency_key is not None:
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
             raise
 
     async def update_request(self, request: Request, *, expected_version: int) -> bool:
-        stmt = (
-            requests.update()
-            .where(requests.c.id == request.id, requests.c.version == expected_version)
-            .values(version=expected_version + 1, **mutable_columns(request))
-        )
-        result = await self.conn.execute(stmt)
-        return result.rowcount == 1
+        cols = mutable_columns(request)
+        params = {"b_id": request.id, "b_expected": expected_version, "b_version": expected_version + 1,
+                  **{f"b_{k}": v for k, v in cols.items()}}
+        result = await self.conn.execute(_update_requests_statement(tuple(cols)), params)
+        return bool(result.rowcount == 1)
 
     async def insert_decision(self, request_id: str, decision: Decision) -> None:
-        await self.conn.execute(
-            decisions.insert().values(
-                request_id=request_id,
-                outcome=decision.outcome.value,
-                params=decision.params,
-                changes=[c.to_json() for c in decision.changes],
-                comment=decision.comment,
-                decided_by_id=decision.decided_by.id if decision.decided_by else None,
-                decided_by_name=decision.decided_by.name if decision.decided_by else None,
-                decided_at=decision.decided_at,
-                via=decision.via.value,
-                votes=votes_json(decision.votes) if decision.votes else None,
-                params_sha256=decision.params_sha256,
-                items=items_json(decision.items),
-            )
-        )
+        await self.conn.execute(_INSERT_DECISION, {
+            "request_id": request_id,
+            "outcome": decision.outcome.value,
+            "params": decision.params,
+            "changes": [c.to_json() for c in decision.changes],
+            "comment": decision.comment,
+            "decided_by_id": decision.decided_by.id if decision.decided_by else None,
+            "decided_by_name": decision.decided_by.name if decision.decided_by else None,
+            "decided_at": decision.decided_at,
+            "via": decision.via.value,
+            "votes": votes_json(decision.votes) if decision.votes else None,
+            "params_sha256": decision.params_sha256,
+            "items": items_json(decision.items),
+        })
 
     async def insert_vote(self, request_id: str, vote: Vote) -> bool:
         """Store one approval; False (and nothing written) if this person already voted on it."""
@@ -187,11 +204,8 @@ class SqlUnit(Unit):
         return True
 
     async def append_audit(self, event: AuditEvent) -> None:
-        await self.conn.execute(
-            audit_events.insert().values(
-                request_id=event.request_id, type=event.type, actor=event.actor, data=event.data, at=event.at
-            )
-        )
+        await self.conn.execute(_INSERT_AUDIT, {
+            "request_id": event.request_id, "type": event.type, "actor": event.actor, "data": event.data, "at": event.at})
 
     async def enqueue(self, item: OutboxItem) -> bool:
         values = {
@@ -205,8 +219,7 @@ class SqlUnit(Unit):
             "next_attempt_at": item.next_attempt_at or item.created_at,
             "created_at": item.created_at,
         }
-        stmt = self._insert_ignore(outbox, values, "dedupe_key")
-        result = await self.conn.execute(stmt)
+        result = await self.conn.execute(_ENQUEUE[self._postgres], values)
         stored = result.rowcount == 1
         self.enqueued += stored
         return stored
@@ -221,9 +234,7 @@ class SqlUnit(Unit):
         return sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=[key])
 
     async def outbox_done(self, item_id: int, now: datetime) -> None:
-        await self.conn.execute(
-            outbox.update().where(outbox.c.id == item_id).values(status="done", done_at=now, lease_until=None)
-        )
+        await self.conn.execute(_OUTBOX_DONE, {"b_id": item_id, "b_now": now})
 
     async def outbox_retry(self, item_id: int, at: datetime, error: str, *, definite: bool) -> None:
         values: dict[str, Any] = {"next_attempt_at": at, "last_error": error[:2000], "lease_until": None}
@@ -245,17 +256,13 @@ class SqlUnit(Unit):
     async def notify(self, request_id: str) -> None:
         """Wake long-polls on this id (a request's or a run's) in other processes, once the unit commits."""
         if self._postgres:
-            await self.conn.execute(sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, request_id)))
+            await self.conn.execute(_NOTIFY, {"b_id": request_id})
 
     # -- timers and the App Home inbox ------------------------------------------
 
     async def claim_due_requests(self, now: datetime, *, limit: int) -> list[Request]:
-        ids = list((await self.conn.execute(due_requests_statement(now, limit, postgres=self._postgres))).scalars())
-        if not ids:
-            return []
-        stmt = SELECT_REQUEST.where(requests.c.id.in_(ids))
-        found = {r.id: r for r in (request_from_row(row) for row in (await self.conn.execute(stmt)).all())}
-        return [found[i] for i in ids if i in found]
+        stmt = due_requests_statement(now, limit, postgres=self._postgres)
+        return [request_from_row(row) for row in (await self.conn.execute(stmt)).all()]
 
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
         for user_id in dict.fromkeys(user_ids):
@@ -311,7 +318,7 @@ class SqlUnit(Unit):
 
     async def append_audits(self, events: Sequence[AuditEvent]) -> None:
         if events:
-            await self.conn.execute(audit_events.insert(), [
+            await self.conn.execute(_INSERT_AUDIT, [
                 {"request_id": e.request_id, "type": e.type, "actor": e.actor, "data": e.data, "at": e.at}
                 for e in events])
 
@@ -355,12 +362,20 @@ class SqlStore(Store):
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
 
     @classmethod
-    async def open(cls, database_url: str, *, pool_size: int = 10) -> SqlStore:
+    async def open(cls, database_url: str, *, pool_size: int = 20) -> SqlStore:
         url = async_url(database_url)
         if url.get_backend_name() == "sqlite":
             read = sqlite_engine(database_url, begin=None)  # reads: one statement, one snapshot
             return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"))
-        engine = create_async_engine(url, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True)
+        # No pool_pre_ping: it cost a round trip per checkout (18 % of the server's busy samples in
+        # bench.all's PostgreSQL e2e phase). After a database restart the first statement on a stale
+        # connection fails as a disconnect, and SQLAlchemy then discards the whole pool: one failed
+        # call per process (an API 500 the agent retries, an outbox attempt retried), not more.
+        # The pool holds what the server uses at once: SQLAlchemy closes a connection checked in beyond
+        # pool_size, so a pool smaller than the usual concurrency opened and closed connections all day
+        # (a PostgreSQL connection costs a backend and an authentication). At most 30 per process, as before.
+        engine = create_async_engine(url, pool_size=pool_size, max_overflow=max(0, 30 - pool_size),
+                                     json_deserializer=loads)
         return cls(engine)
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
@@ -498,11 +513,19 @@ class SqlStore(Store):
 
 
 def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -> AsyncEngine:
-    """An engine on a SQLite file in WAL mode; `begin` is the statement that opens a transaction."""
-    kwargs: dict[str, Any] = {"connect_args": {"timeout": 30}}
+    """An engine on a SQLite file in WAL mode; `begin` is the statement that opens a transaction.
+
+    Statements run on the event loop's thread (storage/sqlite_inline.py): only a wait for another
+    process's lock goes to aiosqlite's worker thread.
+    """
+    url = async_url(database_url)
+    (filename,), options = SQLiteDialect_aiosqlite().create_connect_args(url)
+    kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options), "json_deserializer": loads}
     if begin is not None:
         kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
-    engine = create_async_engine(async_url(database_url), **kwargs)
+    # Readers keep SQLAlchemy's default pool (5 + 10 at a peak): a larger one (16 + 48) removed the
+    # opening and closing of reader connections under load but measured no better in bench.all.
+    engine = create_async_engine(url, **kwargs)
     _configure_sqlite(engine, begin=begin)
     return engine
 
@@ -512,7 +535,9 @@ def _configure_sqlite(engine: AsyncEngine, *, begin: str | None) -> None:
     def _connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA busy_timeout=30000")  # first: switching to WAL may itself have to wait
+        # Busy timeout 0: a statement that would wait for another process's lock fails at once and is
+        # run again, with the full timeout, on the connection's worker thread (storage/sqlite_inline.py).
+        cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")

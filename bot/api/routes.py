@@ -122,8 +122,8 @@ async def get_approval(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     wait = float_param(request, "wait", default=0.0, low=0.0, high=60.0)
     request_id = request.match_info["id"]
-    owned(request, await service.get(request_id))  # before holding a long-poll for it
-    found = await service.wait(request_id, wait)
+    # Checked on the first read, before any waiting: a long-poll is never held for someone else's request.
+    found = await service.wait(request_id, wait, check=lambda read: owned(request, read))
     return web.json_response(request_json(found))
 
 

@@ -399,6 +399,24 @@ async def test_waiting_poll_is_woken_by_a_cancel(app: App) -> None:
     assert status == 200 and body["status"] == "cancelled"
 
 
+async def test_a_woken_long_poll_answers_what_a_read_returns(app: App) -> None:
+    """The waiter is handed the decided request in memory (no read back): it must be exactly what a
+    read returns, for a click (the decider, the version, the card) and for a cancel."""
+    for decide in ("click", "cancel"):
+        req = await app.submit()
+        await app.card(req["id"])
+        waiter = asyncio.create_task(app.api("GET", f"{APPROVALS}/{req['id']}?wait=30"))
+        await long_poll_registered(app.url)
+        if decide == "click":
+            await app.click(req["id"], "U2", user_name="bob")
+        else:
+            await app.api("POST", f"{APPROVALS}/{req['id']}/cancel", json={"reason": "plan changed"})
+        status, woken = await asyncio.wait_for(waiter, 10)
+        _, read = await app.api("GET", f"{APPROVALS}/{req['id']}")
+        assert status == 200 and woken["status"] in ("approved", "cancelled")
+        assert woken == read
+
+
 # -- cancel --------------------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,75 @@
+"""SQLite statements run on the event loop's thread, falling back to aiosqlite's thread only to wait.
+
+aiosqlite runs every statement on a worker thread: a queue put, a thread wake-up, a GIL hand-off
+and a `call_soon_threadsafe` back, for statements that themselves take microseconds (a WAL-mode
+SQLite file on local disk, `synchronous=NORMAL`: a commit writes the WAL without an fsync). That
+hand-off was 40-70 % of the server's busy samples under load (`python -m bench.all --profile`).
+
+`InlineConnection` keeps aiosqlite's interface (SQLAlchemy's `sqlite+aiosqlite` dialect drives it
+unchanged) but runs each call directly, with the connection's busy timeout at 0, so a call never
+blocks the loop waiting for a lock. The only waits SQLite has are for locks held by another
+process (a second replica's write transaction, a checkpoint): such a call fails at once with
+SQLITE_BUSY, having done nothing, and is run again on aiosqlite's thread with the full
+`BUSY_TIMEOUT_MS`, exactly as before. So the event loop runs statements (never waits on another
+process), and a contended file behaves as it did.
+
+Invariant: one connection is used by one coroutine at a time (SQLAlchemy's pool checks it out),
+so the loop's thread and the worker thread never use it at once; `check_same_thread=False` lets
+both use it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+import aiosqlite
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # pragma: no cover - Python < 3.11 has no error codes
+        return "locked" in str(exc)
+    return bool(code & 0xFF == sqlite3.SQLITE_BUSY)
+
+
+class InlineConnection(aiosqlite.Connection):
+    """aiosqlite.Connection whose calls run on the caller's thread unless they must wait for a lock."""
+
+    async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not self._running or not self._connection:
+            raise ValueError("Connection closed")
+        try:
+            return fn(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):
+                raise
+        # Another process holds the lock: wait for it on the worker thread, not on the event loop.
+        return await super()._execute(_patiently, self._connection, fn, args, kwargs)  # type: ignore[no-untyped-call]
+
+
+def _patiently(conn: sqlite3.Connection, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        conn.execute("PRAGMA busy_timeout=0")
+
+
+def inline_creator(filename: str, **kwargs: Any) -> Callable[[], InlineConnection]:
+    """An `async_creator` for `create_async_engine`: a connection to `filename` with busy timeout 0."""
+    options = {**kwargs, "timeout": 0, "check_same_thread": False}
+
+    def connector() -> sqlite3.Connection:
+        conn: sqlite3.Connection = sqlite3.connect(filename, **options)
+        return conn
+
+    def create() -> InlineConnection:
+        conn = InlineConnection(connector, 64)
+        conn._thread.daemon = True  # as SQLAlchemy's dialect does for aiosqlite's own connections
+        return conn
+
+    return create

@@ -1,0 +1,76 @@
+"""SQLite statements run on the event loop, but a wait for another process's lock never blocks it.
+
+storage/sqlite_inline.py runs statements inline with a busy timeout of 0; a statement that meets a
+lock held elsewhere (here: another connection's write transaction, as a second replica would hold)
+must wait for it on aiosqlite's worker thread, with the event loop free meanwhile, and then succeed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest_asyncio
+import sqlalchemy as sa
+
+from bot.domain.model import AuditEvent
+from storage.schema import audit_events
+from storage.migrate import upgrade
+from storage.sql import SqlStore
+
+
+@pytest_asyncio.fixture
+async def sqlite_file(tmp_path: Path) -> str:
+    """A migrated SQLite file, whichever engine the suite runs on (this is SQLite's driver)."""
+    path = tmp_path / "inline.db"
+    await upgrade(f"sqlite:///{path}")
+    return str(path)
+
+
+async def test_a_write_waits_for_another_process_lock_off_the_loop(sqlite_file: str) -> None:
+    store = await SqlStore.open(f"sqlite:///{sqlite_file}")
+    other = sqlite3.connect(sqlite_file, isolation_level=None)
+    try:
+        async with store.unit() as unit:  # the writer connection exists and is warm
+            await unit.append_audit(AuditEvent("apr_warm", "created", _now(), None, {}))
+        other.execute("BEGIN IMMEDIATE")  # another process holds SQLite's write lock
+
+        async def write() -> None:
+            async with store.unit() as unit:
+                await unit.append_audit(AuditEvent("apr_waited", "created", _now(), None, {}))
+
+        writing = asyncio.create_task(write())
+        for _ in range(50):  # the loop keeps turning while the write waits for the lock
+            await asyncio.sleep(0)
+        assert not writing.done()
+        other.execute("COMMIT")
+        await writing
+        async with store.engine.connect() as conn:
+            found = (await conn.execute(sa.select(audit_events.c.request_id)
+                                        .where(audit_events.c.request_id == "apr_waited"))).scalars().all()
+        assert found == ["apr_waited"]
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_reads_run_while_another_process_writes(sqlite_file: str) -> None:
+    store = await SqlStore.open(f"sqlite:///{sqlite_file}")
+    other = sqlite3.connect(sqlite_file, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("INSERT INTO audit_events (request_id, type, at, data) VALUES ('apr_x', 'created', "
+                      "'2026-01-01T00:00:00+00:00', '{}')")
+        assert await store.get_request("apr_missing") is None  # WAL: a reader never waits for a writer
+        assert await store.audit_events("apr_x") == []  # and does not see its uncommitted row
+        other.execute("COMMIT")
+        assert [e.type for e in await store.audit_events("apr_x")] == ["created"]
+    finally:
+        other.close()
+        await store.close()
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
