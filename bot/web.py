@@ -73,6 +73,7 @@ from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
 from bot.timers import Timers
 from storage.grants import GrantStore
+from storage.pace_store import PaceStore
 from storage.sql import SqlStore
 
 if TYPE_CHECKING:
@@ -201,7 +202,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     home = Home(store, clock)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
     health = SlackHealth()
-    pace = ChannelPace(clock, settings.slack_channel_pace_seconds)
+    pace = ChannelPace(clock, settings.slack_channel_pace_seconds, PaceStore(store))  # shared by replicas
     call = SlackCall(slack_client(settings, http, retries=False), metrics, health, pace)
     agent = build_agent(settings, service=service, store=store, call=call, client=listener_client, clock=clock,
                         metrics=metrics)

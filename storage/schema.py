@@ -169,3 +169,13 @@ home_users = sa.Table(
     sa.Column("first_opened_at", UTCDateTime, nullable=False),
     sa.Column("last_opened_at", UTCDateTime, nullable=False),
 )
+
+# Slack's pace per channel, shared by every replica (bot/slack/pace.py): the earliest time the
+# next chat.postMessage to `channel` may go. Taken with one guarded UPDATE, so two replicas never
+# both post in one slot.
+channel_pace = sa.Table(
+    "channel_pace",
+    metadata,
+    sa.Column("channel", sa.String(40), primary_key=True),
+    sa.Column("next_at", UTCDateTime, nullable=False),
+)

@@ -64,7 +64,7 @@ class SlackCall:
         channel = kwargs.get("channel") if self.pace is not None else None
         if isinstance(channel, str) and method in PACED_METHODS:
             assert self.pace is not None
-            while (wait := self.pace.wait_for(channel)) > 0:
+            while (wait := await self.pace.wait_for(channel)) > 0:
                 if wait > INLINE_WAIT_SECONDS:  # not this channel's turn: free the slot, come back then
                     return None, Retry(wait, f"{method}: paced for channel {channel}", waiting=True)
                 await asyncio.sleep(wait)
@@ -80,7 +80,7 @@ class SlackCall:
             if status == 429:
                 retry_after = _retry_after(exc.response.headers)
                 if self.pace is not None and isinstance(channel, str):
-                    self.pace.rate_limited(channel, retry_after)
+                    await self.pace.rate_limited(channel, retry_after)
                 return None, Retry(retry_after, f"{method}: 429 rate limited, retry after {retry_after:g}s")
             if status >= 500:
                 self.health.unreachable(f"{method}: HTTP {status}")

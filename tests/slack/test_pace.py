@@ -59,3 +59,28 @@ async def test_a_429_delays_only_its_own_channel(db_url: str, slack: FakeSlack) 
         assert (await app.card(first["id"])).channel == "C1"
     finally:
         await app.stop()
+
+
+async def test_two_replicas_share_one_channels_pace(db_url: str, slack: FakeSlack) -> None:
+    """Each replica alone keeps the pace; together they must too (the slots live in the database).
+
+    Slack's limit 0.05 s, our pace 0.4 s: a slot is taken in the database and the post follows it on
+    the network, so the margin covers the jitter of two servers, Slack and the test sharing one event
+    loop (posts were seen 0.19 s after their slot). Without shared slots both replicas post their
+    first cards at once and collide (0.05 s apart or less)."""
+    slack.pace(0.05)
+    replicas = [await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0.4") for _ in range(2)]
+    try:
+        async def submit(app: App, n: int) -> None:
+            status, body = await app.api("POST", "/api/v1/approvals", json=approval_body(summary=f"Refund {n}"))
+            assert status == 201, body
+
+        await asyncio.gather(*(submit(replicas[n % 2], n) for n in range(24)))
+        posted = await slack.wait_for("chat.postMessage", count=24, timeout=60)
+        assert len(posted) == 24
+        limited = [c for c in slack.calls_to("chat.postMessage", ok_only=False) if c.status == 429]
+        print(f"\n24 cards into one channel from two replicas: {len(limited)} answers of 429")
+        assert limited == []
+    finally:
+        for app in replicas:
+            await app.stop()
