@@ -50,10 +50,16 @@ class ChannelPace:
             return (free - now).total_seconds()
         if self.shared is not None and self.interval > timedelta(0):
             free = await self.shared.take(channel, self.clock.now, self.interval)
-            now = self.clock.now()
-            if free is not None:  # another replica has this slot
+            now = self.clock.now()  # after the write: the interval runs from when the post can go
+            known = self._next.get(channel)
+            if free is not None:  # another replica (or another of our deliveries) has this slot
+                # Never earlier than what this process already knows: a slot taken here whose
+                # write was slow to commit must keep its full interval from our other deliveries.
+                free = max(free, known) if known is not None else free
                 self._next[channel] = free
                 return max((free - now).total_seconds(), 0.001)
+            if known is not None and known > now:  # one of our own deliveries posted meanwhile
+                return (known - now).total_seconds()
         self._next[channel] = now + self.interval
         if len(self._next) > 10_000:  # forget channels whose slots have passed
             self._next = {c: t for c, t in self._next.items() if t > now}
