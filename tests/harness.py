@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json as json_module
 import os
 import signal
@@ -12,6 +13,7 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -147,6 +149,18 @@ async def start_app(db_url: str, slack: SlackEmulator, *, clock: Clock | None = 
     port = runner.addresses[0][1]
     url = f"http://127.0.0.1:{port}"
     return App(url, slack, aiohttp.ClientSession(), SlackClient(url, SIGNING_SECRET, fake=slack), signoff, runner)
+
+
+@contextlib.asynccontextmanager
+async def policy_app(db_url: str, slack: SlackEmulator, tmp_path: Path, policy: str, **env: str) -> AsyncIterator[App]:
+    """The app under a policy file (`SIGNOFF_POLICY`) whose text is `policy`; stopped at the end."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(policy)
+    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path), **env)
+    try:
+        yield running
+    finally:
+        await running.stop()
 
 
 class ServerProcess:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, approval_body, start_app
+from tests.harness import App, approval_body, policy_app
 
 POLICY = """\
 tiers:
@@ -41,14 +41,9 @@ rules:
 
 @pytest_asyncio.fixture
 async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    path = tmp_path / "policy.yaml"
-    path.write_text(POLICY)
     slack.add_usergroup("S1", ["U2", "U3"])
-    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path))
-    try:
+    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 def body(name: str, params: dict[str, object], **overrides: object) -> dict[str, object]:

@@ -26,7 +26,7 @@ from bot.sandbox.model import message, text, tool_use
 from signoff import AsyncSignoffClient
 from signoff.claude import can_use_tool
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.harness import API_TOKEN, ROOT, App, start_app
+from tests.harness import API_TOKEN, App, ROOT, policy_app
 from tests.integrations.claude_cli import CLAUDE, ClaudeCli, readme_example, signoff_command
 from tests.integrations.helpers import cards, pending_id
 
@@ -38,13 +38,8 @@ NPM_RULE = {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "n
 @pytest_asyncio.fixture
 async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
     """The app under a policy file: grants (and so suggestions) apply only there."""
-    path = tmp_path / "policy.yaml"
-    path.write_text(POLICY)
-    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path))
-    try:
+    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 def with_npm(cli: ClaudeCli) -> Path:

@@ -14,7 +14,7 @@ import pytest_asyncio
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import checkboxes, radio, static_select
 from bot.sandbox.signed import plain_input
-from tests.harness import App, approval_body, start_app
+from tests.harness import App, approval_body, policy_app
 
 POLICY = """\
 tiers:
@@ -30,13 +30,8 @@ MAIL = {"to": "ann@example.com", "subject": "Your refund", "body": "Sent."}
 
 @pytest_asyncio.fixture
 async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    path = tmp_path / "policy.yaml"
-    path.write_text(POLICY)
-    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path))
-    try:
+    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 async def submit(app: App, params: dict[str, Any], name: str = "send_email", **kw: Any) -> dict[str, Any]:

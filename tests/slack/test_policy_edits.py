@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.harness import App, start_app
+from tests.harness import App, policy_app
 
 POLICY = """\
 rules:
@@ -25,13 +25,8 @@ rules:
 
 @pytest_asyncio.fixture
 async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    path = tmp_path / "policy.yaml"
-    path.write_text(POLICY)
-    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path))
-    try:
+    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 async def _edit(app: App, request_id: str, to: str) -> dict:

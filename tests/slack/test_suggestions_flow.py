@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, approval_body, start_app
+from tests.harness import App, approval_body, policy_app
 from tests.integrations.claude_cli import readme_example
 
 POLICY = """\
@@ -38,13 +38,8 @@ SET_MODE = {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
 
 @pytest_asyncio.fixture
 async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    path = tmp_path / "policy.yaml"
-    path.write_text(POLICY)
-    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path))
-    try:
+    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
         yield running
-    finally:
-        await running.stop()
 
 
 def bash(command: str, description: str = "Run the tests", more: dict[str, Any] | None = None,
