@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import claude_agent_sdk
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.harness import ROOT
@@ -106,3 +107,15 @@ def hook_settings(*hook_args: str, matcher: str = "Write|Edit|MultiEdit|Bash|Web
     command = " ".join([signoff_command(), "hook", "claude-code", *hook_args])
     return json.dumps({"hooks": {"PreToolUse": [{"matcher": matcher, "hooks": [
         {"type": "command", "command": command, "timeout": timeout}]}]}})
+
+
+async def run_sdk(cli: ClaudeCli, prompt: str, callback: Any) -> ResultMessage:
+    """One query through the real ClaudeSDKClient (its bundled CLI) with `callback` as can_use_tool."""
+    options = ClaudeAgentOptions(cli_path=str(CLAUDE), cwd=str(cli.work), env=cli.env(), can_use_tool=callback,
+                                 permission_mode="default")
+    async with ClaudeSDKClient(options) as sdk:
+        await sdk.query(prompt)
+        async for received in sdk.receive_response():
+            if isinstance(received, ResultMessage):
+                return received
+    raise AssertionError("no result")

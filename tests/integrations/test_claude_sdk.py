@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
-
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
 from signoff import AsyncSignoffClient
 from signoff.claude import can_use_tool
@@ -14,19 +11,8 @@ from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from bot.sandbox.signed import plain_input
 from tests.harness import API_TOKEN, App, free_port
-from tests.integrations.claude_cli import CLAUDE, ClaudeCli
+from tests.integrations.claude_cli import ClaudeCli, run_sdk
 from tests.integrations.helpers import pending_id
-
-
-async def run_sdk(cli: ClaudeCli, prompt: str, callback: Any) -> ResultMessage:
-    options = ClaudeAgentOptions(cli_path=str(CLAUDE), cwd=str(cli.work), env=cli.env(), can_use_tool=callback,
-                                 permission_mode="default")
-    async with ClaudeSDKClient(options) as sdk:
-        await sdk.query(prompt)
-        async for received in sdk.receive_response():
-            if isinstance(received, ResultMessage):
-                return received
-    raise AssertionError("no result")
 
 
 async def test_edit_and_approve_through_can_use_tool(app: App, model: FakeClaudeApi, tmp_path: Path) -> None:

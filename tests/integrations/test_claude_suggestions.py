@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
-from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.model import message, text, tool_use
@@ -27,7 +26,7 @@ from signoff import AsyncSignoffClient
 from signoff.claude import can_use_tool
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.harness import API_TOKEN, App, ROOT, policy_app
-from tests.integrations.claude_cli import CLAUDE, ClaudeCli, readme_example, signoff_command
+from tests.integrations.claude_cli import ClaudeCli, readme_example, run_sdk, signoff_command
 from tests.integrations.helpers import cards, pending_id
 
 POLICY = "rules:\n  - name: drops-are-critical\n    tool: drop_table\n    tier: critical\n"
@@ -63,17 +62,6 @@ async def tap_suggestion(app: App, request_id: str, index: int = 0, user: str = 
     await app.slack_client.block_action(user=user, user_name="alice", action_id=f"signoff_suggest_{index}",
                                         value=request_id, block_id="decide", channel=card.channel,
                                         message_ts=card.ts)
-
-
-async def run_sdk(cli: ClaudeCli, prompt: str, callback: Any) -> ResultMessage:
-    options = ClaudeAgentOptions(cli_path=str(CLAUDE), cwd=str(cli.work), env=cli.env(), can_use_tool=callback,
-                                 permission_mode="default")
-    async with ClaudeSDKClient(options) as sdk:
-        await sdk.query(prompt)
-        async for received in sdk.receive_response():
-            if isinstance(received, ResultMessage):
-                return received
-    raise AssertionError("no result")
 
 
 async def only_grant(app: App) -> dict[str, Any]:
