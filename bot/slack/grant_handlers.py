@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from bot.slack.home import Home
 
 log = logging.getLogger(__name__)
+_UNTIL = re.compile(r"\buntil\b", re.IGNORECASE)  # as parse_away reads it (any whitespace around it)
 _ZONE_TIMEOUT = 0.5  # seconds of the slash command's 3 s ack budget users.info may use (then: UTC)
 
 
@@ -168,7 +169,7 @@ class GrantInteractions:
         return self._zones[user]
 
     async def away(self, user: str, text: str) -> str:
-        zone = await self._zone(user) if " until " in f" {text.lower()} " else UTC
+        zone = await self._zone(user) if _UNTIL.search(text) else UTC  # users.info only when a date is given
         try:
             until, delegate = views.parse_away(text, self.clock.now(), zone)
         except ValueError as exc:

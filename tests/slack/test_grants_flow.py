@@ -228,6 +228,9 @@ async def test_away_until_a_day_means_that_day_in_the_persons_own_time_zone(papp
     assert "also go to <@U3>" in away.json()["text"] and "2099-12-24T05:00:00Z" in away.json()["text"]
     delegated = await submit(papp, MAIL, approvers=["U7"])
     assert delegated["delegations"][0]["until"] == "2099-12-24T05:00:00Z"  # midnight in New York
+    papp.slack.add_user("U9", "omar", tz="America/New_York")
+    await papp.slack_client.command(user="U9", text="away  until\t2099-12-24 to <@U3|carol>")  # odd spacing too
+    assert (await submit(papp, MAIL, approvers=["U9"]))["delegations"][0]["until"] == "2099-12-24T05:00:00Z"
     # Someone Slack cannot tell us about (users.info fails) is away until midnight UTC.
     await papp.slack_client.command(user="U8", text="away until 2099-12-24 to <@U3|carol>")
     assert (await submit(papp, MAIL, approvers=["U8"]))["delegations"][0]["until"] == "2099-12-24T00:00:00Z"
