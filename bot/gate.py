@@ -31,7 +31,7 @@ from bot.domain.policy import Call, Effect, Evaluation, evaluate
 from bot.domain.timing import DEFAULT
 from bot.homes import user_ids
 from bot.policy_holder import PolicyHolder
-from bot.service import ApprovalSpec, Service
+from bot.service import ApprovalSpec, Service, StaleCheck
 from bot.wire import request_json
 from storage.base import Unit
 from storage.grants import GrantStore
@@ -51,6 +51,10 @@ class Checked:
     people: tuple[str, ...]
     evaluation: Evaluation | None
     spec: ApprovalSpec | None = None  # the spec with policy applied (the runner batches pending ones)
+    # Evaluated on the tool's cached grant index without reading its stamp: `stage` reads the stamp
+    # in the unit and raises StaleCheck if it is no longer this one (None: nothing to verify).
+    stamp: tuple[Any, ...] | None = None
+    tool: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -138,10 +142,20 @@ class PolicyGate:
 
     async def evaluate(self, call: Call, now: datetime) -> Evaluation | None:
         """The evaluation of `call` under the loaded policy and the live grants of its tool (None: no policy)."""
+        return (await self._evaluate(call, now, verify_later=False))[0]
+
+    async def _evaluate(self, call: Call, now: datetime, *,
+                        verify_later: bool) -> tuple[Evaluation | None, tuple[Any, ...] | None]:
+        """(evaluation, stamp to verify in the unit). `verify_later` with the tool's index cached: no read
+        here, the cached index's stamp is returned for `stage` to verify in its transaction (on the
+        hottest path that read was a pool checkout and, on PostgreSQL, three round trips of its own)."""
         policy = self.holder.policy
         if policy is None:
-            return None
-        return evaluate(policy, call, await self._index(call.tool, now), now)
+            return None, None
+        cached = self._indexes.get(call.tool) if verify_later else None
+        if cached is not None:
+            return evaluate(policy, call, cached[1], now), cached[0]
+        return evaluate(policy, call, await self._index(call.tool, now), now), None
 
     async def _index(self, tool: str, now: datetime) -> GrantIndex:
         """The tool's grant index, rebuilt only when the tool's grants changed in any process.
@@ -161,14 +175,17 @@ class PolicyGate:
         return index
 
     async def check(self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
-                    body_hash: str | None = None, record_defaults: bool = True) -> Checked:
+                    body_hash: str | None = None, record_defaults: bool = True,
+                    verify_later: bool = False) -> Checked:
         """The request `spec` becomes under policy (not written yet: `stage` writes it).
 
         `record_defaults=False` (the runner): a call allowed by its tier's default, with no rule
         or grant involved, needs no request row (the run's own audit records it).
+        `verify_later` (Service.submit): the tool's cached grant index may be used unread; `stage`
+        then verifies it in the unit and raises StaleCheck if grants changed meanwhile.
         """
         now = service.clock.now()
-        evaluation = await self.evaluate(call_of(spec), now)
+        evaluation, stamp = await self._evaluate(call_of(spec), now, verify_later=verify_later)
         if evaluation is not None:
             if (not record_defaults and evaluation.outcome is Effect.ALLOW and evaluation.rule is None
                     and evaluation.grant_id is None):
@@ -192,7 +209,7 @@ class PolicyGate:
                                       body_hash=body_hash)
         if evaluation is not None and evaluation.outcome is not Effect.ASK:
             request = _decided(request, evaluation, request.created_at)
-        return Checked(request, people, evaluation, spec)
+        return Checked(request, people, evaluation, spec, stamp, spec.action.name if stamp is not None else None)
 
     async def still_delegate(self, request: Request, user_id: str, now: datetime) -> bool:
         """False when `user_id` is an approver of `request` only as a delegate, and that delegation
@@ -221,14 +238,17 @@ class PolicyGate:
         """Write the checked request in the caller's unit: pending (card) or decided (no card)."""
         request = checked.request
         assert request is not None
+        if checked.stamp is not None:
+            assert checked.tool is not None
+            if await self.grants.stamp_in(unit, checked.tool) != checked.stamp:
+                self._indexes.pop(checked.tool, None)  # the next check reads them afresh
+                raise StaleCheck(checked.tool)
         if request.is_pending:
             await service.stage(unit, request, people=checked.people)
             return
         assert request.decision is not None and checked.evaluation is not None
         evaluation, decision = checked.evaluation, request.decision
-        await unit.insert_request(request)
-        await unit.insert_decision(request.id, decision)
-        await unit.append_audits([  # one statement for both rows: this is the hottest path of all
+        await unit.insert_decided(request, [  # the row, its decision, both audit rows and the notify at once
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value}),
             AuditEvent(request.id, "decided", decision.decided_at, None, {
                 "outcome": decision.outcome.value, "via": decision.via.value, "rule": evaluation.rule,
@@ -240,7 +260,6 @@ class PolicyGate:
                                                url=request.callback_url, body=body))
         if evaluation.fyi and evaluation.outcome is Effect.ALLOW:
             await unit.enqueue(effects.policy_fyi(request.id, decision.decided_at))
-        await unit.notify(request.id)
         # Counted and woken only if the unit commits, like a person's decision.
         created = service.metrics.requests_created.labels(request.kind.value, request.risk.value)
         decided = service.metrics.decisions.labels(decision.outcome.value, decision.via.value)

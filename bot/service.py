@@ -96,6 +96,11 @@ class _AlreadyVoted(Exception):
 T = TypeVar("T")
 
 
+class StaleCheck(Exception):
+    """The gate's check relied on a cached view that the unit found out of date (a tool's grants
+    changed in some process): `submit` rolls the unit back and checks again, reading afresh."""
+
+
 class LostRace(Exception):
     """A guarded write found another version: someone wrote first. `Service.guarded` retries."""
 
@@ -119,7 +124,7 @@ class SubmitGate(Protocol):
 
     async def check(
         self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
-        body_hash: str | None = None,
+        body_hash: str | None = None, verify_later: bool = False,
     ) -> Any: ...
 
     async def stage(self, service: Service, unit: Unit, checked: Any) -> None: ...
@@ -209,18 +214,11 @@ class Service:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False
-        if self.gate is not None:
-            checked = await self.gate.check(self, spec, idempotency_key=idempotency_key, body_hash=body_hash)
-            request = checked.request
-            assert request is not None  # record_defaults: every evaluated API request is recorded
-        else:
-            request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
         try:
-            async with self.store.unit() as unit:
-                if self.gate is not None:
-                    await self.gate.stage(self, unit, checked)
-                else:
-                    await self.stage(unit, request, people=spec.approver_users)
+            try:
+                request = await self._check_and_stage(spec, idempotency_key, body_hash, verify_later=True)
+            except StaleCheck:  # the gate's cached view (a tool's grants) changed: check again, reading afresh
+                request = await self._check_and_stage(spec, idempotency_key, body_hash, verify_later=False)
         except DuplicateIdempotencyKey:
             assert idempotency_key is not None
             existing = await self._idempotent(idempotency_key, body_hash)
@@ -228,6 +226,24 @@ class Service:
                 raise
             return existing, False
         return request, True
+
+    async def _check_and_stage(self, spec: ApprovalSpec, idempotency_key: str | None, body_hash: str | None, *,
+                               verify_later: bool) -> Request:
+        """Policy's check of `spec` and its unit. `verify_later`: the gate may rely on what it cached and
+        verify it in the unit (raising StaleCheck, the unit rolled back, when that was out of date)."""
+        if self.gate is not None:
+            checked = await self.gate.check(self, spec, idempotency_key=idempotency_key, body_hash=body_hash,
+                                            verify_later=verify_later)
+            request: Request | None = checked.request
+            assert request is not None  # record_defaults: every evaluated API request is recorded
+        else:
+            request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
+        async with self.store.unit() as unit:
+            if self.gate is not None:
+                await self.gate.stage(self, unit, checked)
+            else:
+                await self.stage(unit, request, people=spec.approver_users)
+        return request
 
     def new_request(
         self, spec: ApprovalSpec, *, idempotency_key: str | None = None, body_hash: str | None = None

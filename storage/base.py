@@ -216,6 +216,16 @@ class Unit(abc.ABC):
         for event in events:
             await self.append_audit(event)
 
+    async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
+        """A new request decided at submit (`request.decision` set): its row, its decision, its audit
+        rows `events`, and `notify`: what insert_request, insert_decision, append_audits and notify
+        write, in as few statements as the store can (the SQL store: storage/decided.py)."""
+        assert request.decision is not None
+        await self.insert_request(request)
+        await self.insert_decision(request.id, request.decision)
+        await self.append_audits(events)
+        await self.notify(request.id)
+
     async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
         """Several outbox items at once; like `enqueue`, an item whose dedupe key is taken is skipped."""
         for item in items:

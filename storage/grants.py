@@ -85,6 +85,10 @@ class GrantStore:
         async with self.store.engine.connect() as conn:  # read on every submit: a statement built once
             return tuple((await conn.execute(_STAMP, {"b_tool": tool})).one())
 
+    async def stamp_in(self, unit: Unit, tool: str) -> tuple[Any, ...]:
+        """`stamp(tool)` read in the caller's transaction (PolicyGate verifies a cached index there)."""
+        return tuple((await _conn(unit).execute(_STAMP, {"b_tool": tool})).one())
+
     async def live(self, now: datetime, *, limit: int = 100) -> list[Grant]:
         stmt = sa.select(grants).where(_live(now)).order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)
         return [_grant(r) for r in await self._all(stmt)]

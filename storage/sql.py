@@ -57,6 +57,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
+from storage.decided import insert_decided
 from storage.json_codec import loads
 from storage.sqlite_inline import inline_creator
 from storage.urls import async_url
@@ -120,6 +121,57 @@ def _update_requests_statement(names: tuple[str, ...]) -> Any:
     return stmt
 
 
+def request_values(request: Request) -> dict[str, Any]:
+    """The requests row of a new request (insert_request; storage.decided for a decided one)."""
+    return {
+        "id": request.id,
+        "kind": request.kind.value,
+        "version": request.version,
+        "action_name": request.action.name,
+        "params": request.action.params,
+        "params_schema": request.action.params_schema,
+        "summary": request.summary,
+        "context": request.context,
+        "preview": {"kind": request.preview.kind, "data": request.preview.data} if request.preview else None,
+        "risk": request.risk.value,
+        "channel": request.channel,
+        "callback_url": request.callback_url,
+        "requested_by": request.requested_by,
+        "idempotency_key": request.idempotency_key,
+        "body_hash": request.body_hash,
+        "created_at": request.created_at,
+        "timing": request.timing.to_json() if request.timing else None,
+        "card_permalink": request.card_permalink,
+        "quorum": request.quorum,
+        "requester_may_approve": request.requester_may_approve,
+        "confirm": request.confirm,
+        "requester_user": request.requester_user,
+        **mutable_columns(request),
+    }
+
+
+def decision_values(request_id: str, decision: Decision) -> dict[str, Any]:
+    return {
+        "request_id": request_id,
+        "outcome": decision.outcome.value,
+        "params": decision.params,
+        "changes": [c.to_json() for c in decision.changes],
+        "comment": decision.comment,
+        "decided_by_id": decision.decided_by.id if decision.decided_by else None,
+        "decided_by_name": decision.decided_by.name if decision.decided_by else None,
+        "decided_at": decision.decided_at,
+        "via": decision.via.value,
+        "votes": votes_json(decision.votes) if decision.votes else None,
+        "params_sha256": decision.params_sha256,
+        "items": items_json(decision.items),
+    }
+
+
+def audit_values(event: AuditEvent) -> dict[str, Any]:
+    return {"request_id": event.request_id, "type": event.type, "actor": event.actor, "data": event.data,
+            "at": event.at}
+
+
 class SqlUnit(Unit):
     def __init__(self, conn: AsyncConnection) -> None:
         super().__init__()
@@ -136,31 +188,7 @@ class SqlUnit(Unit):
         return request_from_row(row) if row else None
 
     async def insert_request(self, request: Request) -> None:
-        values = {
-            "id": request.id,
-            "kind": request.kind.value,
-            "version": request.version,
-            "action_name": request.action.name,
-            "params": request.action.params,
-            "params_schema": request.action.params_schema,
-            "summary": request.summary,
-            "context": request.context,
-            "preview": {"kind": request.preview.kind, "data": request.preview.data} if request.preview else None,
-            "risk": request.risk.value,
-            "channel": request.channel,
-            "callback_url": request.callback_url,
-            "requested_by": request.requested_by,
-            "idempotency_key": request.idempotency_key,
-            "body_hash": request.body_hash,
-            "created_at": request.created_at,
-            "timing": request.timing.to_json() if request.timing else None,
-            "card_permalink": request.card_permalink,
-            "quorum": request.quorum,
-            "requester_may_approve": request.requester_may_approve,
-            "confirm": request.confirm,
-            "requester_user": request.requester_user,
-            **mutable_columns(request),
-        }
+        values = request_values(request)
         # No SAVEPOINT around it (two more statements per submit): a duplicate key ends the whole unit,
         # which rolls back, and the caller reads the key's holder in a fresh one (Service.submit).
         try:
@@ -178,20 +206,7 @@ class SqlUnit(Unit):
         return bool(result.rowcount == 1)
 
     async def insert_decision(self, request_id: str, decision: Decision) -> None:
-        await self.conn.execute(_INSERT_DECISION, {
-            "request_id": request_id,
-            "outcome": decision.outcome.value,
-            "params": decision.params,
-            "changes": [c.to_json() for c in decision.changes],
-            "comment": decision.comment,
-            "decided_by_id": decision.decided_by.id if decision.decided_by else None,
-            "decided_by_name": decision.decided_by.name if decision.decided_by else None,
-            "decided_at": decision.decided_at,
-            "via": decision.via.value,
-            "votes": votes_json(decision.votes) if decision.votes else None,
-            "params_sha256": decision.params_sha256,
-            "items": items_json(decision.items),
-        })
+        await self.conn.execute(_INSERT_DECISION, decision_values(request_id, decision))
 
     async def insert_vote(self, request_id: str, vote: Vote) -> bool:
         """Store one approval; False (and nothing written) if this person already voted on it."""
@@ -204,8 +219,19 @@ class SqlUnit(Unit):
         return True
 
     async def append_audit(self, event: AuditEvent) -> None:
-        await self.conn.execute(_INSERT_AUDIT, {
-            "request_id": event.request_id, "type": event.type, "actor": event.actor, "data": event.data, "at": event.at})
+        await self.conn.execute(_INSERT_AUDIT, audit_values(event))
+
+    async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
+        assert request.decision is not None
+        # Every column as the three inserts above write it, in one statement on PostgreSQL (with the NOTIFY).
+        try:
+            await insert_decided(self.conn, request_values(request), decision_values(request.id, request.decision),
+                                 [audit_values(e) for e in events],
+                                 notify=(NOTIFY_CHANNEL, request.id) if self._postgres else None)
+        except IntegrityError as exc:  # as insert_request
+            if request.idempotency_key is not None:
+                raise DuplicateIdempotencyKey(request.idempotency_key) from exc
+            raise
 
     async def enqueue(self, item: OutboxItem) -> bool:
         values = {
@@ -318,9 +344,7 @@ class SqlUnit(Unit):
 
     async def append_audits(self, events: Sequence[AuditEvent]) -> None:
         if events:
-            await self.conn.execute(_INSERT_AUDIT, [
-                {"request_id": e.request_id, "type": e.type, "actor": e.actor, "data": e.data, "at": e.at}
-                for e in events])
+            await self.conn.execute(_INSERT_AUDIT, [audit_values(e) for e in events])
 
     async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
         if not items:

@@ -112,7 +112,9 @@ async def create_approval(request: web.Request) -> web.Response:
         timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
                                if getattr(body, name) is not None),
     )
-    created_request, created = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
+    # The body's hash is what a key is bound to: without a key nothing ever compares it (not computed).
+    created_request, created = await service.submit(spec, idempotency_key=key,
+                                                    body_hash=body_hash(body) if key is not None else None)
     response = web.json_response(request_json(created_request), status=201 if created else 200)
     response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
     return response
