@@ -18,6 +18,7 @@ Without a policy file nothing is evaluated: requests ask exactly as before.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via
 from bot.domain.params_hash import params_sha256
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
 from bot.domain.timing import DEFAULT
+from bot.group_commit import GroupCommit
 from bot.homes import user_ids
 from bot.policy_holder import PolicyHolder
 from bot.service import ApprovalSpec, Service, StaleCheck
@@ -122,6 +124,7 @@ class PolicyGate:
         self.grants = grants
         self.directory = directory
         self._indexes: dict[str, tuple[tuple[Any, ...], GrantIndex]] = {}
+        self._group: tuple[Service, GroupCommit[Checked]] | None = None
 
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
         """A person's edit, re-evaluated: refused if a deny rule refuses the edited call.
@@ -234,13 +237,38 @@ class PolicyGate:
                     log.warning("could not list the members of %s", entry, exc_info=True)
         return tuple(dict.fromkeys(members))
 
-    async def stage(self, service: Service, unit: Unit, checked: Checked) -> None:
-        """Write the checked request in the caller's unit: pending (card) or decided (no card)."""
+    async def write(self, service: Service, checked: Checked) -> None:
+        """Write the checked request in a unit of its own (Service.submit). A request decided at submit
+        (no card: the hottest path) shares its unit with the others decided meanwhile (bot.group_commit);
+        either way this returns once its unit committed."""
+        request = checked.request
+        assert request is not None
+        if request.is_pending:
+            async with service.store.unit() as unit:
+                await self.stage(service, unit, checked)
+            return
+        if self._group is None or self._group[0] is not service:
+            self._group = (service, GroupCommit(lambda group: self._write_group(service, group)))
+        await self._group[1].submit(checked)
+
+    async def _write_group(self, service: Service, group: Sequence[Checked]) -> None:
+        async with service.store.unit() as unit:
+            verified: dict[str, tuple[Any, ...]] = {}  # each tool's stamp read once per unit
+            for checked in group:
+                await self.stage(service, unit, checked, verified=verified)
+
+    async def stage(self, service: Service, unit: Unit, checked: Checked, *,
+                    verified: dict[str, tuple[Any, ...]] | None = None) -> None:
+        """Write the checked request in the caller's unit: pending (card) or decided (no card).
+        `verified`: the stamps this unit already read (by tool), read again otherwise."""
         request = checked.request
         assert request is not None
         if checked.stamp is not None:
             assert checked.tool is not None
-            if await self.grants.stamp_in(unit, checked.tool) != checked.stamp:
+            stamps = verified if verified is not None else {}
+            if checked.tool not in stamps:
+                stamps[checked.tool] = await self.grants.stamp_in(unit, checked.tool)
+            if stamps[checked.tool] != checked.stamp:
                 self._indexes.pop(checked.tool, None)  # the next check reads them afresh
                 raise StaleCheck(checked.tool)
         if request.is_pending:

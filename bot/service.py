@@ -129,6 +129,9 @@ class SubmitGate(Protocol):
 
     async def stage(self, service: Service, unit: Unit, checked: Any) -> None: ...
 
+    async def write(self, service: Service, checked: Any) -> None:
+        """`stage` in a unit of its own (Service.submit); returns once it committed."""
+
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None: ...
 
 
@@ -238,10 +241,10 @@ class Service:
             assert request is not None  # record_defaults: every evaluated API request is recorded
         else:
             request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
-        async with self.store.unit() as unit:
-            if self.gate is not None:
-                await self.gate.stage(self, unit, checked)
-            else:
+        if self.gate is not None:
+            await self.gate.write(self, checked)
+        else:
+            async with self.store.unit() as unit:
                 await self.stage(unit, request, people=spec.approver_users)
         return request
 

@@ -5,6 +5,7 @@ process applies to the very next request even though this process evaluated on i
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -102,3 +103,21 @@ async def test_a_grant_from_another_process_applies_to_the_next_request(papp: Ap
     assert papp.signoff is not None
     audit = await papp.signoff.store.audit_events(str(granted["id"]))
     assert [e.data.get("via") for e in audit if e.type == "decided"] == ["grant"]
+
+
+async def test_concurrent_submissions_each_get_their_own_answer(papp: App) -> None:
+    """Submissions that share a transaction (bot.group_commit) still succeed or fail on their own:
+    a key taken by another request in the same moment refuses that one only."""
+    bodies = [read(f"/f/{n}") for n in range(20)]
+    answers = await asyncio.gather(*(submit(papp, b) for b in bodies),
+                                   submit(papp, read("/same"), **{"Idempotency-Key": "k-race"}),
+                                   submit(papp, read("/other"), **{"Idempotency-Key": "k-race"}))
+    assert all(status == 201 and a["status"] == "approved" for status, a in answers[:20])
+    assert [a["action"]["params"]["path"] for _, a in answers[:20]] == [f"/f/{n}" for n in range(20)]
+    raced = sorted(status for status, _ in answers[20:])
+    assert raced == [201, 409]
+    assert papp.signoff is not None
+    for _, a in answers[:20]:
+        assert [e.type for e in await papp.signoff.store.audit_events(str(a["id"]))] == ["created", "decided"]
+    _, listed = await papp.api("GET", "/api/v1/approvals?limit=200")
+    assert len(listed["items"]) == 21
