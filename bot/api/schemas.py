@@ -274,23 +274,30 @@ class CancelIn(_Strict):
 
 def parse_body(model: type[BaseModel], raw: bytes) -> Any:
     """Parse JSON `raw` into `model`, or raise InvalidInput naming every problem."""
+    where: list[str] | None = None
+    checked = False  # `where` already computed
     if not raw.strip():
         data: Any = {}
-    elif (data := _fast_loads(raw)) is not _SLOW:
-        pass
     else:
-        try:
-            data = json.loads(raw, parse_constant=_no_constant)
-            # "\ud800" parses to a lone surrogate, which no database (or UTF-8 answer) can hold.
-            json.dumps(data, ensure_ascii=False).encode()
-        except (UnicodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-            raise InvalidInput(f"body is not valid JSON: {exc}") from None
-        except RecursionError:
-            raise InvalidInput("body is not valid JSON: nested too deeply",
-                               details=[{"field": "body", "message": "nested too deeply"}]) from None
+        data = _fast_loads(raw)
+        if data is not _SLOW and isinstance(data, dict):
+            where, checked = too_deep_at(data, MAX_BODY_DEPTH), True
+            if where is not None:  # too deep: `json` may refuse it first (naming the body), as it always did
+                data, checked = _SLOW, False
+        if data is _SLOW:
+            try:
+                data = json.loads(raw, parse_constant=_no_constant)
+                # "\ud800" parses to a lone surrogate, which no database (or UTF-8 answer) can hold.
+                json.dumps(data, ensure_ascii=False).encode()
+            except (UnicodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+                raise InvalidInput(f"body is not valid JSON: {exc}") from None
+            except RecursionError:
+                raise InvalidInput("body is not valid JSON: nested too deeply",
+                                   details=[{"field": "body", "message": "nested too deeply"}]) from None
     if not isinstance(data, dict):
         raise InvalidInput("body must be a JSON object")
-    where = too_deep_at(data, MAX_BODY_DEPTH)
+    if not checked:
+        where = too_deep_at(data, MAX_BODY_DEPTH)
     if where is not None:
         # Checked here, before pydantic or jsonschema recurse into it (both would hit RecursionError).
         field = ".".join(where[:2]) or "body"
