@@ -87,7 +87,12 @@ async def write_reminders(conn: AsyncConnection, reminders: Sequence[Reminded]) 
 
 
 def _time(dialect: sa.Dialect) -> Callable[[datetime | None], Any]:
-    process = requests.c.remind_at.type.bind_processor(dialect)
+    """UTCDateTime's conversion for this engine: aware UTC (PostgreSQL), canonical naive-UTC text (SQLite).
+
+    Through `dialect_impl`: the plain type's processor stops at a naive datetime, which sqlite3
+    would store in its own text form (no microseconds when they are 0), not the one compared against.
+    """
+    process = requests.c.remind_at.type.dialect_impl(dialect).bind_processor(dialect)
     assert process is not None
     return process
 
