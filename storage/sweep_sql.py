@@ -87,14 +87,22 @@ async def write_reminders(conn: AsyncConnection, reminders: Sequence[Reminded]) 
 
 
 def _time(dialect: sa.Dialect) -> Callable[[datetime | None], Any]:
-    """UTCDateTime's conversion for this engine: aware UTC (PostgreSQL), canonical naive-UTC text (SQLite).
+    """For one batch: UTCDateTime's conversion for this engine: aware UTC (PostgreSQL), canonical naive-UTC text (SQLite).
 
     Through `dialect_impl`: the plain type's processor stops at a naive datetime, which sqlite3
     would store in its own text form (no microseconds when they are 0), not the one compared against.
     """
     process = requests.c.remind_at.type.dialect_impl(dialect).bind_processor(dialect)
     assert process is not None
-    return process
+    done: dict[datetime | None, Any] = {}
+
+    def convert(value: datetime | None) -> Any:
+        # A batch has few distinct times (its `now` is four of each row's six): convert each once.
+        if value not in done:
+            done[value] = process(value)
+        return done[value]
+
+    return convert
 
 
 # Every row's guard is its own: `requests.version = v.expected`. A row whose version moved is not in
