@@ -8,6 +8,10 @@ deterministic outbox keys (`remind:{id}:{n}`, `escalate:{id}:{loop}:{level}`). R
 tick twice, or in two replicas, therefore does nothing the second time: the row is no longer due,
 and an effect enqueued again under the same key is stored once.
 
+The claim reads only the timing and schedule columns; a round's reminders are written together
+(`Unit.write_reminders`: one statement on PostgreSQL), each row under its own version guard, and
+a row whose version moved is simply not reminded. Escalations and timeouts read the whole request.
+
 Timeouts go through `Service.decide(via=timeout)`, the guarded path clicks use, so a click racing
 the timeout has exactly one winner; the loser's side reads the winner.
 """
@@ -120,8 +124,9 @@ class Timers:
                 # Rarer steps need the whole request (approvers, escalation record): read it in this unit,
                 # which holds the row (PostgreSQL: locked by the claim; SQLite: the one writer).
                 request = await unit.get_request(row.id)
-                if request is None or request.version != row.version:
-                    continue  # cannot happen while the claim holds the row; the next tick sees it again
+                if request is None or request.version != row.version:  # cannot happen while the claim holds it
+                    stuck.add(row.id)  # not again in this sweep; the next tick sees it afresh
+                    continue
                 if isinstance(step, Expire):
                     timeouts.append((request, step))  # decided after this unit, on the guarded decide path
                 elif isinstance(step, Escalate):

@@ -236,31 +236,20 @@ class Unit(abc.ABC):
     async def set_card_permalink(self, request_id: str, permalink: str) -> None:
         """Store the card's permalink. Not request state: no version bump, no guard."""
 
+    @abc.abstractmethod
     async def claim_due(self, now: datetime, *, limit: int) -> list[DueRow]:
-        """`claim_due_requests`, reading only what the timer plan needs (the SQL store: a few columns)."""
-        return [DueRow(r.id, r.version, r.timing or Timing(), r.timers or TimerState())
-                for r in await self.claim_due_requests(now, limit=limit)]
+        """What `claim_due_requests` claims (the same rows, held the same way), with only what the
+        timer plan reads: the timer sweep's claim."""
 
+    @abc.abstractmethod
     async def write_reminders(self, reminders: Sequence[Reminded]) -> list[str]:
         """Write each reminder whose row still has its expected version; the ids written, in order.
 
         A row whose version moved (someone decided or changed it) is left alone, and its audit
-        event and outbox item are not stored: that reminder does not happen. Outbox items whose
-        dedupe key is taken are skipped, as with `enqueue`. The SQL store does a batch in one
-        statement on PostgreSQL and three on SQLite; this default goes row by row.
+        event and outbox item are not stored: that reminder does not happen. An outbox item whose
+        dedupe key is taken is skipped, as with `enqueue`. The SQL store writes a batch in one
+        statement on PostgreSQL and three on SQLite (tests/storage/test_sweep_contract.py).
         """
-        written = []
-        for r in reminders:
-            request = await self.get_request(r.request_id)
-            if request is None or request.version != r.expected_version:
-                continue
-            timers = (request.timers or TimerState()).evolve(reminders_sent=r.reminders_sent, remind_at=r.remind_at)
-            updated = request.evolve(timers=timers, next_due_at=r.next_due_at, updated_at=r.at)
-            if await self.update_request(updated, expected_version=r.expected_version):
-                await self.append_audit(r.audit)
-                await self.enqueue(r.item)
-                written.append(r.request_id)
-        return written
 
     async def update_requests(self, updates: Sequence[tuple[Request, int]]) -> int:
         """Several guarded writes (`request`, `expected_version`) at once; how many rows were written.

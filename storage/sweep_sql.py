@@ -1,9 +1,9 @@
 """The timer sweep's statements: claim due rows with the few columns the plan reads, write reminders in batches.
 
 A sweep round claims up to a batch of due rows and reminds most of them. Reading whole request
-rows (every JSON column decoded) and writing them back through the generic `update_request`
-cost ~1.5 ms per due row; the plan needs the row's timing and its schedule, and a reminder
-changes four columns. So:
+rows (every JSON column decoded) and writing every mutable column back was most of a sweep's
+190-350 µs per due row; the plan needs the row's timing and its schedule, and a reminder changes
+four columns (and the version). So:
 
 - `claim_due`: id, version, the timing as text (parsed once per distinct timing: most requests
   share the server's defaults) and the scalar timer columns, oldest due first. PostgreSQL locks
@@ -87,7 +87,7 @@ async def write_reminders(conn: AsyncConnection, reminders: Sequence[Reminded]) 
 
 
 def _time(dialect: sa.Dialect) -> Callable[[datetime | None], Any]:
-    """For one batch: UTCDateTime's conversion for this engine: aware UTC (PostgreSQL), canonical naive-UTC text (SQLite).
+    """UTCDateTime's conversion, for one batch: aware UTC (PostgreSQL), canonical naive-UTC text (SQLite).
 
     Through `dialect_impl`: the plain type's processor stops at a naive datetime, which sqlite3
     would store in its own text form (no microseconds when they are 0), not the one compared against.

@@ -72,7 +72,8 @@ async def test_write_reminders_leaves_a_row_whose_version_moved_and_stores_nothi
         assert unit.enqueued == 1
     got_a, got_b = await store.get_request(a.id), await store.get_request(b.id)
     assert got_a is not None and got_a.timers is not None and got_b is not None and got_b.timers is not None
-    assert (got_a.version, got_a.timers.reminders_sent, got_a.next_due_at) == (a.version + 1, 1, NOW + timedelta(minutes=10))
+    next_at = NOW + timedelta(minutes=10)
+    assert (got_a.version, got_a.timers.reminders_sent, got_a.next_due_at) == (a.version + 1, 1, next_at)
     assert got_a.timers.expires_at == T0 + timedelta(days=1) and got_a.updated_at == NOW
     assert (got_b.version, got_b.timers.reminders_sent, got_b.next_due_at) == (b.version + 1, 0, b.next_due_at)
     assert await reminders_of(store, a.id) == (1, 1)
