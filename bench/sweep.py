@@ -11,7 +11,9 @@ ahead; then ONE call of `Timers.sweep()`, the function every process's APSchedul
 claims the due rows in batches, writes each one's new timer state, its audit row and its outbox
 item (the reminder), and commits; no Slack calls happen inside a sweep (the outbox makes them), so
 none are made here. Printed: the plan of the claim query (EXPLAIN QUERY PLAN / EXPLAIN), the sweep's
-time, and the due-rows query alone. The sweep reads due rows through ix_requests_next_due_at, so its
+wall-clock time and this process's CPU time (`time.process_time`: on a shared machine the wall clock
+also counts other processes' work; PostgreSQL's backend is another process, not in it), and the
+due-rows query alone. The sweep reads due rows through ix_requests_next_due_at, so its
 time follows the number of DUE rows, not of pending ones. No figure here is asserted anywhere.
 """
 
