@@ -27,13 +27,16 @@ from bot.domain.batch import items_json
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.votes import Vote, votes_json
 from storage.base import (
+    DueRow,
     DuplicateIdempotencyKey,
     Inbox,
     InboxEntry,
     OutboxItem,
+    Reminded,
     Store,
     Unit,
 )
+from storage import sweep_sql
 from storage.rows import (
     REQUEST_BY_ID,
     REQUEST_COLUMNS,
@@ -296,6 +299,14 @@ class SqlUnit(Unit):
     async def claim_due_requests(self, now: datetime, *, limit: int) -> list[Request]:
         stmt = due_requests_statement(now, limit, postgres=self._postgres)
         return [request_from_row(row) for row in (await self.conn.execute(stmt)).all()]
+
+    async def claim_due(self, now: datetime, *, limit: int) -> list[DueRow]:
+        return await sweep_sql.claim_due(self.conn, now, limit)
+
+    async def write_reminders(self, reminders: Sequence[Reminded]) -> list[str]:
+        written, stored = await sweep_sql.write_reminders(self.conn, reminders)
+        self.enqueued += stored
+        return written
 
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
         for user_id in dict.fromkeys(user_ids):
