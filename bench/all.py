@@ -387,9 +387,9 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
 
     sweep = await sweep_bench.run("postgresql" if engine == "postgres" else "sqlite", args.sweep_pending, args.due,
                                   args.pg_url, args.sweep_repeat)
-    median = sweep["times"][len(sweep["times"]) // 2]
-    fig.add("timer sweep per due row", f"{median * 1e6 / args.due:.0f} µs ({args.due} due among "
-            f"{args.sweep_pending:,}, {sweep['rounds']} rounds)", "<= 150 µs")
+    median, cpu = sweep["times"][len(sweep["times"]) // 2], sweep["cpus"][len(sweep["cpus"]) // 2]
+    fig.add("timer sweep per due row", f"{median * 1e6 / args.due:.0f} µs ({cpu * 1e6 / args.due:.0f} µs CPU; "
+            f"{args.due} due among {args.sweep_pending:,}, {sweep['rounds']} rounds)", "<= 150 µs")
     fig.load.append(os.getloadavg()[0])
     return fig
 

@@ -127,6 +127,7 @@ class Dispatcher:
         self._request_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # lock and how many deliveries use it
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self._active = 0  # claimed and not finished: never more than CONCURRENCY (see the module docstring)
+        self._more_due = False  # the last claim filled every free slot: more may be due, waiting for one
         # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
         self._claiming = asyncio.Lock()
         self.idle = asyncio.Event()
@@ -202,6 +203,7 @@ class Dispatcher:
             if limit <= 0:
                 return 0
             items = await self.store.claim_outbox(self.clock.now(), limit=limit, lease_seconds=self.lease_seconds)
+            self._more_due = len(items) >= limit
             self._active += len(items)
             for item in items:
                 task = asyncio.create_task(self._deliver(item))
@@ -225,9 +227,10 @@ class Dispatcher:
         key = item.request_id or f"item:{item.id}"
         lock, users = self._request_locks.get(key, (asyncio.Lock(), 0))
         self._request_locks[key] = (lock, users + 1)
+        result: Result | None = None
         try:
             async with lock, self._slots:
-                await self._deliver_locked(item, deadline)
+                result = await self._deliver_locked(item, deadline)
         finally:
             lock, users = self._request_locks[key]
             if users == 1:
@@ -235,9 +238,17 @@ class Dispatcher:
             else:
                 self._request_locks[key] = (lock, users - 1)
             self._active -= 1  # before the wake: the loop sees the free slot when it looks
-            self._wake.set()  # a finished item may unblock a follower (e.g. the card update after its post)
+            # The loop looks again only if due items waited for this slot, or this item was put back (its
+            # new due time must be reckoned). Otherwise a look would find nothing: an item enqueued since
+            # woke the loop on its commit, and a follower put back behind this one (the card update after
+            # its post) is due at the time it was given. Each needless look was a claiming transaction and
+            # a read, twice per approval (the card's post and its update).
+            if self._more_due or not isinstance(result, Done | Dead):
+                self._wake.set()
+            elif len(self._inflight) <= 1:  # only this one, which ends now
+                self.idle.set()
 
-    async def _deliver_locked(self, item: OutboxItem, deadline: float) -> None:
+    async def _deliver_locked(self, item: OutboxItem, deadline: float) -> Result:
         handler = self.handlers.get(item.kind)
         left = deadline - asyncio.get_running_loop().time()
         ahead = self._ahead(item)
@@ -260,6 +271,7 @@ class Dispatcher:
                 log.exception("outbox handler %s failed", item.kind)
                 result = Retry(backoff(item.attempts), f"{type(exc).__name__}: {exc}", definite=False)
         await self._finish(item, result)
+        return result
 
     def _ahead(self, item: OutboxItem) -> Retry | None:
         """A Retry if an earlier item of the same request is still to be tried again (it goes first)."""

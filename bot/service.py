@@ -347,7 +347,10 @@ class Service:
                 if not request.is_pending or is_undelivered(request) or remaining <= 0:
                     return request
                 try:
-                    await asyncio.wait_for(event.wait(), remaining)
+                    # Not wait_for: it wraps the wait in a task of its own, one more turn of the event loop
+                    # after the wake-up, in which the outbox's Slack calls for the same decision ran first.
+                    async with asyncio.timeout_at(deadline):
+                        await event.wait()
                 except TimeoutError:
                     return await self.get(request_id)
                 settled = event.settled

@@ -8,6 +8,10 @@ deterministic outbox keys (`remind:{id}:{n}`, `escalate:{id}:{loop}:{level}`). R
 tick twice, or in two replicas, therefore does nothing the second time: the row is no longer due,
 and an effect enqueued again under the same key is stored once.
 
+The claim reads only the timing and schedule columns; a round's reminders are written together
+(`Unit.write_reminders`: one statement on PostgreSQL), each row under its own version guard, and
+a row whose version moved is simply not reminded. Escalations and timeouts read the whole request.
+
 Timeouts go through `Service.decide(via=timeout)`, the guarded path clicks use, so a click racing
 the timeout has exactly one winner; the loser's side reads the winner.
 """
@@ -44,7 +48,7 @@ from bot.domain.transitions import IllegalTransition, next_status
 from bot import effects
 from bot.homes import republish_homes, user_ids
 from bot.service import Guarded, LostRace, Service
-from storage.base import OutboxItem, Unit
+from storage.base import DueRow, Reminded, Unit
 
 log = logging.getLogger(__name__)
 
@@ -110,25 +114,33 @@ class Timers:
         changed: list[str] = []
         timeouts: list[tuple[Request, Expire]] = []
         async with self.store.unit() as unit:
-            due = [r for r in await unit.claim_due_requests(now, limit=self.batch) if r.id not in stuck]
-            reminders = _Reminders()
-            for request in due:
-                timing, state = request.timing or Timing(), request.timers or TimerState()
-                step = next_action(timing, state, now)
+            due = [row for row in await unit.claim_due(now, limit=self.batch) if row.id not in stuck]
+            reminders: list[Reminded] = []
+            for row in due:
+                step = next_action(row.timing, row.timers, now)
+                if isinstance(step, Remind):  # the common case: planned and written from the claimed columns
+                    reminders.append(_reminded(row, step, now, self.sweeper))
+                    continue
+                # Rarer steps need the whole request (approvers, escalation record): read it in this unit,
+                # which holds the row (PostgreSQL: locked by the claim; SQLite: the one writer).
+                request = await unit.get_request(row.id)
+                if request is None or request.version != row.version:  # cannot happen while the claim holds it
+                    stuck.add(row.id)  # not again in this sweep; the next tick sees it afresh
+                    continue
                 if isinstance(step, Expire):
                     timeouts.append((request, step))  # decided after this unit, on the guarded decide path
-                elif isinstance(step, Remind):
-                    reminders.add(request, step, now, self.sweeper)
-                    changed.append(request.id)
                 elif isinstance(step, Escalate):
                     if await self._escalate(unit, request, step, now, holders=self._holders(request)):
                         report.escalated += 1
                         changed.append(request.id)
                 else:  # nothing due after all (a stale next_due_at): put the row right
-                    fixed = request.evolve(next_due_at=next_due(state))
+                    fixed = request.evolve(next_due_at=next_due(request.timers or TimerState()))
                     if await unit.update_request(fixed, expected_version=request.version):
                         changed.append(request.id)
-            report.reminded += await reminders.write(unit)
+            # One batch write; a row whose version moved meanwhile is not reminded (and not counted).
+            written = await unit.write_reminders(reminders)
+            report.reminded += len(written)
+            changed += written
             for request_id in changed:
                 self.service.touch(unit, request_id)
         return len(due), timeouts
@@ -327,33 +339,11 @@ def _with(approvers: tuple[str, ...], added: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*approvers, *added]))
 
 
-class _Reminders:
-    """A round's reminders, written together: one executemany each for the rows, audit and outbox.
-
-    Exactly once as before: the claim holds the rows (PostgreSQL: FOR UPDATE SKIP LOCKED; SQLite:
-    the unit's write lock from BEGIN IMMEDIATE) until the unit commits, so every guarded write of the
-    batch succeeds; if one did not, the whole unit rolls back and no reminder of the round is sent.
-    """
-
-    def __init__(self) -> None:
-        self.updates: list[tuple[Request, int]] = []
-        self.audits: list[AuditEvent] = []
-        self.items: list[OutboxItem] = []
-
-    def add(self, request: Request, step: Remind, now: datetime, sweeper: str) -> None:
-        assert request.timing is not None and request.timers is not None
-        timers = after_remind(request.timing, request.timers, now)
-        self.updates.append((request.evolve(timers=timers, next_due_at=next_due(timers), updated_at=now),
-                             request.version))
-        self.audits.append(AuditEvent(request.id, "reminded", now, None,
-                                      {"number": step.number, "of": step.of, "sweeper": sweeper}))
-        self.items.append(effects.remind(request.id, step.number, step.of, now))
-
-    async def write(self, unit: Unit) -> int:
-        if not self.updates:
-            return 0
-        if await unit.update_requests(self.updates) != len(self.updates):
-            raise LostRace("a claimed request changed during the sweep")  # rolls the round back
-        await unit.append_audits(self.audits)
-        await unit.enqueue_many(self.items)
-        return len(self.updates)
+def _reminded(row: DueRow, step: Remind, now: datetime, sweeper: str) -> Reminded:
+    """The reminder `step` of a claimed row: its new reminder columns, audit event and outbox item."""
+    timers = after_remind(row.timing, row.timers, now)
+    return Reminded(
+        row.id, row.version, timers.reminders_sent, timers.remind_at, next_due(timers), now,
+        AuditEvent(row.id, "reminded", now, None, {"number": step.number, "of": step.of, "sweeper": sweeper}),
+        effects.remind(row.id, step.number, step.of, now),
+    )

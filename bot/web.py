@@ -54,7 +54,10 @@ from bot.policy_holder import PolicyHolder
 from bot.service import Service
 from bot.settings import Settings
 from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestion_handlers
-from bot.slack.backlog import Backlog
+from bot.slack.backlog import Backlog, Work
+from bot.slack.form import parsed_request
+from bot.slack.handlers import DirectClick
+from bot.slack.payloads import BadPayload, extract_click
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
 from bot.slack.batch_delivery import BatchPages
@@ -115,6 +118,8 @@ class Signoff:
     slack_health: SlackHealth = field(default_factory=SlackHealth)  # how Slack answers lately (/healthz)
     _socket_task: asyncio.Task[None] | None = None
     policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
+    # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
+    direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -265,6 +270,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http)
+    signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
     signoff.watcher.checks.append(undelivered_check(store))
@@ -306,7 +312,7 @@ async def slack_events(request: web.Request) -> web.Response:
         return web.json_response({"error": "invalid request"}, status=401)
     signoff.backlog.arrived()  # only Slack's own requests hold clicks' work back
     try:
-        bolt_request = AsyncBoltRequest(body=body, query=request.query_string, headers=request.headers)  # type: ignore[arg-type]
+        bolt_request = parsed_request(body, request.query_string, request.headers)
     except ValueError as exc:
         return web.json_response({"error": f"malformed Slack payload: {exc}"}, status=400)
     except (TypeError, AttributeError, KeyError, IndexError) as exc:
@@ -324,15 +330,19 @@ async def slack_events(request: web.Request) -> web.Response:
         # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks
         # of a burst of clicks never wait behind the listener work of the clicks before them.
         actions = bolt_request.body.get("actions") or []
-        if any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
+        direct = _direct_click(signoff, bolt_request.body, actions)
+        if direct is not None and not len(signoff.backlog):
+            signoff.in_background(direct())  # a lone click: started now, not two turns of the loop later
+        elif direct is not None:
+            signoff.backlog.add(direct)
+        elif any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
             signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
         else:
             # The backlog keeps the raw body, not the parsed one: a click's payload carries the whole
             # card (hundreds of small objects), and a burst of them held while queued would fill the
             # young GC generation, whose collections stop the event loop, acks included.
             query, headers = request.query_string, dict(request.headers)
-            signoff.backlog.add(lambda: signoff.clicks.async_dispatch(
-                AsyncBoltRequest(body=body, query=query, headers=headers)))  # type: ignore[arg-type]
+            signoff.backlog.add(lambda: signoff.clicks.async_dispatch(parsed_request(body, query, headers)))
         response = web.Response(status=200)
     elif bolt_request.body.get("type") in ("view_submission", "view_closed") or "command" in bolt_request.body:
         # A modal's answer (validation errors) and a command's reply are whatever the listener passes
@@ -347,6 +357,24 @@ async def slack_events(request: web.Request) -> web.Response:
         response = await to_aiohttp_response(await signoff.bolt.async_dispatch(bolt_request))
     signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)
     return response
+
+
+def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) -> Work | None:
+    """The work of a lone click on a button with a direct listener (Approve), or None (Bolt's way).
+
+    Only the small `Click` is kept while it waits in the backlog, not the payload (see above); a
+    payload `extract_click` refuses goes Bolt's way, whose listener tells the person why.
+    """
+    if len(actions) != 1 or not isinstance(actions[0], dict):
+        return None
+    listener = signoff.direct_clicks.get(actions[0].get("action_id"))  # type: ignore[arg-type]
+    if listener is None:
+        return None
+    try:
+        click = extract_click(body)
+    except BadPayload:
+        return None
+    return lambda: listener(click)
 
 
 class _SignallingAck(AsyncAck):

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.timing import TimerState, Timing
 from bot.domain.votes import Vote
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,39 @@ class OutboxItem:
 
     def evolve(self, **changes: Any) -> OutboxItem:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class DueRow:
+    """A due request as the timer sweep claims it: only what the timer plan reads.
+
+    `timers` holds the schedule (the scalar timer columns); the escalation record (who it went
+    to, from whom, the note) is not read and is left at its defaults: a step that needs it (an
+    escalation, a timeout) reads the whole request in the same unit.
+    """
+
+    id: str
+    version: int
+    timing: Timing
+    timers: TimerState
+
+
+@dataclass(frozen=True)
+class Reminded:
+    """One reminder of the sweep: the row's new reminder columns, its audit event and outbox item.
+
+    Written only if the row's version is still `expected_version` (then raised by one); the audit
+    event and the item are stored only with the row's write, never without it.
+    """
+
+    request_id: str
+    expected_version: int
+    reminders_sent: int
+    remind_at: datetime | None
+    next_due_at: datetime | None
+    at: datetime
+    audit: AuditEvent
+    item: OutboxItem
 
 
 @dataclass(frozen=True)
@@ -201,6 +235,21 @@ class Unit(abc.ABC):
     @abc.abstractmethod
     async def set_card_permalink(self, request_id: str, permalink: str) -> None:
         """Store the card's permalink. Not request state: no version bump, no guard."""
+
+    @abc.abstractmethod
+    async def claim_due(self, now: datetime, *, limit: int) -> list[DueRow]:
+        """What `claim_due_requests` claims (the same rows, held the same way), with only what the
+        timer plan reads: the timer sweep's claim."""
+
+    @abc.abstractmethod
+    async def write_reminders(self, reminders: Sequence[Reminded]) -> list[str]:
+        """Write each reminder whose row still has its expected version; the ids written, in order.
+
+        A row whose version moved (someone decided or changed it) is left alone, and its audit
+        event and outbox item are not stored: that reminder does not happen. An outbox item whose
+        dedupe key is taken is skipped, as with `enqueue`. The SQL store writes a batch in one
+        statement on PostgreSQL and three on SQLite (tests/storage/test_sweep_contract.py).
+        """
 
     async def update_requests(self, updates: Sequence[tuple[Request, int]]) -> int:
         """Several guarded writes (`request`, `expected_version`) at once; how many rows were written.

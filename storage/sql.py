@@ -27,13 +27,16 @@ from bot.domain.batch import items_json
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.votes import Vote, votes_json
 from storage.base import (
+    DueRow,
     DuplicateIdempotencyKey,
     Inbox,
     InboxEntry,
     OutboxItem,
+    Reminded,
     Store,
     Unit,
 )
+from storage import sweep_sql
 from storage.rows import (
     REQUEST_BY_ID,
     REQUEST_COLUMNS,
@@ -104,6 +107,39 @@ _ENQUEUE = {
     True: pg_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
     False: sqlite_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
 }
+_PEOPLE_OF = sa.select(request_people.c.user_id).where(request_people.c.request_id == sa.bindparam("b_id"))
+_HOME_USERS_OF = sa.select(home_users.c.user_id).where(home_users.c.user_id.in_(_PEOPLE_OF))
+_HOME_USERS_OF_AND = sa.select(home_users.c.user_id).where(sa.or_(
+    home_users.c.user_id.in_(_PEOPLE_OF), home_users.c.user_id.in_(sa.bindparam("b_also", expanding=True))))
+
+
+def _claim_outbox_statement(*, postgres: bool) -> sa.UpdateBase:
+    """Due items, oldest first, up to `b_limit`, leased until `b_lease` (built once: it runs on every wake-up)."""
+    now = sa.bindparam("b_now", type_=outbox.c.next_attempt_at.type)
+    due = (
+        sa.select(outbox.c.id)
+        .where(
+            outbox.c.status == "pending",
+            outbox.c.next_attempt_at <= now,
+            sa.or_(outbox.c.lease_until.is_(None), outbox.c.lease_until <= now),
+        )
+        .order_by(outbox.c.id)
+        .limit(sa.bindparam("b_limit", type_=sa.Integer))
+    )
+    if postgres:
+        due = due.with_for_update(skip_locked=True)
+    return (
+        outbox.update()
+        .where(outbox.c.id.in_(due.scalar_subquery()))
+        .values(attempts=outbox.c.attempts + 1, lease_until=sa.bindparam("b_lease", type_=outbox.c.lease_until.type))
+        .returning(*outbox.c)
+    )
+
+
+_CLAIM_OUTBOX = {postgres: _claim_outbox_statement(postgres=postgres) for postgres in (False, True)}
+_NEXT_OUTBOX_DUE = sa.select(sa.func.min(sa.case(
+    (outbox.c.lease_until > outbox.c.next_attempt_at, outbox.c.lease_until), else_=outbox.c.next_attempt_at,
+))).where(outbox.c.status == "pending")
 _NOTIFY = sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, sa.bindparam("b_id", type_=sa.String)))
 
 _UPDATE_REQUESTS: dict[tuple[str, ...], Any] = {}
@@ -290,6 +326,14 @@ class SqlUnit(Unit):
         stmt = due_requests_statement(now, limit, postgres=self._postgres)
         return [request_from_row(row) for row in (await self.conn.execute(stmt)).all()]
 
+    async def claim_due(self, now: datetime, *, limit: int) -> list[DueRow]:
+        return await sweep_sql.claim_due(self.conn, now, limit)
+
+    async def write_reminders(self, reminders: Sequence[Reminded]) -> list[str]:
+        written, stored = await sweep_sql.write_reminders(self.conn, reminders)
+        self.enqueued += stored
+        return written
+
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
         for user_id in dict.fromkeys(user_ids):
             values = {"request_id": request_id, "user_id": user_id, "role": role, "added_at": now}
@@ -314,11 +358,10 @@ class SqlUnit(Unit):
         return set((await self.conn.execute(stmt)).scalars())
 
     async def home_users_of(self, request_id: str, also: Iterable[str] = ()) -> set[str]:
-        people = sa.select(request_people.c.user_id).where(request_people.c.request_id == request_id)
-        who = home_users.c.user_id.in_(people)
         extra = list(dict.fromkeys(also))
-        stmt = sa.select(home_users.c.user_id).where(sa.or_(who, home_users.c.user_id.in_(extra)) if extra else who)
-        return set((await self.conn.execute(stmt)).scalars())
+        stmt, params = (_HOME_USERS_OF_AND, {"b_id": request_id, "b_also": extra}) if extra else \
+            (_HOME_USERS_OF, {"b_id": request_id})
+        return set((await self.conn.execute(stmt, params)).scalars())
 
     async def open_home(self, user_id: str, now: datetime) -> None:
         values = {"user_id": user_id, "first_opened_at": now, "last_opened_at": now}
@@ -454,36 +497,16 @@ class SqlStore(Store):
         return [AuditEvent(r.request_id, r.type, r.at, r.actor, r.data) for r in rows]
 
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
-        due = (
-            sa.select(outbox.c.id)
-            .where(
-                outbox.c.status == "pending",
-                outbox.c.next_attempt_at <= now,
-                sa.or_(outbox.c.lease_until.is_(None), outbox.c.lease_until <= now),
-            )
-            .order_by(outbox.c.id)
-            .limit(limit)
-        )
-        if self.dialect == "postgresql":
-            due = due.with_for_update(skip_locked=True)
-        stmt = (
-            outbox.update()
-            .where(outbox.c.id.in_(due.scalar_subquery()))
-            .values(attempts=outbox.c.attempts + 1, lease_until=now + timedelta(seconds=lease_seconds))
-            .returning(*outbox.c)
-        )
+        stmt = _CLAIM_OUTBOX[self.dialect == "postgresql"]
+        params = {"b_now": now, "b_limit": limit, "b_lease": now + timedelta(seconds=lease_seconds)}
         async with self.unit() as unit:
-            rows = (await unit.conn.execute(stmt)).all()
+            rows = (await unit.conn.execute(stmt, params)).all()
         return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
 
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""
-        due = sa.case(
-            (outbox.c.lease_until > outbox.c.next_attempt_at, outbox.c.lease_until), else_=outbox.c.next_attempt_at
-        )
-        stmt = sa.select(sa.func.min(due)).where(outbox.c.status == "pending")
         async with self.engine.connect() as conn:
-            due_at: datetime | None = (await conn.execute(stmt)).scalar()
+            due_at: datetime | None = (await conn.execute(_NEXT_OUTBOX_DUE)).scalar()
         return due_at
 
     async def outbox_items(self, request_id: str | None = None) -> list[OutboxItem]:

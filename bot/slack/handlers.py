@@ -31,6 +31,17 @@ HELP = (
 )
 
 
+DirectClick = Callable[[Click], Awaitable[None]]
+
+
+def direct_clicks(interactions: Interactions) -> dict[str, DirectClick]:
+    """Buttons whose listener reads nothing but the click, so `web.slack_events` runs it without
+    Bolt (a click's dispatch through Bolt cost more than its decision): the same work `on_approve`
+    does after its ack. Every other interaction, and every payload `extract_click` refuses, goes
+    through Bolt and the listeners below."""
+    return {blocks.APPROVE: interactions.approve}
+
+
 def register(
     app: AsyncApp, interactions: Interactions, *, timers: TimerInteractions | None = None, home: Home | None = None
 ) -> None:

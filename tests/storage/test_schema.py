@@ -14,6 +14,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,15 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
 import storage
+from bot.domain.model import AuditEvent
+from bot.domain.timing import Timing, initial_state
+from storage.base import OutboxItem, Reminded
 from storage.migrate import current_revision, head_revision
-from storage.schema import metadata
+from storage.schema import audit_events, metadata, outbox, requests
 from storage.sql import SqlStore
 from tests.conftest import PG_URL, _pg_admin, _pg_url_for
 from tests.harness import ROOT
-from tests.storage.test_contract import full_request, insert
+from tests.storage.test_contract import T0, full_request, insert, make_request
 
 
 @pytest_asyncio.fixture
@@ -99,4 +103,38 @@ async def test_signoff_db_upgrade_twice_is_idempotent(empty_db_url: str, tmp_pat
         await store.close()
 
 
+async def test_the_sweeps_batched_reminder_write_stores_what_the_generic_write_stores(sql_store: SqlStore) -> None:
+    """Times in the same stored form (SQLite compares them as text), JSON the same: only the write path differs."""
+    timing = Timing(remind_every=timedelta(minutes=10), remind_max=3)
+    now = T0.replace(microsecond=0) + timedelta(minutes=10)  # whole seconds: the form that differed
+    batched, generic = (make_request(timing=timing, timers=initial_state(timing, T0), next_due_at=T0) for _ in "ab")
+    await insert(sql_store, batched, generic)
+    timers = initial_state(timing, T0).evolve(reminders_sent=1, remind_at=now + timedelta(minutes=10))
 
+    def audit(rid: str) -> AuditEvent:
+        return AuditEvent(rid, "reminded", now, None, {"number": 1, "of": 3})
+
+    def item(rid: str) -> OutboxItem:
+        return OutboxItem("slack.remind", f"remind:{rid}:1", {"number": 1, "of": 3}, rid, created_at=now,
+                          next_attempt_at=now)
+
+    async with sql_store.unit() as unit:
+        assert await unit.write_reminders([Reminded(batched.id, 1, 1, timers.remind_at, timers.remind_at, now,
+                                                    audit(batched.id), item(batched.id))]) == [batched.id]
+        assert await unit.update_request(generic.evolve(timers=timers, next_due_at=timers.remind_at, updated_at=now),
+                                         expected_version=1)
+        await unit.append_audit(audit(generic.id))
+        assert await unit.enqueue(item(generic.id))
+
+    def raw(key: sa.Column[Any], *cols: sa.Column[Any]) -> Any:
+        return sa.select(key, *(sa.cast(c, sa.Text) for c in cols)).order_by(key)
+
+    async with sql_store.engine.connect() as conn:
+        rows = (await conn.execute(raw(requests.c.id, requests.c.version, requests.c.reminders_sent,
+                                       requests.c.remind_at, requests.c.next_due_at, requests.c.updated_at))).all()
+        audits = (await conn.execute(raw(audit_events.c.request_id, audit_events.c.data,
+                                         audit_events.c.at))).all()
+        items = (await conn.execute(raw(outbox.c.request_id, outbox.c.payload, outbox.c.next_attempt_at,
+                                        outbox.c.created_at, outbox.c.status, outbox.c.attempts))).all()
+    for found in (rows, audits, items):
+        assert len(found) == 2 and found[0][1:] == found[1][1:], found

@@ -1,0 +1,57 @@
+"""The outbox dispatcher looks for due items (a claiming transaction, then a read of the next due
+time) when some can be there: after a commit that enqueued, when due items waited for a free slot,
+or when an item was put back. Not after every finished delivery: that look found nothing, and it
+cost a write transaction twice per approval (the card's post and its update)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from bot.sandbox import SlackEmulator
+from tests.fakes.clock import FakeClock
+from tests.harness import start_app
+from tests.waits import metric
+
+
+async def test_a_delivery_that_finishes_does_not_make_the_dispatcher_look_again(
+        db_url: str, slack: SlackEmulator) -> None:
+    # The clock stands still and the periodic sweep is an hour away: only wake-ups make it look.
+    app = await start_app(db_url, slack, clock=FakeClock(), SIGNOFF_OUTBOX_SWEEP_SECONDS="3600")
+    try:
+        assert app.signoff is not None
+        dispatcher = app.signoff.dispatcher
+        await asyncio.wait_for(dispatcher.idle.wait(), 10)  # its first look, at start, found nothing
+
+        async def looks_for(work: Callable[[], Awaitable[object]]) -> float:
+            before = await metric(app.url, "signoff_sweeps_total", kind="outbox")
+            dispatcher.idle.clear()
+            await work()
+            await asyncio.wait_for(dispatcher.idle.wait(), 10)  # delivered, and nothing left in flight
+            return await metric(app.url, "signoff_sweeps_total", kind="outbox") - before
+
+        request = await app.submit()
+        await app.card(request["id"])
+        await asyncio.wait_for(dispatcher.idle.wait(), 10)
+        second = await looks_for(app.submit)
+        assert second == 1  # the submit's commit woke it: the card post, and no look after it
+
+        assert await looks_for(lambda: app.click(request["id"], "U1")) == 1  # the decision's: the card update
+        await slack.wait_for("chat.update")
+        _, decided = await app.api("GET", f"/api/v1/approvals/{request['id']}")
+        assert decided["status"] == "approved"
+        assert [c.method for c in slack.calls if c.ok] == ["chat.postMessage", "chat.postMessage", "chat.update"]
+    finally:
+        await app.stop()
+
+
+async def test_an_item_put_back_is_looked_at_again_when_it_is_due(db_url: str, slack: SlackEmulator) -> None:
+    """A failed post is retried: its put-back wakes the loop, which reckons the retry's due time."""
+    app = await start_app(db_url, slack, SIGNOFF_OUTBOX_SWEEP_SECONDS="3600")
+    try:
+        slack.fail("chat.postMessage", status=500, times=1)
+        request = await app.submit()
+        await app.card(request["id"], timeout=20)  # retried after its backoff (about a second), not the hour
+        assert [c.status for c in slack.calls if c.method == "chat.postMessage"] == [500, 200]
+    finally:
+        await app.stop()
