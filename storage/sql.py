@@ -443,7 +443,11 @@ class SqlStore(Store):
         # (a PostgreSQL connection costs a backend and an authentication). At most 30 per process, as before.
         engine = create_async_engine(url, pool_size=pool_size, max_overflow=max(0, 30 - pool_size),
                                      json_deserializer=loads)
-        return cls(engine)
+        # Reads run outside a transaction (one pool, two sets of options). Under READ COMMITTED every
+        # statement of a transaction takes its own snapshot anyway, so the BEGIN and ROLLBACK around a
+        # read only added two round trips to it, and on loopback a round trip's socket write was the
+        # largest single cost in the server's profile.
+        return cls(engine.execution_options(isolation_level="AUTOCOMMIT"), engine)
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
         return self.unit_of(SqlUnit)
@@ -499,8 +503,12 @@ class SqlStore(Store):
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
         stmt = _CLAIM_OUTBOX[self.dialect == "postgresql"]
         params = {"b_now": now, "b_limit": limit, "b_lease": now + timedelta(seconds=lease_seconds)}
-        async with self.unit() as unit:
-            rows = (await unit.conn.execute(stmt, params)).all()
+        if self.dialect == "postgresql":  # one statement is its own transaction: no BEGIN and COMMIT round trips
+            async with self.engine.connect() as conn:
+                rows = (await conn.execute(stmt, params)).all()
+        else:  # SQLite: behind this process's write lock, in a BEGIN IMMEDIATE
+            async with self.unit() as unit:
+                rows = (await unit.conn.execute(stmt, params)).all()
         return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
 
     async def next_outbox_due(self) -> datetime | None:
@@ -570,8 +578,12 @@ def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -
     kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options), "json_deserializer": loads}
     if begin is not None:
         kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
-    # Readers keep SQLAlchemy's default pool (5 + 10 at a peak): a larger one (16 + 48) removed the
-    # opening and closing of reader connections under load but measured no better in bench.all.
+    else:
+        # Readers: SQLAlchemy closes a connection checked in beyond `pool_size`, and with the default
+        # 5 (+ 10) every peak of concurrent reads (50 agents' long-polls and GETs) opened and closed
+        # connections, each with its aiosqlite thread: 8 % of the server's e2e samples (Thread.start,
+        # Connection.stop, raw_connection). 16 stay open; 30 at most, as on PostgreSQL.
+        kwargs.update(pool_size=16, max_overflow=14)
     engine = create_async_engine(url, **kwargs)
     _configure_sqlite(engine, begin=begin)
     return engine
