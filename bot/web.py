@@ -14,7 +14,7 @@ import hmac
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ from bot.policy_holder import PolicyHolder
 from bot.service import Service
 from bot.settings import Settings
 from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestion_handlers
-from bot.slack.backlog import Backlog, Work
+from bot.slack.backlog import Backlog
 from bot.slack.form import parsed_request
 from bot.slack.handlers import DirectClick
 from bot.slack.payloads import BadPayload, extract_click
@@ -359,7 +359,7 @@ async def slack_events(request: web.Request) -> web.Response:
     return response
 
 
-def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) -> Work | None:
+def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) -> Callable[[], Coroutine[Any, Any, None]] | None:
     """The work of a lone click on a button with a direct listener (Approve), or None (Bolt's way).
 
     Only the small `Click` is kept while it waits in the backlog, not the payload (see above); a

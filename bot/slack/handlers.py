@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -31,7 +31,7 @@ HELP = (
 )
 
 
-DirectClick = Callable[[Click], Awaitable[None]]
+DirectClick = Callable[[Click], Coroutine[Any, Any, None]]
 
 
 def direct_clicks(interactions: Interactions) -> dict[str, DirectClick]:
