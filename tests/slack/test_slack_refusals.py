@@ -24,6 +24,16 @@ def lines(caplog: pytest.LogCaptureFixture, level: int, request_id: str) -> list
             if r.name == OUTBOX and r.levelno == level and request_id in r.getMessage()]
 
 
+async def logged(caplog: pytest.LogCaptureFixture, level: int, request_id: str) -> list[str]:
+    """`lines`, once there is one: the dispatcher reports an outcome after the unit recording it has
+    committed, and an agent's read can see that commit first (on PostgreSQL its NOTIFY can arrive
+    before the dispatcher's COMMIT returns)."""
+    deadline = asyncio.get_running_loop().time() + 10
+    while not (found := lines(caplog, level, request_id)) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)  # test-side only: waiting for the observable log line
+    return found
+
+
 async def poll(app: App, request_id: str) -> dict[str, Any]:
     """A long-poll as an agent makes it (60 s): it must come back as soon as Slack refused, well before."""
     try:
@@ -53,7 +63,7 @@ async def test_token_revoked_mid_run_stops_at_once_and_says_what_to_do(
     assert delivery["status"] == "failed" and delivery["error"] == "token_revoked"
     assert delivery["method"] == "chat.postMessage" and "reinstall the app" in delivery["message"]
     assert len(app.slack.calls_to("chat.postMessage")) == 1  # never retried
-    assert lines(caplog, logging.ERROR, req["id"]) == [
+    assert await logged(caplog, logging.ERROR, req["id"]) == [
         f"slack.post_card for {req['id']} gave up: Slack refused chat.postMessage: token_revoked; "
         "SLACK_BOT_TOKEN was revoked (the app was uninstalled or the token regenerated): reinstall the app at "
         "https://api.slack.com/apps, set the new SLACK_BOT_TOKEN and restart"
@@ -90,7 +100,7 @@ async def test_not_in_one_channel_while_another_works(db_url: str, slack: SlackE
         body = await poll(app, refused["id"])
         assert body["card"] is None and body["delivery"]["error"] == "not_in_channel"
         assert body["delivery"]["channel"] == "GSECRET"
-        assert lines(caplog, logging.ERROR, refused["id"]) == [
+        assert await logged(caplog, logging.ERROR, refused["id"]) == [
             f"slack.post_card for {refused['id']} gave up: Slack refused chat.postMessage: not_in_channel; "
             "the bot is not in channel GSECRET: invite it there with /invite @signoff"
         ]
@@ -110,7 +120,7 @@ async def test_missing_scope_names_the_scope(app: App, caplog: pytest.LogCapture
     req = await app.submit()
     body = await poll(app, req["id"])
     assert body["delivery"]["error"] == "missing_scope" and body["delivery"]["needed_scope"] == "chat:write"
-    [line] = lines(caplog, logging.ERROR, req["id"])
+    [line] = await logged(caplog, logging.ERROR, req["id"])
     assert line.endswith("Slack refused chat.postMessage: missing_scope; the bot token lacks the scope "
                          "chat:write: add it under OAuth & Permissions > Bot Token Scopes at "
                          "https://api.slack.com/apps (manifest.yml lists every scope Signoff uses), reinstall "
@@ -157,10 +167,10 @@ async def test_transient_failures_warn_once_recover_once_and_lose_nothing(
     for req in made:
         await app.card(req["id"], timeout=20)  # both delivered once Slack is back
     for req in made:
-        [warning] = lines(caplog, logging.WARNING, req["id"])
+        [warning] = await logged(caplog, logging.WARNING, req["id"])
         assert warning.startswith(f"slack.post_card for {req['id']} failed, retrying in ")
         assert warning.endswith("chat.postMessage: HTTP 503")
-        [info] = lines(caplog, logging.INFO, req["id"])
+        [info] = await logged(caplog, logging.INFO, req["id"])
         assert info.startswith(f"slack.post_card for {req['id']} delivered after ")
         assert lines(caplog, logging.ERROR, req["id"]) == []
         _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
