@@ -14,7 +14,7 @@ from datetime import datetime
 
 from bot import effects
 from bot.domain.values import is_user_id
-from storage.base import Unit
+from storage.base import OutboxItem, Unit
 
 def user_ids(entries: Iterable[str]) -> list[str]:
     """The Slack user ids among `entries` (user groups, S..., are not people)."""
@@ -26,7 +26,12 @@ async def republish_homes(unit: Unit, people: Iterable[str], key: str, now: date
     await enqueue_homes(unit, await unit.home_users(user_ids(people)), key, now)
 
 
+def home_items(home_user_ids: Iterable[str], key: str, now: datetime) -> list[OutboxItem]:
+    """A Home refresh, keyed `key`, for each of these App Home users (in a stable order)."""
+    return [effects.publish_home(user_id, key, now) for user_id in sorted(home_user_ids)]
+
+
 async def enqueue_homes(unit: Unit, home_user_ids: Iterable[str], key: str, now: datetime) -> None:
     """Enqueue a Home refresh, keyed `key`, for each of these App Home users."""
-    for user_id in sorted(home_user_ids):
-        await unit.enqueue(effects.publish_home(user_id, key, now))
+    for item in home_items(home_user_ids, key, now):
+        await unit.enqueue(item)

@@ -40,11 +40,11 @@ from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
 from bot import effects
 from bot.access import Access, Directory
-from bot.homes import enqueue_homes, republish_homes, user_ids
+from bot.homes import home_items, republish_homes, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
 from bot.notify import Waiters
-from storage.base import DuplicateIdempotencyKey, Store, Unit
+from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
 
 log = logging.getLogger(__name__)
 
@@ -455,18 +455,16 @@ class Service:
             if request.quorum > 1 and len(votes) > len(request.votes):
                 if not await unit.insert_vote(request.id, votes[-1]):
                     raise _AlreadyVoted
-            await unit.insert_decision(request.id, decision)
             data: dict[str, Any] = {"outcome": outcome.value, "via": via.value,
                                     "changes": [c.to_json() for c in changes], "params_sha256": decision.params_sha256}
             if len(decision.votes) > 1:
                 data["votes"] = votes_json(decision.votes)
             if decision.items:
                 data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
-            await unit.append_audit(AuditEvent(request.id, "decided", now, actor.id if actor else None, data))
-            await self._enqueue_decision_effects(unit, decided, now)
+            audit = AuditEvent(request.id, "decided", now, actor.id if actor else None, data)
+            await unit.record_decision(request.id, decision, audit, await self._decision_effects(unit, decided, now))
             if also is not None:
                 await also(unit)
-            await unit.notify(request.id)
             decided = decided.evolve(version=request.version + 1)
             unit.after_commit(lambda: self._decided(decided))
             return DecideResult(decided, won=True)
@@ -506,16 +504,18 @@ class Service:
             except Exception:  # like after-commit hooks: never undo a committed decision
                 log.exception("on-decided hook failed", extra={"request_id": decided.id})
 
-    async def _enqueue_decision_effects(self, unit: Unit, request: Request, now: datetime) -> None:
-        await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:decided", now))
+    async def _decision_effects(self, unit: Unit, request: Request, now: datetime) -> tuple[OutboxItem, ...]:
+        """The outbox items of a decision: the card update, the agent's webhook, the App Homes."""
+        items = [effects.update_card(request.id, f"card:{request.id}:decided", now)]
         if request.callback_url:
             assert request.decision is not None
             body = {"type": "approval.decided", "request": request_json(request)}
-            await unit.enqueue(effects.webhook(request.id, f"webhook:{request.id}:decided", now,
-                                               url=request.callback_url, body=body))
+            items.append(effects.webhook(request.id, f"webhook:{request.id}:decided", now,
+                                         url=request.callback_url, body=body))
         # Everyone whose App Home listed it, and the decider ("Decided by you recently").
         decider = [request.decision.decided_by.id] if request.decision and request.decision.decided_by else []
-        await enqueue_homes(unit, await unit.home_users_of(request.id, decider), f"{request.id}:decided", now)
+        users = await unit.home_users_of(request.id, decider)
+        return (*items, *home_items(users, f"{request.id}:decided", now))
 
     async def redeliver(self, request_id: str) -> str:
         """Send the decided request's webhook again (a new delivery id); returns that id."""

@@ -173,6 +173,16 @@ class Unit(abc.ABC):
     @abc.abstractmethod
     async def insert_decision(self, request_id: str, decision: Decision) -> None: ...
 
+    async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
+                              items: Sequence[OutboxItem]) -> None:
+        """A decision's own rows: its decisions row, its audit row, its outbox items (each skipped if
+        its dedupe_key is taken) and the cross-process wake-up (`notify`). One statement on PostgreSQL."""
+        await self.insert_decision(request_id, decision)
+        await self.append_audit(audit)
+        for item in items:
+            await self.enqueue(item)
+        await self.notify(request_id)
+
     @abc.abstractmethod
     async def insert_vote(self, request_id: str, vote: Vote) -> bool:
         """Store one approval of a quorum request; False (nothing written) if this voter already has one."""

@@ -31,7 +31,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from storage.schema import audit_events, decisions, requests
+from storage.schema import audit_events, decisions, outbox, requests
 
 Processor = Callable[[Any], Any] | None
 
@@ -140,3 +140,41 @@ def _postgres_sql(parts: list[_Insert], audit: _Insert | None, audits: int, noti
         ctes.append(f"w{len(ctes)} AS (INSERT INTO {audit.table} ({audit.columns}) VALUES {', '.join(rows)})")
     tail = f"SELECT pg_notify(${n}, ${n + 1})" if notify else "SELECT 1"
     return f"WITH {', '.join(ctes)} {tail}"
+
+
+_DECISION_SQL: dict[tuple[int, int, int, int], str] = {}
+
+
+async def insert_decision_rows(conn: AsyncConnection, decision: dict[str, Any], audit: dict[str, Any],
+                               items: Sequence[dict[str, Any]], *, notify: tuple[str, str]) -> None:
+    """PostgreSQL: a decision's row, its audit row and its outbox items (`ON CONFLICT (dedupe_key) DO
+    NOTHING`, as `SqlUnit.enqueue`), and `pg_notify(*notify)`, in ONE statement. The value dicts are
+    what storage.sql builds for the separate inserts, through the same bind processors."""
+    dialect = conn.dialect
+    assert dialect.name == "postgresql"
+    parts = [_insert(decisions, decision, dialect), _insert(audit_events, audit, dialect)]
+    queued = _insert(outbox, items[0], dialect) if items else None
+    params = [*parts[0].values(decision), *parts[1].values(audit)]
+    for row in items:
+        assert queued is not None
+        params += queued.values(row)
+    key = (id(parts[0]), id(parts[1]), id(queued), len(items))
+    statement = _DECISION_SQL.get(key)
+    if statement is None:
+        statement = _DECISION_SQL[key] = _decision_sql(parts, queued, len(items))
+    await conn.exec_driver_sql(statement, (*params, *notify))
+
+
+def _decision_sql(parts: list[_Insert], queued: _Insert | None, items: int) -> str:
+    ctes, n = [], 1
+    for i, part in enumerate(parts):
+        ctes.append(f"w{i} AS (INSERT INTO {part.table} ({part.columns}) VALUES ({_placeholders(n, part.width)}))")
+        n += part.width
+    if queued is not None:
+        rows = []
+        for _ in range(items):
+            rows.append(f"({_placeholders(n, queued.width)})")
+            n += queued.width
+        ctes.append(f"w{len(ctes)} AS (INSERT INTO {queued.table} ({queued.columns}) VALUES {', '.join(rows)} "
+                    "ON CONFLICT (dedupe_key) DO NOTHING)")
+    return f"WITH {', '.join(ctes)} SELECT pg_notify(${n}, ${n + 1})"
