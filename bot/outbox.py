@@ -201,6 +201,7 @@ class Dispatcher:
         async with self._claiming:
             limit = min(BATCH, self._free())
             if limit <= 0:
+                self._more_due = True  # every slot busy: items may be due, so a finishing delivery looks
                 return 0
             items = await self.store.claim_outbox(self.clock.now(), limit=limit, lease_seconds=self.lease_seconds)
             self._more_due = len(items) >= limit

@@ -120,6 +120,7 @@ class Signoff:
     policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
     # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
+    lone_clicks: set[asyncio.Task[Any]] = field(default_factory=set)  # a lone click's work, outside the backlog
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -331,8 +332,12 @@ async def slack_events(request: web.Request) -> web.Response:
         # of a burst of clicks never wait behind the listener work of the clicks before them.
         actions = bolt_request.body.get("actions") or []
         direct = _direct_click(signoff, bolt_request.body, actions)
-        if direct is not None and not len(signoff.backlog):
-            signoff.in_background(direct())  # a lone click: started now, not two turns of the loop later
+        if direct is not None and not len(signoff.backlog) and not signoff.lone_clicks:
+            # A lone click: started now, not two turns of the loop later. One at a time: a click that
+            # comes in while it runs goes to the backlog, so a burst's acks never wait behind its work.
+            lone = signoff.in_background(direct())
+            signoff.lone_clicks.add(lone)
+            lone.add_done_callback(signoff.lone_clicks.discard)
         elif direct is not None:
             signoff.backlog.add(direct)
         elif any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
