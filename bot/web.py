@@ -335,7 +335,7 @@ async def slack_events(request: web.Request) -> web.Response:
         if direct is not None and not len(signoff.backlog) and not signoff.lone_clicks:
             # A lone click: started now, not two turns of the loop later. One at a time: a click that
             # comes in while it runs goes to the backlog, so a burst's acks never wait behind its work.
-            lone = signoff.in_background(direct())
+            lone = signoff.in_background(_logged(direct))
             signoff.lone_clicks.add(lone)
             lone.add_done_callback(signoff.lone_clicks.discard)
         elif direct is not None:
@@ -380,6 +380,14 @@ def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) ->
     except BadPayload:
         return None
     return lambda: listener(click)
+
+
+async def _logged(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    """An acked click's work outside the backlog, which logs its failures the same way."""
+    try:
+        await work()
+    except Exception:  # one click's failure must not go unseen (a task's exception is otherwise dropped)
+        log.exception("handling an acked click failed")
 
 
 class _SignallingAck(AsyncAck):
