@@ -89,7 +89,8 @@ def _placeholders(start: int, width: int) -> str:
     return ", ".join(f"${n}" for n in range(start, start + width))
 
 
-_SQL: dict[tuple[int, int, int, int, int], str] = {}
+Group = tuple[_Insert, Sequence[dict[str, Any]], str]  # a table's insert, its rows, what follows VALUES
+_SQL: dict[tuple[Any, ...], str] = {}  # PostgreSQL statements by shape
 
 
 async def insert_decided(conn: AsyncConnection, request: dict[str, Any], decision: dict[str, Any],
@@ -114,35 +115,34 @@ async def insert_decided(conn: AsyncConnection, request: dict[str, Any], decisio
             except sqlite3.IntegrityError as exc:  # as SQLAlchemy reports it (a taken idempotency key)
                 raise IntegrityError(sql, values, exc) from exc
         return
-    params = [*parts[0].values(request), *parts[1].values(decision)]
+    groups: list[Group] = [(parts[0], [request], ""), (parts[1], [decision], "")]
     if audit is not None:
-        for row in audits:
-            params += audit.values(row)
-    key = (id(parts[0]), id(parts[1]), id(audit), len(audits), notify is not None)
+        groups.append((audit, audits, ""))
+    await _one_statement(conn, groups, notify)
+
+
+async def _one_statement(conn: AsyncConnection, groups: Sequence[Group], notify: tuple[str, str] | None) -> None:
+    """PostgreSQL: each group's rows as a data-modifying CTE (every one runs, referenced or not), then
+    `pg_notify(*notify)` (or `SELECT 1`): one round trip. The SQL is built once per shape."""
+    params: list[Any] = [v for part, rows, _ in groups for row in rows for v in part.values(row)]
+    key = (tuple((id(part), len(rows), tail) for part, rows, tail in groups), notify is not None)
     statement = _SQL.get(key)
     if statement is None:
-        statement = _SQL[key] = _postgres_sql(parts, audit, len(audits), notify is not None)
-    if notify is not None:
-        params += notify
-    await conn.exec_driver_sql(statement, tuple(params))
+        statement = _SQL[key] = _postgres_sql([(part, len(rows), tail) for part, rows, tail in groups],
+                                              notify is not None)
+    await conn.exec_driver_sql(statement, (*params, *(notify or ())))
 
 
-def _postgres_sql(parts: list[_Insert], audit: _Insert | None, audits: int, notify: bool) -> str:
+def _postgres_sql(shape: Sequence[tuple[_Insert, int, str]], notify: bool) -> str:
     ctes, n = [], 1
-    for i, part in enumerate(parts):
-        ctes.append(f"w{i} AS (INSERT INTO {part.table} ({part.columns}) VALUES ({_placeholders(n, part.width)}))")
-        n += part.width
-    if audit is not None:
+    for i, (part, count, tail) in enumerate(shape):
         rows = []
-        for _ in range(audits):
-            rows.append(f"({_placeholders(n, audit.width)})")
-            n += audit.width
-        ctes.append(f"w{len(ctes)} AS (INSERT INTO {audit.table} ({audit.columns}) VALUES {', '.join(rows)})")
-    tail = f"SELECT pg_notify(${n}, ${n + 1})" if notify else "SELECT 1"
-    return f"WITH {', '.join(ctes)} {tail}"
-
-
-_DECISION_SQL: dict[tuple[int, int, int, int], str] = {}
+        for _ in range(count):
+            rows.append(f"({_placeholders(n, part.width)})")
+            n += part.width
+        ctes.append(f"w{i} AS (INSERT INTO {part.table} ({part.columns}) VALUES {', '.join(rows)}{tail})")
+    end = f"SELECT pg_notify(${n}, ${n + 1})" if notify else "SELECT 1"
+    return f"WITH {', '.join(ctes)} {end}"
 
 
 async def insert_decision_rows(conn: AsyncConnection, decision: dict[str, Any], audit: dict[str, Any],
@@ -152,29 +152,8 @@ async def insert_decision_rows(conn: AsyncConnection, decision: dict[str, Any], 
     what storage.sql builds for the separate inserts, through the same bind processors."""
     dialect = conn.dialect
     assert dialect.name == "postgresql"
-    parts = [_insert(decisions, decision, dialect), _insert(audit_events, audit, dialect)]
-    queued = _insert(outbox, items[0], dialect) if items else None
-    params = [*parts[0].values(decision), *parts[1].values(audit)]
-    for row in items:
-        assert queued is not None
-        params += queued.values(row)
-    key = (id(parts[0]), id(parts[1]), id(queued), len(items))
-    statement = _DECISION_SQL.get(key)
-    if statement is None:
-        statement = _DECISION_SQL[key] = _decision_sql(parts, queued, len(items))
-    await conn.exec_driver_sql(statement, (*params, *notify))
-
-
-def _decision_sql(parts: list[_Insert], queued: _Insert | None, items: int) -> str:
-    ctes, n = [], 1
-    for i, part in enumerate(parts):
-        ctes.append(f"w{i} AS (INSERT INTO {part.table} ({part.columns}) VALUES ({_placeholders(n, part.width)}))")
-        n += part.width
-    if queued is not None:
-        rows = []
-        for _ in range(items):
-            rows.append(f"({_placeholders(n, queued.width)})")
-            n += queued.width
-        ctes.append(f"w{len(ctes)} AS (INSERT INTO {queued.table} ({queued.columns}) VALUES {', '.join(rows)} "
-                    "ON CONFLICT (dedupe_key) DO NOTHING)")
-    return f"WITH {', '.join(ctes)} SELECT pg_notify(${n}, ${n + 1})"
+    groups: list[Group] = [(_insert(decisions, decision, dialect), [decision], ""),
+                           (_insert(audit_events, audit, dialect), [audit], "")]
+    if items:
+        groups.append((_insert(outbox, items[0], dialect), items, " ON CONFLICT (dedupe_key) DO NOTHING"))
+    await _one_statement(conn, groups, notify)
