@@ -14,7 +14,7 @@ import hmac
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ from bot.policy_holder import PolicyHolder
 from bot.service import Service
 from bot.settings import Settings
 from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestion_handlers
-from bot.slack.backlog import Backlog
+from bot.slack.backlog import Backlog, Work
 from bot.slack.form import parsed_request
 from bot.slack.handlers import DirectClick
 from bot.slack.payloads import BadPayload, extract_click
@@ -120,7 +120,6 @@ class Signoff:
     policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
     # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
-    lone_clicks: set[asyncio.Task[Any]] = field(default_factory=set)  # a lone click's work, outside the backlog
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -332,12 +331,10 @@ async def slack_events(request: web.Request) -> web.Response:
         # of a burst of clicks never wait behind the listener work of the clicks before them.
         actions = bolt_request.body.get("actions") or []
         direct = _direct_click(signoff, bolt_request.body, actions)
-        if direct is not None and not len(signoff.backlog) and not signoff.lone_clicks:
-            # A lone click: started now, not two turns of the loop later. One at a time: a click that
-            # comes in while it runs goes to the backlog, so a burst's acks never wait behind its work.
-            lone = signoff.in_background(_logged(direct))
-            signoff.lone_clicks.add(lone)
-            lone.add_done_callback(signoff.lone_clicks.discard)
+        if direct is not None and not len(signoff.backlog):
+            # A lone click: started now, not two turns of the loop later. A click that comes in while it
+            # runs is queued (the backlog counts it), so a burst's acks never wait behind its work.
+            signoff.backlog.start_now(direct)
         elif direct is not None:
             signoff.backlog.add(direct)
         elif any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
@@ -364,7 +361,7 @@ async def slack_events(request: web.Request) -> web.Response:
     return response
 
 
-def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) -> Callable[[], Coroutine[Any, Any, None]] | None:
+def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) -> Work | None:
     """The work of a lone click on a button with a direct listener (Approve), or None (Bolt's way).
 
     Only the small `Click` is kept while it waits in the backlog, not the payload (see above); a
@@ -380,14 +377,6 @@ def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) ->
     except BadPayload:
         return None
     return lambda: listener(click)
-
-
-async def _logged(work: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """An acked click's work outside the backlog, which logs its failures the same way."""
-    try:
-        await work()
-    except Exception:  # one click's failure must not go unseen (a task's exception is otherwise dropped)
-        log.exception("handling an acked click failed")
 
 
 class _SignallingAck(AsyncAck):

@@ -84,6 +84,17 @@ class Backlog:
         self._idle.clear()
         self._queued.set()
 
+    def start_now(self, work: Work) -> None:
+        """Run `work` at once, not queued behind the gate: for a lone click, when nothing is queued or
+        running. Tracked like queued work, so `len`, `stop` and the next clicks (which then queue) see it."""
+        if self._draining.is_set():
+            log.error("an acked click arrived after the click backlog stopped; it is not handled")
+            return
+        task = asyncio.create_task(self._run(work))
+        self._running.add(task)
+        self._idle.clear()
+        task.add_done_callback(self._ended)
+
     def start(self) -> None:
         self._workers = [asyncio.create_task(self._work(), name=f"click-backlog-{i}") for i in range(self.workers)]
 

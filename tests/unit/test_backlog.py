@@ -147,3 +147,30 @@ async def test_a_cancelled_or_stuck_click_does_not_hold_up_the_rest(started: Any
     release.set()
     await b.stop(timeout=5)
     assert done == ["after", "stuck"] and len(b) == 0
+
+
+async def test_work_started_at_once_is_tracked_like_queued_work(started: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """`start_now` (a lone click): runs without the gate, counts in `len` (the next clicks queue behind
+    it), has its failure logged, and is waited for by `stop`."""
+    b, now = started(quiet=3600, max_defer=3600, workers=1)
+    release = asyncio.Event()
+    done: list[str] = []
+
+    async def slow() -> None:
+        await release.wait()
+        done.append("slow")
+
+    async def boom() -> None:
+        raise RuntimeError("listener failed")
+
+    b.arrived()
+    now.t += 1
+    b.start_now(slow)  # an arrival came before, but it is not queued: no gate
+    await settle()
+    assert len(b) == 1 and b.queued == 0
+    b.start_now(boom)
+    await settle()
+    assert "handling an acked click failed" in caplog.text and len(b) == 1
+    release.set()
+    await b.stop(timeout=5)
+    assert done == ["slow"] and len(b) == 0
