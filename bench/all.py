@@ -244,16 +244,27 @@ def spying(server: Server, args: argparse.Namespace, phase: str) -> contextlib.A
     return Spy(server.proc.pid, args.profile / f"{phase}.folded")
 
 
+def policy_server(name: str, db_url: str, slack: InProcessSlack, workdir: Path) -> Server:
+    """`python -m bot serve` on `db_url` under the bench's policy file (bench_read allowed, no card)."""
+    policy_path = workdir / "policy.yaml"
+    policy_path.write_text(POLICY)
+    server = signoff_server(name, db_url, slack.url, workdir)
+    server.env["SIGNOFF_POLICY"] = str(policy_path)
+    return server
+
+
+def add_auto(fig: Figures, rate: float, tx_per_s: float, cpu_ms: float) -> None:
+    fig.add("auto-allowed/s vs raw tx/s", f"{rate:.0f} vs {tx_per_s:.0f} ({ratio(rate, tx_per_s)}; "
+            f"{cpu_ms:.2f} ms CPU each)", ">= 1/2")
+
+
 async def auto_only(engine: str, args: argparse.Namespace, workdir: Path) -> Figures:
     """`--only auto`: a fresh server, the auto phase, then the raw tx/s of the same database."""
     fig = Figures(engine, [os.getloadavg()[0]])
-    policy_path = workdir / "policy.yaml"
-    policy_path.write_text(POLICY)
     async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url:
         slack = InProcessSlack()
         await slack.start()
-        server = signoff_server(f"auto-{engine}", db_url, slack.url, workdir)
-        server.env["SIGNOFF_POLICY"] = str(policy_path)
+        server = policy_server(f"auto-{engine}", db_url, slack, workdir)
         client = Client()
         try:
             await server.start()
@@ -268,9 +279,7 @@ async def auto_only(engine: str, args: argparse.Namespace, workdir: Path) -> Fig
             server.stop()
             await slack.stop()
         tx_per_s, _ = await tx_rate(db_url, args.agents, seconds=args.tx_seconds)
-    auto_rate = allowed / auto_s
-    fig.add("auto-allowed/s vs raw tx/s", f"{auto_rate:.0f} vs {tx_per_s:.0f} ({ratio(auto_rate, tx_per_s)}; "
-            f"{cpu_auto:.2f} ms CPU each)", ">= 1/2")
+    add_auto(fig, allowed / auto_s, tx_per_s, cpu_auto)
     fig.load.append(os.getloadavg()[0])
     return fig
 
@@ -280,13 +289,10 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
         return await auto_only(engine, args, workdir)
     fig = Figures(engine, [os.getloadavg()[0]])
     c = args.agents
-    policy_path = workdir / "policy.yaml"
-    policy_path.write_text(POLICY)
     async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url:
         slack = InProcessSlack()
         await slack.start()
-        server = signoff_server(f"all-{engine}", db_url, slack.url, workdir)
-        server.env["SIGNOFF_POLICY"] = str(policy_path)
+        server = policy_server(f"all-{engine}", db_url, slack, workdir)
         # Every card goes to one channel (C1): Slack's pace (1 card/s per channel) would be the only
         # figure measured. Off here: these phases measure Signoff's own costs.
         server.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
@@ -350,9 +356,7 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
                 ">= 1/5")
         say(f"{engine}: e2e submit -> card posted p50 {e2e.card.p50:.0f} ms, p99 {e2e.card.p99:.0f} ({c} closed-loop "
             "agents, one channel, pace off: the server's queue at saturation, not a figure of the issue)")
-        auto_rate = allowed / auto_s
-        fig.add("auto-allowed/s vs raw tx/s", f"{auto_rate:.0f} vs {tx_per_s:.0f} ({ratio(auto_rate, tx_per_s)}; "
-                f"{cpu_auto:.2f} ms CPU each)", ">= 1/2")
+        add_auto(fig, allowed / auto_s, tx_per_s, cpu_auto)
 
         # -- a fresh server on many pending requests ------------------------------------------------
         store = await SqlStore.open(db_url)
