@@ -407,12 +407,7 @@ class SqlUnit(Unit):
     async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
         if not items:
             return
-        insert = pg_insert if self._postgres else sqlite_insert
-        stmt = insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"])
-        result = await self.conn.execute(stmt, [
-            {"request_id": i.request_id, "kind": i.kind, "dedupe_key": i.dedupe_key, "payload": i.payload,
-             "status": "pending", "attempts": 0, "failures": 0, "next_attempt_at": i.next_attempt_at or i.created_at,
-             "created_at": i.created_at} for i in items])
+        result = await self.conn.execute(_ENQUEUE[self._postgres], [outbox_values(i) for i in items])
         self.enqueued += result.rowcount if result.rowcount >= 0 else len(items)  # only wakes the dispatcher
 
     async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
