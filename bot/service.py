@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from functools import partial
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,7 +41,7 @@ from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
 from bot import effects
 from bot.access import Access, Directory
-from bot.homes import home_items, republish_homes, user_ids
+from bot.homes import republish_homes, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
 from bot.notify import Waiters
@@ -451,10 +452,6 @@ class Service:
                 items=decision.items,
                 extra={**request.extra, **extra} if extra else request.extra,
             )
-            await self.write(unit, decided, request)
-            if request.quorum > 1 and len(votes) > len(request.votes):
-                if not await unit.insert_vote(request.id, votes[-1]):
-                    raise _AlreadyVoted
             data: dict[str, Any] = {"outcome": outcome.value, "via": via.value,
                                     "changes": [c.to_json() for c in changes], "params_sha256": decision.params_sha256}
             if len(decision.votes) > 1:
@@ -462,7 +459,14 @@ class Service:
             if decision.items:
                 data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
             audit = AuditEvent(request.id, "decided", now, actor.id if actor else None, data)
-            await unit.record_decision(request.id, decision, audit, await self._decision_effects(unit, decided, now))
+            # The guarded write, the App Home read and the decision's rows: one statement on PostgreSQL.
+            if not await unit.decide_request(decided, request.version, audit, self._decision_effects(decided, now),
+                                             home=partial(effects.publish_home, key=f"{request.id}:decided", now=now),
+                                             decider=actor.id if actor else None):
+                raise LostRace(request.id)
+            if request.quorum > 1 and len(votes) > len(request.votes):  # the vote that reached the quorum
+                if not await unit.insert_vote(request.id, votes[-1]):
+                    raise _AlreadyVoted
             if also is not None:
                 await also(unit)
             decided = decided.evolve(version=request.version + 1)
@@ -504,18 +508,17 @@ class Service:
             except Exception:  # like after-commit hooks: never undo a committed decision
                 log.exception("on-decided hook failed", extra={"request_id": decided.id})
 
-    async def _decision_effects(self, unit: Unit, request: Request, now: datetime) -> tuple[OutboxItem, ...]:
-        """The outbox items of a decision: the card update, the agent's webhook, the App Homes."""
+    @staticmethod
+    def _decision_effects(request: Request, now: datetime) -> tuple[OutboxItem, ...]:
+        """The outbox items of a decision: the card update, the agent's webhook. (The App Homes' items
+        follow them: `Unit.decide_request` finds whose Home listed it, and the decider's.)"""
         items = [effects.update_card(request.id, f"card:{request.id}:decided", now)]
         if request.callback_url:
             assert request.decision is not None
             body = {"type": "approval.decided", "request": request_json(request)}
             items.append(effects.webhook(request.id, f"webhook:{request.id}:decided", now,
                                          url=request.callback_url, body=body))
-        # Everyone whose App Home listed it, and the decider ("Decided by you recently").
-        decider = [request.decision.decided_by.id] if request.decision and request.decision.decided_by else []
-        users = await unit.home_users_of(request.id, decider)
-        return (*items, *home_items(users, f"{request.id}:decided", now))
+        return tuple(items)
 
     async def redeliver(self, request_id: str) -> str:
         """Send the decided request's webhook again (a new delivery id); returns that id."""

@@ -183,6 +183,24 @@ class Unit(abc.ABC):
             await self.enqueue(item)
         await self.notify(request_id)
 
+    async def decide_request(self, decided: Request, expected_version: int, audit: AuditEvent,
+                             items: Sequence[OutboxItem], *, home: Callable[[str], OutboxItem],
+                             decider: str | None = None) -> bool:
+        """A decision's whole write: the version-guarded write of `decided` (its `decision` set) over
+        `expected_version` and, only if that matched, what `record_decision` writes with `items`
+        followed by `home(user)` for each App Home user among the request's people and `decider`
+        (in sorted order). True if written; False if another writer got there first: nothing written.
+
+        Works in any unit, several times per unit. The SQL store does it in ONE statement on
+        PostgreSQL (storage/decide_sql.py); this default is the sequence of the separate calls.
+        """
+        assert decided.decision is not None
+        if not await self.update_request(decided, expected_version=expected_version):
+            return False
+        users = await self.home_users_of(decided.id, [decider] if decider else [])
+        await self.record_decision(decided.id, decided.decision, audit, [*items, *map(home, sorted(users))])
+        return True
+
     @abc.abstractmethod
     async def insert_vote(self, request_id: str, vote: Vote) -> bool:
         """Store one approval of a quorum request; False (nothing written) if this voter already has one."""

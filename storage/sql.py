@@ -60,6 +60,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
+from storage.decide_sql import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
 from storage.json_codec import loads
 from storage.sqlite_inline import inline_creator
@@ -293,6 +294,23 @@ class SqlUnit(Unit):
         await insert_decision_rows(self.conn, decision_values(request_id, decision), audit_values(audit),
                                    [outbox_values(i) for i in items], notify=(NOTIFY_CHANNEL, request_id))
         self.enqueued += len(items)  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
+
+    async def decide_request(self, decided: Request, expected_version: int, audit: AuditEvent,
+                             items: Sequence[OutboxItem], *, home: Callable[[str], OutboxItem],
+                             decider: str | None = None) -> bool:
+        if self._postgres:
+            assert decided.decision is not None
+            # The guarded UPDATE, the App Home read and every insert in one statement: the read and the
+            # UPDATE were two of the five round trips of a decision's unit (storage/decide_sql.py).
+            done = await decide_in_one(
+                self.conn, decided.id, expected_version, mutable_columns(decided),
+                decision_values(decided.id, decided.decision), audit_values(audit), [outbox_values(i) for i in items],
+                outbox_values(home(HOME_SENTINEL)), decider, NOTIFY_CHANNEL)
+            if done is not None:
+                matched, stored = done
+                self.enqueued += stored  # wakes the dispatcher on commit
+                return matched
+        return await super().decide_request(decided, expected_version, audit, items, home=home, decider=decider)
 
     async def enqueue(self, item: OutboxItem) -> bool:
         values = outbox_values(item)
