@@ -5,6 +5,11 @@ beside the decisions, then calls the Approve button's listener (`direct_clicks`)
 each is the check read and the decision's unit, as a click does after its ack.
 
     python -m bench.decision_cost --db postgres --n 300
+    python -m bench.decision_cost --db postgres --n 300 --autocommit-units
+
+`--autocommit-units` measures a proposal, not what Signoff does: during the clicks every unit runs on
+the AUTOCOMMIT reader engine, so no BEGIN or COMMIT is sent. That is only safe for a unit of ONE
+statement (a lone decision on PostgreSQL, storage/decide_sql.py), which is all that runs here.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import asyncio
 import os
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bench.harness import start_app
@@ -22,11 +29,25 @@ from bench.procs import scratch_database
 from bot.sandbox import SlackEmulator
 from bot.slack.payloads import Click
 from bot.web import SIGNOFF
+from storage.sql import SqlStore, SqlUnit
 
 CHANNELS = 100
 
 
-async def run(engine: str, n: int, warmup: int, pg_url: str) -> tuple[float, float]:
+def autocommit_units(store: SqlStore) -> None:
+    """Units on the AUTOCOMMIT engine: each statement its own transaction (see the module's note)."""
+
+    @asynccontextmanager
+    async def unit() -> AsyncIterator[SqlUnit]:
+        async with store.engine.connect() as conn:
+            made = SqlUnit(conn)
+            yield made
+        store._finish_unit(made)
+
+    store.unit = unit  # type: ignore[method-assign]
+
+
+async def run(engine: str, n: int, warmup: int, pg_url: str, *, autocommit: bool = False) -> tuple[float, float]:
     """(CPU ms, wall ms) per decision."""
     with tempfile.TemporaryDirectory(prefix="signoff-bench-decide-") as tmp:
         async with scratch_database(engine, pg_url=pg_url, workdir=Path(tmp)) as url:
@@ -43,6 +64,9 @@ async def run(engine: str, n: int, warmup: int, pg_url: str) -> tuple[float, flo
                 requests = await asyncio.gather(*(app.submit(channel=channels[i % CHANNELS])
                                                   for i in range(warmup + n)))
                 await signoff.dispatcher.stop()  # nothing but the decisions runs from here on
+                if autocommit:
+                    assert engine == "postgres"
+                    autocommit_units(signoff.store)
                 approve = signoff.direct_clicks["signoff_approve"]
                 clicks = [Click("U1", "ann", "signoff_approve", r["id"], None, r["card"]["channel"], r["card"]["ts"],
                                 None) for r in requests]
@@ -66,9 +90,11 @@ def main() -> None:
     parser.add_argument("--pg-url", default=os.environ.get("SIGNOFF_BENCH_PG_URL", DEFAULT_PG_URL))
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--autocommit-units", action="store_true", help="the proposal: see the module's note")
     args = parser.parse_args()
-    cpu, wall = asyncio.run(run(args.db, args.n, args.warmup, args.pg_url))
-    print(f"{args.db}: {cpu:.2f} ms CPU, {wall:.2f} ms wall per decision (n={args.n})")
+    cpu, wall = asyncio.run(run(args.db, args.n, args.warmup, args.pg_url, autocommit=args.autocommit_units))
+    units = " (units on the AUTOCOMMIT engine)" if args.autocommit_units else ""
+    print(f"{args.db}{units}: {cpu:.2f} ms CPU, {wall:.2f} ms wall per decision (n={args.n})")
 
 
 if __name__ == "__main__":

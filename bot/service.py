@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from functools import partial
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, Generic, Protocol, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
