@@ -13,6 +13,7 @@ Dialect differences stay in small private helpers:
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
@@ -63,7 +64,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from storage.decided import insert_decided, insert_decision_rows
 from storage.json_codec import loads
 from storage import sqlite_fast
-from storage.sqlite_inline import inline_creator
+from storage.sqlite_inline import busy, inline_creator
 from storage.urls import async_url
 
 U = TypeVar("U", bound="SqlUnit")
@@ -439,10 +440,12 @@ class SqlUnit(Unit):
 class SqlStore(Store):
     """Store on SQLAlchemy. Create with `await SqlStore.open(database_url)`."""
 
-    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None,
+                 reader: sqlite_fast.Reader | None = None) -> None:
         self.engine = engine
         self.write_engine = write_engine or engine
         self.dialect = engine.dialect.name
+        self._reader = reader  # SQLite: request reads without a pool checkout
         # SQLite: one writer per file; queue our own writers here rather than in SQLite's busy handler.
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
 
@@ -451,7 +454,9 @@ class SqlStore(Store):
         url = async_url(database_url)
         if url.get_backend_name() == "sqlite":
             read = sqlite_engine(database_url, begin=None)  # reads: one statement, one snapshot
-            return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"))
+            (filename,), _ = SQLiteDialect_aiosqlite().create_connect_args(url)
+            reader = sqlite_fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
+            return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
         # No pool_pre_ping: it cost a round trip per checkout (18 % of the server's busy samples in
         # bench.all's PostgreSQL e2e phase). After a database restart the first statement on a stale
         # connection fails as a disconnect, and SQLAlchemy then discards the whole pool: one failed
@@ -495,6 +500,12 @@ class SqlStore(Store):
             return int(driver._connection.execute("PRAGMA data_version").fetchone()[0])
 
     async def get_request(self, request_id: str) -> Request | None:
+        if self._reader is not None:
+            try:
+                return self._reader.get_request(request_id)
+            except sqlite3.OperationalError as exc:  # it met a lock: read through the pool, which waits for it
+                if not busy(exc):
+                    raise
         async with self.engine.connect() as conn:
             return await SqlUnit(conn).get_request(request_id)
 
@@ -591,6 +602,8 @@ class SqlStore(Store):
         )
 
     async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()

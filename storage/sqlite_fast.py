@@ -131,3 +131,31 @@ async def record_decision(conn: AsyncConnection, decision: dict[str, Any], audit
     values = [v for item in items for v in insert.values(item)]
     cursor = await execute(conn, insert.sql(len(items)) + " ON CONFLICT (dedupe_key) DO NOTHING", values)
     return cursor.rowcount
+
+
+class Reader:
+    """A request read that never yields: one sqlite3 connection of its own, used on the loop's thread.
+
+    Checking a connection out of SQLAlchemy's pool and back (greenlet, pool events, the reset on
+    return) cost more than the read itself. A read here runs to completion without an `await`, so
+    no other coroutine can use the connection meanwhile, and one connection serves every read. Each
+    read is its own statement in autocommit mode: it sees every commit made before it (WAL).
+    It never waits: with a busy timeout of 0, the rare read that meets a lock (another process
+    recovering the WAL) raises sqlite3.OperationalError and the caller reads through the pool instead.
+    """
+
+    def __init__(self, filename: str, dialect: Dialect) -> None:
+        self._filename = filename
+        self._read = _Read(dialect)
+        self._conn: sqlite3.Connection | None = None
+
+    def get_request(self, request_id: str) -> Request | None:
+        if self._conn is None:
+            self._conn = sqlite3.connect(self._filename, timeout=0, check_same_thread=False, isolation_level=None)
+        rows = self._conn.execute(self._read.sql, (request_id,)).fetchall()
+        return self._read.request(rows[0]) if rows else None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
