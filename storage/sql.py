@@ -13,6 +13,7 @@ Dialect differences stay in small private helpers:
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
@@ -63,7 +64,8 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from storage.decide_sql import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
 from storage.json_codec import loads
-from storage.sqlite_inline import inline_creator
+from storage import sqlite_fast
+from storage.sqlite_inline import busy, inline_creator
 from storage.urls import async_url
 
 U = TypeVar("U", bound="SqlUnit")
@@ -230,6 +232,8 @@ class SqlUnit(Unit):
         self._postgres = conn.dialect.name == "postgresql"
 
     async def get_request(self, request_id: str) -> Request | None:
+        if not self._postgres:  # the hottest read: driver SQL (storage/sqlite_fast.py)
+            return await sqlite_fast.get_request(self.conn, request_id)
         row = (await self.conn.execute(REQUEST_BY_ID, {"request_id": request_id})).first()
         return request_from_row(row) if row else None
 
@@ -251,6 +255,8 @@ class SqlUnit(Unit):
 
     async def update_request(self, request: Request, *, expected_version: int) -> bool:
         cols = mutable_columns(request)
+        if not self._postgres:
+            return await sqlite_fast.update_request(self.conn, request.id, expected_version, cols)
         params = {"b_id": request.id, "b_expected": expected_version, "b_version": expected_version + 1,
                   **{f"b_{k}": v for k, v in cols.items()}}
         result = await self.conn.execute(_update_requests_statement(tuple(cols)), params)
@@ -286,8 +292,9 @@ class SqlUnit(Unit):
 
     async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
                               items: Sequence[OutboxItem]) -> None:
-        if not self._postgres:  # SQLite: no round trips to save
-            await super().record_decision(request_id, decision, audit, items)
+        if not self._postgres:  # SQLite: no round trips to save, but SQLAlchemy's cost per statement
+            self.enqueued += await sqlite_fast.record_decision(
+                self.conn, decision_values(request_id, decision), audit_values(audit), [outbox_values(i) for i in items])
             return
         # The decision's rows, its outbox items and the NOTIFY in one statement: four round trips
         # were most of a decision's cost on PostgreSQL (each statement's `send` on loopback).
@@ -392,6 +399,8 @@ class SqlUnit(Unit):
 
     async def home_users_of(self, request_id: str, also: Iterable[str] = ()) -> set[str]:
         extra = list(dict.fromkeys(also))
+        if not self._postgres:
+            return await sqlite_fast.home_users_of(self.conn, request_id, extra)
         stmt, params = (_HOME_USERS_OF_AND, {"b_id": request_id, "b_also": extra}) if extra else \
             (_HOME_USERS_OF, {"b_id": request_id})
         return set((await self.conn.execute(stmt, params)).scalars())
@@ -449,10 +458,12 @@ class SqlUnit(Unit):
 class SqlStore(Store):
     """Store on SQLAlchemy. Create with `await SqlStore.open(database_url)`."""
 
-    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None,
+                 reader: sqlite_fast.Reader | None = None) -> None:
         self.engine = engine
         self.write_engine = write_engine or engine
         self.dialect = engine.dialect.name
+        self._reader = reader  # SQLite: request reads without a pool checkout
         # SQLite: one writer per file; queue our own writers here rather than in SQLite's busy handler.
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
 
@@ -461,7 +472,9 @@ class SqlStore(Store):
         url = async_url(database_url)
         if url.get_backend_name() == "sqlite":
             read = sqlite_engine(database_url, begin=None)  # reads: one statement, one snapshot
-            return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"))
+            (filename,), _ = SQLiteDialect_aiosqlite().create_connect_args(url)
+            reader = sqlite_fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
+            return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
         # No pool_pre_ping: it cost a round trip per checkout (18 % of the server's busy samples in
         # bench.all's PostgreSQL e2e phase). After a database restart the first statement on a stale
         # connection fails as a disconnect, and SQLAlchemy then discards the whole pool: one failed
@@ -505,6 +518,12 @@ class SqlStore(Store):
             return int(driver._connection.execute("PRAGMA data_version").fetchone()[0])
 
     async def get_request(self, request_id: str) -> Request | None:
+        if self._reader is not None:
+            try:
+                return self._reader.get_request(request_id)
+            except sqlite3.OperationalError as exc:  # it met a lock: read through the pool, which waits for it
+                if not busy(exc):
+                    raise
         async with self.engine.connect() as conn:
             return await SqlUnit(conn).get_request(request_id)
 
@@ -601,6 +620,8 @@ class SqlStore(Store):
         )
 
     async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()

@@ -29,7 +29,7 @@ import aiosqlite
 BUSY_TIMEOUT_MS = 30_000
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
+def busy(exc: sqlite3.OperationalError) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is None:  # pragma: no cover - Python < 3.11 has no error codes
         return "locked" in str(exc)
@@ -45,7 +45,7 @@ class InlineConnection(aiosqlite.Connection):
         try:
             return fn(*args, **kwargs)
         except sqlite3.OperationalError as exc:
-            if not _busy(exc):
+            if not busy(exc):
                 raise
         # Another process holds the lock: wait for it on the worker thread, not on the event loop.
         return await super()._execute(_patiently, self._connection, fn, args, kwargs)  # type: ignore[no-untyped-call]

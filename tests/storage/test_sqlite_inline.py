@@ -12,13 +12,16 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 import sqlalchemy as sa
 
 from bot.domain.model import AuditEvent
 from storage.schema import audit_events
 from storage.migrate import upgrade
+from storage import sqlite_fast
 from storage.sql import SqlStore
+from tests.storage.test_contract import make_request
 
 
 @pytest_asyncio.fixture
@@ -69,6 +72,29 @@ async def test_reads_run_while_another_process_writes(sqlite_file: str) -> None:
         assert [e.type for e in await store.audit_events("apr_x")] == ["created"]
     finally:
         other.close()
+        await store.close()
+
+
+async def test_a_request_read_that_meets_a_lock_reads_through_the_pool(sqlite_file: str, tmp_path: Path) -> None:
+    """The request read runs on a connection of its own and never waits (storage/sqlite_fast.Reader).
+    When SQLite answers it SQLITE_BUSY (here: its file is held exclusively by another connection, as
+    during another process's WAL recovery), the store reads through its pool instead."""
+    store = await SqlStore.open(f"sqlite:///{sqlite_file}")
+    locked_path = tmp_path / "locked.db"
+    locked_path.write_bytes(Path(sqlite_file).read_bytes())
+    holder = sqlite3.connect(locked_path, isolation_level=None)
+    try:
+        request = make_request("apr_locked_0001")
+        async with store.unit() as unit:
+            await unit.insert_request(request)
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")
+        holder.execute("BEGIN EXCLUSIVE")  # every other connection to locked.db gets SQLITE_BUSY
+        store._reader = sqlite_fast.Reader(str(locked_path), store.engine.dialect)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            store._reader.get_request(request.id)  # what the store meets
+        assert await store.get_request(request.id) == request  # and reads through the pool instead
+    finally:
+        holder.close()
         await store.close()
 
 
