@@ -143,7 +143,6 @@ class Dispatcher:
         self._more_due = False  # the last claim filled every free slot: more may be due, waiting for one
         self._look = True  # a wake asked for a claim (an enqueue committed, a slot freed while items wait)
         self._due_at: datetime | None = None  # earliest due time of an item known to wait (see the docstring)
-        self._claimed_at: datetime | None = None  # the clock time the last claim took due items up to
         self._next_full = 0.0  # loop time of the next periodic look (claim and read of the next due time)
         self._results: GroupCommit[tuple[OutboxItem, Result, datetime]] = GroupCommit(self._write_results)
         # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
@@ -213,8 +212,6 @@ class Dispatcher:
                 log.exception("could not read the next outbox due time")
                 due = None
             self._note_due(due)
-        elif self._due_at is not None and self._claimed_at is not None and self._due_at <= self._claimed_at:
-            self._due_at = None  # the last claim took it (or another process holds it): nothing known is due
         timeout = self._next_full - asyncio.get_running_loop().time()
         if self._due_at is not None:
             timeout = min(timeout, (self._due_at - self.clock.now()).total_seconds())
@@ -249,8 +246,9 @@ class Dispatcher:
                 self._more_due = True  # every slot busy: items may be due, so a finishing delivery looks
                 return 0
             now = self.clock.now()
+            if self._due_at is not None and self._due_at <= now:
+                self._due_at = None  # this claim takes it (or another process holds it); later put-backs note theirs
             items = await self.store.claim_outbox(now, limit=limit, lease_seconds=self.lease_seconds)
-            self._claimed_at = now
             self._more_due = len(items) >= limit
             self._active += len(items)
             for item in items:
