@@ -479,6 +479,17 @@ class SqlStore(Store):
                 yield unit
         self._finish_unit(unit)  # reached only once the transaction has committed
 
+    async def foreign_data_version(self) -> int:
+        """SQLite: `PRAGMA data_version` on this process's writer connection. It changes only when
+        ANOTHER connection commits, and this process's other connections only read: so it moves
+        with other processes' commits, never with this process's own (which already woke their
+        waiters). Read between this process's write units (behind the write lock, no transaction)."""
+        assert self._write_lock is not None, "SQLite only"
+        async with self._write_lock, self.write_engine.connect() as conn:
+            driver: Any = (await conn.get_raw_connection()).driver_connection
+            # The sqlite3 connection itself: SQLAlchemy's execute would open a transaction (BEGIN IMMEDIATE).
+            return int(driver._connection.execute("PRAGMA data_version").fetchone()[0])
+
     async def get_request(self, request_id: str) -> Request | None:
         async with self.engine.connect() as conn:
             return await SqlUnit(conn).get_request(request_id)
