@@ -275,6 +275,11 @@ class Unit(abc.ABC):
         for event in events:
             await self.append_audit(event)
 
+    async def outbox_done_many(self, done: Sequence[tuple[int, datetime]]) -> None:
+        """Several items (`id`, `now`) done at once (one executemany in the SQL store)."""
+        for item_id, now in done:
+            await self.outbox_done(item_id, now)
+
     async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
         """A new request decided at submit (`request.decision` set): its row, its decision, its audit
         rows `events`, and `notify`: what insert_request, insert_decision, append_audits and notify

@@ -320,6 +320,10 @@ class SqlUnit(Unit):
     async def outbox_done(self, item_id: int, now: datetime) -> None:
         await self.conn.execute(_OUTBOX_DONE, {"b_id": item_id, "b_now": now})
 
+    async def outbox_done_many(self, done: Sequence[tuple[int, datetime]]) -> None:
+        if done:
+            await self.conn.execute(_OUTBOX_DONE, [{"b_id": item_id, "b_now": now} for item_id, now in done])
+
     async def outbox_retry(self, item_id: int, at: datetime, error: str, *, definite: bool) -> None:
         values: dict[str, Any] = {"next_attempt_at": at, "last_error": error[:2000], "lease_until": None}
         if definite:
