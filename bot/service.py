@@ -40,7 +40,7 @@ from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
 from bot import effects
 from bot.access import Access, Directory
-from bot.homes import home_items, republish_homes, user_ids
+from bot.homes import home_candidates, home_items, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
 from bot.notify import Waiters
@@ -289,15 +289,14 @@ class Service:
 
         Counting it and waking whoever waits happen when, and only if, that unit commits.
         """
-        await unit.insert_request(request)
-        await unit.append_audit(
-            AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value})
-        )
-        await unit.enqueue(effects.post_card(request.id, request.created_at))
-        # App Home's per-user index: direct approvers and the members of listed user groups.
+        # App Home's per-user index: direct approvers and the members of listed user groups; a Home
+        # refresh for those of them who have opened App Home. All of it in one statement on PostgreSQL.
         approvers = user_ids([*request.approvers, *people])
-        await unit.add_people(request.id, "approver", approvers, request.created_at)
-        await republish_homes(unit, approvers, f"{request.id}:v{request.version}", request.created_at)
+        await unit.insert_pending(
+            request,
+            AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value}),
+            effects.post_card(request.id, request.created_at), approvers,
+            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at))
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
         self.touch(unit, request.id)

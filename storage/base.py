@@ -285,6 +285,22 @@ class Unit(abc.ABC):
         await self.append_audits(events)
         await self.notify(request.id)
 
+    async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
+                             homes: Sequence[tuple[str, OutboxItem]]) -> None:
+        """A new pending request: its row, its audit row `audit`, its card `card`, `people` indexed as its
+        approvers, and of `homes` ((user id, Home refresh), in order) the refreshes of those who have
+        opened App Home: what insert_request, append_audit, enqueue, add_people, home_users and enqueue
+        write, in as few statements as the store can (the SQL store: storage/pending.py; one on
+        PostgreSQL). Raises DuplicateIdempotencyKey, the unit then to be rolled back, like insert_request."""
+        await self.insert_request(request)
+        await self.append_audit(audit)
+        await self.enqueue(card)
+        await self.add_people(request.id, "approver", people, request.created_at)
+        users = await self.home_users(user for user, _ in homes)
+        for user, item in homes:
+            if user in users:
+                await self.enqueue(item)
+
     async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
         """Several outbox items at once; like `enqueue`, an item whose dedupe key is taken is skipped."""
         for item in items:

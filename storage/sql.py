@@ -61,6 +61,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from storage.decided import insert_decided, insert_decision_rows
+from storage.pending import insert_pending
 from storage.json_codec import loads
 from storage.sqlite_inline import inline_creator
 from storage.urls import async_url
@@ -106,6 +107,10 @@ _OUTBOX_DONE = (
 _ENQUEUE = {
     True: pg_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
     False: sqlite_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
+}
+_ADD_PEOPLE = {
+    True: pg_insert(request_people).on_conflict_do_nothing(index_elements=["request_id", "user_id", "role"]),
+    False: sqlite_insert(request_people).on_conflict_do_nothing(index_elements=["request_id", "user_id", "role"]),
 }
 _PEOPLE_OF = sa.select(request_people.c.user_id).where(request_people.c.request_id == sa.bindparam("b_id"))
 _HOME_USERS_OF = sa.select(home_users.c.user_id).where(home_users.c.user_id.in_(_PEOPLE_OF))
@@ -283,6 +288,21 @@ class SqlUnit(Unit):
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
             raise
 
+    async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
+                             homes: Sequence[tuple[str, OutboxItem]]) -> None:
+        # One statement on PostgreSQL, four driver-level ones on SQLite: storage/pending.py.
+        now = request.created_at
+        rows = [{"request_id": request.id, "user_id": user, "role": "approver", "added_at": now}
+                for user in dict.fromkeys(people)]
+        try:
+            await insert_pending(self.conn, request_values(request), audit_values(audit),
+                                 [(None, outbox_values(card)), *((user, outbox_values(i)) for user, i in homes)], rows)
+        except IntegrityError as exc:  # as insert_request
+            if request.idempotency_key is not None:
+                raise DuplicateIdempotencyKey(request.idempotency_key) from exc
+            raise
+        self.enqueued += 1  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
+
     async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
                               items: Sequence[OutboxItem]) -> None:
         if not self._postgres:  # SQLite: no round trips to save
@@ -350,9 +370,10 @@ class SqlUnit(Unit):
         return written
 
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
-        for user_id in dict.fromkeys(user_ids):
-            values = {"request_id": request_id, "user_id": user_id, "role": role, "added_at": now}
-            await self.conn.execute(self._insert_ignore_keys(request_people, values, ["request_id", "user_id", "role"]))
+        rows = [{"request_id": request_id, "user_id": user_id, "role": role, "added_at": now}
+                for user_id in dict.fromkeys(user_ids)]
+        if rows:  # one multi-row INSERT, not one per person
+            await self.conn.execute(_ADD_PEOPLE[self._postgres].values(rows))
 
     async def remove_people(self, request_id: str, role: str, user_ids: Iterable[str]) -> None:
         ids = list(user_ids)
