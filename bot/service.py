@@ -44,7 +44,7 @@ from bot.homes import home_candidates, home_items, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
 from bot.notify import Waiters
-from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
+from storage.base import DuplicateIdempotencyKey, Expect, OutboxItem, Store, Unit
 
 log = logging.getLogger(__name__)
 
@@ -284,8 +284,10 @@ class Service:
             items=spec.items,
         )
 
-    async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = ()) -> None:
+    async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = (),
+                    expect: Expect | None = None) -> None:
         """Write a new request, its audit row and its card post in `unit` (a caller's transaction).
+        `expect`: a read the caller relied on, verified with the write (Unit.insert_pending).
 
         Counting it and waking whoever waits happen when, and only if, that unit commits.
         """
@@ -296,7 +298,7 @@ class Service:
             request,
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value}),
             effects.post_card(request.id, request.created_at), approvers,
-            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at))
+            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at), expect=expect)
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
         self.touch(unit, request.id)

@@ -36,27 +36,31 @@ _SQL: dict[tuple[Any, ...], list[str]] = {}  # statements by engine and shape
 
 
 async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: dict[str, Any],
-                         items: Sequence[tuple[str | None, dict[str, Any]]], people: Sequence[dict[str, Any]]) -> None:
+                         items: Sequence[tuple[str | None, dict[str, Any]]], people: Sequence[dict[str, Any]], *,
+                         read: Any = None) -> tuple[Any, ...] | None:
     """Insert a request row, its audit row, its outbox items and its request_people rows (value dicts as
     storage.sql builds them). `items`: (user id, row) in order; a row with a user id is written only if
     that user is in home_users (a Home refresh), one without always (the card). Every outbox row and
     every people row is skipped if its key is taken. Raises IntegrityError (nothing written by it) when
-    the request's idempotency key is taken."""
+    the request's idempotency key is taken. `read` (PostgreSQL only): a select without parameters, the
+    statement's final SELECT instead of `SELECT 1`, read in the statement's snapshot; its row is returned."""
     dialect = conn.dialect
     parts = (_insert(requests, request, dialect), _insert(audit_events, audit, dialect),
              _insert(outbox, items[0][1], dialect))
     person = _insert(request_people, people[0], dialect) if people else None
-    key = (id(dialect), *(id(p) for p in parts), id(person), len(items), len(people))
+    key = (id(dialect), *(id(p) for p in parts), id(person), len(items), len(people), id(read))
     statements = _SQL.get(key)
     if statements is None:
-        statements = _SQL[key] = _statements(dialect, parts, tuple(items[0][1]), person, len(items), len(people))
+        statements = _SQL[key] = _statements(dialect, parts, tuple(items[0][1]), person, len(items), len(people),
+                                             None if read is None else str(read.compile(dialect=dialect)))
     rq, au, ob = parts
     values = [rq.values(request), au.values(audit),
               [v for user, row in items for v in (*ob.values(row), user)],
               [v for row in people for v in person.values(row)] if person is not None else []]
     if dialect.name == "postgresql":
-        await conn.exec_driver_sql(statements[0], tuple(v for part in values for v in part))
-        return
+        result = await conn.exec_driver_sql(statements[0], tuple(v for part in values for v in part))
+        return tuple(result.one()) if read is not None else None
+    assert read is None, "SQLite: the caller reads on its own"
     # The unit's own sqlite3 connection inside its BEGIN IMMEDIATE, as storage/decided.py does.
     driver: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
     execute = driver._connection.execute
@@ -65,10 +69,11 @@ async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: 
             await driver._execute(execute, sql, params)
         except sqlite3.IntegrityError as exc:  # as SQLAlchemy reports it (a taken idempotency key)
             raise IntegrityError(sql, params, exc) from exc
+    return None
 
 
 def _statements(dialect: Dialect, parts: tuple[_Insert, _Insert, _Insert], names: tuple[str, ...],
-                person: _Insert | None, items: int, people: int) -> list[str]:
+                person: _Insert | None, items: int, people: int, read: str | None) -> list[str]:
     rq, au, ob = parts
     if dialect.name != "postgresql":
         # SQLite names a VALUES list's columns column1, column2...; its last two are the user and the order.
@@ -104,7 +109,7 @@ def _statements(dialect: Dialect, parts: tuple[_Insert, _Insert, _Insert], names
             values.append(f"({_placeholders(n, person.width)})")
             n += person.width
         ctes.append(f"w3 AS (INSERT INTO {person.table} ({person.columns}) VALUES {', '.join(values)}{_PEOPLE_TAIL})")
-    return [f"WITH {', '.join(ctes)} SELECT 1"]
+    return [f"WITH {', '.join(ctes)} {read or 'SELECT 1'}"]
 
 
 def _cast(type_: Any, dialect: Dialect) -> str:

@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from bot import effects
 from bot.domain.model import AuditEvent, Request
 from bot.homes import home_candidates
-from storage.base import DuplicateIdempotencyKey, Unit
+from storage.base import DuplicateIdempotencyKey, Expect, StaleRead, Unit
+from storage.grants import DELEGATION_STAMP, GrantStore
 from storage.schema import outbox, request_people
 from storage.sql import SqlStore
 from tests.storage.test_contract import T0, full_request
@@ -29,10 +30,11 @@ def pending(request_id: str, key: str | None) -> tuple[Request, AuditEvent]:
     return request, AuditEvent(request_id, "created", T0, "agent-ü", {"risk": "critical"})
 
 
-async def write(unit: Unit, request: Request, audit: AuditEvent, *, generic: bool) -> None:
+async def write(unit: Unit, request: Request, audit: AuditEvent, *, generic: bool,
+                expect: Expect | None = None) -> None:
     insert = Unit.insert_pending if generic else type(unit).insert_pending
     await insert(unit, request, audit, effects.post_card(request.id, T0), PEOPLE,
-                 home_candidates(PEOPLE, f"{request.id}:v{request.version}", T0))
+                 home_candidates(PEOPLE, f"{request.id}:v{request.version}", T0), expect=expect)
 
 
 async def rows(store: SqlStore, request_id: str) -> str:
@@ -40,7 +42,8 @@ async def rows(store: SqlStore, request_id: str) -> str:
     out: list[Any] = await request_rows(store, request_id)
     async with store.engine.connect() as conn:
         for table, key, order in ((outbox, outbox.c.dedupe_key.like(f"%{request_id}%"), outbox.c.id),
-                                  (request_people, request_people.c.request_id == request_id, request_people.c.user_id)):
+                                  (request_people, request_people.c.request_id == request_id,
+                                   request_people.c.user_id)):
             cols = [sa.cast(c, sa.Text).label(c.name) for c in table.c if c.name != "id"]
             out.append([tuple(r) for r in (await conn.execute(sa.select(*cols).where(key).order_by(order))).all()])
     return str(out)
@@ -69,8 +72,8 @@ async def test_pending_rows_are_the_generic_calls_rows(db_url: str) -> None:
         assert written["one"].replace("pending_0001", "X").replace("key-one", "K") == \
             written["generic"].replace("generic_0001", "X").replace("key-generic", "K")
         one = await store.get_request("apr_pending_0001")
-        assert one is not None and one == (await store.get_request("apr_generic_0001")).evolve(  # type: ignore[union-attr]
-            id=one.id, idempotency_key="key-one")
+        generic = await store.get_request("apr_generic_0001")
+        assert one is not None and generic is not None and one == generic.evolve(id=one.id, idempotency_key="key-one")
     finally:
         await store.close()
 
@@ -110,5 +113,32 @@ async def test_a_taken_idempotency_key_writes_nothing(db_url: str, generic: bool
             people = (await conn.execute(sa.select(sa.func.count()).where(
                 request_people.c.request_id == second.id))).scalar()
         assert people == 0
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("generic", [False, True])
+async def test_a_moved_stamp_raises_stale_read_and_writes_nothing(db_url: str, generic: bool) -> None:
+    """`expect` (the gate's delegation stamp): read with the write (in its statement on PostgreSQL); if
+    it moved, StaleRead and the unit rolls back; if not, the rows are written."""
+    store = await SqlStore.open(db_url)
+    grants = GrantStore(store)
+    try:
+        async with store.unit() as unit:
+            stamp = await grants.delegation_stamp_in(unit)
+        await grants.away("U1", "U3", None, T0)  # another replica's change: the stamp moves
+        stale, audit = pending("apr_pending_0005", None)
+        with pytest.raises(StaleRead):
+            async with store.unit() as unit:
+                await write(unit, stale, audit, generic=generic, expect=Expect(grants.delegation_stamp_in,
+                                                                                DELEGATION_STAMP, stamp))
+        assert await store.get_request(stale.id) is None and await store.outbox_items(stale.id) == []
+        async with store.unit() as unit:
+            stamp = await grants.delegation_stamp_in(unit)
+        fresh, audit = pending("apr_pending_0006", None)
+        async with store.unit() as unit:
+            await write(unit, fresh, audit, generic=generic, expect=Expect(grants.delegation_stamp_in,
+                                                                            DELEGATION_STAMP, stamp))
+        assert await store.get_request(fresh.id) is not None
     finally:
         await store.close()
