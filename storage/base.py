@@ -46,7 +46,8 @@ class Expect:
     """A read the caller relied on (a cache's stamp) and the row it saw: the write verifies it in its own
     transaction, in the same statement where the store can (the SQL store on PostgreSQL), and raises
     StaleRead if the row is no longer `value`. `read(unit)` reads it on its own; `statement` is the same
-    read as a SQLAlchemy select without parameters, for a store that folds it into its write."""
+    read as a SQLAlchemy select without parameters, built once (the SQL store caches its SQL by identity),
+    for a store that folds it into its write."""
 
     read: Callable[[Unit], Awaitable[tuple[Any, ...]]]
     statement: Any

@@ -41,6 +41,7 @@ _STAMP = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.ma
 # `away` inserts a row (count and max id rise), `back` and `away` end rows (ended_at counted); nothing deletes.
 DELEGATION_STAMP = sa.select(sa.func.count(), sa.func.max(delegations.c.id), sa.func.count(delegations.c.ended_at))
 
+
 def _live(now: datetime) -> Any:
     return sa.and_(grants.c.revoked_at.is_(None),
                    sa.or_(grants.c.expires_at.is_(None), grants.c.expires_at > now))
