@@ -9,6 +9,11 @@ submit's HTTP request sends to the database (on PostgreSQL each is a round trip)
 from an SQLAlchemy `before_cursor_execute` listener on both engines. The outbox's own work (posting
 the card) is left out: it starts after the submit's unit committed, and this waits for it to finish
 before counting the next submit.
+
+`--cpu N`: then the CPU of a pending submit in-process, through `Service.submit` as the API calls it
+(3 rounds of N after 100 warm-up, no HTTP, the outbox not running): the submit path's own cost.
+
+    python -m bench.statements --db sqlite --cpu 1000
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,9 @@ from sqlalchemy.engine.base import OptionEngine
 
 from bench.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET, approval_body
 from bench.procs import scratch_database
+from bot.domain.model import Action, Risk
 from bot.sandbox import SlackEmulator
+from bot.service import ApprovalSpec
 from bot.settings import Settings
 from bot.web import build
 from storage.sql import SqlStore
@@ -117,16 +125,47 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     return counts
 
 
+async def submit_cpu(db_url: str, n: int) -> list[float]:
+    """ms of this process's CPU per `Service.submit` of a pending request, for each of 3 rounds of `n`."""
+    slack = SlackEmulator()
+    await slack.start()
+    env = {"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": slack.url,
+           "DATABASE_URL": db_url, "SIGNOFF_API_TOKENS": API_TOKEN, "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET}
+    signoff = await build(Settings.from_env(env, dotenv=None))  # not started: no outbox beside the submits
+    spec = ApprovalSpec(action=Action("send_email", {"to": "customer@example.com", "subject": "Your refund"}),
+                        summary="Send the refund email", risk=Risk.HIGH, channel="C1", approvers=("U1", "U2"),
+                        requested_by="support-agent")
+    rounds = []
+    try:
+        for _ in range(100):
+            await signoff.service.submit(spec)
+        for _ in range(3):
+            started = time.process_time()
+            for _ in range(n):
+                await signoff.service.submit(spec)
+            rounds.append((time.process_time() - started) / n * 1000)
+    finally:
+        await signoff.store.close()
+        await slack.stop()
+    return rounds
+
+
 async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--pg-url", default="postgresql://postgres:postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--submits", type=int, default=5)
+    parser.add_argument("--cpu", type=int, default=0, metavar="N", help="also CPU per Service.submit, 3 rounds of N")
     args = parser.parse_args(argv)
-    async with scratch_database(args.db, pg_url=args.pg_url,
-                                workdir=Path(tempfile.mkdtemp(prefix="signoff-bench-stmts-"))) as url:
+    workdir = Path(tempfile.mkdtemp(prefix="signoff-bench-stmts-"))
+    async with scratch_database(args.db, pg_url=args.pg_url, workdir=workdir) as url:
         counts = await count(url, args.submits, show=True)
     print(f"{args.db}: statements per pending submit: {counts}")
+    if args.cpu:
+        async with scratch_database(args.db, pg_url=args.pg_url, workdir=workdir) as url:
+            rounds = await submit_cpu(url, args.cpu)
+        print(f"{args.db}: CPU per Service.submit (pending): {min(rounds):.2f}-{max(rounds):.2f} ms "
+              f"(3 rounds of {args.cpu})")
 
 
 if __name__ == "__main__":
