@@ -13,6 +13,8 @@ Invariants:
   key, a stale check) is reported to its caller only, and the others still commit.
 - One group at a time per `GroupCommit`: SQLite has one writer anyway, and on PostgreSQL a group
   grows while the previous one is in flight.
+
+`SharedUnits` is the same for guarded changes (decisions): changes waiting share the next unit.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from storage.base import Store, Unit
 
 log = logging.getLogger(__name__)
 
@@ -85,3 +90,36 @@ def _succeed(done: asyncio.Future[None]) -> None:
 def _fail(done: asyncio.Future[None], exc: BaseException) -> None:
     if not done.done():
         done.set_exception(exc)
+
+
+class SharedUnits:
+    """Group commit for changes that each need a unit of their own: the changes that arrive while a
+    unit is being written run, one after another, in the next unit (`Service.guarded`'s decisions:
+    a burst of clicks decides in a few transactions instead of one each).
+
+    `run(change)` returns `change(unit)`'s value once the unit holding it committed. A change that
+    raises (a lost version guard, a vote already counted) rolls its whole unit back; GroupCommit then
+    runs every change of that unit again, each in a unit of its own, so only the raising change's
+    caller sees the exception and the others commit. So a change must be safe to run again from the
+    start: it writes only through its unit, and registers its effects as the unit's after-commit hooks.
+    """
+
+    def __init__(self, store: Store, *, limit: int = 200) -> None:
+        self.store = store
+        self._commit: GroupCommit[_Change[Any]] = GroupCommit(self._write, limit=limit)
+
+    async def run(self, change: Callable[[Unit], Awaitable[T]]) -> T:
+        held: _Change[T] = _Change(change)
+        await self._commit.submit(held)
+        return held.value  # type: ignore[return-value]  # set by the write that committed
+
+    async def _write(self, changes: Sequence[_Change[Any]]) -> None:
+        async with self.store.unit() as unit:
+            for held in changes:
+                held.value = await held.change(unit)
+
+
+@dataclass(eq=False)
+class _Change(Generic[T]):
+    change: Callable[[Unit], Awaitable[T]]
+    value: T | None = None

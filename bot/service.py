@@ -40,6 +40,7 @@ from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
 from bot import effects
 from bot.access import Access, Directory
+from bot.group_commit import SharedUnits
 from bot.homes import home_candidates, home_items, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
@@ -159,6 +160,7 @@ class Service:
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
         self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
+        self._shared = SharedUnits(store)  # decisions waiting at the same time share a unit
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -177,7 +179,7 @@ class Service:
 
     async def guarded(
         self, request_id: str, change: Callable[[Unit, Request], Awaitable[T]], *, read: Request | None = None,
-        retries: int = _GUARD_RETRIES,
+        retries: int = _GUARD_RETRIES, shared: bool = False,
     ) -> Guarded[T]:
         """Apply `change` to the pending request in one unit, retrying on a lost version race.
 
@@ -186,15 +188,24 @@ class Service:
         rolls the unit back and starts again from a fresh read. A request that is (or becomes) no
         longer pending is returned `settled`, untouched. `read`: the request as the caller just read
         it, to save one read; if it is stale the guard fails and it is read again.
+        `shared`: the unit may hold other shared changes that were waiting at the same time (group
+        commit, bot.group_commit.SharedUnits); `change` must then be safe to run again from the start.
         """
         request = read if read is not None and read.id == request_id else await self.get(request_id)
         for _attempt in range(retries):
             if not request.is_pending:
                 return Guarded(request)
+
+            async def attempt(unit: Unit, request: Request = request) -> T:
+                self.touch(unit, request_id)  # runs only if the change commits
+                return await change(unit, request)
+
             try:
-                async with self.store.unit() as unit:
-                    self.touch(unit, request_id)  # runs only if the change commits
-                    value = await change(unit, request)
+                if shared:
+                    value = await self._shared.run(attempt)
+                else:
+                    async with self.store.unit() as unit:
+                        value = await attempt(unit)
             except LostRace:
                 request = await self.get(request_id)
                 continue
@@ -472,7 +483,8 @@ class Service:
 
         try:
             # A vote may lose the guard to each earlier vote of a quorum (every loser re-reads): more tries.
-            result = await self.guarded(request_id, record, read=read,
+            # Shared: the decisions of a burst of clicks commit a few at a time, not one transaction each.
+            result = await self.guarded(request_id, record, read=read, shared=True,
                                         retries=_GUARD_RETRIES * 20 if vote else _GUARD_RETRIES)
         except _AlreadyVoted:
             return DecideResult(await self.get(request_id), won=False, duplicate=True)

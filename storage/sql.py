@@ -65,6 +65,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from storage.decided import insert_decided, insert_decision_rows
 from storage.pending import insert_pending
 from storage.json_codec import loads
+from storage import sqlite_fast
 from storage.sqlite_inline import inline_creator
 from storage.urls import async_url
 
@@ -236,6 +237,8 @@ class SqlUnit(Unit):
         self._postgres = conn.dialect.name == "postgresql"
 
     async def get_request(self, request_id: str) -> Request | None:
+        if not self._postgres:  # the hottest read: driver SQL (storage/sqlite_fast.py)
+            return await sqlite_fast.get_request(self.conn, request_id)
         row = (await self.conn.execute(REQUEST_BY_ID, {"request_id": request_id})).first()
         return request_from_row(row) if row else None
 
@@ -257,6 +260,8 @@ class SqlUnit(Unit):
 
     async def update_request(self, request: Request, *, expected_version: int) -> bool:
         cols = mutable_columns(request)
+        if not self._postgres:
+            return await sqlite_fast.update_request(self.conn, request.id, expected_version, cols)
         params = {"b_id": request.id, "b_expected": expected_version, "b_version": expected_version + 1,
                   **{f"b_{k}": v for k, v in cols.items()}}
         result = await self.conn.execute(_update_requests_statement(tuple(cols)), params)
@@ -313,8 +318,9 @@ class SqlUnit(Unit):
 
     async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
                               items: Sequence[OutboxItem]) -> None:
-        if not self._postgres:  # SQLite: no round trips to save
-            await super().record_decision(request_id, decision, audit, items)
+        if not self._postgres:  # SQLite: no round trips to save, but SQLAlchemy's cost per statement
+            self.enqueued += await sqlite_fast.record_decision(
+                self.conn, decision_values(request_id, decision), audit_values(audit), [outbox_values(i) for i in items])
             return
         # The decision's rows, its outbox items and the NOTIFY in one statement: four round trips
         # were most of a decision's cost on PostgreSQL (each statement's `send` on loopback).
@@ -403,6 +409,8 @@ class SqlUnit(Unit):
 
     async def home_users_of(self, request_id: str, also: Iterable[str] = ()) -> set[str]:
         extra = list(dict.fromkeys(also))
+        if not self._postgres:
+            return await sqlite_fast.home_users_of(self.conn, request_id, extra)
         stmt, params = (_HOME_USERS_OF_AND, {"b_id": request_id, "b_also": extra}) if extra else \
             (_HOME_USERS_OF, {"b_id": request_id})
         return set((await self.conn.execute(stmt, params)).scalars())
@@ -503,6 +511,17 @@ class SqlStore(Store):
                 unit = make(conn)
                 yield unit
         self._finish_unit(unit)  # reached only once the transaction has committed
+
+    async def foreign_data_version(self) -> int:
+        """SQLite: `PRAGMA data_version` on this process's writer connection. It changes only when
+        ANOTHER connection commits, and this process's other connections only read: so it moves
+        with other processes' commits, never with this process's own (which already woke their
+        waiters). Read between this process's write units (behind the write lock, no transaction)."""
+        assert self._write_lock is not None, "SQLite only"
+        async with self._write_lock, self.write_engine.connect() as conn:
+            driver: Any = (await conn.get_raw_connection()).driver_connection
+            # The sqlite3 connection itself: SQLAlchemy's execute would open a transaction (BEGIN IMMEDIATE).
+            return int(driver._connection.execute("PRAGMA data_version").fetchone()[0])
 
     async def get_request(self, request_id: str) -> Request | None:
         async with self.engine.connect() as conn:

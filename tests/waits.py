@@ -14,13 +14,19 @@ from prometheus_client.parser import text_string_to_metric_families
 
 
 async def metric(url: str, name: str, **labels: str) -> float:
+    return (await metrics(url, name, **labels))[0]
+
+
+async def metrics(url: str, *names: str, **labels: str) -> list[float]:
+    """Several samples from ONE scrape of /metrics (so they are consistent with each other)."""
     async with aiohttp.ClientSession() as session, session.get(url + "/metrics") as resp:
         text = await resp.text()
+    found = dict.fromkeys(names, 0.0)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
+            if sample.name in found and all(sample.labels.get(k) == v for k, v in labels.items()):
+                found[sample.name] = float(sample.value)
+    return [found[n] for n in names]
 
 
 async def until_metric(url: str, name: str, at_least: float, *, timeout: float = 20.0, **labels: str) -> float:

@@ -20,7 +20,7 @@ import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
 from tests.harness import App, start_app
-from tests.waits import long_poll_registered, metric, until_metric
+from tests.waits import long_poll_registered, metrics, until_metric
 
 POLLS_PER_REQUEST = 5
 
@@ -37,8 +37,7 @@ class Cost:
 
 async def watch_cost(app: App) -> Cost:
     names = ("looks", "changes", "queries")
-    values = [await metric(app.url, f"signoff_longpoll_watch_{n}_total") for n in names]
-    return Cost(*values)
+    return Cost(*await metrics(app.url, *(f"signoff_longpoll_watch_{n}_total" for n in names)))
 
 
 @pytest_asyncio.fixture
@@ -104,3 +103,35 @@ async def test_the_watchers_cost_does_not_grow_with_the_waiters(two: tuple[App, 
         # look): the same with 200 waiters as with one. A watcher that asked per waiter would make
         # hundreds of statements a changed look here.
         assert cost.queries <= cost.looks + cost.changes, cost
+
+
+async def test_the_watcher_looks_only_at_other_processes_commits(app: App) -> None:
+    """A's own commits woke A's waiters already (in memory): A's watcher finds no change in them,
+    so it never reads the audit rows for them, and a waiter is not woken to read its request again."""
+    assert app.signoff is not None
+    if app.signoff.store.dialect != "sqlite":
+        assert await watch_cost(app) == Cost(0, 0, 0)  # PostgreSQL: LISTEN/NOTIFY, no watcher at all
+        return
+    waited = (await app.submit(summary="Waited"))["id"]
+    session = aiohttp.ClientSession()
+    try:
+        async def wait_on() -> Any:
+            async with session.get(f"{app.url}/api/v1/approvals/{waited}?wait=60", headers=app.headers) as resp:
+                return await resp.json()
+
+        waiting = asyncio.create_task(wait_on())
+        await long_poll_registered(app.url, 1)
+        before = await watch_cost(app)
+        for n in range(5):  # this process commits: new requests, their cards, a decision
+            other = (await app.submit(summary=f"Other {n}"))["id"]
+            status, _ = await app.api("POST", f"/api/v1/approvals/{other}/cancel", json={})
+            assert status == 200
+        await until_metric(app.url, "signoff_longpoll_watch_looks_total", before.looks + 10)
+        cost = await watch_cost(app) - before
+        assert cost.changes == 0 and cost.queries == cost.looks, cost  # a data_version a look, nothing more
+        status, _ = await app.api("POST", f"/api/v1/approvals/{waited}/cancel", json={})
+        assert status == 200
+        assert (await asyncio.wait_for(waiting, 30))["status"] == "cancelled"
+    finally:
+        waiting.cancel()
+        await session.close()
