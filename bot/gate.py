@@ -35,8 +35,8 @@ from bot.homes import user_ids
 from bot.policy_holder import PolicyHolder
 from bot.service import ApprovalSpec, Service, StaleCheck
 from bot.wire import request_json
-from storage.base import Unit
-from storage.grants import GrantStore
+from storage.base import Expect, StaleRead, Unit
+from storage.grants import DELEGATION_STAMP, GrantStore
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,9 @@ class Checked:
     # in the unit and raises StaleCheck if it is no longer this one (None: nothing to verify).
     stamp: tuple[Any, ...] | None = None
     tool: str | None = None
+    # Delegations taken from the gate's cached copy: `stage` reads their stamp in the unit and raises
+    # StaleCheck if a delegation started or ended since (None: read afresh, nothing to verify).
+    delegations_stamp: tuple[Any, ...] | None = None
 
     @property
     def pending(self) -> bool:
@@ -125,6 +128,8 @@ class PolicyGate:
         self.directory = directory
         self._indexes: dict[str, tuple[tuple[Any, ...], GrantIndex]] = {}
         self._group: tuple[Service, GroupCommit[Checked]] | None = None
+        # (stamp, read at, every live delegation newest first): see `_delegations_of`.
+        self._delegations: tuple[tuple[Any, ...], datetime, list[Delegation]] | None = None
 
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
         """A person's edit, re-evaluated: refused if a deny rule refuses the edited call.
@@ -198,9 +203,11 @@ class PolicyGate:
         if evaluation is not None and not spec.approver_users and spec.approvers:
             people = await self._members(spec.approvers)
         delegated: tuple[Delegation, ...] = ()
+        delegations_stamp = None
         if evaluation is None or evaluation.outcome is Effect.ASK:
-            delegated = delegates_for(user_ids([*spec.approvers, *people]),
-                                      await self.grants.delegations_of(user_ids([*spec.approvers, *people]), now), now)
+            users = user_ids([*spec.approvers, *people])
+            live, delegations_stamp = await self._delegations_of(users, now, verify_later=verify_later)
+            delegated = delegates_for(users, live, now)
         extra = dict(spec.extra)
         if evaluation is not None:
             extra["policy"] = evaluation.to_json()
@@ -212,7 +219,29 @@ class PolicyGate:
                                       body_hash=body_hash)
         if evaluation is not None and evaluation.outcome is not Effect.ASK:
             request = _decided(request, evaluation, request.created_at)
-        return Checked(request, people, evaluation, spec, stamp, spec.action.name if stamp is not None else None)
+        return Checked(request, people, evaluation, spec, stamp, spec.action.name if stamp is not None else None,
+                       delegations_stamp)
+
+    async def _delegations_of(self, users: list[str], now: datetime, *,
+                              verify_later: bool) -> tuple[Sequence[Delegation], tuple[Any, ...] | None]:
+        """(live delegations that may concern `users`, stamp for `stage` to verify or None).
+
+        `verify_later` (Service.submit): from the cached copy of every live delegation, read once and
+        again only after a unit found its stamp moved (a delegation started or ended in some process);
+        `stage` verifies the stamp in its transaction, so a pending request never goes out with a
+        delegation missing that was committed before it. The copy holds what was live when it was read;
+        `delegates_for` checks each window against `now` (a clock behind the read: read afresh).
+        Otherwise the users' delegations are read as they are now (one read, nothing to verify).
+        """
+        if not users:
+            return (), None
+        if not verify_later:
+            return await self.grants.delegations_of(users, now), None
+        cached = self._delegations
+        if cached is None or now < cached[1]:
+            stamp, live = await self.grants.live_delegations(now)
+            cached = self._delegations = (stamp, now, live)
+        return cached[2], cached[0]
 
     async def still_delegate(self, request: Request, user_id: str, now: datetime) -> bool:
         """False when `user_id` is an approver of `request` only as a delegate, and that delegation
@@ -272,7 +301,13 @@ class PolicyGate:
                 self._indexes.pop(checked.tool, None)  # the next check reads them afresh
                 raise StaleCheck(checked.tool)
         if request.is_pending:
-            await service.stage(unit, request, people=checked.people)
+            expect = None if checked.delegations_stamp is None else Expect(
+                self.grants.delegation_stamp_in, DELEGATION_STAMP, checked.delegations_stamp)
+            try:  # the stamp read with the write: in the same statement on PostgreSQL
+                await service.stage(unit, request, people=checked.people, expect=expect)
+            except StaleRead:
+                self._delegations = None  # the next check reads them afresh
+                raise StaleCheck("delegations") from None
             return
         assert request.decision is not None and checked.evaluation is not None
         evaluation, decision = checked.evaluation, request.decision

@@ -31,6 +31,12 @@ def home_items(home_user_ids: Iterable[str], key: str, now: datetime) -> list[Ou
     return [effects.publish_home(user_id, key, now) for user_id in sorted(home_user_ids)]
 
 
+def home_candidates(people: Iterable[str], key: str, now: datetime) -> list[tuple[str, OutboxItem]]:
+    """(user id, Home refresh keyed `key`) for each of `people`, in `home_items`' order: the unit keeps
+    those of people who have opened App Home (Unit.insert_pending)."""
+    return [(user_id, effects.publish_home(user_id, key, now)) for user_id in sorted(set(user_ids(people)))]
+
+
 async def enqueue_homes(unit: Unit, home_user_ids: Iterable[str], key: str, now: datetime) -> None:
     """Enqueue a Home refresh, keyed `key`, for each of these App Home users."""
     for item in home_items(home_user_ids, key, now):

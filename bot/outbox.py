@@ -16,6 +16,18 @@ spent its time bouncing items instead of delivering them.) A claim that ends in 
 did nothing and is given back: it counts as no attempt, so neither backoff nor `uncertain` grows
 from waiting for a turn (the channel's pace, the card's post, a free slot).
 
+Each look claims; only the periodic look (at start, then every `sweep_seconds`) also reads when the
+next pending item falls due (`next_outbox_due`). Between those, the loop knows every due time that
+can come up without a look: an item enqueued here wakes it on its commit (items are due when
+enqueued), and an item put back here notes its due time in memory (`_due_at`). What it cannot
+know of (another process's items, a lease that runs out after a crash) the periodic look finds,
+as it always did: every wait ends by the next periodic look. The read after every claim cost one
+statement per delivered card (its post and its update) and found nothing the claim had not.
+
+Results are written in groups (`GroupCommit`): deliveries that finish while one result unit is
+being written share the next one, so a burst of card updates commits its done marks a few at a
+time; a failing group is written again item by item, so one item's failure never loses another's.
+
 In order means across retries too: when an item of a request must be tried again later, the
 request's later items that come up in this process before that time wait behind it (`_held`), so
 a thread never shows "Done" above the warning that came first. (Webhooks are not held, nor hold.)
@@ -27,7 +39,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,6 +47,7 @@ from typing import Any
 from bot import effects
 from bot.clock import Clock
 from bot.domain.model import AuditEvent
+from bot.group_commit import GroupCommit
 from bot.metrics import Metrics
 from storage.base import OutboxItem, Store, Unit
 
@@ -128,6 +141,10 @@ class Dispatcher:
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self._active = 0  # claimed and not finished: never more than CONCURRENCY (see the module docstring)
         self._more_due = False  # the last claim filled every free slot: more may be due, waiting for one
+        self._look = True  # a wake asked for a claim (an enqueue committed, a slot freed while items wait)
+        self._due_at: datetime | None = None  # earliest due time of an item known to wait (see the docstring)
+        self._next_full = 0.0  # loop time of the next periodic look (claim and read of the next due time)
+        self._results: GroupCommit[tuple[OutboxItem, Result, datetime]] = GroupCommit(self._write_results)
         # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
         self._claiming = asyncio.Lock()
         self.idle = asyncio.Event()
@@ -141,6 +158,7 @@ class Dispatcher:
         return len(self._inflight)
 
     def wake(self, _request_id: str | None = None) -> None:
+        self._look = True
         self._wake.set()
 
     async def start(self) -> None:
@@ -157,44 +175,68 @@ class Dispatcher:
             await asyncio.gather(*self._inflight, return_exceptions=True)
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        timed_out = True
         while True:
-            try:
-                claimed = await self.run_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("outbox sweep failed")
-                claimed = 0
-            self.metrics.sweeps.labels("outbox").inc()
-            if self._free() <= 0:
-                await self._wait(self.sweep_seconds)  # every slot busy: a finishing delivery wakes us
+            full = loop.time() >= self._next_full
+            if full or timed_out or self._look:  # else only a put-back's due time is to be reckoned
+                self._look = False
+                if full:
+                    self._next_full = loop.time() + self.sweep_seconds
+                try:
+                    await self.run_once()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("outbox sweep failed")
+                    self._due_at = None  # wait for the periodic look rather than retry at once
+                self.metrics.sweeps.labels("outbox").inc()
+            if self._free() <= 0:  # every slot busy: a finishing delivery wakes us
+                timed_out = await self._wait(self._next_full - loop.time())
             else:  # claimed fewer than the free slots: nothing more is due now
-                await self._sleep_until_due()
+                timed_out = await self._sleep_until_due(read=full)
 
     def _free(self) -> int:
         return CONCURRENCY - self._active
 
-    async def _sleep_until_due(self) -> None:
-        timeout = self.sweep_seconds
-        try:
-            due = await self.store.next_outbox_due()
-        except Exception:
-            log.exception("could not read the next outbox due time")
-            due = None
-        if due is not None:
-            timeout = max(0.0, min(timeout, (due - self.clock.now()).total_seconds()))
+    async def _sleep_until_due(self, *, read: bool) -> bool:
+        """Wait until the next item known to be due, a wake, or the next periodic look; True if timed out.
+
+        `read`: this was the periodic look, so read the next due time, which covers what this process
+        cannot know of (another process's items and leases)."""
+        if read:
+            self._due_at = None  # what the read finds replaces it; a put-back during the read is kept
+            try:
+                due = await self.store.next_outbox_due()
+            except Exception:
+                log.exception("could not read the next outbox due time")
+                due = None
+            self._note_due(due)
+        timeout = self._next_full - asyncio.get_running_loop().time()
+        if self._due_at is not None:
+            timeout = min(timeout, (self._due_at - self.clock.now()).total_seconds())
         if not self._inflight:
             self.idle.set()
-        await self._wait(timeout)
+        timed_out = await self._wait(timeout)
         self.idle.clear()
+        return timed_out
 
-    async def _wait(self, timeout: float) -> None:
+    def _note_due(self, at: datetime | None) -> None:
+        if at is not None and (self._due_at is None or at < self._due_at):
+            self._due_at = at
+
+    async def _wait(self, timeout: float) -> bool:
+        """Until woken or `timeout` seconds passed; True if the time ran out."""
         # asyncio.timeout, not wait_for: on Python 3.11 wait_for swallows a cancel that lands just as the
         # event is set, and stop() would then wait forever for a loop that keeps running.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
+        timed_out = False
+        try:
+            async with asyncio.timeout(max(0.0, timeout)):
                 await self._wake.wait()
+        except TimeoutError:
+            timed_out = True
         self._wake.clear()
+        return timed_out
 
     async def run_once(self) -> int:
         """Claim due items, as many as there are free slots, and start delivering them; how many were claimed."""
@@ -203,7 +245,10 @@ class Dispatcher:
             if limit <= 0:
                 self._more_due = True  # every slot busy: items may be due, so a finishing delivery looks
                 return 0
-            items = await self.store.claim_outbox(self.clock.now(), limit=limit, lease_seconds=self.lease_seconds)
+            now = self.clock.now()
+            if self._due_at is not None and self._due_at <= now:
+                self._due_at = None  # this claim takes it (or another process holds it); later put-backs note theirs
+            items = await self.store.claim_outbox(now, limit=limit, lease_seconds=self.lease_seconds)
             self._more_due = len(items) >= limit
             self._active += len(items)
             for item in items:
@@ -239,12 +284,15 @@ class Dispatcher:
             else:
                 self._request_locks[key] = (lock, users - 1)
             self._active -= 1  # before the wake: the loop sees the free slot when it looks
-            # The loop looks again only if due items waited for this slot, or this item was put back (its
-            # new due time must be reckoned). Otherwise a look would find nothing: an item enqueued since
-            # woke the loop on its commit, and a follower put back behind this one (the card update after
-            # its post) is due at the time it was given. Each needless look was a claiming transaction and
-            # a read, twice per approval (the card's post and its update).
-            if self._more_due or not isinstance(result, Done | Dead):
+            # The loop looks again only if due items waited for this slot. Otherwise a look would find
+            # nothing: an item enqueued since woke the loop on its commit, and a follower put back behind
+            # this one (the card update after its post) is due at the time it was given. An item put
+            # back only wakes the loop to reckon its due time (no claim: it is not due yet, or is at once).
+            # Each needless look was a claiming transaction and a read, twice per approval.
+            if self._more_due:
+                self._look = True
+                self._wake.set()
+            elif not isinstance(result, Done | Dead):
                 self._wake.set()
             elif len(self._inflight) <= 1:  # only this one, which ends now
                 self.idle.set()
@@ -305,32 +353,44 @@ class Dispatcher:
         self._hold(item, result, now)
         for attempt in range(3):
             try:
-                async with self.store.unit() as unit:
-                    if isinstance(result, Done):
-                        if result.apply is not None:
-                            await result.apply(unit)
-                        for event in result.audit:
-                            await unit.append_audit(event)
-                        await unit.outbox_done(item.id, now)
-                    elif isinstance(result, Retry) and result.waiting:
-                        await unit.outbox_postpone(item.id, now + timedelta(seconds=result.after))
-                    elif isinstance(result, Retry):
-                        at = now + timedelta(seconds=result.after)
-                        await unit.outbox_retry(item.id, at, result.error, definite=result.definite)
-                    else:
-                        if result.apply is not None:
-                            await result.apply(unit)
-                        for event in result.audit:
-                            await unit.append_audit(event)
-                        await unit.outbox_dead(item.id, now, result.error)
+                await self._results.submit((item, result, now))  # in the next group of results (docstring)
                 break
             except Exception:
                 log.exception("could not record outbox result for item %s (try %s)", item.id, attempt + 1)
                 if attempt == 2:
                     return  # the lease expires and the sweep retries the item; handlers check before acting
+        if isinstance(result, Retry):
+            self._note_due(now + timedelta(seconds=result.after))
         label = type(result).__name__.lower()
         self.metrics.outbox_deliveries.labels(item.kind, label).inc()
         self._report(item, result)
+
+    async def _write_results(self, group: Sequence[tuple[OutboxItem, Result, datetime]]) -> None:
+        """Several deliveries' results in one unit: each item's own writes (`apply`, audit) in its
+        order, then the done marks together. A group never holds two ordered items of one request:
+        a request's next item starts only once its previous one's result is written."""
+        async with self.store.unit() as unit:
+            done: list[tuple[int, datetime]] = []
+            audit: list[AuditEvent] = []
+            for item, result, now in group:
+                assert item.id is not None
+                if isinstance(result, Done):
+                    if result.apply is not None:
+                        await result.apply(unit)
+                    audit.extend(result.audit)
+                    done.append((item.id, now))
+                elif isinstance(result, Retry) and result.waiting:
+                    await unit.outbox_postpone(item.id, now + timedelta(seconds=result.after))
+                elif isinstance(result, Retry):
+                    at = now + timedelta(seconds=result.after)
+                    await unit.outbox_retry(item.id, at, result.error, definite=result.definite)
+                else:
+                    if result.apply is not None:
+                        await result.apply(unit)
+                    await unit.append_audits(result.audit)
+                    await unit.outbox_dead(item.id, now, result.error)
+            await unit.append_audits(audit)
+            await unit.outbox_done_many(done)
 
     def _report(self, item: OutboxItem, result: Result) -> None:
         """One WARNING when an item first fails, one INFO when it then gets through, one ERROR when it

@@ -42,11 +42,11 @@ from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
 from bot import effects
 from bot.access import Access, Directory
 from bot.group_commit import SharedUnits
-from bot.homes import republish_homes, user_ids
+from bot.homes import home_candidates, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
 from bot.notify import Waiters
-from storage.base import DuplicateIdempotencyKey, OutboxItem, Store, Unit
+from storage.base import DuplicateIdempotencyKey, Expect, OutboxItem, Store, Unit
 
 log = logging.getLogger(__name__)
 
@@ -296,20 +296,21 @@ class Service:
             items=spec.items,
         )
 
-    async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = ()) -> None:
+    async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = (),
+                    expect: Expect | None = None) -> None:
         """Write a new request, its audit row and its card post in `unit` (a caller's transaction).
+        `expect`: a read the caller relied on, verified with the write (Unit.insert_pending).
 
         Counting it and waking whoever waits happen when, and only if, that unit commits.
         """
-        await unit.insert_request(request)
-        await unit.append_audit(
-            AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value})
-        )
-        await unit.enqueue(effects.post_card(request.id, request.created_at))
-        # App Home's per-user index: direct approvers and the members of listed user groups.
+        # App Home's per-user index: direct approvers and the members of listed user groups; a Home
+        # refresh for those of them who have opened App Home. All of it in one statement on PostgreSQL.
         approvers = user_ids([*request.approvers, *people])
-        await unit.add_people(request.id, "approver", approvers, request.created_at)
-        await republish_homes(unit, approvers, f"{request.id}:v{request.version}", request.created_at)
+        await unit.insert_pending(
+            request,
+            AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value}),
+            effects.post_card(request.id, request.created_at), approvers,
+            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at), expect=expect)
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
         self.touch(unit, request.id)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -35,6 +35,23 @@ class StorageError(Exception):
 
 class DuplicateIdempotencyKey(StorageError):
     code = "idempotency_key_taken"
+
+
+class StaleRead(Exception):
+    """A write found a read its caller relied on out of date (`Expect`): the unit is to be rolled back."""
+
+
+@dataclass(frozen=True)
+class Expect:
+    """A read the caller relied on (a cache's stamp) and the row it saw: the write verifies it in its own
+    transaction, in the same statement where the store can (the SQL store on PostgreSQL), and raises
+    StaleRead if the row is no longer `value`. `read(unit)` reads it on its own; `statement` is the same
+    read as a SQLAlchemy select without parameters, built once (the SQL store caches its SQL by identity),
+    for a store that folds it into its write."""
+
+    read: Callable[[Unit], Awaitable[tuple[Any, ...]]]
+    statement: Any
+    value: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -293,6 +310,11 @@ class Unit(abc.ABC):
         for event in events:
             await self.append_audit(event)
 
+    async def outbox_done_many(self, done: Sequence[tuple[int, datetime]]) -> None:
+        """Several items (`id`, `now`) done at once (one executemany in the SQL store)."""
+        for item_id, now in done:
+            await self.outbox_done(item_id, now)
+
     async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
         """A new request decided at submit (`request.decision` set): its row, its decision, its audit
         rows `events`, and `notify`: what insert_request, insert_decision, append_audits and notify
@@ -302,6 +324,25 @@ class Unit(abc.ABC):
         await self.insert_decision(request.id, request.decision)
         await self.append_audits(events)
         await self.notify(request.id)
+
+    async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
+                             homes: Sequence[tuple[str, OutboxItem]], *, expect: Expect | None = None) -> None:
+        """A new pending request: its row, its audit row `audit`, its card `card`, `people` indexed as its
+        approvers, and of `homes` ((user id, Home refresh), in order) the refreshes of those who have
+        opened App Home: what insert_request, append_audit, enqueue, add_people, home_users and enqueue
+        write, in as few statements as the store can (the SQL store: storage/pending.py; one on
+        PostgreSQL). Raises DuplicateIdempotencyKey, the unit then to be rolled back, like insert_request;
+        StaleRead, likewise, if `expect` no longer holds."""
+        if expect is not None and await expect.read(self) != expect.value:
+            raise StaleRead(expect.value)
+        await self.insert_request(request)
+        await self.append_audit(audit)
+        await self.enqueue(card)
+        await self.add_people(request.id, "approver", people, request.created_at)
+        users = await self.home_users(user for user, _ in homes)
+        for user, item in homes:
+            if user in users:
+                await self.enqueue(item)
 
     async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
         """Several outbox items at once; like `enqueue`, an item whose dedupe key is taken is skipped."""

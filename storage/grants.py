@@ -38,6 +38,9 @@ def _delegation(row: Any) -> Delegation:
 _STAMP = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.max(grants.c.revoked_at),
                    sa.func.count(grants.c.revoked_at)).where(grants.c.tool == sa.bindparam("b_tool"))
 
+# `away` inserts a row (count and max id rise), `back` and `away` end rows (ended_at counted); nothing deletes.
+DELEGATION_STAMP = sa.select(sa.func.count(), sa.func.max(delegations.c.id), sa.func.count(delegations.c.ended_at))
+
 
 def _live(now: datetime) -> Any:
     return sa.and_(grants.c.revoked_at.is_(None),
@@ -120,6 +123,23 @@ class GrantStore:
                        sa.or_(delegations.c.until.is_(None), delegations.c.until > now))
                 .order_by(delegations.c.id.desc()))
         return [_delegation(r) for r in await self._all(stmt)]
+
+    async def live_delegations(self, now: datetime) -> tuple[tuple[Any, ...], list[Delegation]]:
+        """(stamp, every delegation that has not ended or run out at `now`, newest first): what the gate
+        caches. The stamp is read first: a change landing between the two reads moves the stamp after it
+        was taken, so the copy is found stale at its first verification (never kept)."""
+        async with self.store.engine.connect() as conn:
+            stamp = tuple((await conn.execute(DELEGATION_STAMP)).one())
+            rows = (await conn.execute(sa.select(delegations).where(
+                delegations.c.ended_at.is_(None), sa.or_(delegations.c.until.is_(None), delegations.c.until > now))
+                .order_by(delegations.c.id.desc()))).all()
+        return stamp, [_delegation(r) for r in rows]
+
+    async def delegation_stamp_in(self, unit: Unit) -> tuple[Any, ...]:
+        """What changes whenever any delegation starts or ends (`away`, `back`), read in the caller's
+        transaction (PolicyGate verifies its cached delegations there). Running out (`until`) needs no
+        stamp: the reader checks it against its own `now`."""
+        return tuple((await _conn(unit).execute(DELEGATION_STAMP)).one())
 
     async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
         stmt = (sa.select(delegations)

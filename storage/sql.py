@@ -30,10 +30,12 @@ from bot.domain.votes import Vote, votes_json
 from storage.base import (
     DueRow,
     DuplicateIdempotencyKey,
+    Expect,
     Inbox,
     InboxEntry,
     OutboxItem,
     Reminded,
+    StaleRead,
     Store,
     Unit,
 )
@@ -63,6 +65,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from storage.decide_sql import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
+from storage.pending import insert_pending
 from storage.json_codec import loads
 from storage import sqlite_fast
 from storage.sqlite_inline import busy, inline_creator
@@ -109,6 +112,10 @@ _OUTBOX_DONE = (
 _ENQUEUE = {
     True: pg_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
     False: sqlite_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
+}
+_ADD_PEOPLE = {
+    True: pg_insert(request_people).on_conflict_do_nothing(index_elements=["request_id", "user_id", "role"]),
+    False: sqlite_insert(request_people).on_conflict_do_nothing(index_elements=["request_id", "user_id", "role"]),
 }
 _PEOPLE_OF = sa.select(request_people.c.user_id).where(request_people.c.request_id == sa.bindparam("b_id"))
 _HOME_USERS_OF = sa.select(home_users.c.user_id).where(home_users.c.user_id.in_(_PEOPLE_OF))
@@ -290,6 +297,27 @@ class SqlUnit(Unit):
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
             raise
 
+    async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
+                             homes: Sequence[tuple[str, OutboxItem]], *, expect: Expect | None = None) -> None:
+        # One statement on PostgreSQL (`expect`'s read its final SELECT), four driver-level ones on SQLite.
+        if expect is not None and not self._postgres and await expect.read(self) != expect.value:
+            raise StaleRead(expect.value)
+        now = request.created_at
+        rows = [{"request_id": request.id, "user_id": user, "role": "approver", "added_at": now}
+                for user in dict.fromkeys(people)]
+        try:
+            read = await insert_pending(
+                self.conn, request_values(request), audit_values(audit),
+                [(None, outbox_values(card)), *((user, outbox_values(i)) for user, i in homes)], rows,
+                read=expect.statement if expect is not None and self._postgres else None)
+        except IntegrityError as exc:  # as insert_request
+            if request.idempotency_key is not None:
+                raise DuplicateIdempotencyKey(request.idempotency_key) from exc
+            raise
+        if expect is not None and self._postgres and read != expect.value:
+            raise StaleRead(expect.value)  # the rows are written: the unit rolls back
+        self.enqueued += 1  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
+
     async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
                               items: Sequence[OutboxItem]) -> None:
         if not self._postgres:  # SQLite: no round trips to save, but SQLAlchemy's cost per statement
@@ -338,6 +366,10 @@ class SqlUnit(Unit):
     async def outbox_done(self, item_id: int, now: datetime) -> None:
         await self.conn.execute(_OUTBOX_DONE, {"b_id": item_id, "b_now": now})
 
+    async def outbox_done_many(self, done: Sequence[tuple[int, datetime]]) -> None:
+        if done:
+            await self.conn.execute(_OUTBOX_DONE, [{"b_id": item_id, "b_now": now} for item_id, now in done])
+
     async def outbox_retry(self, item_id: int, at: datetime, error: str, *, definite: bool) -> None:
         values: dict[str, Any] = {"next_attempt_at": at, "last_error": error[:2000], "lease_until": None}
         if definite:
@@ -375,9 +407,10 @@ class SqlUnit(Unit):
         return written
 
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:
-        for user_id in dict.fromkeys(user_ids):
-            values = {"request_id": request_id, "user_id": user_id, "role": role, "added_at": now}
-            await self.conn.execute(self._insert_ignore_keys(request_people, values, ["request_id", "user_id", "role"]))
+        rows = [{"request_id": request_id, "user_id": user_id, "role": role, "added_at": now}
+                for user_id in dict.fromkeys(user_ids)]
+        if rows:  # one multi-row INSERT, not one per person
+            await self.conn.execute(_ADD_PEOPLE[self._postgres].values(rows))
 
     async def remove_people(self, request_id: str, role: str, user_ids: Iterable[str]) -> None:
         ids = list(user_ids)

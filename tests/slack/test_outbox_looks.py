@@ -1,12 +1,16 @@
-"""The outbox dispatcher looks for due items (a claiming transaction, then a read of the next due
-time) when some can be there: after a commit that enqueued, when due items waited for a free slot,
-or when an item was put back. Not after every finished delivery: that look found nothing, and it
-cost a write transaction twice per approval (the card's post and its update)."""
+"""The outbox dispatcher looks for due items (a claiming transaction) when some can be there: after a
+commit that enqueued, when due items waited for a free slot, or when an item put back falls due. Not
+after every finished delivery: that look found nothing, and it cost a write transaction twice per
+approval (the card's post and its update). Only its periodic look also reads when the next item is
+due (`next_outbox_due`): the read after every claim cost a statement per card."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sqlalchemy import event
 
 from bot.sandbox import SlackEmulator
 from tests.fakes.clock import FakeClock
@@ -54,4 +58,42 @@ async def test_an_item_put_back_is_looked_at_again_when_it_is_due(db_url: str, s
         await app.card(request["id"], timeout=20)  # retried after its backoff (about a second), not the hour
         assert [c.status for c in slack.calls if c.method == "chat.postMessage"] == [500, 200]
     finally:
+        await app.stop()
+
+
+async def test_a_card_post_and_its_update_each_cost_one_claim_and_no_read_of_the_next_due_time(
+        db_url: str, slack: SlackEmulator) -> None:
+    """Per delivered card: one claiming statement and one read of the request; the next due time is
+    read by the periodic look only (an hour away here), never after a claim that woke on a commit."""
+    app = await start_app(db_url, slack, clock=FakeClock(), SIGNOFF_OUTBOX_SWEEP_SECONDS="3600")
+    statements: list[str] = []
+    last: list[object] = [None]
+
+    def seen(_conn: Any, _cursor: Any, statement: str, _params: Any, context: object, _many: bool) -> None:
+        if context is not last[0]:  # on PostgreSQL the read engine shares the write engine's events: once each
+            last[0] = context
+            statements.append(" ".join(statement.split()))
+
+    assert app.signoff is not None
+    store, dispatcher = app.signoff.store, app.signoff.dispatcher
+    engines = {store.engine.sync_engine, store.write_engine.sync_engine}
+    try:
+        await asyncio.wait_for(dispatcher.idle.wait(), 10)  # its first look, at start (it reads the due time)
+        for engine in engines:
+            event.listen(engine, "before_cursor_execute", seen)
+        request = await app.submit()
+        await app.card(request["id"])
+        await app.click(request["id"], "U1")
+        await slack.wait_for("chat.update")
+        while any(i.status != "done" for i in await store.outbox_items()):  # the update's result is written
+            await asyncio.sleep(0.01)  # test-side only: polling the observable state
+        claims = [s for s in statements if s.startswith("UPDATE outbox SET attempts")]
+        due_reads = [s for s in statements if s.startswith("SELECT min(") and "FROM outbox" in s]
+        done_marks = [s for s in statements if s.startswith("UPDATE outbox SET status")]
+        assert (len(claims), len(due_reads), len(done_marks)) == (2, 0, 2), [s[:150] for s in statements]
+        assert [c.method for c in slack.calls if c.ok] == ["chat.postMessage", "chat.update"]
+    finally:
+        for engine in engines:
+            if event.contains(engine, "before_cursor_execute", seen):
+                event.remove(engine, "before_cursor_execute", seen)
         await app.stop()
