@@ -52,7 +52,8 @@ class Metrics:
         self.watch_looks = Counter("signoff_longpoll_watch_looks", "Looks of the SQLite watcher at data_version",
                                    registry=self.registry)
         self.watch_changes = Counter("signoff_longpoll_watch_changes",
-                                     "Looks of the SQLite watcher that found another connection's commit",
+                                     "Looks of the SQLite watcher that read the audit rows (another "
+                                     "process committed, or someone waits again after nobody did)",
                                      registry=self.registry)
         self.watch_queries = Counter("signoff_longpoll_watch_queries", "Statements the SQLite watcher ran",
                                      registry=self.registry)

@@ -169,6 +169,8 @@ class CrossProcessWatcher:
                     # Not a new baseline: changes committed while nobody waited (or between a new
                     # waiter's own read and now) are still after `seen`, and are looked at next.
                     last = await self._data_version(conn)
+                    self.metrics.watch_looks.inc()  # a look, and counted as one that found a change
+                    self.metrics.watch_changes.inc()
                     seen = await self._wake_changed(conn, seen)
                     continue
                 await asyncio.sleep(SQLITE_CHECK_SECONDS)
