@@ -26,7 +26,8 @@ import sqlalchemy as sa
 
 from bot.metrics import Metrics
 from storage.schema import audit_events
-from storage.sql import NOTIFY_CHANNEL, SqlStore
+from storage.sql import SqlStore
+from storage.sql_statements import NOTIFY_CHANNEL
 
 log = logging.getLogger(__name__)
 

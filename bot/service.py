@@ -12,23 +12,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
 from bot.domain.model import (
-    Action,
     Actor,
     AuditEvent,
     Change,
     Decision,
     Kind,
     Outcome,
-    Preview,
     Request,
-    Risk,
     Status,
     Via,
 )
@@ -46,79 +42,20 @@ from bot.homes import home_candidates, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
 from bot.notify import Waiters
+from bot.service_types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
+                                LostRace as LostRace, StaleCheck as StaleCheck)
 from storage.base import DuplicateIdempotencyKey, Expect, OutboxItem, Store, Unit
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_WAIT_SECONDS = 60.0
 _GUARD_RETRIES = 5
 
 
-@dataclass(frozen=True)
-class ApprovalSpec:
-    """A validated approval request from an agent."""
-
-    action: Action
-    summary: str
-    risk: Risk
-    channel: str
-    context: str | None = None
-    preview: Preview | None = None
-    approvers: tuple[str, ...] = ()
-    callback_url: str | None = None
-    requested_by: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    kind: Kind = Kind.APPROVAL
-    thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
-    timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
-    approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
-    destructive: bool | None = None  # a tool's destructive hint (MCP destructiveHint): an input to policy
-    timing_given: frozenset[str] = frozenset()  # which of reminders/escalation/timeout the caller gave
-    # Quorum, separation of duties, typed confirmation, batches (policy tiers fill these in later):
-    # see bot.domain.model.Request.
-    quorum: int = 1
-    requester_may_approve: bool = True
-    confirm: str | None = None
-    requester_user: str | None = None
-    items: tuple[Item, ...] = ()  # a batch: several actions on one card (`action` is then BATCH_ACTION)
-
-
-@dataclass(frozen=True)
-class DecideResult:
-    request: Request
-    won: bool
-    counted: bool = False  # a change was stored and the request is still pending (a quorum vote, batch items)
-    duplicate: bool = False  # this person had already approved: nothing was written
-
-
 class _AlreadyVoted(Exception):
     """The votes table refused a second vote by one person (rolls the unit back)."""
-
-
-T = TypeVar("T")
-
-
-class StaleCheck(Exception):
-    """The gate's check relied on a cached view that the unit found out of date (a tool's grants
-    changed in some process): `submit` rolls the unit back and checks again, reading afresh."""
-
-
-class LostRace(Exception):
-    """A guarded write found another version: someone wrote first. `Service.guarded` retries."""
-
-
-@dataclass(frozen=True)
-class Guarded(Generic[T]):
-    """How a guarded change ended: `value` when it ran; else `request` is what stopped it
-    (`settled`: no longer pending; neither: it kept changing through every retry)."""
-
-    request: Request
-    value: T | None = None
-    ran: bool = False
-
-    @property
-    def settled(self) -> bool:
-        return not self.ran and not self.request.is_pending
 
 
 class SubmitGate(Protocol):

@@ -20,13 +20,11 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy import event
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from bot.domain.batch import items_json
 from bot.domain.model import AuditEvent, Decision, Request, Status
-from bot.domain.votes import Vote, votes_json
+from bot.domain.votes import Vote
 from storage.base import (
     DueRow,
     DuplicateIdempotencyKey,
@@ -58,8 +56,6 @@ from storage.schema import (
     requests,
     votes,
 )
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
@@ -68,168 +64,14 @@ from storage.decided import insert_decided, insert_decision_rows
 from storage.pending import insert_pending
 from storage.json_codec import loads
 from storage import sqlite_fast
-from storage.sqlite_inline import busy, inline_creator
+from storage.sqlite_inline import busy
+from storage import sql_statements as q
+from storage.sql_statements import NOTIFY_CHANNEL, due_requests_statement
+from storage.sqlite_engine import sqlite_engine
 from storage.urls import async_url
+from storage.values import audit_values, decision_values, outbox_values, request_values
 
 U = TypeVar("U", bound="SqlUnit")
-
-NOTIFY_CHANNEL = "signoff_requests"
-
-def due_requests_statement(now: datetime, limit: int, *, postgres: bool) -> Any:
-    """The pending requests due at `now`, whole rows, oldest due first (the timer sweep's claim).
-
-    One statement: a range scan on ix_requests_next_due_at reads the due rows only, however many
-    are pending (bench/sweep.py prints the plan). PostgreSQL locks the requests rows it returns
-    and skips rows another transaction holds, so replicas sweeping at once take different rows.
-    """
-    due = (
-        SELECT_REQUEST
-        .where(requests.c.next_due_at <= now, requests.c.status == "pending")
-        .order_by(requests.c.next_due_at)
-        .limit(limit)
-    )
-    return due.with_for_update(skip_locked=True, of=requests) if postgres else due
-
-
-_STORE_CARD = (
-    requests.update()
-    .where(requests.c.id == sa.bindparam("rid"), requests.c.card_ts.is_(None))
-    .values(card_channel=sa.bindparam("b_channel"), card_ts=sa.bindparam("b_ts"), updated_at=sa.bindparam("b_now"),
-            version=requests.c.version + 1)
-)
-
-
-# Hot statements built once: a statement object memoizes its cache key, so executing the same one with
-# new parameters skips building and hashing a fresh statement per call (bench.all --profile showed
-# cache-key generation and statement construction at 5-8 % of the server's busy samples).
-_INSERT_AUDIT = audit_events.insert()
-_INSERT_DECISION = decisions.insert()
-_INSERT_REQUEST = requests.insert()
-_OUTBOX_DONE = (
-    outbox.update().where(outbox.c.id == sa.bindparam("b_id"))
-    .values(status="done", done_at=sa.bindparam("b_now"), lease_until=None)
-)
-_ENQUEUE = {
-    True: pg_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
-    False: sqlite_insert(outbox).on_conflict_do_nothing(index_elements=["dedupe_key"]),
-}
-_ADD_PEOPLE = {
-    True: pg_insert(request_people).on_conflict_do_nothing(index_elements=["request_id", "user_id", "role"]),
-    False: sqlite_insert(request_people).on_conflict_do_nothing(index_elements=["request_id", "user_id", "role"]),
-}
-_PEOPLE_OF = sa.select(request_people.c.user_id).where(request_people.c.request_id == sa.bindparam("b_id"))
-_HOME_USERS_OF = sa.select(home_users.c.user_id).where(home_users.c.user_id.in_(_PEOPLE_OF))
-_HOME_USERS_OF_AND = sa.select(home_users.c.user_id).where(sa.or_(
-    home_users.c.user_id.in_(_PEOPLE_OF), home_users.c.user_id.in_(sa.bindparam("b_also", expanding=True))))
-
-
-def _claim_outbox_statement(*, postgres: bool) -> sa.UpdateBase:
-    """Due items, oldest first, up to `b_limit`, leased until `b_lease` (built once: it runs on every wake-up)."""
-    now = sa.bindparam("b_now", type_=outbox.c.next_attempt_at.type)
-    due = (
-        sa.select(outbox.c.id)
-        .where(
-            outbox.c.status == "pending",
-            outbox.c.next_attempt_at <= now,
-            sa.or_(outbox.c.lease_until.is_(None), outbox.c.lease_until <= now),
-        )
-        .order_by(outbox.c.id)
-        .limit(sa.bindparam("b_limit", type_=sa.Integer))
-    )
-    if postgres:
-        due = due.with_for_update(skip_locked=True)
-    return (
-        outbox.update()
-        .where(outbox.c.id.in_(due.scalar_subquery()))
-        .values(attempts=outbox.c.attempts + 1, lease_until=sa.bindparam("b_lease", type_=outbox.c.lease_until.type))
-        .returning(*outbox.c)
-    )
-
-
-_CLAIM_OUTBOX = {postgres: _claim_outbox_statement(postgres=postgres) for postgres in (False, True)}
-_NEXT_OUTBOX_DUE = sa.select(sa.func.min(sa.case(
-    (outbox.c.lease_until > outbox.c.next_attempt_at, outbox.c.lease_until), else_=outbox.c.next_attempt_at,
-))).where(outbox.c.status == "pending")
-_NOTIFY = sa.select(sa.func.pg_notify(NOTIFY_CHANNEL, sa.bindparam("b_id", type_=sa.String)))
-
-_UPDATE_REQUESTS: dict[tuple[str, ...], Any] = {}
-
-
-def _update_requests_statement(names: tuple[str, ...]) -> Any:
-    """The guarded write of `update_request` with bound parameters only, for executemany (built once)."""
-    stmt = _UPDATE_REQUESTS.get(names)
-    if stmt is None:
-        stmt = _UPDATE_REQUESTS[names] = (
-            requests.update()
-            .where(requests.c.id == sa.bindparam("b_id"), requests.c.version == sa.bindparam("b_expected"))
-            .values(version=sa.bindparam("b_version"), **{n: sa.bindparam(f"b_{n}") for n in names})
-        )
-    return stmt
-
-
-def request_values(request: Request) -> dict[str, Any]:
-    """The requests row of a new request (insert_request; storage.decided for a decided one)."""
-    return {
-        "id": request.id,
-        "kind": request.kind.value,
-        "version": request.version,
-        "action_name": request.action.name,
-        "params": request.action.params,
-        "params_schema": request.action.params_schema,
-        "summary": request.summary,
-        "context": request.context,
-        "preview": {"kind": request.preview.kind, "data": request.preview.data} if request.preview else None,
-        "risk": request.risk.value,
-        "channel": request.channel,
-        "callback_url": request.callback_url,
-        "requested_by": request.requested_by,
-        "idempotency_key": request.idempotency_key,
-        "body_hash": request.body_hash,
-        "created_at": request.created_at,
-        "timing": request.timing.to_json() if request.timing else None,
-        "card_permalink": request.card_permalink,
-        "quorum": request.quorum,
-        "requester_may_approve": request.requester_may_approve,
-        "confirm": request.confirm,
-        "requester_user": request.requester_user,
-        **mutable_columns(request),
-    }
-
-
-def decision_values(request_id: str, decision: Decision) -> dict[str, Any]:
-    return {
-        "request_id": request_id,
-        "outcome": decision.outcome.value,
-        "params": decision.params,
-        "changes": [c.to_json() for c in decision.changes],
-        "comment": decision.comment,
-        "decided_by_id": decision.decided_by.id if decision.decided_by else None,
-        "decided_by_name": decision.decided_by.name if decision.decided_by else None,
-        "decided_at": decision.decided_at,
-        "via": decision.via.value,
-        "votes": votes_json(decision.votes) if decision.votes else None,
-        "params_sha256": decision.params_sha256,
-        "items": items_json(decision.items),
-    }
-
-
-def outbox_values(item: OutboxItem) -> dict[str, Any]:
-    return {
-        "request_id": item.request_id,
-        "kind": item.kind,
-        "dedupe_key": item.dedupe_key,
-        "payload": item.payload,
-        "status": "pending",
-        "attempts": 0,
-        "failures": 0,
-        "next_attempt_at": item.next_attempt_at or item.created_at,
-        "created_at": item.created_at,
-    }
-
-
-def audit_values(event: AuditEvent) -> dict[str, Any]:
-    return {"request_id": event.request_id, "type": event.type, "actor": event.actor, "data": event.data,
-            "at": event.at}
 
 
 class SqlUnit(Unit):
@@ -254,7 +96,7 @@ class SqlUnit(Unit):
         # No SAVEPOINT around it (two more statements per submit): a duplicate key ends the whole unit,
         # which rolls back, and the caller reads the key's holder in a fresh one (Service.submit).
         try:
-            await self.conn.execute(_INSERT_REQUEST, values)
+            await self.conn.execute(q.INSERT_REQUEST, values)
         except IntegrityError as exc:
             if request.idempotency_key is not None:
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
@@ -266,11 +108,11 @@ class SqlUnit(Unit):
             return await sqlite_fast.update_request(self.conn, request.id, expected_version, cols)
         params = {"b_id": request.id, "b_expected": expected_version, "b_version": expected_version + 1,
                   **{f"b_{k}": v for k, v in cols.items()}}
-        result = await self.conn.execute(_update_requests_statement(tuple(cols)), params)
+        result = await self.conn.execute(q.update_requests_statement(tuple(cols)), params)
         return bool(result.rowcount == 1)
 
     async def insert_decision(self, request_id: str, decision: Decision) -> None:
-        await self.conn.execute(_INSERT_DECISION, decision_values(request_id, decision))
+        await self.conn.execute(q.INSERT_DECISION, decision_values(request_id, decision))
 
     async def insert_vote(self, request_id: str, vote: Vote) -> bool:
         """Store one approval; False (and nothing written) if this person already voted on it."""
@@ -283,7 +125,7 @@ class SqlUnit(Unit):
         return True
 
     async def append_audit(self, event: AuditEvent) -> None:
-        await self.conn.execute(_INSERT_AUDIT, audit_values(event))
+        await self.conn.execute(q.INSERT_AUDIT, audit_values(event))
 
     async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
         assert request.decision is not None
@@ -349,7 +191,7 @@ class SqlUnit(Unit):
 
     async def enqueue(self, item: OutboxItem) -> bool:
         values = outbox_values(item)
-        result = await self.conn.execute(_ENQUEUE[self._postgres], values)
+        result = await self.conn.execute(q.ENQUEUE[self._postgres], values)
         stored = result.rowcount == 1
         self.enqueued += stored
         return stored
@@ -364,11 +206,11 @@ class SqlUnit(Unit):
         return sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=[key])
 
     async def outbox_done(self, item_id: int, now: datetime) -> None:
-        await self.conn.execute(_OUTBOX_DONE, {"b_id": item_id, "b_now": now})
+        await self.conn.execute(q.OUTBOX_DONE, {"b_id": item_id, "b_now": now})
 
     async def outbox_done_many(self, done: Sequence[tuple[int, datetime]]) -> None:
         if done:
-            await self.conn.execute(_OUTBOX_DONE, [{"b_id": item_id, "b_now": now} for item_id, now in done])
+            await self.conn.execute(q.OUTBOX_DONE, [{"b_id": item_id, "b_now": now} for item_id, now in done])
 
     async def outbox_retry(self, item_id: int, at: datetime, error: str, *, definite: bool) -> None:
         values: dict[str, Any] = {"next_attempt_at": at, "last_error": error[:2000], "lease_until": None}
@@ -390,7 +232,7 @@ class SqlUnit(Unit):
     async def notify(self, request_id: str) -> None:
         """Wake long-polls on this id (a request's or a run's) in other processes, once the unit commits."""
         if self._postgres:
-            await self.conn.execute(_NOTIFY, {"b_id": request_id})
+            await self.conn.execute(q.NOTIFY, {"b_id": request_id})
 
     # -- timers and the App Home inbox ------------------------------------------
 
@@ -410,7 +252,7 @@ class SqlUnit(Unit):
         rows = [{"request_id": request_id, "user_id": user_id, "role": role, "added_at": now}
                 for user_id in dict.fromkeys(user_ids)]
         if rows:  # one multi-row INSERT, not one per person
-            await self.conn.execute(_ADD_PEOPLE[self._postgres].values(rows))
+            await self.conn.execute(q.ADD_PEOPLE[self._postgres].values(rows))
 
     async def remove_people(self, request_id: str, role: str, user_ids: Iterable[str]) -> None:
         ids = list(user_ids)
@@ -434,8 +276,8 @@ class SqlUnit(Unit):
         extra = list(dict.fromkeys(also))
         if not self._postgres:
             return await sqlite_fast.home_users_of(self.conn, request_id, extra)
-        stmt, params = (_HOME_USERS_OF_AND, {"b_id": request_id, "b_also": extra}) if extra else \
-            (_HOME_USERS_OF, {"b_id": request_id})
+        stmt, params = (q.HOME_USERS_OF_AND, {"b_id": request_id, "b_also": extra}) if extra else \
+            (q.HOME_USERS_OF, {"b_id": request_id})
         return set((await self.conn.execute(stmt, params)).scalars())
 
     async def open_home(self, user_id: str, now: datetime) -> None:
@@ -456,23 +298,23 @@ class SqlUnit(Unit):
         rows = [(r.id, v, mutable_columns(r)) for r, v in updates]
         params = [{"b_id": rid, "b_expected": v, "b_version": v + 1, **{f"b_{k}": x for k, x in cols.items()}}
                   for rid, v, cols in rows]
-        result = await self.conn.execute(_update_requests_statement(tuple(rows[0][2])), params)
+        result = await self.conn.execute(q.update_requests_statement(tuple(rows[0][2])), params)
         # asyncpg reports no rowcount for executemany; its rows are locked by the caller's claim anyway.
         return int(result.rowcount) if result.rowcount >= 0 else len(updates)
 
     async def append_audits(self, events: Sequence[AuditEvent]) -> None:
         if events:
-            await self.conn.execute(_INSERT_AUDIT, [audit_values(e) for e in events])
+            await self.conn.execute(q.INSERT_AUDIT, [audit_values(e) for e in events])
 
     async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
         if not items:
             return
-        result = await self.conn.execute(_ENQUEUE[self._postgres], [outbox_values(i) for i in items])
+        result = await self.conn.execute(q.ENQUEUE[self._postgres], [outbox_values(i) for i in items])
         self.enqueued += result.rowcount if result.rowcount >= 0 else len(items)  # only wakes the dispatcher
 
     async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
         # One statement, no read: the guard is `card_ts IS NULL`, so a second post's ts never replaces it.
-        result = await self.conn.execute(_STORE_CARD, {"rid": request_id, "b_channel": channel, "b_ts": ts, "b_now": now})
+        result = await self.conn.execute(q.STORE_CARD, {"rid": request_id, "b_channel": channel, "b_ts": ts, "b_now": now})
         return bool(result.rowcount == 1)
 
     async def _inserted(self, stmt: Any) -> bool:
@@ -592,7 +434,7 @@ class SqlStore(Store):
         return [AuditEvent(r.request_id, r.type, r.at, r.actor, r.data) for r in rows]
 
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
-        stmt = _CLAIM_OUTBOX[self.dialect == "postgresql"]
+        stmt = q.CLAIM_OUTBOX[self.dialect == "postgresql"]
         params = {"b_now": now, "b_limit": limit, "b_lease": now + timedelta(seconds=lease_seconds)}
         if self.dialect == "postgresql":  # one statement is its own transaction: no BEGIN and COMMIT round trips
             async with self.engine.connect() as conn:
@@ -605,7 +447,7 @@ class SqlStore(Store):
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""
         async with self.engine.connect() as conn:
-            due_at: datetime | None = (await conn.execute(_NEXT_OUTBOX_DUE)).scalar()
+            due_at: datetime | None = (await conn.execute(q.NEXT_OUTBOX_DUE)).scalar()
         return due_at
 
     async def outbox_items(self, request_id: str | None = None) -> list[OutboxItem]:
@@ -658,45 +500,3 @@ class SqlStore(Store):
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()
-
-
-def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -> AsyncEngine:
-    """An engine on a SQLite file in WAL mode; `begin` is the statement that opens a transaction.
-
-    Statements run on the event loop's thread (storage/sqlite_inline.py): only a wait for another
-    process's lock goes to aiosqlite's worker thread.
-    """
-    url = async_url(database_url)
-    (filename,), options = SQLiteDialect_aiosqlite().create_connect_args(url)
-    kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options), "json_deserializer": loads}
-    if begin is not None:
-        kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
-    else:
-        # Readers: SQLAlchemy closes a connection checked in beyond `pool_size`, and with the default
-        # 5 (+ 10) every peak of concurrent reads (50 agents' long-polls and GETs) opened and closed
-        # connections, each with its aiosqlite thread: 8 % of the server's e2e samples (Thread.start,
-        # Connection.stop, raw_connection). 16 stay open; 30 at most, as on PostgreSQL.
-        kwargs.update(pool_size=16, max_overflow=14)
-    engine = create_async_engine(url, **kwargs)
-    _configure_sqlite(engine, begin=begin)
-    return engine
-
-
-def _configure_sqlite(engine: AsyncEngine, *, begin: str | None) -> None:
-    @event.listens_for(engine.sync_engine, "connect")
-    def _connect(dbapi_connection: Any, _record: Any) -> None:
-        dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
-        cursor = dbapi_connection.cursor()
-        # Busy timeout 0: a statement that would wait for another process's lock fails at once and is
-        # run again, with the full timeout, on the connection's worker thread (storage/sqlite_inline.py).
-        cursor.execute("PRAGMA busy_timeout=0")
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    if begin is not None:
-
-        @event.listens_for(engine.sync_engine, "begin")
-        def _begin(conn: Any) -> None:
-            conn.exec_driver_sql(begin)

@@ -18,7 +18,9 @@ from bot.domain.model import Actor, AuditEvent, Decision, Outcome, Request, Stat
 from storage.base import OutboxItem, Unit
 from storage.schema import outbox
 from storage.decide_sql import HOME_SENTINEL, home_forms
-from storage.sql import NOTIFY_CHANNEL, SqlStore, outbox_values
+from storage.sql import SqlStore
+from storage.sql_statements import NOTIFY_CHANNEL
+from storage.values import outbox_values
 from tests.storage.test_contract import T0, full_request
 from tests.storage.test_decided_rows import rows
 

@@ -14,7 +14,8 @@ from bot.domain.model import Action, Actor, Change, Decision, Item, Outcome, Sta
 from bot.domain.timing import TimerState
 from storage.rows import REQUEST_BY_ID, mutable_columns, request_from_row
 from storage.schema import home_users, request_people
-from storage.sql import SqlStore, _update_requests_statement
+from storage.sql import SqlStore
+from storage.sql_statements import update_requests_statement
 from tests.storage.test_contract import T0, full_request, insert
 from tests.storage.test_decided_rows import rows
 
@@ -80,7 +81,7 @@ async def test_a_guarded_update_writes_what_sqlalchemy_writes(store: SqlStore) -
         assert await unit.update_request(changed(one), expected_version=one.version)
     cols = mutable_columns(changed(two))
     async with store.unit() as unit:  # SQLAlchemy's guarded UPDATE
-        result = await unit.conn.execute(_update_requests_statement(tuple(cols)), {
+        result = await unit.conn.execute(update_requests_statement(tuple(cols)), {
             "b_id": two.id, "b_expected": two.version, "b_version": two.version + 1,
             **{f"b_{k}": v for k, v in cols.items()}})
         assert result.rowcount == 1

@@ -1,0 +1,72 @@
+"""The service's value types and errors: what an agent asks (ApprovalSpec), how a decision or a guarded
+change ended (DecideResult, Guarded), and the errors a guarded write raises."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from bot.domain.model import Action, Item, Kind, Preview, Request, Risk
+from bot.domain.timing import Timing
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ApprovalSpec:
+    """A validated approval request from an agent."""
+
+    action: Action
+    summary: str
+    risk: Risk
+    channel: str
+    context: str | None = None
+    preview: Preview | None = None
+    approvers: tuple[str, ...] = ()
+    callback_url: str | None = None
+    requested_by: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    kind: Kind = Kind.APPROVAL
+    thread_ts: str | None = None  # post the card as a reply in this thread (an agent run's thread)
+    timing: Timing | None = None  # reminders, escalation, timeout; None: the service's default_timing
+    approver_users: tuple[str, ...] = ()  # members of listed user groups, for the App Home inbox
+    destructive: bool | None = None  # a tool's destructive hint (MCP destructiveHint): an input to policy
+    timing_given: frozenset[str] = frozenset()  # which of reminders/escalation/timeout the caller gave
+    # Quorum, separation of duties, typed confirmation, batches (policy tiers fill these in later):
+    # see bot.domain.model.Request.
+    quorum: int = 1
+    requester_may_approve: bool = True
+    confirm: str | None = None
+    requester_user: str | None = None
+    items: tuple[Item, ...] = ()  # a batch: several actions on one card (`action` is then BATCH_ACTION)
+
+
+@dataclass(frozen=True)
+class DecideResult:
+    request: Request
+    won: bool
+    counted: bool = False  # a change was stored and the request is still pending (a quorum vote, batch items)
+    duplicate: bool = False  # this person had already approved: nothing was written
+
+
+class StaleCheck(Exception):
+    """The gate's check relied on a cached view that the unit found out of date (a tool's grants
+    changed in some process): `submit` rolls the unit back and checks again, reading afresh."""
+
+
+class LostRace(Exception):
+    """A guarded write found another version: someone wrote first. `Service.guarded` retries."""
+
+
+@dataclass(frozen=True)
+class Guarded(Generic[T]):
+    """How a guarded change ended: `value` when it ran; else `request` is what stopped it
+    (`settled`: no longer pending; neither: it kept changing through every retry)."""
+
+    request: Request
+    value: T | None = None
+    ran: bool = False
+
+    @property
+    def settled(self) -> bool:
+        return not self.ran and not self.request.is_pending
