@@ -31,11 +31,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from storage.decided import _insert, _json_text
+from storage.decided import table_insert, json_text
 from storage.schema import UTCDateTime, audit_events, decisions, home_users, outbox, request_people, requests
 
 HOME_SENTINEL = "\x00user\x00"  # a user id no Slack user has (PostgreSQL text cannot even hold it)
-_MARKER = _json_text(HOME_SENTINEL)  # the sentinel as JSON text writes it
+_MARKER = json_text(HOME_SENTINEL)  # the sentinel as JSON text writes it
 _BARE = _MARKER[1:-1]
 
 # How one column of the home row is written: a constant, or the text around the user id.
@@ -64,7 +64,7 @@ def home_forms(home: dict[str, Any], dialect: Dialect) -> tuple[Form, ...] | Non
     """Each column of the sentinel home row (`outbox_values(home(HOME_SENTINEL))`) as a Form, or None
     if some column uses the user id in a way the statement cannot reproduce exactly."""
     forms: list[Form] = []
-    for name, value in zip(home, _insert(outbox, home, dialect).values(home), strict=True):
+    for name, value in zip(home, table_insert(outbox, home, dialect).values(home), strict=True):
         json_column = isinstance(outbox.c[name].type, sa.JSON)
         if not isinstance(value, str):
             forms.append(("const", value))
@@ -95,13 +95,13 @@ async def decide_in_one(conn: AsyncConnection, request_id: str, expected_version
     forms = home_forms(home, dialect)
     if forms is None or any(tuple(item) != tuple(home) for item in items):
         return None
-    upd = _insert(requests, update, dialect)
-    dec = _insert(decisions, decision, dialect)
-    aud = _insert(audit_events, audit, dialect)
+    upd = table_insert(requests, update, dialect)
+    dec = table_insert(decisions, decision, dialect)
+    aud = table_insert(audit_events, audit, dialect)
     params: list[Any] = [request_id, expected_version, expected_version + 1, decider, channel,
                          *upd.values(update), *dec.values(decision), *aud.values(audit)]
     for item in items:
-        params.extend(_insert(outbox, item, dialect).values(item))
+        params.extend(table_insert(outbox, item, dialect).values(item))
     for form in forms:
         params.extend(form[1:])
     key = (tuple(update), tuple(decision), tuple(audit), tuple(tuple(i) for i in items), tuple(home),

@@ -36,7 +36,7 @@ from storage.schema import audit_events, decisions, outbox, requests
 Processor = Callable[[Any], Any] | None
 
 
-class _Insert:
+class TableInsert:
     """One table's INSERT for a fixed column list: its SQL pieces and each column's bind processor."""
 
     def __init__(self, table: sa.Table, names: tuple[str, ...], dialect: Dialect) -> None:
@@ -44,7 +44,7 @@ class _Insert:
         self.table = quote.format_table(table)
         self.columns = ", ".join(quote.format_column(table.c[n]) for n in names)
         self.processors: tuple[Processor, ...] = tuple(
-            _json_text if isinstance(table.c[n].type, sa.JSON) else table.c[n].type._cached_bind_processor(dialect)
+            json_text if isinstance(table.c[n].type, sa.JSON) else table.c[n].type._cached_bind_processor(dialect)
             for n in names)
         self.width = len(names)
         self._sql: dict[int, str] = {}
@@ -61,7 +61,7 @@ class _Insert:
         return [v if p is None else p(v) for v, p in zip(row.values(), self.processors, strict=True)]
 
 
-def _json_text(value: Any) -> str:
+def json_text(value: Any) -> str:
     """What SQLAlchemy's JSON bind processor writes (`json.dumps(value)`, None as 'null'), without
     building a new C encoder on every call as `json.dumps` does: the same encoder, made once."""
     if value is None:
@@ -74,22 +74,22 @@ _ENCODE = (None if c_make_encoder is None else  # the arguments json.dumps passe
                           False, False, True))
 
 
-_INSERTS: dict[tuple[str, int, tuple[str, ...]], _Insert] = {}
+_INSERTS: dict[tuple[str, int, tuple[str, ...]], TableInsert] = {}
 
 
-def _insert(table: sa.Table, row: dict[str, Any], dialect: Dialect) -> _Insert:
+def table_insert(table: sa.Table, row: dict[str, Any], dialect: Dialect) -> TableInsert:
     key = (table.name, id(dialect), tuple(row))
     found = _INSERTS.get(key)
     if found is None:
-        found = _INSERTS[key] = _Insert(table, tuple(row), dialect)
+        found = _INSERTS[key] = TableInsert(table, tuple(row), dialect)
     return found
 
 
-def _placeholders(start: int, width: int) -> str:
+def placeholders(start: int, width: int) -> str:
     return ", ".join(f"${n}" for n in range(start, start + width))
 
 
-Group = tuple[_Insert, Sequence[dict[str, Any]], str]  # a table's insert, its rows, what follows VALUES
+Group = tuple[TableInsert, Sequence[dict[str, Any]], str]  # a table's insert, its rows, what follows VALUES
 _SQL: dict[tuple[Any, ...], str] = {}  # PostgreSQL statements by shape
 
 
@@ -99,8 +99,8 @@ async def insert_decided(conn: AsyncConnection, request: dict[str, Any], decisio
     them); on PostgreSQL also `pg_notify(*notify)`, all in one statement."""
     dialect = conn.dialect
     postgres = dialect.name == "postgresql"
-    parts = [_insert(requests, request, dialect), _insert(decisions, decision, dialect)]
-    audit = _insert(audit_events, audits[0], dialect) if audits else None
+    parts = [table_insert(requests, request, dialect), table_insert(decisions, decision, dialect)]
+    audit = table_insert(audit_events, audits[0], dialect) if audits else None
     if not postgres:
         # The unit's own sqlite3 connection, inside its BEGIN IMMEDIATE: through the InlineConnection's
         # `_execute`, so a statement that meets another process's lock still waits on the worker thread.
@@ -133,12 +133,12 @@ async def _one_statement(conn: AsyncConnection, groups: Sequence[Group], notify:
     await conn.exec_driver_sql(statement, (*params, *(notify or ())))
 
 
-def _postgres_sql(shape: Sequence[tuple[_Insert, int, str]], notify: bool) -> str:
+def _postgres_sql(shape: Sequence[tuple[TableInsert, int, str]], notify: bool) -> str:
     ctes, n = [], 1
     for i, (part, count, tail) in enumerate(shape):
         rows = []
         for _ in range(count):
-            rows.append(f"({_placeholders(n, part.width)})")
+            rows.append(f"({placeholders(n, part.width)})")
             n += part.width
         ctes.append(f"w{i} AS (INSERT INTO {part.table} ({part.columns}) VALUES {', '.join(rows)}{tail})")
     end = f"SELECT pg_notify(${n}, ${n + 1})" if notify else "SELECT 1"
@@ -152,8 +152,8 @@ async def insert_decision_rows(conn: AsyncConnection, decision: dict[str, Any], 
     what storage.sql builds for the separate inserts, through the same bind processors."""
     dialect = conn.dialect
     assert dialect.name == "postgresql"
-    groups: list[Group] = [(_insert(decisions, decision, dialect), [decision], ""),
-                           (_insert(audit_events, audit, dialect), [audit], "")]
+    groups: list[Group] = [(table_insert(decisions, decision, dialect), [decision], ""),
+                           (table_insert(audit_events, audit, dialect), [audit], "")]
     if items:
-        groups.append((_insert(outbox, items[0], dialect), items, " ON CONFLICT (dedupe_key) DO NOTHING"))
+        groups.append((table_insert(outbox, items[0], dialect), items, " ON CONFLICT (dedupe_key) DO NOTHING"))
     await _one_statement(conn, groups, notify)

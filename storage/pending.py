@@ -28,7 +28,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from storage.decided import _insert, _Insert, _placeholders
+from storage.decided import table_insert, TableInsert, placeholders
 from storage.schema import audit_events, outbox, request_people, requests
 
 _PEOPLE_TAIL = " ON CONFLICT (request_id, user_id, role) DO NOTHING"
@@ -45,9 +45,9 @@ async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: 
     the request's idempotency key is taken. `read` (PostgreSQL only): a select without parameters, the
     statement's final SELECT instead of `SELECT 1`, read in the statement's snapshot; its row is returned."""
     dialect = conn.dialect
-    parts = (_insert(requests, request, dialect), _insert(audit_events, audit, dialect),
-             _insert(outbox, items[0][1], dialect))
-    person = _insert(request_people, people[0], dialect) if people else None
+    parts = (table_insert(requests, request, dialect), table_insert(audit_events, audit, dialect),
+             table_insert(outbox, items[0][1], dialect))
+    person = table_insert(request_people, people[0], dialect) if people else None
     key = (id(dialect), *(id(p) for p in parts), id(person), len(items), len(people), id(read))
     statements = _SQL.get(key)
     if statements is None:
@@ -72,8 +72,8 @@ async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: 
     return None
 
 
-def _statements(dialect: Dialect, parts: tuple[_Insert, _Insert, _Insert], names: tuple[str, ...],
-                person: _Insert | None, items: int, people: int, read: str | None) -> list[str]:
+def _statements(dialect: Dialect, parts: tuple[TableInsert, TableInsert, TableInsert], names: tuple[str, ...],
+                person: TableInsert | None, items: int, people: int, read: str | None) -> list[str]:
     rq, au, ob = parts
     if dialect.name != "postgresql":
         # SQLite names a VALUES list's columns column1, column2...; its last two are the user and the order.
@@ -92,7 +92,7 @@ def _statements(dialect: Dialect, parts: tuple[_Insert, _Insert, _Insert], names
     n = 1
     ctes = []
     for i, part in enumerate((rq, au)):
-        ctes.append(f"w{i} AS (INSERT INTO {part.table} ({part.columns}) VALUES ({_placeholders(n, part.width)}))")
+        ctes.append(f"w{i} AS (INSERT INTO {part.table} ({part.columns}) VALUES ({placeholders(n, part.width)}))")
         n += part.width
     typed_rows = []
     for order in range(items):
@@ -106,7 +106,7 @@ def _statements(dialect: Dialect, parts: tuple[_Insert, _Insert, _Insert], names
     if person is not None:
         values = []
         for _ in range(people):
-            values.append(f"({_placeholders(n, person.width)})")
+            values.append(f"({placeholders(n, person.width)})")
             n += person.width
         ctes.append(f"w3 AS (INSERT INTO {person.table} ({person.columns}) VALUES {', '.join(values)}{_PEOPLE_TAIL})")
     return [f"WITH {', '.join(ctes)} {read or 'SELECT 1'}"]

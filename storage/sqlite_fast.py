@@ -21,13 +21,12 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import Request
-from storage.decided import Processor, _insert, _json_text
+from storage.decided import Processor, table_insert
 from storage.rows import REQUEST_BY_ID, request_from_row
 from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests
 
@@ -68,19 +67,13 @@ class _Read:
 
 
 class _Update:
-    """The guarded write of `update_request` for one set of columns."""
+    """The guarded write of `update_request` for one set of columns (its values go through the same
+    per-column processors as an insert of those columns: `decided.table_insert`)."""
 
     def __init__(self, names: tuple[str, ...], dialect: Dialect) -> None:
         quote = dialect.identifier_preparer
         sets = ", ".join(f"{quote.format_column(requests.c[n])} = ?" for n in ("version", *names))
         self.sql = f"UPDATE {quote.format_table(requests)} SET {sets} WHERE id = ? AND version = ?"
-        self.processors: tuple[Processor, ...] = tuple(
-            _json_text if isinstance(requests.c[n].type, sa.JSON) else requests.c[n].type._cached_bind_processor(dialect)
-            for n in names)
-
-    def params(self, values: dict[str, Any], request_id: str, expected: int) -> list[Any]:
-        processed = [v if p is None else p(v) for v, p in zip(values.values(), self.processors, strict=True)]
-        return [expected + 1, *processed, request_id, expected]
 
 
 _READS: dict[int, _Read] = {}
@@ -106,7 +99,8 @@ async def update_request(conn: AsyncConnection, request_id: str, expected: int, 
     update = _UPDATES.get(key)
     if update is None:
         update = _UPDATES[key] = _Update(tuple(values), conn.dialect)
-    return (await execute(conn, update.sql, update.params(values, request_id, expected))).rowcount == 1
+    params = [expected + 1, *table_insert(requests, values, conn.dialect).values(values), request_id, expected]
+    return (await execute(conn, update.sql, params)).rowcount == 1
 
 
 _HOME_USERS_OF = (f"SELECT user_id FROM {home_users.name} WHERE user_id IN "
@@ -123,11 +117,11 @@ async def record_decision(conn: AsyncConnection, decision: dict[str, Any], audit
     """The decision's row, its audit row and its outbox items (a dedupe_key already taken skipped, as
     `SqlUnit.enqueue` does); returns how many items were stored."""
     for table, row in ((decisions, decision), (audit_events, audit)):
-        insert = _insert(table, row, conn.dialect)
+        insert = table_insert(table, row, conn.dialect)
         await execute(conn, insert.sql(1), insert.values(row))
     if not items:
         return 0
-    insert = _insert(outbox, items[0], conn.dialect)
+    insert = table_insert(outbox, items[0], conn.dialect)
     values = [v for item in items for v in insert.values(item)]
     cursor = await execute(conn, insert.sql(len(items)) + " ON CONFLICT (dedupe_key) DO NOTHING", values)
     return cursor.rowcount
