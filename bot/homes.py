@@ -34,7 +34,8 @@ def home_items(home_user_ids: Iterable[str], key: str, now: datetime) -> list[Ou
 def home_candidates(people: Iterable[str], key: str, now: datetime) -> list[tuple[str, OutboxItem]]:
     """(user id, Home refresh keyed `key`) for each of `people`, in `home_items`' order: the unit keeps
     those of people who have opened App Home (Unit.insert_pending)."""
-    return [(user_id, effects.publish_home(user_id, key, now)) for user_id in sorted(set(user_ids(people)))]
+    ids = sorted(user_ids(people))
+    return list(zip(ids, home_items(ids, key, now), strict=True))
 
 
 async def enqueue_homes(unit: Unit, home_user_ids: Iterable[str], key: str, now: datetime) -> None:
