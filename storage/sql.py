@@ -197,13 +197,7 @@ class SqlUnit(Unit):
         return stored
 
     def _insert_ignore(self, table: sa.Table, values: dict[str, Any], key: str) -> Any:
-        if self._postgres:
-            from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-            return pg_insert(table).values(**values).on_conflict_do_nothing(index_elements=[key])
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        return sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=[key])
+        return self._insert_ignore_keys(table, values, [key])
 
     async def outbox_done(self, item_id: int, now: datetime) -> None:
         await self.conn.execute(q.OUTBOX_DONE, {"b_id": item_id, "b_now": now})
