@@ -20,6 +20,7 @@ from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
 from bot.settings import Settings
 from bot.web import build
+from storage.sql import SqlStore
 
 SIGNING_SECRET = "bench-signing-secret"
 API_TOKEN = "bench-api-token-1"
@@ -99,10 +100,16 @@ class InProcessApp:
         await self.runner.cleanup()
 
 
-async def start_app(db_url: str, slack: SlackEmulator) -> InProcessApp:
+def settings_for(db_url: str, slack: SlackEmulator) -> Settings:
+    """The in-process app's settings: the fake Slack, the bench's tokens and secrets, `db_url`."""
     env = {"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": slack.url,
            "DATABASE_URL": db_url, "SIGNOFF_API_TOKENS": API_TOKEN, "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET}
-    signoff = await build(Settings.from_env(env, dotenv=None))
+    return Settings.from_env(env, dotenv=None)
+
+
+async def start_app(db_url: str, slack: SlackEmulator, *, store: SqlStore | None = None) -> InProcessApp:
+    """Signoff on loopback in this process; `store`: one the caller opened (to watch its engines)."""
+    signoff = await build(settings_for(db_url, slack), store=store)
     runner = web.AppRunner(signoff.web_app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -26,17 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from aiohttp import web
 from sqlalchemy import event
 from sqlalchemy.engine.base import OptionEngine
 
-from bench.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET, approval_body
+from bench.harness import API_TOKEN, approval_body, settings_for, start_app
 from bench.procs import scratch_database
 from bot.domain.model import Action, Risk
 from bot.sandbox import SlackEmulator
 from bot.service import ApprovalSpec
-from bot.settings import Settings
-from bot.web import build
+from bot.web import SIGNOFF, build
 from storage.sql import SqlStore
 
 
@@ -44,15 +42,9 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     slack = SlackEmulator()
     await slack.start()
     slack.add_channel("C1", "approvals")
-    env = {"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": SIGNING_SECRET,
-           "SLACK_API_URL": slack.url, "DATABASE_URL": db_url, "SIGNOFF_API_TOKENS": API_TOKEN,
-           "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET}
     store = await SqlStore.open(db_url)
-    signoff = await build(Settings.from_env(env, dotenv=None), store=store)
-    runner = web.AppRunner(signoff.web_app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    app = await start_app(db_url, slack, store=store)
+    signoff, url = app.runner.app[SIGNOFF], app.url
     seen: list[str] | None = None
 
     def add(statement: str) -> None:
@@ -119,7 +111,7 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     finally:
         for target, name, fn in hooks:
             event.remove(target, name, fn)
-        await runner.cleanup()
+        await app.stop()
         await store.close()
         await slack.stop()
     return counts
@@ -129,9 +121,7 @@ async def submit_cpu(db_url: str, n: int) -> list[float]:
     """ms of this process's CPU per `Service.submit` of a pending request, for each of 3 rounds of `n`."""
     slack = SlackEmulator()
     await slack.start()
-    env = {"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": slack.url,
-           "DATABASE_URL": db_url, "SIGNOFF_API_TOKENS": API_TOKEN, "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET}
-    signoff = await build(Settings.from_env(env, dotenv=None))  # not started: no outbox beside the submits
+    signoff = await build(settings_for(db_url, slack))  # not started: no outbox beside the submits
     spec = ApprovalSpec(action=Action("send_email", {"to": "customer@example.com", "subject": "Your refund"}),
                         summary="Send the refund email", risk=Risk.HIGH, channel="C1", approvers=("U1", "U2"),
                         requested_by="support-agent")
