@@ -98,7 +98,11 @@ async def test_a_lone_decision_and_a_small_group_commit_at_once(store: SqlStore,
     service = Service(store)
     ids = await pending(service, together)
     waiting = [asyncio.create_task(service.wait(i, 30)) for i in ids]
-    await asyncio.sleep(0)  # registered
+    for _ in range(1000):  # until each wait registered and read its request pending (turns of the loop, no time)
+        if set(service.waiters.waited_ids()) == set(ids) and all(not t.done() for t in waiting):
+            break
+        await asyncio.sleep(0)
+    assert set(service.waiters.waited_ids()) == set(ids)
     await asyncio.gather(*(service.decide(i, Outcome.APPROVED, via=Via.API) for i in ids))
     # Woken by the commit itself: each waiter has its decided request, no poll involved.
     woken = await asyncio.wait_for(asyncio.gather(*waiting), 10)
