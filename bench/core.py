@@ -212,7 +212,7 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> En
                 if phase.early or phase.not_approved:
                     result.notes.append(f"{engine}: {phase.early} long-polls returned before their click, "
                                         f"{phase.not_approved} not approved")
-            counts = await slack.counts()
+            counts = await slack.counts(full=True)
             say(f"{engine}: Web API calls the fake answered: " + ", ".join(
                 f"{method} {count}" for method, count in sorted(counts.items()) if method not in ("total", "not_ok")))
             if counts.get("chat.postEphemeral") or counts.get("not_ok"):

@@ -14,7 +14,10 @@ class ChatMethods(Workspace):
         """Validate text/blocks/attachments/metadata; returns only the keys present."""
         content: dict[str, Any] = {}
         if "blocks" in args:
-            content["blocks"] = validate_blocks(args["blocks"], limit=MAX_MESSAGE_BLOCKS)
+            self._block_checks += 1
+            every = self.block_check_every
+            whole = every <= 1 or self._block_checks <= every or self._block_checks % every == 0
+            content["blocks"] = validate_blocks(args["blocks"], limit=MAX_MESSAGE_BLOCKS, each_block=whole)
         if "attachments" in args:
             if not isinstance(args["attachments"], list):
                 raise ApiError("invalid_attachments")

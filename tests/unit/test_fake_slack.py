@@ -121,6 +121,16 @@ async def test_threads_permalinks_and_pagination(fake: SlackEmulator, client: As
     assert link["permalink"].startswith(f"https://fake-slack.test/archives/C1/p{reply.replace('.', '')}?thread_ts={parent}")
     assert [m.text for m in fake.channel_messages("C1", thread_ts=parent)] == ["reply"]
 
+    # The index by thread follows updates and deletes.
+    await client.chat_update(channel="C1", ts=reply, text="edited reply")
+    second_reply = (await client.chat_postMessage(channel="C1", text="again", thread_ts=parent))["ts"]
+    assert [m.text for m in fake.channel_messages("C1", thread_ts=parent)] == ["edited reply", "again"]
+    await client.chat_delete(channel="C1", ts=reply)
+    replies = await client.conversations_replies(channel="C1", ts=parent)
+    assert [m["text"] for m in replies["messages"]] == ["parent", "again"]
+    assert replies["messages"][0]["reply_count"] == 1 and replies["messages"][0]["latest_reply"] == second_reply
+    assert [m.text for m in fake.channel_messages("C1")] == ["parent", "later"]
+
 
 async def test_dm_ephemeral_and_form_encoded_calls(fake: SlackEmulator, client: AsyncWebClient) -> None:
     dm = await client.chat_postMessage(channel="U1", text="hi")
@@ -137,6 +147,24 @@ async def test_dm_ephemeral_and_form_encoded_calls(fake: SlackEmulator, client: 
     )
     (msg,) = fake.channel_messages("C2")
     assert msg.blocks == [section("form")] and fake.calls[-1].token == "xoxb-test"
+
+
+async def test_block_check_every_n_parses_only_the_first_n_and_every_nth(fake: SlackEmulator,
+                                                                          client: AsyncWebClient) -> None:
+    """The benchmarks' knob: with N=3, calls 1-3 and 6 parse every block; calls 4 and 5 only count them."""
+    fake.block_check_every = 3
+    bad = [section("ok"), button("y" * 80)]
+    outcomes = []
+    for _ in range(6):
+        try:
+            await client.chat_postMessage(channel="C1", text="x", blocks=bad)
+            outcomes.append("posted")
+        except SlackApiError as err:
+            outcomes.append(err.response["error"])
+    assert outcomes == ["invalid_blocks"] * 3 + ["posted"] * 2 + ["invalid_blocks"]
+    with pytest.raises(SlackApiError) as err:  # the array itself is always checked
+        await client.chat_postMessage(channel="C1", text="x", blocks=[section(str(i)) for i in range(51)])
+    assert err.value.response["error"] == "invalid_blocks"
 
 
 async def test_invalid_blocks_are_rejected(fake: SlackEmulator, client: AsyncWebClient) -> None:
