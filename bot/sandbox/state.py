@@ -121,7 +121,7 @@ class MessageStore(dict[tuple[str, str], Message]):
         if group is not None:
             group.pop(key[1], None)
 
-    def pop(self, *args: Any) -> Any:  # type: ignore[override]
+    def pop(self, *args: Any) -> Any:
         raise NotImplementedError("del messages[key] keeps the index")
 
     def clear(self) -> None:
