@@ -114,7 +114,8 @@ class SharedUnits:
         return held.value  # type: ignore[return-value]  # set by the write that committed
 
     async def _write(self, changes: Sequence[_Change[Any]]) -> None:
-        async with self.store.unit() as unit:
+        # A group of one: a change whose only statement is its last needs no BEGIN and COMMIT.
+        async with (self.store.lone_unit() if len(changes) == 1 else self.store.unit()) as unit:
             for held in changes:
                 held.value = await held.change(unit)
 

@@ -408,12 +408,15 @@ class Service:
             if decision.items:
                 data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
             audit = AuditEvent(request.id, "decided", now, actor.id if actor else None, data)
-            # The guarded write, the App Home read and the decision's rows: one statement on PostgreSQL.
+            reaches_quorum = request.quorum > 1 and len(votes) > len(request.votes)
+            # The guarded write, the App Home read and the decision's rows: one statement on PostgreSQL,
+            # and a lone decision's whole unit when nothing follows it (no vote to store, no `also`).
             if not await unit.decide_request(decided, request.version, audit, self._decision_effects(decided, now),
                                              home=partial(effects.publish_home, key=f"{request.id}:decided", now=now),
-                                             decider=actor.id if actor else None):
+                                             decider=actor.id if actor else None,
+                                             final=not reaches_quorum and also is None):
                 raise LostRace(request.id)
-            if request.quorum > 1 and len(votes) > len(request.votes):  # the vote that reached the quorum
+            if reaches_quorum:  # the vote that reached the quorum
                 if not await unit.insert_vote(request.id, votes[-1]):
                     raise _AlreadyVoted
             if also is not None:

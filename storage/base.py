@@ -202,11 +202,13 @@ class Unit(abc.ABC):
 
     async def decide_request(self, decided: Request, expected_version: int, audit: AuditEvent,
                              items: Sequence[OutboxItem], *, home: Callable[[str], OutboxItem],
-                             decider: str | None = None) -> bool:
+                             decider: str | None = None, final: bool = False) -> bool:
         """A decision's whole write: the version-guarded write of `decided` (its `decision` set) over
         `expected_version` and, only if that matched, what `record_decision` writes with `items`
         followed by `home(user)` for each App Home user among the request's people and `decider`
         (in sorted order). True if written; False if another writer got there first: nothing written.
+        `final`: the caller writes nothing more in this change (in a lone unit, a one-statement write
+        may then be the whole unit: storage/lone_unit.py).
 
         Works in any unit, several times per unit. The SQL store does it in ONE statement on
         PostgreSQL (storage/decide_sql.py); this default is the sequence of the separate calls.
@@ -388,6 +390,12 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def unit(self) -> AbstractAsyncContextManager[Unit]: ...
+
+    def lone_unit(self) -> AbstractAsyncContextManager[Unit]:
+        """A unit for ONE change (group commit's group of one). A store may run a change's only
+        statement, if the change declares it its last (`decide_request(final=True)`), as a
+        transaction of its own (storage/lone_unit.py); by default, `unit()`."""
+        return self.unit()
 
     @abc.abstractmethod
     async def get_request(self, request_id: str) -> Request | None: ...

@@ -32,6 +32,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from storage.decided import table_insert, json_text
+from storage.lone_unit import Deferred
 from storage.schema import UTCDateTime, audit_events, decisions, home_users, outbox, request_people, requests
 
 HOME_SENTINEL = "\x00user\x00"  # a user id no Slack user has (PostgreSQL text cannot even hold it)
@@ -85,11 +86,13 @@ def home_forms(home: dict[str, Any], dialect: Dialect) -> tuple[Form, ...] | Non
 
 async def decide_in_one(conn: AsyncConnection, request_id: str, expected_version: int, update: dict[str, Any],
                         decision: dict[str, Any], audit: dict[str, Any], items: Sequence[dict[str, Any]],
-                        home: dict[str, Any], decider: str | None, channel: str) -> tuple[bool, int] | None:
+                        home: dict[str, Any], decider: str | None, channel: str, *,
+                        final: bool = False) -> tuple[bool, int] | None:
     """The guarded write of `update` (mutable request columns) over `expected_version` and, only if it
     matched, the decision row, the audit row, `items` and a `home` row per App Home user of the request
     (or `decider`), and the NOTIFY on `channel`: one statement. Returns (matched, outbox rows stored),
-    or None, having sent nothing, when the home row cannot be built in SQL (see `home_forms`)."""
+    or None, having sent nothing, when the home row cannot be built in SQL (see `home_forms`).
+    `final`: nothing follows it in its unit; in a lone unit it then runs as the `sole` statement."""
     dialect = conn.dialect
     assert dialect.name == "postgresql"
     forms = home_forms(home, dialect)
@@ -109,7 +112,10 @@ async def decide_in_one(conn: AsyncConnection, request_id: str, expected_version
     statement = _SQL.get(key)
     if statement is None:
         statement = _SQL[key] = _statement(key, forms)
-    row: Any = (await conn.exec_driver_sql(statement, tuple(params))).one()
+    if final and isinstance(conn, Deferred):
+        row: Any = await conn.sole(statement, params)
+    else:
+        row = (await conn.exec_driver_sql(statement, tuple(params))).one()
     return bool(row[0]), int(row[1])
 
 

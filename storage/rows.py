@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
 
 from bot.domain.model import (
     Action,
@@ -32,6 +33,42 @@ REQUEST_COLUMNS = [*requests.c, *[c.label(f"d_{c.name}") for c in decisions.c]]
 SELECT_REQUEST = sa.select(*REQUEST_COLUMNS).select_from(REQUEST_JOIN)
 # Built once: the hottest read (every click and card update) need not rebuild and re-key its statement.
 REQUEST_BY_ID = SELECT_REQUEST.where(requests.c.id == sa.bindparam("request_id"))
+
+
+class _Mapped:
+    """What request_from_row reads of a row: its `_mapping`."""
+
+    __slots__ = ("_mapping",)
+
+    def __init__(self, mapping: dict[str, Any]) -> None:
+        self._mapping = mapping
+
+
+class RequestRead:
+    """REQUEST_BY_ID for one dialect as driver SQL: its text, and a Request from the driver's row
+    through each column's own result processor (the engine's JSON deserializer included), so it
+    equals what SQLAlchemy maps (tests/storage/test_sqlite_fast.py)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        columns = list(REQUEST_BY_ID.selected_columns)
+        self.sql = str(REQUEST_BY_ID.compile(dialect=dialect))
+        self.names = tuple(c.name for c in columns)
+        self.processors: tuple[Any, ...] = tuple(c.type._cached_result_processor(dialect, None) for c in columns)
+
+    def request(self, row: Any) -> Request:
+        values = {n: v if p is None or v is None else p(v)
+                  for n, v, p in zip(self.names, row, self.processors, strict=True)}
+        return request_from_row(_Mapped(values))
+
+
+_READS: dict[int, RequestRead] = {}
+
+
+def request_read(dialect: Dialect) -> RequestRead:
+    found = _READS.get(id(dialect))
+    if found is None:
+        found = _READS[id(dialect)] = RequestRead(dialect)
+    return found
 
 
 def request_from_row(row: Any) -> Request:

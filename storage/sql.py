@@ -13,6 +13,7 @@ Dialect differences stay in small private helpers:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -63,7 +64,8 @@ from storage.decide_sql import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
 from storage.pending import insert_pending
 from storage.json_codec import loads
-from storage import sqlite_fast
+from storage import pg_fast, sqlite_fast
+from storage.lone_unit import lone_unit
 from storage.sqlite_inline import busy
 from storage import sql_statements as q
 from storage.sql_statements import NOTIFY_CHANNEL, due_requests_statement
@@ -174,7 +176,7 @@ class SqlUnit(Unit):
 
     async def decide_request(self, decided: Request, expected_version: int, audit: AuditEvent,
                              items: Sequence[OutboxItem], *, home: Callable[[str], OutboxItem],
-                             decider: str | None = None) -> bool:
+                             decider: str | None = None, final: bool = False) -> bool:
         if self._postgres:
             assert decided.decision is not None
             # The guarded UPDATE, the App Home read and every insert in one statement: the read and the
@@ -182,7 +184,7 @@ class SqlUnit(Unit):
             done = await decide_in_one(
                 self.conn, decided.id, expected_version, mutable_columns(decided),
                 decision_values(decided.id, decided.decision), audit_values(audit), [outbox_values(i) for i in items],
-                outbox_values(home(HOME_SENTINEL)), decider, NOTIFY_CHANNEL)
+                outbox_values(home(HOME_SENTINEL)), decider, NOTIFY_CHANNEL, final=final)
             if done is not None:
                 matched, stored = done
                 self.enqueued += stored  # wakes the dispatcher on commit
@@ -362,18 +364,20 @@ class SqlStore(Store):
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
         return self.unit_of(SqlUnit)
 
+    def lone_unit(self) -> AbstractAsyncContextManager[SqlUnit]:
+        return lone_unit(self) if self._write_lock is None else self.unit()
+
     @asynccontextmanager
     async def unit_of(self, make: Callable[[AsyncConnection], U]) -> AsyncIterator[U]:
         """A unit of the class `make` builds (the run store's units extend the request store's)."""
-        if self._write_lock is None:
-            async with self.write_engine.begin() as conn:
+        # The hooks run once the transaction committed and before the connection goes back to the pool:
+        # that takes awaits, in which (PostgreSQL) this process's own NOTIFY would wake the unit's waiters
+        # first, without the request it hands them, and each would read it back.
+        async with self._write_lock or contextlib.nullcontext(), self.write_engine.connect() as conn:
+            async with conn.begin():
                 unit = make(conn)
                 yield unit
-        else:
-            async with self._write_lock, self.write_engine.begin() as conn:
-                unit = make(conn)
-                yield unit
-        self._finish_unit(unit)  # reached only once the transaction has committed
+            self._finish_unit(unit)
 
     async def foreign_data_version(self) -> int:
         """SQLite: `PRAGMA data_version` on this process's writer connection. It changes only when
@@ -394,6 +398,8 @@ class SqlStore(Store):
                 if not busy(exc):
                     raise
         async with self.engine.connect() as conn:
+            if self.dialect == "postgresql":
+                return await pg_fast.get_request(conn, request_id)
             return await SqlUnit(conn).get_request(request_id)
 
     async def list_requests(

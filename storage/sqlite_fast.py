@@ -26,8 +26,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import Request
-from storage.decided import Processor, table_insert
-from storage.rows import REQUEST_BY_ID, request_from_row
+from storage.decided import table_insert
+from storage.rows import request_read
 from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests
 
 
@@ -41,31 +41,6 @@ async def execute(conn: AsyncConnection, sql: str, params: Sequence[Any]) -> sql
     return cursor
 
 
-class _Mapped:
-    """What request_from_row reads of a row: its `_mapping`."""
-
-    __slots__ = ("_mapping",)
-
-    def __init__(self, mapping: dict[str, Any]) -> None:
-        self._mapping = mapping
-
-
-class _Read:
-    """REQUEST_BY_ID for one dialect: its SQL, column names and result processors."""
-
-    def __init__(self, dialect: Dialect) -> None:
-        columns = list(REQUEST_BY_ID.selected_columns)
-        self.sql = str(REQUEST_BY_ID.compile(dialect=dialect))
-        self.names = tuple(c.name for c in columns)
-        self.processors: tuple[Processor, ...] = tuple(c.type._cached_result_processor(dialect, None)
-                                                       for c in columns)
-
-    def request(self, row: tuple[Any, ...]) -> Request:
-        values = {n: v if p is None or v is None else p(v)
-                  for n, v, p in zip(self.names, row, self.processors, strict=True)}
-        return request_from_row(_Mapped(values))
-
-
 class _Update:
     """The guarded write of `update_request` for one set of columns (its values go through the same
     per-column processors as an insert of those columns: `decided.table_insert`)."""
@@ -76,19 +51,11 @@ class _Update:
         self.sql = f"UPDATE {quote.format_table(requests)} SET {sets} WHERE id = ? AND version = ?"
 
 
-_READS: dict[int, _Read] = {}
 _UPDATES: dict[tuple[int, tuple[str, ...]], _Update] = {}
 
 
-def _read(dialect: Dialect) -> _Read:
-    found = _READS.get(id(dialect))
-    if found is None:
-        found = _READS[id(dialect)] = _Read(dialect)
-    return found
-
-
 async def get_request(conn: AsyncConnection, request_id: str) -> Request | None:
-    read = _read(conn.dialect)
+    read = request_read(conn.dialect)
     rows = (await execute(conn, read.sql, (request_id,))).fetchall()  # to the end: the statement resets
     return read.request(rows[0]) if rows else None
 
@@ -140,7 +107,7 @@ class Reader:
 
     def __init__(self, filename: str, dialect: Dialect) -> None:
         self._filename = filename
-        self._read = _Read(dialect)
+        self._read = request_read(dialect)
         self._conn: sqlite3.Connection | None = None
 
     def get_request(self, request_id: str) -> Request | None:

@@ -1,0 +1,122 @@
+"""A unit that holds one change (storage/lone_unit.py, `Store.lone_unit()`), on the real store of both
+engines. On PostgreSQL a lone decision is one statement and its own transaction: nothing for the
+store to begin or commit, yet what it writes, who is woken and what runs after the commit are those
+of a unit. A lone unit of several statements is one transaction, rolled back as a whole when its
+change raises; a statement after the one the change declared its last is refused before it is sent.
+On SQLite the lone unit is the ordinary unit (one writer, BEGIN IMMEDIATE): the same outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from functools import partial
+
+import pytest
+from sqlalchemy import event
+
+from bot import effects
+from bot.domain.model import Action, Actor, AuditEvent, Decision, Outcome, Risk, Status, Via
+from bot.service import ApprovalSpec, Service
+from storage.sql import SqlStore
+
+
+def spec(n: int, *, quorum: int = 1) -> ApprovalSpec:
+    return ApprovalSpec(action=Action("deploy", {"n": n}), summary=f"deploy {n}", risk=Risk.HIGH, channel="C1",
+                        approvers=("U1", "U2"), quorum=quorum)
+
+
+def count_commits(store: SqlStore) -> list[int]:
+    """COMMITs the store's transactions sent (SQLAlchemy's commit event on the writer engine)."""
+    commits: list[int] = []
+    event.listen(store.write_engine.sync_engine, "commit", lambda _conn: commits.append(1))
+    return commits
+
+
+async def test_a_lone_decision_is_one_statement_with_the_effects_of_a_unit(store: SqlStore) -> None:
+    service = Service(store)
+    request, _ = await service.submit(spec(1))
+    decided: list[str] = []
+    service.on_decided(lambda r: decided.append(r.id))
+    waiting = asyncio.create_task(service.wait(request.id, 30))
+    await asyncio.sleep(0.05)  # the long-poll is registered
+    commits = count_commits(store)
+    result = await service.decide(request.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor("U1", "ann"))
+    assert result.won
+    # PostgreSQL: no transaction of the store's (the statement committed by itself); SQLite: its unit.
+    assert len(commits) == (0 if store.dialect == "postgresql" else 1)
+    woken = await asyncio.wait_for(waiting, 5)  # woken by the commit, handed the decided request
+    assert woken.status.value == "approved" and woken == await store.get_request(request.id)
+    assert decided == [request.id]  # the after-commit hooks ran
+    assert [e.type for e in await store.audit_events(request.id)].count("decided") == 1
+    assert [i.dedupe_key for i in await store.outbox_items(request.id)
+            if i.dedupe_key.endswith(":decided")], "the card update was enqueued"
+
+
+async def test_a_lone_decision_that_lost_its_guard_writes_nothing_and_is_decided_again(store: SqlStore) -> None:
+    service = Service(store)
+    request, _ = await service.submit(spec(2))
+    stale = await service.get(request.id)
+    async with store.unit() as unit:  # someone else writes first: the version moves
+        assert await unit.update_request(stale.evolve(card_ts="1700000000.000001"), expected_version=stale.version)
+    result = await service.decide(request.id, Outcome.REJECTED, via=Via.API, comment="no", read=stale)
+    assert result.won and result.request.version == stale.version + 2
+    stored = await store.get_request(request.id)
+    assert stored is not None and stored.card_ts == "1700000000.000001" and stored.status.value == "rejected"
+    assert [e.type for e in await store.audit_events(request.id)].count("decided") == 1
+
+
+async def test_the_vote_that_reaches_a_quorum_writes_its_vote_in_the_same_transaction(store: SqlStore) -> None:
+    service = Service(store)
+    request, _ = await service.submit(spec(3, quorum=2))
+    first = await service.decide(request.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor("U1", "ann"))
+    assert first.counted
+    commits = count_commits(store)
+    second = await service.decide(request.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor("U2", "bob"))
+    assert second.won and len(commits) == 1  # the decision and the vote: one transaction on both engines
+    stored = await store.get_request(request.id)
+    assert stored is not None and stored.status.value == "approved"
+    assert [v.voter.id for v in stored.votes] == ["U1", "U2"]
+
+
+async def test_a_lone_unit_of_several_statements_is_one_transaction(store: SqlStore) -> None:
+    service = Service(store)
+    request, _ = await service.submit(spec(4))
+    now = datetime.now(UTC)
+    with pytest.raises(RuntimeError, match="after the first write"):
+        async with store.lone_unit() as unit:
+            await unit.append_audit(AuditEvent(request.id, "one", now))
+            await unit.append_audit(AuditEvent(request.id, "two", now))
+            raise RuntimeError("the change failed after the first write")
+    assert [e.type for e in await store.audit_events(request.id)] == ["created"]  # both rolled back
+    commits = count_commits(store)
+    async with store.lone_unit() as unit:
+        await unit.append_audit(AuditEvent(request.id, "one", now))
+        await unit.append_audit(AuditEvent(request.id, "two", now))
+    assert len(commits) == 1
+    assert [e.type for e in await store.audit_events(request.id)] == ["created", "one", "two"]
+
+
+async def test_nothing_follows_the_statement_a_change_declared_its_last(store: SqlStore) -> None:
+    service = Service(store)
+    request, _ = await service.submit(spec(5))
+    now = datetime.now(UTC)
+    read = await service.get(request.id)
+    decision = Decision(outcome=Outcome.APPROVED, params=read.action.params, changes=(), comment=None,
+                        decided_by=None, decided_at=now, via=Via.API, votes=(), params_sha256="0" * 64, items=())
+    decided = read.evolve(status=Status.APPROVED, decision=decision)
+    audit = AuditEvent(request.id, "decided", now)
+
+    home = partial(effects.publish_home, key=f"{request.id}:decided", now=now)
+
+    if store.dialect == "postgresql":
+        with pytest.raises(RuntimeError, match="after the unit's sole statement"):
+            async with store.lone_unit() as unit:
+                assert await unit.decide_request(decided, read.version, audit, [], home=home, final=True)
+                await unit.append_audit(AuditEvent(request.id, "after", now))
+        types = [e.type for e in await store.audit_events(request.id)]
+        assert types == ["created", "decided"]  # the sole statement committed by itself; "after" never sent
+    else:  # SQLite's lone unit is a unit: both statements commit together
+        async with store.lone_unit() as unit:
+            assert await unit.decide_request(decided, read.version, audit, [], home=home, final=True)
+            await unit.append_audit(AuditEvent(request.id, "after", now))
+        assert [e.type for e in await store.audit_events(request.id)] == ["created", "decided", "after"]
