@@ -18,15 +18,16 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, TypeVar, cast
 
 from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction
 
-if TYPE_CHECKING:
-    from storage.sql import SqlStore, SqlUnit
+from storage.base import Unit
+
+U = TypeVar("U", bound=Unit)
 
 
 class Deferred:
@@ -77,15 +78,15 @@ class Deferred:
 
 
 @asynccontextmanager
-async def lone_unit(store: SqlStore) -> AsyncIterator[SqlUnit]:
-    """PostgreSQL's lone unit (see the module's note); `store.unit()` elsewhere."""
-    from storage.sql import SqlUnit
-
+async def lone_unit(begin: AsyncEngine, autocommit: AsyncEngine, make: Callable[[AsyncConnection], U],
+                    finish: Callable[[Unit], None]) -> AsyncIterator[U]:
+    """PostgreSQL's lone unit (see the module's note): `make(connection)` on a Deferred connection whose
+    transactions are `begin`'s and whose sole statement runs on `autocommit`; `finish(unit)` once committed."""
     async with AsyncExitStack() as stack:
-        deferred = Deferred(store.write_engine, store.engine, stack)
-        unit = SqlUnit(cast(AsyncConnection, deferred))
+        deferred = Deferred(begin, autocommit, stack)
+        unit = make(cast(AsyncConnection, deferred))
         yield unit
         await deferred.commit()
         # Committed: wake the waiters now, before the connection goes back to the pool (awaits in which
         # this process's own NOTIFY could wake them first, without the decided request: a read each).
-        store._finish_unit(unit)
+        finish(unit)

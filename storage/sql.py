@@ -365,7 +365,9 @@ class SqlStore(Store):
         return self.unit_of(SqlUnit)
 
     def lone_unit(self) -> AbstractAsyncContextManager[SqlUnit]:
-        return lone_unit(self) if self._write_lock is None else self.unit()
+        if self._write_lock is not None:  # SQLite: one writer, BEGIN IMMEDIATE
+            return self.unit()
+        return lone_unit(self.write_engine, self.engine, SqlUnit, self._finish_unit)
 
     @asynccontextmanager
     async def unit_of(self, make: Callable[[AsyncConnection], U]) -> AsyncIterator[U]:
