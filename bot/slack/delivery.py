@@ -69,7 +69,11 @@ class SlackCall:
                     return None, Retry(wait, f"{method}: paced for channel {channel}", waiting=True)
                 await asyncio.sleep(wait)
         try:
-            response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
+            try:
+                response = await getattr(self.client, method.replace(".", "_"))(**kwargs)
+            finally:
+                if isinstance(channel, str) and method in PACED_METHODS and self.pace is not None:
+                    self.pace.sent(channel)
             self.health.ok()
             return dict(response.data), None
         except SlackApiError as exc:

@@ -22,6 +22,7 @@ from bot.clock import Clock
 
 DEFAULT_INTERVAL_SECONDS = 1.0  # SIGNOFF_SLACK_CHANNEL_PACE_SECONDS
 INLINE_WAIT_SECONDS = 0.25
+FLIGHT = timedelta(seconds=30)  # longer than a Slack call may take (its timeout)
 PACED_METHODS = frozenset({"chat.postMessage"})
 
 
@@ -41,10 +42,16 @@ class ChannelPace:
         self.interval = timedelta(seconds=interval)
         self.shared = shared
         self._next: dict[str, datetime] = {}
+        # channel -> when its post in flight took its slot: the next waits for its answer (`sent`), at most
+        # FLIGHT_SECONDS (a call that never reports back does not hold its channel for longer).
+        self._flying: dict[str, datetime] = {}
 
     async def wait_for(self, channel: str) -> float:
         """0 and the slot taken if `channel` may be posted to now; else the seconds until its slot."""
         now = self.clock.now()
+        flying = self._flying.get(channel)
+        if flying is not None and now - flying < FLIGHT:
+            return max(self.interval.total_seconds() / 2, 0.001)  # asked again once the answer is likely in
         free = self._next.get(channel)
         if free is not None and free > now:
             return (free - now).total_seconds()
@@ -61,9 +68,21 @@ class ChannelPace:
             if known is not None and known > now:  # one of our own deliveries posted meanwhile
                 return (known - now).total_seconds()
         self._next[channel] = now + self.interval
+        if self.interval > timedelta(0):
+            self._flying[channel] = now
         if len(self._next) > 10_000:  # forget channels whose slots have passed
             self._next = {c: t for c, t in self._next.items() if t > now}
         return 0.0
+
+    def sent(self, channel: str) -> None:
+        """A paced post to `channel` has just been answered (or failed). Its slot was taken before it was
+        sent, and a post held up on the way (a busy event loop) may arrive late, next to the following
+        one: so the following one waits for this answer, and then at least half an interval (on time,
+        the answer comes well before the next slot anyway)."""
+        self._flying.pop(channel, None)
+        after = self.clock.now() + self.interval / 2
+        if after > self._next.get(channel, after - self.interval):
+            self._next[channel] = after
 
     async def rate_limited(self, channel: str, retry_after: float) -> None:
         """Slack said 429 for `channel`: nothing goes there before Retry-After (from any replica)."""

@@ -16,7 +16,10 @@ BURST = 100
 
 @pytest_asyncio.fixture
 async def paced(db_url: str, slack: FakeSlack) -> AsyncIterator[App]:
-    # Slack's limit and our pace, scaled down (Slack 20x, our pace ~8x: a margin for the network), so that the burst takes seconds, not minutes.
+    # Slack's limit and our pace, scaled down (Slack 20x, our pace ~8x: a margin for the network), so that the burst
+    # takes seconds, not minutes. The first cards go out while the 100 submits load the one event loop this shares
+    # with the fake: a post may reach it 0.2 s after taking its slot, next to the following one; the pace then
+    # keeps half an interval (0.06 s, more than Slack's 0.05) after each answer (ChannelPace.sent).
     slack.pace(0.05)
     running = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0.12")
     try:
@@ -84,3 +87,27 @@ async def test_two_replicas_share_one_channels_pace(db_url: str, slack: FakeSlac
     finally:
         for app in replicas:
             await app.stop()
+
+
+async def test_a_channels_next_post_waits_for_the_answer_of_the_one_in_flight() -> None:
+    """A post that took its slot but is still on its way (a busy loop) holds its channel until it is
+    answered, and the next one goes at least half an interval after that answer."""
+    from bot.slack.pace import FLIGHT, ChannelPace
+    from tests.fakes.clock import FakeClock
+
+    clock = FakeClock()
+    pace = ChannelPace(clock, interval=1.0)
+    assert await pace.wait_for("C1") == 0  # slot taken, post in flight
+    clock.advance(seconds=1.5)  # past its slot, but no answer yet: held
+    assert await pace.wait_for("C1") == 0.5 and await pace.wait_for("C2") == 0  # other channels go on
+    pace.sent("C1")  # answered 1.5 s after its slot
+    assert await pace.wait_for("C1") == 0.5  # half an interval after the answer
+    clock.advance(seconds=0.5)
+    assert await pace.wait_for("C1") == 0
+    pace.sent("C1")
+    clock.advance(seconds=0.2)  # answered on time: the full interval from its slot still counts
+    assert await pace.wait_for("C1") == 0.8
+    clock.advance(seconds=0.8)
+    assert await pace.wait_for("C1") == 0
+    clock.advance(seconds=FLIGHT.total_seconds())  # a call that never reported back holds its channel no longer
+    assert await pace.wait_for("C1") == 0
