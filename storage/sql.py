@@ -376,6 +376,9 @@ class SqlStore(Store):
     async def unit_of(self, make: Callable[[AsyncConnection], U]) -> AsyncIterator[U]:
         """A unit of the class `make` builds (the run store's units extend the request store's)."""
         if self._write_lock is not None:  # SQLite
+            # SQLite's statements run on the loop (sqlite_inline) and the held connection needs no checkout:
+            # without this turn of the loop a task writing unit after unit would never let another task run.
+            await asyncio.sleep(0)
             async with self._write_lock:
                 conn = await self._held_writer()
                 async with conn.begin():

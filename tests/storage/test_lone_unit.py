@@ -120,3 +120,28 @@ async def test_nothing_follows_the_statement_a_change_declared_its_last(store: S
             assert await unit.decide_request(decided, read.version, audit, [], home=home, final=True)
             await unit.append_audit(AuditEvent(request.id, "after", now))
         assert [e.type for e in await store.audit_events(request.id)] == ["created", "decided", "after"]
+
+
+async def test_a_task_writing_unit_after_unit_lets_other_tasks_run(store: SqlStore) -> None:
+    """SQLite's units run on the loop with a held connection: each still yields to the loop once, or a
+    writer in a loop would starve every other task (found by bench.all's raw tx/s, which never stopped)."""
+    service = Service(store)
+    request, _ = await service.submit(spec(6))
+    now = datetime.now(UTC)
+    other_ran_at: list[int] = []
+    written = 0
+
+    async def writer() -> None:
+        nonlocal written
+        for _ in range(200):
+            async with store.unit() as unit:
+                await unit.append_audit(AuditEvent(request.id, "loop", now))
+            written += 1
+
+    async def other() -> None:
+        other_ran_at.append(written)
+
+    task = asyncio.create_task(writer())
+    await asyncio.sleep(0)  # the writer starts
+    await asyncio.gather(other(), task)
+    assert other_ran_at and other_ran_at[0] < 200, other_ran_at
