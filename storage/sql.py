@@ -337,9 +337,6 @@ class SqlStore(Store):
         self._reader = reader  # SQLite: request reads without a pool checkout
         # SQLite: one writer per file; queue our own writers here rather than in SQLite's busy handler.
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
-        # SQLite: the writer connection, held between units (behind the write lock) rather than checked out
-        # of the pool and back for each: that cost about as much as the unit's BEGIN, statement and COMMIT.
-        self._writer: AsyncConnection | None = None
 
     @classmethod
     async def open(cls, database_url: str, *, pool_size: int = 20) -> SqlStore:
@@ -375,35 +372,14 @@ class SqlStore(Store):
     @asynccontextmanager
     async def unit_of(self, make: Callable[[AsyncConnection], U]) -> AsyncIterator[U]:
         """A unit of the class `make` builds (the run store's units extend the request store's)."""
-        if self._write_lock is not None:  # SQLite
-            # SQLite's statements run on the loop (sqlite_inline) and the held connection needs no checkout:
-            # without this turn of the loop a task writing unit after unit would never let another task run.
-            await asyncio.sleep(0)
-            async with self._write_lock:
-                conn = await self._held_writer()
-                async with conn.begin():
-                    unit = make(conn)
-                    yield unit
-                self._finish_unit(unit)
-            return
         # The hooks run once the transaction committed and before the connection goes back to the pool:
-        # that takes awaits, in which this process's own NOTIFY would wake the unit's waiters first,
-        # without the request it hands them, and each would read it back.
-        async with self.write_engine.connect() as conn:
+        # that takes awaits, in which (PostgreSQL) this process's own NOTIFY would wake the unit's waiters
+        # first, without the request it hands them, and each would read it back.
+        async with self._write_lock or contextlib.nullcontext(), self.write_engine.connect() as conn:
             async with conn.begin():
                 unit = make(conn)
                 yield unit
             self._finish_unit(unit)
-
-    async def _held_writer(self) -> AsyncConnection:
-        """SQLite, behind the write lock: the writer connection, opened again if it was closed or invalidated."""
-        conn = self._writer
-        if conn is None or conn.closed or conn.invalidated:
-            if conn is not None:
-                with contextlib.suppress(Exception):
-                    await conn.close()
-            conn = self._writer = await self.write_engine.connect()
-        return conn
 
     async def foreign_data_version(self) -> int:
         """SQLite: `PRAGMA data_version` on this process's writer connection. It changes only when
@@ -411,8 +387,7 @@ class SqlStore(Store):
         with other processes' commits, never with this process's own (which already woke their
         waiters). Read between this process's write units (behind the write lock, no transaction)."""
         assert self._write_lock is not None, "SQLite only"
-        async with self._write_lock:
-            conn = await self._held_writer()
+        async with self._write_lock, self.write_engine.connect() as conn:
             driver: Any = (await conn.get_raw_connection()).driver_connection
             # The sqlite3 connection itself: SQLAlchemy's execute would open a transaction (BEGIN IMMEDIATE).
             return int(driver._connection.execute("PRAGMA data_version").fetchone()[0])
@@ -524,9 +499,6 @@ class SqlStore(Store):
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
-        if self._writer is not None:
-            await self._writer.close()
-            self._writer = None
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()

@@ -23,9 +23,7 @@ def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -
     (filename,), options = SQLiteDialect_aiosqlite().create_connect_args(url)
     kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options), "json_deserializer": loads}
     if begin is not None:
-        # The writer: SqlStore holds one connection for its units (SQLite allows one writer); one more for
-        # whoever writes on the engine directly (migrations, maintenance), which waits for SQLite's lock.
-        kwargs.update(pool_size=1, max_overflow=1)
+        kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
     else:
         # Readers: SQLAlchemy closes a connection checked in beyond `pool_size`, and with the default
         # 5 (+ 10) every peak of concurrent reads (50 agents' long-polls and GETs) opened and closed
