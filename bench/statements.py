@@ -87,8 +87,6 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     headers = {"Authorization": f"Bearer {API_TOKEN}"}
     try:
         async with store.unit() as unit:
-            if not postgres:  # the store holds its writer: it may have been checked out before the hook
-                checkout(unit.conn.sync_connection.connection.dbapi_connection)  # type: ignore[union-attr]
             await unit.open_home("U1", signoff.service.clock.now())
         async with aiohttp.ClientSession() as session:
             for i in range(3 + submits):

@@ -12,24 +12,17 @@ from datetime import UTC, datetime
 from functools import partial
 
 import pytest
-from sqlalchemy import event
 
 from bot import effects
 from bot.domain.model import Action, Actor, AuditEvent, Decision, Outcome, Risk, Status, Via
 from bot.service import ApprovalSpec, Service
 from storage.sql import SqlStore
+from tests.storage.test_shared_decisions import count_commits
 
 
 def spec(n: int, *, quorum: int = 1) -> ApprovalSpec:
     return ApprovalSpec(action=Action("deploy", {"n": n}), summary=f"deploy {n}", risk=Risk.HIGH, channel="C1",
                         approvers=("U1", "U2"), quorum=quorum)
-
-
-def count_commits(store: SqlStore) -> list[int]:
-    """COMMITs the store's transactions sent (SQLAlchemy's commit event on the writer engine)."""
-    commits: list[int] = []
-    event.listen(store.write_engine.sync_engine, "commit", lambda _conn: commits.append(1))
-    return commits
 
 
 async def test_a_lone_decision_is_one_statement_with_the_effects_of_a_unit(store: SqlStore) -> None:
@@ -38,7 +31,11 @@ async def test_a_lone_decision_is_one_statement_with_the_effects_of_a_unit(store
     decided: list[str] = []
     service.on_decided(lambda r: decided.append(r.id))
     waiting = asyncio.create_task(service.wait(request.id, 30))
-    await asyncio.sleep(0.05)  # the long-poll is registered
+    for _ in range(1000):  # until the wait registered (turns of the loop, no time)
+        if request.id in service.waiters.waited_ids():
+            break
+        await asyncio.sleep(0)
+    assert request.id in service.waiters.waited_ids()
     commits = count_commits(store)
     result = await service.decide(request.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor("U1", "ann"))
     assert result.won
@@ -123,8 +120,9 @@ async def test_nothing_follows_the_statement_a_change_declared_its_last(store: S
 
 
 async def test_a_task_writing_unit_after_unit_lets_other_tasks_run(store: SqlStore) -> None:
-    """SQLite's units run on the loop with a held connection: each still yields to the loop once, or a
-    writer in a loop would starve every other task (found by bench.all's raw tx/s, which never stopped)."""
+    """SQLite's statements run on the loop (storage/sqlite_inline.py), so a unit must still yield to it
+    somewhere (its pool checkout does), or a writer in a loop would starve every other task: a unit on a
+    held writer connection did, and bench.all's raw tx/s writers never stopped."""
     service = Service(store)
     request, _ = await service.submit(spec(6))
     now = datetime.now(UTC)
