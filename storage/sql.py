@@ -63,7 +63,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from storage.decide_sql import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
 from storage.pending import insert_pending
-from storage.json_codec import loads
+from bot.domain.json_codec import loads
 from storage import pg_fast, sqlite_fast
 from storage.lone_unit import lone_unit
 from storage.sqlite_inline import busy

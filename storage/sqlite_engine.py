@@ -8,7 +8,7 @@ from sqlalchemy import event
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from storage.json_codec import loads
+from bot.domain.json_codec import loads
 from storage.sqlite_inline import inline_creator
 from storage.urls import async_url
 

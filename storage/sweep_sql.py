@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.timing import Timing
 from storage.base import DueRow, Reminded
-from storage.json_codec import loads
+from bot.domain.json_codec import loads
 from storage.rows import state_from_columns
 from storage.schema import requests
 

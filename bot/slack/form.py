@@ -16,8 +16,6 @@ bytes that are not UTF-8) goes to the standard parser, so the result never diffe
 from __future__ import annotations
 
 import binascii
-import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,8 +24,9 @@ from slack_bolt.request.async_internals import build_async_context
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.request.internals import parse_body as bolt_parse_body
 
+from bot.domain.json_codec import loads
+
 _PREFIX = "payload="
-_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})|[&\r\n]")
 
 
 def parse_body(raw: str, content_type: str | None) -> dict[str, Any]:
@@ -40,11 +39,17 @@ def parse_body(raw: str, content_type: str | None) -> dict[str, Any]:
 
 
 def _payload(encoded: str) -> dict[str, Any] | None:
-    if not encoded.isascii() or _BAD_ESCAPE.search(encoded):
+    if not encoded.isascii() or "&" in encoded or "\r" in encoded or "\n" in encoded:
         return None
     qp = encoded.replace("=", "=3D").replace("%", "=").replace("+", " ")
+    raw = binascii.a2b_qp(qp.encode("ascii"))
+    # a2b_qp turns each "=" and two hex digits into one byte and copies everything else, a "=" that
+    # starts no escape included (a "=" at the very end it drops): so every "=" was a good escape
+    # exactly when the text shrank by two characters per "=".
+    if len(raw) != len(qp) - 2 * qp.count("="):
+        return None
     try:
-        value = json.loads(binascii.a2b_qp(qp.encode("ascii")).decode("utf-8"))
+        value = loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None  # the standard parser decides (it replaces bad UTF-8; JSON errors are raised there)
     return value if isinstance(value, dict) else None
