@@ -118,13 +118,24 @@ def take_lines(lines: Sequence[str], budget: int) -> tuple[str, int]:
 
 
 def text_length(node: Any) -> int:
-    """Characters of every `text` string in a block tree (our estimate of Slack's size check)."""
-    if isinstance(node, dict):
-        own = len(node["text"]) if isinstance(node.get("text"), str) else 0
-        return own + sum(text_length(v) for k, v in node.items() if k != "text" or not isinstance(v, str))
-    if isinstance(node, list):
-        return sum(text_length(v) for v in node)
-    return 0
+    """Characters of every `text` string in a block tree (our estimate of Slack's size check).
+
+    A loop over a stack, not recursion through generators: every card is measured several times
+    as it is built, and the recursive form was 3 % of the server's CPU in a burst of card updates."""
+    total = 0
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(value, str):
+                    if key == "text":
+                        total += len(value)
+                elif isinstance(value, dict | list):
+                    stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return total
 
 
 # --------------------------------------------------------------------------- previews
