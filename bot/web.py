@@ -14,7 +14,7 @@ import hmac
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,7 @@ from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
 from bot.timers import Timers
 from storage.grants import GrantStore
+from bot.domain.json_codec import dumps, loads
 from storage.pace_store import PaceStore
 from storage.sql import SqlStore
 
@@ -167,6 +168,22 @@ class Signoff:
         await self.store.close()
 
 
+class FastJsonResponse(aiohttp.ClientResponse):
+    """aiohttp's response whose `json()` reads with `json_codec.loads` (slack_sdk calls `json()` plainly)."""
+
+    async def json(self, *, encoding: str | None = None, loads: Callable[[str], Any] = loads,
+                   content_type: str | None = "application/json") -> Any:
+        return await super().json(encoding=encoding, loads=loads, content_type=content_type)
+
+
+def slack_session(timeout_seconds: float) -> aiohttp.ClientSession:
+    """The session Slack's Web API calls share. They send their arguments (a card's blocks) as JSON and
+    get the message back as JSON: orjson writes and reads both (bot/domain/json_codec.py), wherever
+    it gives what `json` gives."""
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_seconds), json_serialize=dumps,
+                                 response_class=FastJsonResponse)
+
+
 def slack_client(settings: Settings, session: aiohttp.ClientSession, *, retries: bool) -> AsyncWebClient:
     """A Web API client on the process's shared session, so connections (TLS to Slack) are reused.
 
@@ -191,7 +208,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     waiters = Waiters()
     # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the
     # session's timeout is the one that holds, so it is set here.
-    http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.http_timeout_seconds))
+    http = slack_session(settings.http_timeout_seconds)
     listener_client = slack_client(settings, http, retries=True)
     directory = SlackDirectory(listener_client)
     grant_store = GrantStore(store)

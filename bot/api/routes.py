@@ -25,6 +25,7 @@ from bot.errors import InvalidInput, SignoffError
 from bot.service import ApprovalSpec, Service
 from bot.wire import request_json
 from bot.settings import Settings
+from bot.domain.json_codec import dumps
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ async def create_approval(request: web.Request) -> web.Response:
     # The body's hash is what a key is bound to: without a key nothing ever compares it (not computed).
     created_request, created = await service.submit(spec, idempotency_key=key,
                                                     body_hash=body_hash(body) if key is not None else None)
-    response = web.json_response(request_json(created_request), status=201 if created else 200)
+    response = web.json_response(request_json(created_request), status=201 if created else 200, dumps=dumps)
     response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
     return response
 
@@ -126,7 +127,7 @@ async def get_approval(request: web.Request) -> web.Response:
     request_id = request.match_info["id"]
     # Checked on the first read, before any waiting: a long-poll is never held for someone else's request.
     found = await service.wait(request_id, wait, check=lambda read: owned(request, read))
-    return web.json_response(request_json(found))
+    return web.json_response(request_json(found), dumps=dumps)  # the agents' hot path: orjson writes it
 
 
 def owned(request: web.Request, found: Any) -> Any:
