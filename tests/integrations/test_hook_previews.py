@@ -15,6 +15,7 @@ import pytest
 from signoff import hook
 from signoff.claude_tools import preview
 from bot.sandbox import SlackEmulator
+from bot.slack.delivery import CARD_EVENT_TYPE
 from tests.harness import API_TOKEN, ROOT, App, start_app
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude-code"
@@ -135,6 +136,13 @@ async def test_policy_decides_at_once_and_the_hook_says_so(db_url: str, slack: S
         out = allowed["hookSpecificOutput"]
         assert out["permissionDecision"] == "allow" and out["updatedInput"] == fetch["tool_input"]
         assert out["permissionDecisionReason"].startswith("Approved by Signoff's policy")
-        assert not [c for c in slack.calls if c.method == "chat.postMessage"]  # no card for either
+        # No card for either. The allowed (high-risk) call gets its FYI after the fact, through the outbox:
+        # let the outbox finish first, so neither a late card nor a late FYI escapes the check.
+        assert app.signoff is not None
+        await app.signoff.dispatcher.drain()
+        posts = [c for c in slack.calls if c.method == "chat.postMessage"]
+        assert not [c for c in posts if (c.args.get("metadata") or {}).get("event_type") == CARD_EVENT_TYPE]
+        assert [c.args["text"].split(":")[0] for c in posts] == ["🟠 FYI"]
+        assert "`WebFetch` was allowed without asking" in posts[0].args["text"]
     finally:
         await app.stop()
