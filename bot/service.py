@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
+from bot.fresh import Fresh
 from bot.domain.model import (
     Actor,
     AuditEvent,
@@ -52,6 +53,11 @@ T = TypeVar("T")
 
 MAX_WAIT_SECONDS = 60.0
 _GUARD_RETRIES = 5
+
+
+def _decided_card(request_id: str) -> str:
+    """The dedupe key of a decision's card update."""
+    return f"card:{request_id}:decided"
 
 
 class _AlreadyVoted(Exception):
@@ -99,6 +105,7 @@ class Service:
         self.default_timing = default_timing
         self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
         self._shared = SharedUnits(store)  # decisions waiting at the same time share a unit
+        self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -243,13 +250,15 @@ class Service:
         # App Home's per-user index: direct approvers and the members of listed user groups; a Home
         # refresh for those of them who have opened App Home. All of it in one statement on PostgreSQL.
         approvers = user_ids([*request.approvers, *people])
+        post = effects.post_card(request.id, request.created_at)
         await unit.insert_pending(
             request,
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value}),
-            effects.post_card(request.id, request.created_at), approvers,
+            post, approvers,
             home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at), expect=expect)
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
+        unit.after_commit(lambda: self.fresh.put(post.dedupe_key, request))  # the post renders it (bot/fresh.py)
         self.touch(unit, request.id)
 
     async def _idempotent(self, key: str, body_hash: str | None) -> Request | None:
@@ -454,6 +463,7 @@ class Service:
     def _decided(self, decided: Request) -> None:
         assert decided.decision is not None
         self.waiters.wake(decided.id, decided)  # after touch's wake-up: hands them the decided request
+        self.fresh.put(_decided_card(decided.id), decided)  # its card update renders it (bot/fresh.py)
         self.metrics.decisions.labels(decided.decision.outcome.value, decided.decision.via.value).inc()
         for fn in self._on_decided:
             try:
@@ -465,7 +475,7 @@ class Service:
     def _decision_effects(request: Request, now: datetime) -> tuple[OutboxItem, ...]:
         """The outbox items of a decision: the card update, the agent's webhook. (The App Homes' items
         follow them: `Unit.decide_request` finds whose Home listed it, and the decider's.)"""
-        items = [effects.update_card(request.id, f"card:{request.id}:decided", now)]
+        items = [effects.update_card(request.id, _decided_card(request.id), now)]
         if request.callback_url:
             assert request.decision is not None
             body = {"type": "approval.decided", "request": request_json(request)}

@@ -44,7 +44,8 @@ class BatchPages:
 
     async def post(self, item: OutboxItem) -> Result:
         """The card; for a batch of several pages, the pages' posts join the unit storing its ts."""
-        request = await self.service.store.get_request(item.payload["request_id"])  # the one read of this delivery
+        # The one read of this delivery, if the submit's commit left nothing to render (bot/fresh.py).
+        request = self.service.fresh.take(item) or await self.service.store.get_request(item.payload["request_id"])
         result = await self.cards.post(item, read=request)
         if not isinstance(result, Done) or request is None or not request.is_batch or page_count(request) < 2:
             return result
@@ -110,8 +111,10 @@ class BatchPages:
 
     async def update(self, item: OutboxItem) -> Result:
         """The card, then every posted page of a batch (chat.update is safe to repeat)."""
-        # One read for the card and its pages: a page ts stored after it enqueues another update anyway.
-        request = await self.service.store.get_request(item.payload["request_id"])
+        # One read for the card and its pages (none if the decision's commit left the request with its
+        # card's ts, bot/fresh.py): a page ts stored after it enqueues another update anyway.
+        request = self.service.fresh.take(item, usable=lambda r: bool(r.card_ts and r.card_channel)) \
+            or await self.service.store.get_request(item.payload["request_id"])
         result = await self.cards.update(item, read=request)
         if not isinstance(result, Done):
             return result
