@@ -369,6 +369,11 @@ class Dispatcher:
         """Several deliveries' results in one unit: each item's own writes (`apply`, audit) in its
         order, then the done marks together. A group never holds two ordered items of one request:
         a request's next item starts only once its previous one's result is written."""
+        if all(isinstance(result, Done) and result.apply is None for _, result, _ in group):
+            # Card updates and the like: audit rows and done marks only (one statement on PostgreSQL).
+            audits = [a for _, result, _ in group if isinstance(result, Done) for a in result.audit]
+            await self.store.outbox_finished([(item.id, now) for item, _, now in group if item.id is not None], audits)
+            return
         async with self.store.unit() as unit:
             done: list[tuple[int, datetime]] = []
             audit: list[AuditEvent] = []

@@ -416,6 +416,13 @@ class Store(abc.ABC):
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
         """Claim due items: each is leased to this caller and its `attempts` counted."""
 
+    async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent]) -> None:
+        """Deliveries that had nothing else to write: their audit rows and done marks (id, when), in one
+        transaction (a store may send it as one statement, storage/outbox_sql.py)."""
+        async with self.unit() as unit:
+            await unit.append_audits(audits)
+            await unit.outbox_done_many(done)
+
     @abc.abstractmethod
     async def next_outbox_due(self) -> datetime | None: ...
 

@@ -62,6 +62,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from storage.decide_sql import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
+from storage.outbox_sql import finish_in_one
 from storage.pending import insert_pending
 from bot.domain.json_codec import loads
 from storage import pg_fast, sqlite_fast
@@ -445,6 +446,12 @@ class SqlStore(Store):
             async with self.unit() as unit:
                 rows = (await unit.conn.execute(stmt, params)).all()
         return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
+
+    async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent]) -> None:
+        if self.dialect != "postgresql":
+            return await super().outbox_finished(done, audits)
+        async with self.engine.connect() as conn:  # AUTOCOMMIT: the one statement is its own transaction
+            await finish_in_one(conn, done, audits)
 
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""

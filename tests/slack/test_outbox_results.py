@@ -48,11 +48,12 @@ async def enqueue(store: SqlStore, request: Request, clock: FakeClock) -> None:
 
 
 def count_statements(store: SqlStore, prefix: str) -> list[int]:
-    """A counter of executions (an executemany is one) of statements starting with `prefix`."""
+    """A counter of executions (an executemany is one) of statements starting with `prefix`, or holding
+    it as a CTE (PostgreSQL writes a group of plain results as one statement, storage/outbox_sql.py)."""
     seen = [0]
 
     def on_execute(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
-        if statement.lstrip().startswith(prefix):
+        if statement.lstrip().startswith(prefix) or f"AS ({prefix}" in statement:
             seen[0] += 1
 
     event.listen(store.write_engine.sync_engine, "before_cursor_execute", on_execute)

@@ -1,0 +1,93 @@
+"""Deliveries that had nothing else to write end in ONE statement on PostgreSQL (`Store.outbox_finished`,
+storage/outbox_sql.py) and in a unit on SQLite: their audit rows and their done marks, both or neither,
+as the unit wrote them. The outbox dispatcher takes that way for a group of such results."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import sqlalchemy as sa
+
+from bot import effects
+from bot.clock import SystemClock
+from bot.domain.model import Action, AuditEvent, Risk
+from bot.metrics import Metrics
+from bot.outbox import Dispatcher, Done
+from bot.service import ApprovalSpec, Service
+from storage.base import OutboxItem
+from storage.schema import outbox
+from storage.sql import SqlStore
+from tests.storage.test_shared_decisions import count_commits
+
+
+async def claimed(store: SqlStore, n: int) -> list[OutboxItem]:
+    """The card posts of `n` new requests, claimed as the dispatcher claims them."""
+    service = Service(store)
+    ids = [(await service.submit(ApprovalSpec(action=Action("deploy", {"n": i}), summary=f"deploy {i}",
+                                              risk=Risk.HIGH, channel="C1", approvers=("U1",))))[0].id
+           for i in range(n)]
+    items = await store.claim_outbox(datetime.now(UTC), limit=100, lease_seconds=60)
+    mine = sorted((i for i in items if i.request_id in ids), key=lambda i: ids.index(i.request_id or ""))
+    assert len(mine) == n
+    return mine
+
+
+async def marks(store: SqlStore, items: list[OutboxItem]) -> list[tuple[str, datetime | None, datetime | None]]:
+    async with store.engine.connect() as conn:
+        rows = (await conn.execute(sa.select(outbox.c.id, outbox.c.status, outbox.c.done_at, outbox.c.lease_until)
+                                   .where(outbox.c.id.in_([i.id for i in items])))).all()
+    by_id = {r.id: (r.status, r.done_at, r.lease_until) for r in rows}
+    return [by_id[i.id] for i in items]
+
+
+async def test_the_rows_and_marks_are_written_as_the_unit_writes_them(store: SqlStore) -> None:
+    items = await claimed(store, 4)
+    now = datetime(2026, 12, 1, 5, 30, 0, 123456, tzinfo=UTC)
+    audits = [AuditEvent(i.request_id or "", "card_updated", now + timedelta(microseconds=k), None,
+                         {"status": "pending", "n": k, "text": "Zoë \u2014 50 %"}) for k, i in enumerate(items)]
+    commits = count_commits(store)
+    await store.outbox_finished([(i.id or 0, now) for i in items[:2]], audits[:2])
+    # PostgreSQL: one statement, its own transaction (nothing begun or committed); SQLite: its unit.
+    assert len(commits) == (0 if store.dialect == "postgresql" else 1)
+    async with store.unit() as unit:  # the other two the way the dispatcher wrote every group before
+        await unit.append_audits(audits[2:])
+        await unit.outbox_done_many([(i.id or 0, now) for i in items[2:]])
+    assert await marks(store, items) == [("done", now, None)] * 4
+    for item, audit in zip(items, audits, strict=True):
+        assert (await store.audit_events(item.request_id or ""))[-1] == audit
+
+
+async def test_a_row_that_cannot_be_written_leaves_everything_as_it_was(store: SqlStore) -> None:
+    items = await claimed(store, 2)
+    before = await marks(store, items)
+    audits_before = [len(await store.audit_events(i.request_id or "")) for i in items]
+    now = datetime.now(UTC)
+    bad = [AuditEvent(items[0].request_id or "", "card_updated", now, None, {}),
+           AuditEvent(items[1].request_id or "", None, now, None, {})]  # type: ignore[arg-type]  # NOT NULL
+    with pytest.raises(sa.exc.IntegrityError):
+        await store.outbox_finished([(i.id or 0, now) for i in items], bad)
+    assert await marks(store, items) == before and before[0][0] == "pending"
+    assert [len(await store.audit_events(i.request_id or "")) for i in items] == audits_before
+
+
+async def test_the_dispatcher_writes_such_results_that_way(store: SqlStore) -> None:
+    service = Service(store)
+    request, _ = await service.submit(ApprovalSpec(action=Action("deploy", {}), summary="deploy", risk=Risk.HIGH,
+                                                   channel="C1", approvers=("U1",)))
+    done = AuditEvent(request.id, "card_updated", datetime.now(UTC), None, {"status": "pending"})
+    delivered: list[str] = []
+
+    async def handler(item: OutboxItem) -> Done:
+        delivered.append(item.dedupe_key)
+        return Done(audit=(done,))
+
+    handlers = {kind: handler for kind in effects.KINDS}
+    dispatcher = Dispatcher(store, handlers, clock=SystemClock(), metrics=Metrics())
+    commits = count_commits(store)
+    await dispatcher.drain()
+    assert delivered == [f"post:{request.id}"]
+    assert [i.status for i in await store.outbox_items(request.id)] == ["done"]
+    assert (await store.audit_events(request.id))[-1] == done
+    if store.dialect == "postgresql":  # the claim and the result: each one statement, no transaction begun
+        assert len(commits) == 0
