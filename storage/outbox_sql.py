@@ -19,11 +19,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import AuditEvent
-from storage.decided import placeholders, table_insert
+from storage.decided import TableInsert, placeholders, table_insert
 from storage.schema import audit_events, outbox
 from storage.values import audit_values
 
-_SQL: dict[tuple[int, int, tuple[str, ...]], str] = {}
+_SQL: dict[tuple[int, int, int], str] = {}  # by (id of the audit insert, audit rows, marks)
 
 
 async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetime]],
@@ -36,29 +36,27 @@ async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetim
     if not rows and not marks:
         return
     params: list[Any] = []
-    if rows:
-        audit = table_insert(audit_events, rows[0], dialect)
+    audit = table_insert(audit_events, rows[0], dialect) if rows else None
+    if audit is not None:
         params.extend(v for row in rows for v in audit.values(row))
     if marks:
         mark = table_insert(outbox, marks[0], dialect)
         params.extend(v for row in marks for v in mark.values(row))
-    key = (len(rows), len(marks), tuple(rows[0]) if rows else ())
+    key = (id(audit), len(rows), len(marks))  # table_insert keeps one TableInsert per column list
     statement = _SQL.get(key)
     if statement is None:
-        statement = _SQL[key] = _statement(key)
+        statement = _SQL[key] = _statement(audit, len(rows), len(marks))
     await conn.exec_driver_sql(statement, tuple(params))
 
 
-def _statement(key: tuple[int, int, tuple[str, ...]]) -> str:
-    audits, marks, names = key
+def _statement(audit: TableInsert | None, audits: int, marks: int) -> str:
     ctes, n = [], 1
-    if audits:
-        columns = ", ".join(f'"{audit_events.c[c].name}"' for c in names)
+    if audit is not None:  # the table and columns as the dialect quotes them (storage/decided.py)
         values = []
         for _ in range(audits):
-            values.append(f"({placeholders(n, len(names))})")
-            n += len(names)
-        ctes.append(f"a AS (INSERT INTO audit_events ({columns}) VALUES {', '.join(values)})")
+            values.append(f"({placeholders(n, audit.width)})")
+            n += audit.width
+        ctes.append(f"a AS (INSERT INTO {audit.table} ({audit.columns}) VALUES {', '.join(values)})")
     if marks:
         values = [f"(${n + 2 * i}::bigint, ${n + 2 * i + 1}::timestamptz)" for i in range(marks)]
         ctes.append("d AS (UPDATE outbox SET status = 'done', done_at = x.done_at, lease_until = NULL "
