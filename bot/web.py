@@ -35,6 +35,7 @@ from bot import effects
 from bot.agent import slack as agent_slack
 from bot.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
+from bot.domain.json_codec import dumps, loads
 from bot.domain.model import Request
 from bot.api import grants as grants_api
 from bot.api import longpoll
@@ -76,7 +77,6 @@ from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
 from bot.timers import Timers
 from storage.grants import GrantStore
-from bot.domain.json_codec import dumps, loads
 from storage.pace_store import PaceStore
 from storage.sql import SqlStore
 

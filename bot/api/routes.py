@@ -18,6 +18,7 @@ from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.suggestions_in import suggestion_extra
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.domain.choices import EXTRA_KEY
+from bot.domain.json_codec import dumps
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.egress import EgressPolicy, EgressRefused, check_url
@@ -25,7 +26,6 @@ from bot.errors import InvalidInput, SignoffError
 from bot.service import ApprovalSpec, Service
 from bot.wire import request_json
 from bot.settings import Settings
-from bot.domain.json_codec import dumps
 
 log = logging.getLogger(__name__)
 

@@ -43,7 +43,7 @@ class ChannelPace:
         self.shared = shared
         self._next: dict[str, datetime] = {}
         # channel -> when its post in flight took its slot: the next waits for its answer (`sent`), at most
-        # FLIGHT_SECONDS (a call that never reports back does not hold its channel for longer).
+        # FLIGHT (a call that never reports back does not hold its channel for longer).
         self._flying: dict[str, datetime] = {}
 
     async def wait_for(self, channel: str) -> float:

@@ -4,16 +4,13 @@ reading it back (bot/fresh.py), and a card still ends on the request's latest st
 from __future__ import annotations
 
 import json
+
 from bot import effects
 from bot.fresh import Fresh
 from bot.slack.blocks import approval_card
 from storage.base import OutboxItem
 from tests.harness import App
-
-
-async def settle(app: App) -> None:
-    assert app.signoff is not None
-    await app.signoff.dispatcher.drain()
+from tests.slack.test_decisions import settle
 
 
 async def test_a_card_and_its_decision_are_rendered_from_what_was_committed(app: App) -> None:
