@@ -713,11 +713,19 @@ async def test_metrics(clocked: tuple[App, ShiftedClock]) -> None:
     clock.advance(10)
     await settle(app)
     await app.click(req["id"], "U1")
-    await app.api("GET", f"{APPROVALS}/{req['id']}?wait=5")
+    status, body = await app.api("GET", f"{APPROVALS}/{req['id']}?wait=5")
+    assert status == 200 and body["status"] == "approved"
+    # On PostgreSQL the long-poll may be woken by the decision's NOTIFY (and read the request) a moment
+    # before the deciding task has run its after-commit hooks, which count the decision: wait for it.
+    decided = ("signoff_decisions_total", (("outcome", "approved"), ("via", "button")))
 
+    async def counted() -> bool:
+        return decided in metric_samples(await metrics_text(app))
+
+    await eventually(counted, "the decision to be counted")
     samples = metric_samples(await metrics_text(app))
     assert samples[("signoff_requests_created_total", (("kind", "approval"), ("risk", "medium")))] == 1
-    assert samples[("signoff_decisions_total", (("outcome", "approved"), ("via", "button")))] == 1
+    assert samples[decided] == 1
     assert samples[("signoff_slack_api_errors_total", (("method", "chat.postMessage"), ("status", "500")))] == 1
     assert samples[("signoff_slack_ack_seconds_count", (("type", "interactive"),))] == 1
     assert ("signoff_slack_ack_seconds_bucket", (("le", "0.1"), ("type", "interactive"))) in samples
