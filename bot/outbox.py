@@ -49,7 +49,7 @@ from bot.clock import Clock
 from bot.domain.model import AuditEvent
 from bot.group_commit import GroupCommit
 from bot.metrics import Metrics
-from storage.base import OutboxItem, Store, Unit
+from storage.base import CardPosted, OutboxItem, Store, Unit
 
 # Webhooks go to the agent's receiver, not to Slack: one that retries for hours holds back no Slack
 # message of its request, and no Slack retry holds back the webhook.
@@ -64,10 +64,12 @@ CONCURRENCY = 16
 
 @dataclass(frozen=True)
 class Done:
-    """The effect happened. `apply` runs in the same unit that marks the item done."""
+    """The effect happened. `card` (a card post's ts) is stored, then `apply` runs, in the same unit
+    that marks the item done."""
 
     apply: Callable[[Unit], Awaitable[None]] | None = None
     audit: tuple[AuditEvent, ...] = ()
+    card: CardPosted | None = None
 
 
 @dataclass(frozen=True)
@@ -370,9 +372,12 @@ class Dispatcher:
         order, then the done marks together. A group never holds two ordered items of one request:
         a request's next item starts only once its previous one's result is written."""
         if all(isinstance(result, Done) and result.apply is None for _, result, _ in group):
-            # Card updates and the like: audit rows and done marks only (one statement on PostgreSQL).
+            # Card posts and updates and the like: cards' ts, audit rows and done marks only (one
+            # statement on PostgreSQL).
             audits = [a for _, result, _ in group if isinstance(result, Done) for a in result.audit]
-            await self.store.outbox_finished([(item.id, now) for item, _, now in group if item.id is not None], audits)
+            cards = [(result.card, now) for _, result, now in group if isinstance(result, Done) and result.card]
+            await self.store.outbox_finished([(item.id, now) for item, _, now in group if item.id is not None], audits,
+                                             cards)
             return
         async with self.store.unit() as unit:
             done: list[tuple[int, datetime]] = []
@@ -380,6 +385,8 @@ class Dispatcher:
             for item, result, now in group:
                 assert item.id is not None
                 if isinstance(result, Done):
+                    if result.card is not None:
+                        await unit.record_card(result.card, now)
                     if result.apply is not None:
                         await result.apply(unit)
                     audit.extend(result.audit)

@@ -501,12 +501,3 @@ class Service:
 
     async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
         return await self.decide(request_id, Outcome.CANCELLED, via=Via.API, actor=actor, comment=reason)
-
-    # -- card bookkeeping (called by the outbox) ------------------------------
-
-    async def record_card(self, unit: Unit, request_id: str, channel: str, ts: str) -> None:
-        """Store where the card was posted. Runs inside the outbox item's own unit."""
-        now = self.clock.now()
-        if not await unit.store_card(request_id, channel, ts, now):
-            return
-        await unit.append_audit(AuditEvent(request_id, "posted", now, None, {"channel": channel, "ts": ts}))

@@ -94,6 +94,19 @@ class OutboxItem:
 
 
 @dataclass(frozen=True)
+class CardPosted:
+    """Where a request's card went (Slack's channel id and ts): a card post's result, written with its
+    delivery's done mark (`Store.outbox_finished`) and audited as "posted" only if it was stored."""
+
+    request_id: str
+    channel: str
+    ts: str
+
+    def audit(self, now: datetime) -> AuditEvent:
+        return AuditEvent(self.request_id, "posted", now, None, {"channel": self.channel, "ts": self.ts})
+
+
+@dataclass(frozen=True)
 class DueRow:
     """A due request as the timer sweep claims it: only what the timer plan reads.
 
@@ -367,6 +380,13 @@ class Unit(abc.ABC):
                 return True
         raise RuntimeError("request kept changing while storing its card ts")  # the unit rolls back; retried
 
+    async def record_card(self, card: CardPosted, now: datetime) -> bool:
+        """`store_card`, and its "posted" audit row if this call stored it."""
+        if not await self.store_card(card.request_id, card.channel, card.ts, now):
+            return False
+        await self.append_audit(card.audit(now))
+        return True
+
 
 class Store(abc.ABC):
     """Everything Signoff keeps. Reads outside a unit see committed data.
@@ -416,10 +436,14 @@ class Store(abc.ABC):
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
         """Claim due items: each is leased to this caller and its `attempts` counted."""
 
-    async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent]) -> None:
-        """Deliveries that had nothing else to write: their audit rows and done marks (id, when), in one
-        transaction (a store may send it as one statement, storage/outbox_sql.py)."""
+    async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent],
+                              cards: Sequence[tuple[CardPosted, datetime]] = ()) -> None:
+        """Deliveries that had nothing else to write: the cards they posted (`Unit.record_card`, each with
+        its time), their audit rows and done marks (id, when), in one transaction (a store may send it
+        as one statement, storage/outbox_sql.py)."""
         async with self.unit() as unit:
+            for card, at in cards:
+                await unit.record_card(card, at)
             await unit.append_audits(audits)
             await unit.outbox_done_many(done)
 

@@ -42,6 +42,7 @@ class TableInsert:
     def __init__(self, table: sa.Table, names: tuple[str, ...], dialect: Dialect) -> None:
         quote = dialect.identifier_preparer
         self.table = quote.format_table(table)
+        self.names = names
         self.columns = ", ".join(quote.format_column(table.c[n]) for n in names)
         self.processors: tuple[Processor, ...] = tuple(
             json_text if isinstance(table.c[n].type, sa.JSON) else table.c[n].type._cached_bind_processor(dialect)

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.votes import Vote
 from storage.base import (
+    CardPosted,
     DueRow,
     DuplicateIdempotencyKey,
     Expect,
@@ -447,11 +448,12 @@ class SqlStore(Store):
                 rows = (await unit.conn.execute(stmt, params)).all()
         return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
 
-    async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent]) -> None:
+    async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent],
+                              cards: Sequence[tuple[CardPosted, datetime]] = ()) -> None:
         if self.dialect != "postgresql":
-            return await super().outbox_finished(done, audits)
+            return await super().outbox_finished(done, audits, cards)
         async with self.engine.connect() as conn:  # AUTOCOMMIT: the one statement is its own transaction
-            await finish_in_one(conn, done, audits)
+            await finish_in_one(conn, done, audits, cards)
 
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""

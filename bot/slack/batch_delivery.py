@@ -49,7 +49,7 @@ class BatchPages:
         result = await self.cards.post(item, read=request)
         if not isinstance(result, Done) or request is None or not request.is_batch or page_count(request) < 2:
             return result
-        return Done(apply=self._then_pages(result.apply, request), audit=result.audit)
+        return Done(apply=self._then_pages(result.apply, request), audit=result.audit, card=result.card)
 
     def _then_pages(self, first: Callable[[Unit], Awaitable[None]] | None, request: Request) -> Callable[[Unit], Any]:
         async def apply(unit: Unit) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -33,7 +32,7 @@ from bot.slack.failures import TRANSIENT_ERRORS, SlackHealth, permanent_failure
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.undelivered import mark_undelivered
 from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace
-from storage.base import OutboxItem, Unit
+from storage.base import CardPosted, OutboxItem
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ class CardDelivery:
         if item.uncertain:
             found = await self._find_posted(request, item.attempts)
             if isinstance(found, str):
-                return Done(apply=self._store_ts(request.id, request.channel, found))
+                return Done(card=CardPosted(request.id, request.channel, found))
             if found is not None:
                 return found
         card = self.render(request, now=self.clock.now())
@@ -160,7 +159,7 @@ class CardDelivery:
                 return self._undelivered(request, failure)
             return failure
         assert data is not None
-        return Done(apply=self._store_ts(request.id, data["channel"], data["ts"]))
+        return Done(card=CardPosted(request.id, data["channel"], data["ts"]))
 
     def _undelivered(self, request: Request, failure: Dead) -> Dead:
         """The card cannot be posted: audit it, mark the request (its `delivery` says why) and wake
@@ -170,12 +169,6 @@ class CardDelivery:
         self.call.health.undelivered(request.id, details)
         return Dead(failure.error, (audit,), line=failure.line,
                     apply=mark_undelivered(request.id, details, self.clock.now(), touch=self.service.touch))
-
-    def _store_ts(self, request_id: str, channel: str, ts: str) -> Callable[[Unit], Any]:
-        async def apply(unit: Unit) -> None:
-            await self.service.record_card(unit, request_id, channel, ts)
-
-        return apply
 
     async def _find_posted(self, request: Request, attempt: int) -> str | Result | None:
         """Our card for `request` if an earlier, interrupted attempt posted it (its ts), else None."""

@@ -15,8 +15,8 @@ from bot.domain.model import Action, AuditEvent, Risk
 from bot.metrics import Metrics
 from bot.outbox import Dispatcher, Done
 from bot.service import ApprovalSpec, Service
-from storage.base import OutboxItem
-from storage.schema import outbox
+from storage.base import CardPosted, OutboxItem
+from storage.schema import outbox, requests
 from storage.sql import SqlStore
 from tests.storage.test_shared_decisions import count_commits
 
@@ -90,4 +90,97 @@ async def test_the_dispatcher_writes_such_results_that_way(store: SqlStore) -> N
     assert [i.status for i in await store.outbox_items(request.id)] == ["done"]
     assert (await store.audit_events(request.id))[-1] == done
     if store.dialect == "postgresql":  # the claim and the result: each one statement, no transaction begun
+        assert len(commits) == 0
+
+
+async def raw_request(store: SqlStore, request_id: str) -> tuple[object, ...]:
+    async with store.engine.connect() as conn:
+        row = (await conn.execute(sa.select(requests.c.card_channel, requests.c.card_ts, requests.c.updated_at,
+                                            requests.c.version).where(requests.c.id == request_id))).one()
+    return tuple(row)
+
+
+async def test_card_posts_are_stored_and_audited_as_the_unit_does_it(store: SqlStore) -> None:
+    """Four card posts' results: two through `outbox_finished` (one statement on PostgreSQL), two through
+    a unit the way the dispatcher wrote them before; the rows come out the same."""
+    items = await claimed(store, 4)
+    now = datetime(2026, 12, 1, 7, 0, 0, 654321, tzinfo=UTC)
+    cards = [(CardPosted(i.request_id or "", f"C{k}", f"1700000000.00010{k}"), now + timedelta(seconds=k))
+             for k, i in enumerate(items)]
+    versions = [(await raw_request(store, i.request_id or ""))[3] for i in items]
+    commits = count_commits(store)
+    await store.outbox_finished([(i.id or 0, now) for i in items[:2]], [], cards[:2])
+    assert len(commits) == (0 if store.dialect == "postgresql" else 1)
+    async with store.unit() as unit:
+        for card, at in cards[2:]:
+            assert await unit.record_card(card, at)
+        await unit.outbox_done_many([(i.id or 0, now) for i in items[2:]])
+    assert await marks(store, items) == [("done", now, None)] * 4
+    for (card, at), version in zip(cards, versions, strict=True):
+        assert await raw_request(store, card.request_id) == (card.channel, card.ts, at, version + 1)
+        assert (await store.audit_events(card.request_id))[-1] == card.audit(at)
+
+
+async def test_a_stored_card_is_kept_and_not_audited_again(store: SqlStore) -> None:
+    """The guard: a second post's ts never replaces the first, and only a stored ts is audited. The
+    done marks and the other rows are written all the same."""
+    items = await claimed(store, 2)
+    first, second = items
+    now = datetime.now(UTC)
+    async with store.unit() as unit:
+        assert await unit.record_card(CardPosted(first.request_id or "", "C1", "1700000000.000001"), now)
+    before = await raw_request(store, first.request_id or "")
+    audits_before = await store.audit_events(first.request_id or "")
+    updated = AuditEvent(second.request_id or "", "card_updated", now, None, {"status": "pending"})
+    later = now + timedelta(seconds=1)
+    await store.outbox_finished([(i.id or 0, later) for i in items], [updated],
+                                [(CardPosted(first.request_id or "", "C9", "1700000000.000999"), later),
+                                 (CardPosted(second.request_id or "", "C2", "1700000000.000002"), later),
+                                 (CardPosted("apr_no_such_request", "C3", "1700000000.000003"), later)])
+    assert await raw_request(store, first.request_id or "") == before
+    assert await store.audit_events(first.request_id or "") == audits_before
+    assert (await raw_request(store, second.request_id or ""))[:2] == ("C2", "1700000000.000002")
+    assert [e.type for e in (await store.audit_events(second.request_id or ""))[-2:]] == ["posted", "card_updated"]
+    assert await store.audit_events("apr_no_such_request") == []
+    assert await marks(store, items) == [("done", later, None)] * 2
+
+
+async def test_a_group_that_cannot_be_written_leaves_the_cards_as_they_were(store: SqlStore) -> None:
+    """An audit row that cannot be written fails the whole group: no ts, no audit row, no done mark.
+    On PostgreSQL a channel id longer than its column fails it too (it is not cut to fit by a cast);
+    SQLite does not check lengths."""
+    items = await claimed(store, 2)
+    before = [await raw_request(store, i.request_id or "") for i in items]
+    audits_before = [await store.audit_events(i.request_id or "") for i in items]
+    marks_before = await marks(store, items)
+    now = datetime.now(UTC)
+    cards = [(CardPosted(i.request_id or "", f"C{k}", f"1700000000.00000{k}"), now) for k, i in enumerate(items)]
+    bad = AuditEvent(items[1].request_id or "", None, now, None, {})  # type: ignore[arg-type]  # NOT NULL
+    with pytest.raises(sa.exc.IntegrityError):
+        await store.outbox_finished([(i.id or 0, now) for i in items], [bad], cards)
+    if store.dialect == "postgresql":
+        too_long = [cards[0], (CardPosted(items[1].request_id or "", "C" * 41, "1700000000.000002"), now)]
+        with pytest.raises(sa.exc.DBAPIError, match="too long"):
+            await store.outbox_finished([(i.id or 0, now) for i in items], [], too_long)
+    assert [await raw_request(store, i.request_id or "") for i in items] == before
+    assert [await store.audit_events(i.request_id or "") for i in items] == audits_before
+    assert await marks(store, items) == marks_before
+
+
+async def test_the_dispatcher_writes_card_posts_that_way(store: SqlStore) -> None:
+    service = Service(store)
+    request, _ = await service.submit(ApprovalSpec(action=Action("deploy", {}), summary="deploy", risk=Risk.HIGH,
+                                                   channel="C1", approvers=("U1",)))
+
+    async def handler(item: OutboxItem) -> Done:
+        return Done(card=CardPosted(item.request_id or "", "C1", "1700000000.000100"))
+
+    dispatcher = Dispatcher(store, dict.fromkeys(effects.KINDS, handler), clock=SystemClock(), metrics=Metrics())
+    commits = count_commits(store)
+    await dispatcher.drain()
+    stored = await store.get_request(request.id)
+    assert stored is not None and (stored.card_channel, stored.card_ts) == ("C1", "1700000000.000100")
+    assert [i.status for i in await store.outbox_items(request.id)] == ["done"]
+    assert (await store.audit_events(request.id))[-1].type == "posted"
+    if store.dialect == "postgresql":
         assert len(commits) == 0
