@@ -14,7 +14,9 @@ Invariants:
 - One group at a time per `GroupCommit`: SQLite has one writer anyway, and on PostgreSQL a group
   grows while the previous one is in flight.
 
-`SharedUnits` is the same for guarded changes (decisions): changes waiting share the next unit.
+`SharedUnits` is the same for guarded changes (decisions): changes waiting share the next unit, on
+a store with one writer (SQLite). Where transactions write concurrently (PostgreSQL) each change is a
+lone unit of its own: its one statement, no BEGIN and COMMIT.
 """
 
 from __future__ import annotations
@@ -109,6 +111,12 @@ class SharedUnits:
         self._commit: GroupCommit[_Change[Any]] = GroupCommit(self._write, limit=limit)
 
     async def run(self, change: Callable[[Unit], Awaitable[T]]) -> T:
+        if self.store.concurrent_writers:
+            # PostgreSQL: transactions write side by side and share their WAL flushes, so a change gains
+            # nothing by waiting for a group, and a group of k is k + 2 round trips in a row (BEGIN, each
+            # change, COMMIT) where k lone units are one round trip each, at the same time.
+            async with self.store.lone_unit() as unit:
+                return await change(unit)
         held: _Change[T] = _Change(change)
         await self._commit.submit(held)
         return held.value  # type: ignore[return-value]  # set by the write that committed

@@ -336,6 +336,7 @@ class SqlStore(Store):
         self.engine = engine
         self.write_engine = write_engine or engine
         self.dialect = engine.dialect.name
+        self.concurrent_writers = self.dialect == "postgresql"
         self._reader = reader  # SQLite: request reads without a pool checkout
         # SQLite: one writer per file; queue our own writers here rather than in SQLite's busy handler.
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
