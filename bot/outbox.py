@@ -153,6 +153,7 @@ class Dispatcher:
         self._failing: set[int] = set()  # items that failed here and have not got through yet (see _report)
         # key -> (id, due) of its earliest item that is to be tried again: later items wait until then
         self._held: dict[str, tuple[int, datetime]] = {}
+        self._card_listeners: list[Callable[[CardPosted, datetime], None]] = []
 
     @property
     def in_flight(self) -> int:
@@ -376,17 +377,19 @@ class Dispatcher:
             # statement on PostgreSQL).
             audits = [a for _, result, _ in group if isinstance(result, Done) for a in result.audit]
             cards = [(result.card, now) for _, result, now in group if isinstance(result, Done) and result.card]
-            await self.store.outbox_finished([(item.id, now) for item, _, now in group if item.id is not None], audits,
-                                             cards)
+            stored = await self.store.outbox_finished([(item.id, now) for item, _, now in group if item.id is not None],
+                                                      audits, cards)
+            self._cards_stored([(card, at) for card, at in cards if card.request_id in stored])
             return
+        stored_cards: list[tuple[CardPosted, datetime]] = []
         async with self.store.unit() as unit:
             done: list[tuple[int, datetime]] = []
             audit: list[AuditEvent] = []
             for item, result, now in group:
                 assert item.id is not None
                 if isinstance(result, Done):
-                    if result.card is not None:
-                        await unit.record_card(result.card, now)
+                    if result.card is not None and await unit.record_card(result.card, now):
+                        stored_cards.append((result.card, now))
                     if result.apply is not None:
                         await result.apply(unit)
                     audit.extend(result.audit)
@@ -403,6 +406,19 @@ class Dispatcher:
                     await unit.outbox_dead(item.id, now, result.error)
             await unit.append_audits(audit)
             await unit.outbox_done_many(done)
+        self._cards_stored(stored_cards)
+
+    def on_card_stored(self, fn: Callable[[CardPosted, datetime], None]) -> None:
+        """Run `fn(card, when)` for each card ts a delivery's result stored, once it committed."""
+        self._card_listeners.append(fn)
+
+    def _cards_stored(self, cards: Sequence[tuple[CardPosted, datetime]]) -> None:
+        for card, at in cards:
+            for fn in self._card_listeners:
+                try:
+                    fn(card, at)
+                except Exception:  # like after-commit hooks: never undo what committed
+                    log.exception("card-stored hook failed", extra={"request_id": card.request_id})
 
     def _report(self, item: OutboxItem, result: Result) -> None:
         """One WARNING when an item first fails, one INFO when it then gets through, one ERROR when it

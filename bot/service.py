@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from bot.clock import Clock, SystemClock, new_id
 from bot.fresh import Fresh
+from bot.known import Known
 from bot.domain.model import (
     Actor,
     AuditEvent,
@@ -106,6 +107,7 @@ class Service:
         self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
         self._shared = SharedUnits(store)  # decisions waiting at the same time share a unit
         self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
+        self.known = Known()  # pending requests as last committed here, for a click's check (bot/known.py)
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -259,6 +261,7 @@ class Service:
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
         unit.after_commit(lambda: self.fresh.put(post.dedupe_key, request))  # the post renders it (bot/fresh.py)
+        unit.after_commit(lambda: self.known.put(request))
         self.touch(unit, request.id)
 
     async def _idempotent(self, key: str, body_hash: str | None) -> Request | None:
@@ -350,6 +353,7 @@ class Service:
         changes: tuple[Change, ...] = (),
         comment: str | None = None,
         read: Request | None = None,
+        only_on_read: bool = False,
         also: Callable[[Unit], Awaitable[None]] | None = None,
         items: tuple[Item, ...] | None = None,
         extra: dict[str, Any] | None = None,
@@ -362,6 +366,9 @@ class Service:
         the quorum is reached it is stored as a vote (`counted=True`, still pending); a second vote by
         the same person writes nothing (`duplicate=True`). Each vote is its own guarded write: the
         request's version guard and the votes table's (request, voter) key, in one transaction.
+        `only_on_read`: decide on `read` as it is, or not at all: if the request changed since, nothing is
+        written and `stale=True` comes back with the request as read now, for the caller to check again
+        (a click checked on the state bot/known.py held).
         `items`: a batch's items with their outcomes, decided on `read` (if the request changed
         since, nothing is written and the caller decides again on the fresh request).
         `also(unit)`: more writes that belong to this decision (a remembered grant), committed with
@@ -375,6 +382,8 @@ class Service:
             now = self.clock.now()
             if items is not None and read is not None and request.version != read.version:
                 return DecideResult(request, won=False)  # the items were decided on an older version
+            if only_on_read and read is not None and request.version != read.version:
+                return DecideResult(request, won=False, stale=True)  # checked on an older version
             votes = request.votes
             if vote and actor is not None:
                 tally = cast(request.votes, request.quorum, actor.id)
@@ -462,6 +471,7 @@ class Service:
 
     def _decided(self, decided: Request) -> None:
         assert decided.decision is not None
+        self.known.forget(decided.id)
         self.waiters.wake(decided.id, decided)  # after touch's wake-up: hands them the decided request
         self.fresh.put(_decided_card(decided.id), decided)  # its card update renders it (bot/fresh.py)
         self.metrics.decisions.labels(decided.decision.outcome.value, decided.decision.via.value).inc()

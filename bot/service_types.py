@@ -47,6 +47,7 @@ class DecideResult:
     won: bool
     counted: bool = False  # a change was stored and the request is still pending (a quorum vote, batch items)
     duplicate: bool = False  # this person had already approved: nothing was written
+    stale: bool = False  # `only_on_read` and the request had changed since: nothing was written
 
 
 class StaleCheck(Exception):

@@ -251,6 +251,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
     store.on_outbox_commit(dispatcher.wake)
+    dispatcher.on_card_stored(service.known.card_stored)  # a click checks the card it holds (bot/known.py)
 
     # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
     # acks clicks and events itself and answers modals and commands when their listener calls

@@ -440,15 +440,18 @@ class Store(abc.ABC):
         """Claim due items: each is leased to this caller and its `attempts` counted."""
 
     async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent],
-                              cards: Sequence[tuple[CardPosted, datetime]] = ()) -> None:
+                              cards: Sequence[tuple[CardPosted, datetime]] = ()) -> set[str]:
         """Deliveries that had nothing else to write: the cards they posted (`Unit.record_card`, each with
         its time), their audit rows and done marks (id, when), in one transaction (a store may send it
-        as one statement, storage/outbox_sql.py)."""
+        as one statement, storage/outbox_sql.py). Returns the ids of the requests whose card it stored."""
+        stored = set()
         async with self.unit() as unit:
             for card, at in cards:
-                await unit.record_card(card, at)
+                if await unit.record_card(card, at):
+                    stored.add(card.request_id)
             await unit.append_audits(audits)
             await unit.outbox_done_many(done)
+        return stored
 
     @abc.abstractmethod
     async def next_outbox_due(self) -> datetime | None: ...

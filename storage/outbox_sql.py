@@ -35,15 +35,16 @@ _CASTS: dict[tuple[str, int, tuple[str, ...]], tuple[str, ...]] = {}
 
 
 async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetime]],
-                        audits: Sequence[AuditEvent], cards: Sequence[tuple[CardPosted, datetime]] = ()) -> None:
+                        audits: Sequence[AuditEvent], cards: Sequence[tuple[CardPosted, datetime]] = ()) -> set[str]:
     """PostgreSQL: `cards` stored (each with its "posted" audit row, if stored), `audits` inserted and
-    the items `done` (id, when) marked done, in one statement."""
+    the items `done` (id, when) marked done, in one statement. Returns the ids of the requests whose
+    card it stored."""
     dialect = conn.dialect
     assert dialect.name == "postgresql"
     rows = [audit_values(e) for e in audits]
     marks = [{"id": item_id, "done_at": at} for item_id, at in done]
     if not rows and not marks and not cards:
-        return
+        return set()
     params: list[Any] = []
     for card, at in cards:
         ts_row = {"id": card.request_id, "card_channel": card.channel, "card_ts": card.ts, "updated_at": at}
@@ -60,7 +61,8 @@ async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetim
     statement = _SQL.get(key)
     if statement is None:
         statement = _SQL[key] = _statement(audit, len(cards), len(rows), len(marks), dialect)
-    await conn.exec_driver_sql(statement, tuple(params))
+    result = await conn.exec_driver_sql(statement, tuple(params))
+    return {row[0] for row in result.all() if row[0] is not None}
 
 
 def _casts(table: sa.Table, names: tuple[str, ...], dialect: Dialect) -> tuple[str, ...]:
@@ -120,4 +122,4 @@ def _statement(audit: TableInsert | None, cards: int, audits: int, marks: int, d
         values = [f"(${n + 2 * i}::bigint, ${n + 2 * i + 1}::timestamptz)" for i in range(marks)]
         ctes.append("d AS (UPDATE outbox SET status = 'done', done_at = x.done_at, lease_until = NULL "
                     f"FROM (VALUES {', '.join(values)}) AS x (id, done_at) WHERE outbox.id = x.id)")
-    return f"WITH {', '.join(ctes)} SELECT 1"
+    return f"WITH {', '.join(ctes)} {'SELECT id FROM c' if cards else 'SELECT NULL'}"

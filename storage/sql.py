@@ -450,11 +450,11 @@ class SqlStore(Store):
         return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
 
     async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent],
-                              cards: Sequence[tuple[CardPosted, datetime]] = ()) -> None:
+                              cards: Sequence[tuple[CardPosted, datetime]] = ()) -> set[str]:
         if self.dialect != "postgresql":
             return await super().outbox_finished(done, audits, cards)
         async with self.engine.connect() as conn:  # AUTOCOMMIT: the one statement is its own transaction
-            await finish_in_one(conn, done, audits, cards)
+            return await finish_in_one(conn, done, audits, cards)
 
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""

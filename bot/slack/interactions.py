@@ -42,6 +42,13 @@ _OUTCOME_WORDS = {
 
 
 DECIDING_AT_ONCE = 4
+
+
+class _Again:
+    """A click checked on a held request (bot/known.py) is to be checked again on the request as read."""
+
+
+_AGAIN = _Again()
 BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
                  "Approve selected (or Reject all), or use an action's own buttons. Nothing was changed.")
 _VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond",
@@ -93,9 +100,10 @@ class Interactions:
 
     async def _check(
         self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True,
-        decision: str | None = None,
+        decision: str | None = None, held: Request | None = None,
     ) -> Request | Refusal:
-        request = await self.service.store.get_request(request_id)
+        """`held`: the request as this process last committed it (bot/known.py), checked instead of a read."""
+        request = held if held is not None else await self.service.store.get_request(request_id)
         if request is None:
             return Refusal("This card points to a Signoff request that does not exist. Nothing was changed.")
         if click is not None and request.card_ts and click.message_ts and click.view_id is None:
@@ -149,19 +157,39 @@ class Interactions:
         task.add_done_callback(self._notes.discard)
 
     async def _approve(self, click: Click) -> str | None:
-        """Decide; returns the note to tell the clicker, if any (the caller posts it)."""
-        checked = await self._check(click.request_id, click.user_id, click, decision="approve")
+        """Decide; returns the note to tell the clicker, if any (the caller posts it).
+
+        The click is checked on the request as this process last committed it, if it holds it
+        (bot/known.py: no read), and then decided on that version only. Anything else, a refusal or a
+        request that moved on since, is checked again on the request as read, as without it."""
+        held = self.service.known.get(click.request_id)
+        if held is not None:
+            note = await self._approve_on(click, held)
+            if not isinstance(note, _Again):
+                self.service.known.used += 1
+                return note
+        note = await self._approve_on(click, None)
+        assert not isinstance(note, _Again)  # only a held request's check is done again
+        return note
+
+    async def _approve_on(self, click: Click, held: Request | None) -> str | _Again | None:
+        checked = await self._check(click.request_id, click.user_id, click, decision="approve", held=held)
         if isinstance(checked, Refusal):
-            return checked.text
+            return _AGAIN if held else checked.text
         refusal = BATCH_BUTTONS if checked.is_batch else approve_refusal(checked, click.user_id)
         if refusal is not None:  # separation of duties: told why, nothing written
-            return refusal
+            return _AGAIN if held else refusal
         if checked.confirm is not None:  # typed confirmation: the modal approves, not the click
+            if held:
+                return _AGAIN
             await self.open_view(click, checked, confirm_modal(checked))  # within 3 s of the click: now
             return None
         result = await self.service.decide(
-            checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked
+            checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked,
+            only_on_read=held is not None,
         )
+        if result.stale:
+            return _AGAIN
         if result.duplicate:
             return duplicate_text(result.request)
         if result.counted:

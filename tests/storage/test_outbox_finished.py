@@ -109,7 +109,8 @@ async def test_card_posts_are_stored_and_audited_as_the_unit_does_it(store: SqlS
              for k, i in enumerate(items)]
     versions = [(await raw_request(store, i.request_id or ""))[3] for i in items]
     commits = count_commits(store)
-    await store.outbox_finished([(i.id or 0, now) for i in items[:2]], [], cards[:2])
+    stored = await store.outbox_finished([(i.id or 0, now) for i in items[:2]], [], cards[:2])
+    assert stored == {i.request_id for i in items[:2]}
     assert len(commits) == (0 if store.dialect == "postgresql" else 1)
     async with store.unit() as unit:
         for card, at in cards[2:]:
@@ -133,10 +134,11 @@ async def test_a_stored_card_is_kept_and_not_audited_again(store: SqlStore) -> N
     audits_before = await store.audit_events(first.request_id or "")
     updated = AuditEvent(second.request_id or "", "card_updated", now, None, {"status": "pending"})
     later = now + timedelta(seconds=1)
-    await store.outbox_finished([(i.id or 0, later) for i in items], [updated],
+    assert await store.outbox_finished([(i.id or 0, later) for i in items], [updated],
                                 [(CardPosted(first.request_id or "", "C9", "1700000000.000999"), later),
                                  (CardPosted(second.request_id or "", "C2", "1700000000.000002"), later),
-                                 (CardPosted("apr_no_such_request", "C3", "1700000000.000003"), later)])
+                                 (CardPosted("apr_no_such_request", "C3", "1700000000.000003"), later)]) \
+        == {second.request_id}  # only the card it stored
     assert await raw_request(store, first.request_id or "") == before
     assert await store.audit_events(first.request_id or "") == audits_before
     assert (await raw_request(store, second.request_id or ""))[:2] == ("C2", "1700000000.000002")

@@ -1,0 +1,64 @@
+"""The state of a pending request as this process last committed it, for an Approve click's check.
+
+A click reads its request to check it (pending, an approval, the clicker one of its approvers, the
+button on the request's card) and then writes the decision guarded on the version it read. When
+the request was submitted and its card posted through this process, which is the usual case, the
+row holds exactly what this process last committed, and that read is a round trip (PostgreSQL) or a
+page-cache revalidation (SQLite) on the click's path to the waiting agent. Held here, the check
+needs none.
+
+Why a held state never lets a click do what a read would refuse:
+- It is exact: the request a commit of this process wrote, at the version that commit left
+  (`put`), or that state with its card's ts once this process's guarded ts write matched it
+  (`card_stored`: the ts, its time and version + 1, as the write did). Every write of a request's
+  state raises its version by one, so a write this process does not know of leaves the row at a
+  larger version than the held one, never at the same version with other content.
+- The decision is written on the checked version only (`Service.decide(only_on_read=True)`): if
+  the row moved on, nothing is written and the click is checked again on the row as read
+  (bot/slack/interactions.py), never decided on a state nobody checked.
+- A refusal on a held state is not told: the request is read and checked again.
+
+A decision forgets its request (it is no longer pending). At most `cap` requests are held, the
+oldest dropped first, so memory does not grow with the number of pending requests.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from datetime import datetime
+
+from bot.domain.model import Request
+from storage.base import CardPosted
+
+CAP = 1024
+
+
+class Known:
+    def __init__(self, cap: int = CAP) -> None:
+        self.cap = cap
+        self._held: OrderedDict[str, Request] = OrderedDict()
+        self.used = 0  # checks that needed no read (tests look)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def put(self, request: Request) -> None:
+        """`request` exactly as a commit of this process left it (its version included)."""
+        self._held[request.id] = request
+        self._held.move_to_end(request.id)
+        while len(self._held) > self.cap:
+            self._held.popitem(last=False)
+
+    def card_stored(self, card: CardPosted, at: datetime) -> None:
+        """This process's guarded ts write stored `card` at `at` (it matched: no card was stored)."""
+        held = self._held.get(card.request_id)
+        if held is None or held.card_ts is not None:
+            return
+        self._held[card.request_id] = held.evolve(card_channel=card.channel, card_ts=card.ts, updated_at=at,
+                                                  version=held.version + 1)
+
+    def forget(self, request_id: str) -> None:
+        self._held.pop(request_id, None)
+
+    def get(self, request_id: str) -> Request | None:
+        return self._held.get(request_id)

@@ -1,0 +1,117 @@
+"""An Approve click on a request this process submitted and posted is checked on the request as the
+process last committed it (bot/known.py), with no read, and decided on that version only. A request
+another process wrote since is checked again on the row as read: a clicker that write took away is
+refused, one it kept still decides, once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.domain.model import Action, Kind, Request, Risk, Status
+from bot.known import Known
+from bot.service import Service
+from storage.base import CardPosted, Unit
+from tests.harness import App
+from tests.slack.test_decisions import settle, snapshot
+
+
+async def held_and_stored(app: App, request_id: str) -> tuple[Request | None, Request | None]:
+    assert app.signoff is not None
+    return app.signoff.service.known.get(request_id), await app.signoff.store.get_request(request_id)
+
+
+async def another_process_writes(app: App, request_id: str, **changes: object) -> None:
+    """A write this process does not know of (another replica's): a Service of its own on the same store."""
+    assert app.signoff is not None
+    other = Service(app.signoff.store)
+
+    async def change(unit: Unit, request: Request) -> None:
+        await Service.write(unit, request.evolve(**changes), request)
+
+    assert (await other.guarded(request_id, change)).ran
+
+
+async def test_the_held_request_is_the_stored_one_and_a_click_on_it_needs_no_read(app: App) -> None:
+    assert app.signoff is not None
+    known = app.signoff.service.known
+    req = await app.submit(approvers=["U1", "U2"])
+    await app.card(req["id"])
+    await settle(app)
+    held, stored = await held_and_stored(app, req["id"])
+    assert held is not None and held == stored  # the submit's state plus the card's ts, version and all
+    used = known.used
+    resp = await app.click(req["id"], "U1", user_name="alice")
+    assert resp.status == 200
+    await app.slack.wait_for("chat.update", count=1)
+    await settle(app)
+    assert known.used == used + 1  # checked on what it held
+    decided = await app.signoff.store.get_request(req["id"])
+    assert decided is not None and decided.status is Status.APPROVED and decided.version == held.version + 1
+    assert decided.decision is not None and decided.decision.decided_by is not None
+    assert decided.decision.decided_by.id == "U1"
+    assert known.get(req["id"]) is None  # decided: no longer held
+    assert app.slack.calls_to("chat.postEphemeral") == []
+
+
+async def test_a_clicker_another_process_took_away_is_refused_and_nothing_is_written(app: App) -> None:
+    """The held request still names U1 an approver; the row, written since by another replica, does
+    not. The decision on the held version writes nothing, the click is checked on the row, refused."""
+    assert app.signoff is not None
+    known = app.signoff.service.known
+    req = await app.submit(approvers=["U1"])
+    await app.card(req["id"])
+    await settle(app)
+    await another_process_writes(app, req["id"], approvers=("U9",))
+    held, stored = await held_and_stored(app, req["id"])
+    assert held is not None and stored is not None and held.approvers == ("U1",) and stored.version == held.version + 1
+    before = await snapshot(app, req["id"])
+    used = known.used
+    resp = await app.click(req["id"], "U1", user_name="alice")
+    assert resp.status == 200
+    [note] = await app.slack.wait_for("chat.postEphemeral")
+    assert note.args["user"] == "U1" and "not one of the approvers" in note.args["text"]
+    await settle(app)
+    assert await snapshot(app, req["id"]) == before  # still pending, nothing written
+    assert known.used == used
+
+
+async def test_a_clicker_another_process_kept_decides_once_on_the_row(app: App) -> None:
+    assert app.signoff is not None
+    req = await app.submit(approvers=["U1", "U2"])
+    await app.card(req["id"])
+    await settle(app)
+    await another_process_writes(app, req["id"], approvers=("U2", "U1"))
+    _, moved = await held_and_stored(app, req["id"])
+    assert moved is not None
+    resp = await app.click(req["id"], "U1", user_name="alice")
+    assert resp.status == 200
+    await app.slack.wait_for("chat.update", count=1)
+    await settle(app)
+    decided = await app.signoff.store.get_request(req["id"])
+    assert decided is not None and decided.status is Status.APPROVED and decided.version == moved.version + 1
+    assert decided.approvers == ("U2", "U1")  # decided on the row as it is, not on the held state
+    events = [e.type for e in await app.signoff.store.audit_events(req["id"])]
+    assert events.count("decided") == 1
+    assert app.slack.calls_to("chat.postEphemeral") == []
+
+
+def test_known_takes_a_card_only_over_a_held_request_without_one_and_keeps_at_most_cap() -> None:
+    now = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+    def request(n: int, **changes: object) -> Request:
+        return Request(id=f"apr_{n}", kind=Kind.APPROVAL, status=Status.PENDING, action=Action("deploy", {}),
+                       summary="deploy", risk=Risk.HIGH, channel="C1", created_at=now, updated_at=now).evolve(**changes)
+
+    known = Known(cap=2)
+    known.card_stored(CardPosted("apr_0", "C1", "1.000001"), now)  # nothing held: nothing made up
+    assert known.get("apr_0") is None
+    known.put(request(0))
+    known.card_stored(CardPosted("apr_0", "C1", "1.000001"), now)
+    assert known.get("apr_0") == request(0, card_channel="C1", card_ts="1.000001", version=2)
+    known.card_stored(CardPosted("apr_0", "C2", "2.000002"), now)  # a ts is stored once
+    assert known.get("apr_0") == request(0, card_channel="C1", card_ts="1.000001", version=2)
+    known.put(request(1))
+    known.put(request(2))
+    assert len(known) == 2 and known.get("apr_0") is None  # the oldest went first
+    known.forget("apr_1")
+    assert known.get("apr_1") is None and len(known) == 1
