@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import urllib.parse
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from slack_bolt.request.internals import parse_body as bolt_parse_body
 
@@ -46,6 +46,7 @@ def test_same_as_bolt(payload: dict, quote, ensure_ascii: bool) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60))
+@example("NaN")  # both read a float NaN, which equals nothing, itself included
 def test_any_text_same_as_bolt(raw: str) -> None:
     """Whatever a signed body holds (broken escapes, several fields, line breaks, not JSON)."""
     for body in (raw, "payload=" + raw):
@@ -55,7 +56,8 @@ def test_any_text_same_as_bolt(raw: str) -> None:
                 outcomes.append(parse(body, FORM))
             except ValueError as exc:
                 outcomes.append(type(exc))
-        assert outcomes[0] == outcomes[1], body
+        # repr tells NaN from NaN as equal, and everything else as == does (same types, same order)
+        assert outcomes[0] == outcomes[1] or repr(outcomes[0]) == repr(outcomes[1]), body
 
 
 def test_a_card_click_takes_the_fast_path() -> None:
