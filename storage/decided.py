@@ -90,6 +90,17 @@ def placeholders(start: int, width: int) -> str:
     return ", ".join(f"${n}" for n in range(start, start + width))
 
 
+def sql_cast(type_: Any, dialect: Dialect) -> str:
+    """The column's type for a cast of a parameter in a VALUES list, strings without their length: a cast
+    to VARCHAR(n) would cut a longer value silently, where the write itself refuses it."""
+    impl = type_.dialect_impl(dialect)
+    if isinstance(impl, sa.String):
+        return "VARCHAR"
+    if isinstance(impl, sa.DateTime):
+        return "TIMESTAMP WITH TIME ZONE" if impl.timezone else "TIMESTAMP"
+    return str(dialect.type_compiler_instance.process(impl))
+
+
 Group = tuple[TableInsert, Sequence[dict[str, Any]], str]  # a table's insert, its rows, what follows VALUES
 _SQL: dict[tuple[Any, ...], str] = {}  # PostgreSQL statements by shape
 

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Dialect
 
 from bot.domain.model import AuditEvent
 from storage.base import CardPosted
-from storage.decided import TableInsert, table_insert
+from storage.decided import TableInsert, sql_cast, table_insert
 from storage.schema import audit_events, outbox, requests
 from storage.values import audit_values
 
@@ -66,15 +66,11 @@ async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetim
 
 
 def _casts(table: sa.Table, names: tuple[str, ...], dialect: Dialect) -> tuple[str, ...]:
-    """A `::type` per column, for parameters in a VALUES list (whose types nothing else tells). Text
-    goes in as `text`: a value too long for its `varchar(n)` column then fails on the write, as an
-    INSERT's would, instead of being cut by a cast to `varchar(n)`."""
+    """A `::type` per column, for parameters in a VALUES list (whose types nothing else tells)."""
     key = (table.name, id(dialect), names)
     found = _CASTS.get(key)
     if found is None:
-        found = _CASTS[key] = tuple(
-            "text" if isinstance(table.c[n].type, sa.String) else table.c[n].type.compile(dialect=dialect)
-            for n in names)
+        found = _CASTS[key] = tuple(sql_cast(table.c[n].type, dialect) for n in names)
     return found
 
 

@@ -23,12 +23,11 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from storage.decided import table_insert, TableInsert, placeholders
+from storage.decided import table_insert, TableInsert, placeholders, sql_cast
 from storage.schema import audit_events, outbox, request_people, requests
 
 _PEOPLE_TAIL = " ON CONFLICT (request_id, user_id, role) DO NOTHING"
@@ -88,7 +87,7 @@ def _statements(dialect: Dialect, parts: tuple[TableInsert, TableInsert, TableIn
         if person is not None:
             out.append(person.sql(people) + _PEOPLE_TAIL)
         return out
-    casts = [_cast(outbox.c[n].type, dialect) for n in names]
+    casts = [sql_cast(outbox.c[n].type, dialect) for n in names]
     n = 1
     ctes = []
     for i, part in enumerate((rq, au)):
@@ -110,14 +109,3 @@ def _statements(dialect: Dialect, parts: tuple[TableInsert, TableInsert, TableIn
             n += person.width
         ctes.append(f"w3 AS (INSERT INTO {person.table} ({person.columns}) VALUES {', '.join(values)}{_PEOPLE_TAIL})")
     return [f"WITH {', '.join(ctes)} {read or 'SELECT 1'}"]
-
-
-def _cast(type_: Any, dialect: Dialect) -> str:
-    """The column's type for a cast, strings without their length: a cast to VARCHAR(n) would cut a
-    longer value silently, where the insert itself refuses it."""
-    impl = type_.dialect_impl(dialect)
-    if isinstance(impl, sa.String):
-        return "VARCHAR"
-    if isinstance(impl, sa.DateTime):
-        return "TIMESTAMP WITH TIME ZONE" if impl.timezone else "TIMESTAMP"
-    return str(dialect.type_compiler_instance.process(impl))
