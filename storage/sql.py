@@ -32,7 +32,6 @@ from storage.base import (
     DuplicateIdempotencyKey,
     Expect,
     Inbox,
-    InboxEntry,
     OutboxItem,
     Reminded,
     StaleRead,
@@ -40,10 +39,9 @@ from storage.base import (
     Unit,
 )
 from storage import sweep_sql
+from storage.inbox_sql import read_inbox
 from storage.rows import (
     REQUEST_BY_ID,
-    REQUEST_COLUMNS,
-    REQUEST_JOIN,
     SELECT_REQUEST,
     mutable_columns,
     outbox_from_row,
@@ -51,7 +49,6 @@ from storage.rows import (
 )
 from storage.schema import (
     audit_events,
-    decisions,
     home_users,
     outbox,
     request_people,
@@ -470,41 +467,8 @@ class SqlStore(Store):
             return [outbox_from_row(r) for r in (await conn.execute(stmt)).all()]
 
     async def inbox(self, user_id: str, *, limit: int, decided_since: datetime) -> Inbox:
-        def role(name: str) -> Any:
-            return sa.exists().where(
-                request_people.c.request_id == requests.c.id,
-                request_people.c.user_id == user_id,
-                request_people.c.role == name,
-            )
-
-        pending = requests.c.status == "pending"
-        waiting = sa.and_(pending, role("approver"), ~role("escalated"))
-        escalated = sa.and_(pending, role("escalated"))
-        # An empty approver list means anyone may decide (Service.may_decide).
-        can_decide = sa.or_(role("approver"), sa.cast(requests.c.approvers, sa.Text) == "[]")
-        mine = sa.and_(decisions.c.decided_by_id == user_id, decisions.c.decided_at >= decided_since)
-        oldest = (requests.c.created_at, requests.c.id)
-
         async with self.engine.connect() as conn:
-
-            async def page(where: Any, order: Any) -> tuple[list[Any], int]:
-                stmt = sa.select(*REQUEST_COLUMNS, can_decide.label("can_decide")).select_from(REQUEST_JOIN)
-                rows = (await conn.execute(stmt.where(where).order_by(*order).limit(limit))).all()
-                count = sa.select(sa.func.count()).select_from(REQUEST_JOIN).where(where)
-                total = (await conn.execute(count)).scalar()
-                return list(rows), int(total or 0)
-
-            waiting_rows, waiting_total = await page(waiting, oldest)
-            escalated_rows, escalated_total = await page(escalated, oldest)
-            decided_rows, decided_total = await page(mine, (decisions.c.decided_at.desc(), requests.c.id))
-        return Inbox(
-            waiting=tuple(InboxEntry(request_from_row(r), True) for r in waiting_rows),
-            waiting_total=waiting_total,
-            escalated=tuple(InboxEntry(request_from_row(r), bool(r.can_decide)) for r in escalated_rows),
-            escalated_total=escalated_total,
-            decided=tuple(request_from_row(r) for r in decided_rows),
-            decided_total=decided_total,
-        )
+            return await read_inbox(conn, user_id, limit=limit, decided_since=decided_since)
 
     async def close(self) -> None:
         if self._reader is not None:
