@@ -33,7 +33,7 @@ from bot.domain.model import (
 from bot.delivery_state import is_undelivered
 from bot.domain.batch import Choice, Item, decide_items
 from bot.domain.params_hash import params_sha256
-from bot.domain.timing import Timing, initial_state, next_due
+from bot.domain.timing import Timing
 from bot.domain.transitions import next_status
 from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
@@ -210,37 +210,8 @@ class Service:
         self, spec: ApprovalSpec, *, idempotency_key: str | None = None, body_hash: str | None = None
     ) -> Request:
         """The pending request `spec` describes (not stored yet: see `stage`)."""
-        now = self.clock.now()
-        timing = spec.timing if spec.timing is not None else self.default_timing
-        timers = initial_state(timing, now) if timing is not None else None
-        return Request(
-            id=self.new_id("qst" if spec.kind is Kind.QUESTION else "apr"),
-            kind=spec.kind,
-            status=Status.PENDING,
-            action=spec.action,
-            summary=spec.summary,
-            risk=spec.risk,
-            channel=spec.channel,
-            created_at=now,
-            updated_at=now,
-            context=spec.context,
-            preview=spec.preview,
-            approvers=spec.approvers,
-            callback_url=spec.callback_url,
-            requested_by=spec.requested_by,
-            thread_ts=spec.thread_ts,
-            idempotency_key=idempotency_key,
-            body_hash=body_hash,
-            extra=dict(spec.extra),
-            timing=timing,
-            timers=timers,
-            next_due_at=next_due(timers) if timers is not None else None,
-            quorum=spec.quorum,
-            requester_may_approve=spec.requester_may_approve,
-            confirm=spec.confirm,
-            requester_user=spec.requester_user,
-            items=spec.items,
-        )
+        return spec.pending(self.new_id("qst" if spec.kind is Kind.QUESTION else "apr"), self.clock.now(),
+                            self.default_timing, idempotency_key=idempotency_key, body_hash=body_hash)
 
     async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = (),
                     expect: Expect | None = None) -> None:

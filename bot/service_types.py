@@ -4,10 +4,11 @@ change ended (DecideResult, Guarded), and the errors a guarded write raises."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from bot.domain.model import Action, Item, Kind, Preview, Request, Risk
-from bot.domain.timing import Timing
+from bot.domain.model import Action, Item, Kind, Preview, Request, Risk, Status
+from bot.domain.timing import Timing, initial_state, next_due
 
 T = TypeVar("T")
 
@@ -39,6 +40,40 @@ class ApprovalSpec:
     confirm: str | None = None
     requester_user: str | None = None
     items: tuple[Item, ...] = ()  # a batch: several actions on one card (`action` is then BATCH_ACTION)
+
+    def pending(self, request_id: str, now: datetime, default_timing: Timing | None, *,
+                idempotency_key: str | None = None, body_hash: str | None = None) -> Request:
+        """The pending request this spec describes, made `now` (not stored yet: see `Service.stage`)."""
+        timing = self.timing if self.timing is not None else default_timing
+        timers = initial_state(timing, now) if timing is not None else None
+        return Request(
+            id=request_id,
+            kind=self.kind,
+            status=Status.PENDING,
+            action=self.action,
+            summary=self.summary,
+            risk=self.risk,
+            channel=self.channel,
+            created_at=now,
+            updated_at=now,
+            context=self.context,
+            preview=self.preview,
+            approvers=self.approvers,
+            callback_url=self.callback_url,
+            requested_by=self.requested_by,
+            thread_ts=self.thread_ts,
+            idempotency_key=idempotency_key,
+            body_hash=body_hash,
+            extra=dict(self.extra),
+            timing=timing,
+            timers=timers,
+            next_due_at=next_due(timers) if timers is not None else None,
+            quorum=self.quorum,
+            requester_may_approve=self.requester_may_approve,
+            confirm=self.confirm,
+            requester_user=self.requester_user,
+            items=self.items,
+        )
 
 
 @dataclass(frozen=True)
