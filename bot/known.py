@@ -18,8 +18,11 @@ Why a held state never lets a click do what a read would refuse:
   (bot/slack/interactions.py), never decided on a state nobody checked.
 - A refusal on a held state is not told: the request is read and checked again.
 
-A decision forgets its request (it is no longer pending). At most `cap` requests are held, the
-oldest dropped first, so memory does not grow with the number of pending requests.
+A decision forgets its request (it is no longer pending). At most `cap` requests and `budget` bytes
+of their agent-given content (parameters, preview, extra, summary and context as JSON text; an
+agent may send up to 1 MB a request) are held, the oldest dropped first, and a request bigger than
+a sixteenth of the budget is not held at all (its click reads): memory does not grow with the
+number of pending requests, nor with their size.
 """
 
 from __future__ import annotations
@@ -27,16 +30,28 @@ from __future__ import annotations
 from collections import OrderedDict
 from datetime import datetime
 
+from bot.domain.json_codec import dumps
 from bot.domain.model import Request
 from storage.base import CardPosted
 
 CAP = 1024
+BUDGET = 8 * 1024 * 1024
+
+
+def weight(request: Request) -> int:
+    """About how much of `request` the agent chose: its content as JSON text, in characters."""
+    preview = request.preview.data if request.preview is not None else None
+    return (len(request.summary) + len(request.context or "")
+            + sum(len(dumps(part)) for part in (request.action.params, preview, request.extra,
+                                                [item.to_json() for item in request.items]) if part))
 
 
 class Known:
-    def __init__(self, cap: int = CAP) -> None:
+    def __init__(self, cap: int = CAP, budget: int = BUDGET) -> None:
         self.cap = cap
-        self._held: OrderedDict[str, Request] = OrderedDict()
+        self.budget = budget
+        self._held: OrderedDict[str, tuple[Request, int]] = OrderedDict()
+        self._weight = 0
         self.used = 0  # checks that needed no read (tests look)
 
     def __len__(self) -> int:
@@ -44,21 +59,30 @@ class Known:
 
     def put(self, request: Request) -> None:
         """`request` exactly as a commit of this process left it (its version included)."""
-        self._held[request.id] = request
-        self._held.move_to_end(request.id)
-        while len(self._held) > self.cap:
-            self._held.popitem(last=False)
+        self.forget(request.id)
+        size = weight(request)
+        if size > self.budget // 16:
+            return
+        self._held[request.id] = (request, size)
+        self._weight += size
+        while len(self._held) > self.cap or self._weight > self.budget:
+            _, (_, dropped) = self._held.popitem(last=False)
+            self._weight -= dropped
 
     def card_stored(self, card: CardPosted, at: datetime) -> None:
         """This process's guarded ts write stored `card` at `at` (it matched: no card was stored)."""
-        held = self._held.get(card.request_id)
-        if held is None or held.card_ts is not None:
+        found = self._held.get(card.request_id)
+        if found is None or found[0].card_ts is not None:
             return
-        self._held[card.request_id] = held.evolve(card_channel=card.channel, card_ts=card.ts, updated_at=at,
-                                                  version=held.version + 1)
+        held, size = found
+        self._held[card.request_id] = (held.evolve(card_channel=card.channel, card_ts=card.ts, updated_at=at,
+                                                   version=held.version + 1), size)
 
     def forget(self, request_id: str) -> None:
-        self._held.pop(request_id, None)
+        found = self._held.pop(request_id, None)
+        if found is not None:
+            self._weight -= found[1]
 
     def get(self, request_id: str) -> Request | None:
-        return self._held.get(request_id)
+        found = self._held.get(request_id)
+        return found[0] if found is not None else None

@@ -115,3 +115,30 @@ def test_known_takes_a_card_only_over_a_held_request_without_one_and_keeps_at_mo
     assert len(known) == 2 and known.get("apr_0") is None  # the oldest went first
     known.forget("apr_1")
     assert known.get("apr_1") is None and len(known) == 1
+
+
+def test_known_holds_at_most_its_budget_and_never_a_request_too_big_for_it() -> None:
+    """An agent may send up to 1 MB a request: what is held is bounded in bytes too, not only in count."""
+    now = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+    def request(n: int, text: str) -> Request:
+        return Request(id=f"apr_{n}", kind=Kind.APPROVAL, status=Status.PENDING, action=Action("deploy", {"x": text}),
+                       summary="deploy", risk=Risk.HIGH, channel="C1", created_at=now, updated_at=now)
+
+    known = Known(cap=100, budget=16_000)
+    for n in range(3):
+        known.put(request(n, "x" * 900))  # about 900 characters each
+    assert len(known) == 3
+    known.put(request(9, "y" * 1_100))  # over a sixteenth of the budget: not held
+    assert known.get("apr_9") is None and len(known) == 3
+    for n in range(3, 30):
+        known.put(request(n, "x" * 900))
+    assert len(known) < 20 and known.get("apr_29") is not None and known.get("apr_0") is None
+    known.put(request(29, "x" * 900))  # put again: counted once
+    before = len(known)
+    for n in range(3, 30):
+        known.forget(f"apr_{n}")
+    assert len(known) == 0 and before > 0
+    for n in range(16):  # with nothing held, the whole budget is free again
+        known.put(request(100 + n, "x" * 900))
+    assert len(known) == 16
