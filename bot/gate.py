@@ -36,7 +36,7 @@ from bot.policy_holder import PolicyHolder
 from bot.service import ApprovalSpec, Service, StaleCheck
 from bot.wire import request_json
 from storage.base import Expect, StaleRead, Unit
-from storage.grants import DELEGATION_STAMP, GrantStore
+from storage.grants import DELEGATION_STAMP, GRANT_STAMP, GrantStore
 
 log = logging.getLogger(__name__)
 
@@ -273,8 +273,8 @@ class PolicyGate:
         request = checked.request
         assert request is not None
         if request.is_pending:
-            async with service.store.unit() as unit:
-                await self.stage(service, unit, checked)
+            async with service.store.lone_unit() as unit:  # on PostgreSQL one statement, its own transaction
+                await self.stage(service, unit, checked, final=True)
             return
         if self._group is None or self._group[0] is not service:
             self._group = (service, GroupCommit(lambda group: self._write_group(service, group)))
@@ -286,12 +286,38 @@ class PolicyGate:
             for checked in group:
                 await self.stage(service, unit, checked, verified=verified)
 
-    async def stage(self, service: Service, unit: Unit, checked: Checked, *,
-                    verified: dict[str, tuple[Any, ...]] | None = None) -> None:
-        """Write the checked request in the caller's unit: pending (card) or decided (no card).
-        `verified`: the stamps this unit already read (by tool), read again otherwise."""
+    async def _stage_pending(self, service: Service, unit: Unit, checked: Checked, *, final: bool) -> None:
+        """A pending request, with the stamps its check relied on (the tool's grants, the delegations)
+        verified by its write: in the same statement on PostgreSQL, so that with `final` the statement
+        is the whole unit. A moved stamp writes nothing and the request is checked again, afresh."""
         request = checked.request
         assert request is not None
+        expects = []
+        if checked.stamp is not None:
+            assert checked.tool is not None
+            tool = checked.tool
+            expects.append(Expect(lambda unit: self.grants.stamp_in(unit, tool), GRANT_STAMP, checked.stamp, (tool,)))
+        if checked.delegations_stamp is not None:
+            expects.append(Expect(self.grants.delegation_stamp_in, DELEGATION_STAMP, checked.delegations_stamp))
+        try:
+            await service.stage(unit, request, people=checked.people, expects=expects, final=final)
+        except StaleRead:
+            # Which one moved is not told: the next check reads both afresh.
+            if checked.tool is not None:
+                self._indexes.pop(checked.tool, None)
+            self._delegations = None
+            raise StaleCheck(checked.tool or "delegations") from None
+
+    async def stage(self, service: Service, unit: Unit, checked: Checked, *,
+                    verified: dict[str, tuple[Any, ...]] | None = None, final: bool = False) -> None:
+        """Write the checked request in the caller's unit: pending (card) or decided (no card).
+        `verified`: the stamps this unit already read (by tool), read again otherwise. `final`: the
+        caller writes nothing after it in this unit."""
+        request = checked.request
+        assert request is not None
+        if request.is_pending:
+            await self._stage_pending(service, unit, checked, final=final)
+            return
         if checked.stamp is not None:
             assert checked.tool is not None
             stamps = verified if verified is not None else {}
@@ -300,15 +326,6 @@ class PolicyGate:
             if stamps[checked.tool] != checked.stamp:
                 self._indexes.pop(checked.tool, None)  # the next check reads them afresh
                 raise StaleCheck(checked.tool)
-        if request.is_pending:
-            expect = None if checked.delegations_stamp is None else Expect(
-                self.grants.delegation_stamp_in, DELEGATION_STAMP, checked.delegations_stamp)
-            try:  # the stamp read with the write: in the same statement on PostgreSQL
-                await service.stage(unit, request, people=checked.people, expect=expect)
-            except StaleRead:
-                self._delegations = None  # the next check reads them afresh
-                raise StaleCheck("delegations") from None
-            return
         assert request.decision is not None and checked.evaluation is not None
         evaluation, decision = checked.evaluation, request.decision
         await unit.insert_decided(request, [  # the row, its decision, both audit rows and the notify at once

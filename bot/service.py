@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -214,9 +214,10 @@ class Service:
                             self.default_timing, idempotency_key=idempotency_key, body_hash=body_hash)
 
     async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = (),
-                    expect: Expect | None = None) -> None:
+                    expects: Sequence[Expect] = (), final: bool = False) -> None:
         """Write a new request, its audit row and its card post in `unit` (a caller's transaction).
-        `expect`: a read the caller relied on, verified with the write (Unit.insert_pending).
+        `expects`: reads the caller relied on, verified with the write (Unit.insert_pending). `final`:
+        the caller writes nothing after it in this unit.
 
         Counting it and waking whoever waits happen when, and only if, that unit commits.
         """
@@ -228,7 +229,8 @@ class Service:
             request,
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value}),
             post, approvers,
-            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at), expect=expect)
+            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at), expects=expects,
+            final=final)
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
         unit.after_commit(lambda: self.fresh.put(post.dedupe_key, request))  # the post renders it (bot/fresh.py)

@@ -46,12 +46,13 @@ class Expect:
     """A read the caller relied on (a cache's stamp) and the row it saw: the write verifies it in its own
     transaction, in the same statement where the store can (the SQL store on PostgreSQL), and raises
     StaleRead if the row is no longer `value`. `read(unit)` reads it on its own; `statement` is the same
-    read as a SQLAlchemy select without parameters, built once (the SQL store caches its SQL by identity),
-    for a store that folds it into its write."""
+    read as a SQLAlchemy select, built once (the SQL store caches its SQL by identity), with `params`
+    its bind values in order, for a store that folds it into its write."""
 
     read: Callable[[Unit], Awaitable[tuple[Any, ...]]]
     statement: Any
     value: tuple[Any, ...]
+    params: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -341,15 +342,18 @@ class Unit(abc.ABC):
         await self.notify(request.id)
 
     async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
-                             homes: Sequence[tuple[str, OutboxItem]], *, expect: Expect | None = None) -> None:
+                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = (),
+                             final: bool = False) -> None:
         """A new pending request: its row, its audit row `audit`, its card `card`, `people` indexed as its
         approvers, and of `homes` ((user id, Home refresh), in order) the refreshes of those who have
         opened App Home: what insert_request, append_audit, enqueue, add_people, home_users and enqueue
         write, in as few statements as the store can (the SQL store: storage/pending.py; one on
         PostgreSQL). Raises DuplicateIdempotencyKey, the unit then to be rolled back, like insert_request;
-        StaleRead, likewise, if `expect` no longer holds."""
-        if expect is not None and await expect.read(self) != expect.value:
-            raise StaleRead(expect.value)
+        StaleRead, likewise, if one of `expects` no longer holds. `final`: nothing follows it in its unit
+        (in a lone unit it may then be the unit's own transaction, as `decide_request`'s)."""
+        for expect in expects:
+            if await expect.read(self) != expect.value:
+                raise StaleRead(expect.value)
         await self.insert_request(request)
         await self.append_audit(audit)
         await self.enqueue(card)

@@ -35,7 +35,7 @@ def _delegation(row: Any) -> Delegation:
                       ended_at=row.ended_at, id=row.id)
 
 
-_STAMP = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.max(grants.c.revoked_at),
+GRANT_STAMP = sa.select(sa.func.count(), sa.func.max(grants.c.created_at), sa.func.max(grants.c.revoked_at),
                    sa.func.count(grants.c.revoked_at)).where(grants.c.tool == sa.bindparam("b_tool"))
 
 # `away` inserts a row (count and max id rise), `back` and `away` end rows (ended_at counted); nothing deletes.
@@ -86,11 +86,11 @@ class GrantStore:
     async def stamp(self, tool: str) -> tuple[Any, ...]:
         """What changes whenever `tool`'s grants change (one made, one revoked): a cache key."""
         async with self.store.engine.connect() as conn:  # read on every submit: a statement built once
-            return tuple((await conn.execute(_STAMP, {"b_tool": tool})).one())
+            return tuple((await conn.execute(GRANT_STAMP, {"b_tool": tool})).one())
 
     async def stamp_in(self, unit: Unit, tool: str) -> tuple[Any, ...]:
         """`stamp(tool)` read in the caller's transaction (PolicyGate verifies a cached index there)."""
-        return tuple((await _conn(unit).execute(_STAMP, {"b_tool": tool})).one())
+        return tuple((await _conn(unit).execute(GRANT_STAMP, {"b_tool": tool})).one())
 
     async def live(self, now: datetime, *, limit: int = 100) -> list[Grant]:
         stmt = sa.select(grants).where(_live(now)).order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)

@@ -141,24 +141,26 @@ class SqlUnit(Unit):
             raise
 
     async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
-                             homes: Sequence[tuple[str, OutboxItem]], *, expect: Expect | None = None) -> None:
-        # One statement on PostgreSQL (`expect`'s read its final SELECT), four driver-level ones on SQLite.
-        if expect is not None and not self._postgres and await expect.read(self) != expect.value:
-            raise StaleRead(expect.value)
+                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = (),
+                             final: bool = False) -> None:
+        # One statement on PostgreSQL (the expected reads verified in it: storage/pending.py), four
+        # driver-level ones on SQLite after reading each expected row.
+        if not self._postgres:
+            for expect in expects:
+                if await expect.read(self) != expect.value:
+                    raise StaleRead(expect.value)
         now = request.created_at
         rows = [{"request_id": request.id, "user_id": user, "role": "approver", "added_at": now}
                 for user in dict.fromkeys(people)]
         try:
-            read = await insert_pending(
+            await insert_pending(
                 self.conn, request_values(request), audit_values(audit),
                 [(None, outbox_values(card)), *((user, outbox_values(i)) for user, i in homes)], rows,
-                read=expect.statement if expect is not None and self._postgres else None)
+                expects=expects if self._postgres else (), final=final)
         except IntegrityError as exc:  # as insert_request
             if request.idempotency_key is not None:
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
             raise
-        if expect is not None and self._postgres and read != expect.value:
-            raise StaleRead(expect.value)  # the rows are written: the unit rolls back
         self.enqueued += 1  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
 
     async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,

@@ -10,14 +10,16 @@ import pytest
 import sqlalchemy as sa
 
 from bot import effects
+from bot.domain.grants import Grant, Scope
 from bot.domain.model import AuditEvent, Request
 from bot.homes import home_candidates
 from storage.base import DuplicateIdempotencyKey, Expect, StaleRead, Unit
-from storage.grants import DELEGATION_STAMP, GrantStore
+from storage.grants import DELEGATION_STAMP, GRANT_STAMP, GrantStore
 from storage.schema import outbox, request_people
 from storage.sql import SqlStore
 from tests.storage.test_contract import T0, full_request
 from tests.storage.test_decided_rows import rows as request_rows
+from tests.storage.test_shared_decisions import count_commits
 
 PEOPLE = ["U3", "U1", "U2", "U1", "U9"]  # U1 twice; U1 and U3 have opened App Home, U2 and U9 not
 
@@ -34,7 +36,8 @@ async def write(unit: Unit, request: Request, audit: AuditEvent, *, generic: boo
                 expect: Expect | None = None) -> None:
     insert = Unit.insert_pending if generic else type(unit).insert_pending
     await insert(unit, request, audit, effects.post_card(request.id, T0), PEOPLE,
-                 home_candidates(PEOPLE, f"{request.id}:v{request.version}", T0), expect=expect)
+                 home_candidates(PEOPLE, f"{request.id}:v{request.version}", T0),
+                 expects=(expect,) if expect is not None else ())
 
 
 async def rows(store: SqlStore, request_id: str) -> str:
@@ -140,5 +143,48 @@ async def test_a_moved_stamp_raises_stale_read_and_writes_nothing(db_url: str, g
             await write(unit, fresh, audit, generic=generic, expect=Expect(grants.delegation_stamp_in,
                                                                             DELEGATION_STAMP, stamp))
         assert await store.get_request(fresh.id) is not None
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("moved", ["nothing", "grants", "delegations"])
+async def test_a_lone_pending_submit_verifies_both_stamps_and_writes_nothing_if_one_moved(db_url: str,
+                                                                                          moved: str) -> None:
+    """The gate's pending submit on its own (`lone_unit`, `final`): on PostgreSQL ONE statement, its own
+    transaction, that verifies the tool's grant stamp and the delegation stamp in its snapshot; a moved
+    one fails the statement (StaleRead) and nothing of it is written. On SQLite the unit reads both first."""
+    store = await SqlStore.open(db_url)
+    grants = GrantStore(store)
+    try:
+        request, audit = pending(f"apr_pending_lone_{moved}", None)
+        tool = request.action.name
+        async with store.unit() as unit:
+            expected = (await grants.stamp_in(unit, tool), await grants.delegation_stamp_in(unit))
+        if moved == "grants":  # another replica grants this tool meanwhile
+            async with store.unit() as unit:
+                await grants.add(unit, Grant("grt_lone", tool, {}, Scope.EVERYONE, None, "U1", T0))
+        elif moved == "delegations":
+            await grants.away("U1", "U3", None, T0)
+        expects = (Expect(lambda unit: grants.stamp_in(unit, tool), GRANT_STAMP, expected[0], (tool,)),
+                   Expect(grants.delegation_stamp_in, DELEGATION_STAMP, expected[1]))
+        commits = count_commits(store)
+
+        async def submit() -> None:
+            async with store.lone_unit() as unit:
+                await unit.insert_pending(request, audit, effects.post_card(request.id, T0), PEOPLE,
+                                          home_candidates(PEOPLE, f"{request.id}:v{request.version}", T0),
+                                          expects=expects, final=True)
+
+        if moved == "nothing":
+            await submit()
+            assert await store.get_request(request.id) is not None
+            assert [i.dedupe_key for i in await store.outbox_items(request.id)] == [f"post:{request.id}"]
+        else:
+            with pytest.raises(StaleRead):
+                await submit()
+            assert await store.get_request(request.id) is None and await store.outbox_items(request.id) == []
+            assert await store.audit_events(request.id) == []
+        # PostgreSQL: nothing begun or committed; SQLite: the unit commits, or rolls back on a moved stamp.
+        assert len(commits) == (0 if store.dialect == "postgresql" or moved != "nothing" else 1)
     finally:
         await store.close()
