@@ -14,15 +14,17 @@ Why a held state never lets a click do what a read would refuse:
   state raises its version by one, so a write this process does not know of leaves the row at a
   larger version than the held one, never at the same version with other content.
 - The decision is written on the checked version only (`Service.decide(only_on_read=True)`): if
-  the row moved on, nothing is written and the click is checked again on the row as read
-  (bot/slack/interactions.py), never decided on a state nobody checked.
+  the row moved on, nothing is written and the click is checked again on the row as the decision
+  read it (bot/slack/interactions.py), never decided on a state nobody checked; the held state is
+  then dropped.
 - A refusal on a held state is not told: the request is read and checked again.
 
-A decision forgets its request (it is no longer pending). At most `cap` requests and `budget` bytes
-of their agent-given content (parameters, preview, extra, summary and context as JSON text; an
-agent may send up to 1 MB a request) are held, the oldest dropped first, and a request bigger than
-a sixteenth of the budget is not held at all (its click reads): memory does not grow with the
-number of pending requests, nor with their size.
+A decision forgets its request (it is no longer pending). At most `cap` requests are held, and
+`budget` characters of their agent-given content (parameters and their schema, preview, extra,
+items, summary and context, as JSON text; an agent may send 1 MB a request), the oldest dropped
+first; a request over a sixteenth of the budget is not held at all (its click reads). So memory
+grows neither with the number of pending requests nor with their size (a held object takes a few
+times its JSON text).
 """
 
 from __future__ import annotations
@@ -42,8 +44,8 @@ def weight(request: Request) -> int:
     """About how much of `request` the agent chose: its content as JSON text, in characters."""
     preview = request.preview.data if request.preview is not None else None
     return (len(request.summary) + len(request.context or "")
-            + sum(len(dumps(part)) for part in (request.action.params, preview, request.extra,
-                                                [item.to_json() for item in request.items]) if part))
+            + sum(len(dumps(part)) for part in (request.action.params, request.action.params_schema, preview,
+                                                request.extra, [item.to_json() for item in request.items]) if part))
 
 
 class Known:

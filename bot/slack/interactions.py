@@ -45,10 +45,15 @@ DECIDING_AT_ONCE = 4
 
 
 class _Again:
-    """A click checked on a held request (bot/known.py) is to be checked again on the request as read."""
+    """The click is to be checked again: on `request` as just read, or (None) on a fresh read."""
+
+    def __init__(self, request: Request | None) -> None:
+        self.request = request
 
 
-_AGAIN = _Again()
+# How often an Approve click is checked again because its request moved on meanwhile: each time some
+# other write landed between its check and its decision (a quorum's votes land one after another).
+_RECHECKS = 100
 BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
                  "Approve selected (or Reject all), or use an action's own buttons. Nothing was changed.")
 _VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond",
@@ -102,7 +107,7 @@ class Interactions:
         self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True,
         decision: str | None = None, held: Request | None = None,
     ) -> Request | Refusal:
-        """`held`: the request as this process last committed it (bot/known.py), checked instead of a read."""
+        """`held`: the request to check instead of reading it (bot/known.py's, or one just read)."""
         request = held if held is not None else await self.service.store.get_request(request_id)
         if request is None:
             return Refusal("This card points to a Signoff request that does not exist. Nothing was changed.")
@@ -159,37 +164,45 @@ class Interactions:
     async def _approve(self, click: Click) -> str | None:
         """Decide; returns the note to tell the clicker, if any (the caller posts it).
 
-        The click is checked on the request as this process last committed it, if it holds it
-        (bot/known.py: no read), and then decided on that version only. Anything else, a refusal or a
-        request that moved on since, is checked again on the request as read, as without it."""
+        The click is checked on a state of the request and decided on that version only
+        (`only_on_read`): first on the request as this process last committed it, if it holds it
+        (bot/known.py: no read), else as read. If the request moved on since, nothing is written and
+        the click is checked again on the request as the decision found it, so a click is never
+        decided on a state its check did not see (an escalation that took the clicker away, a card
+        ts stored meanwhile). A refusal on a held state is not told: it is checked again as read."""
         held = self.service.known.get(click.request_id)
-        if held is not None:
-            note = await self._approve_on(click, held)
+        state, trusted = (held, False) if held is not None else (None, True)
+        for _ in range(_RECHECKS):
+            note = await self._approve_on(click, state, trusted=trusted)
             if not isinstance(note, _Again):
-                self.service.known.used += 1
+                if not trusted:
+                    self.service.known.used += 1
                 return note
-        note = await self._approve_on(click, None)
-        assert not isinstance(note, _Again)  # only a held request's check is done again
-        return note
+            if not trusted:
+                self.service.known.forget(click.request_id)  # out of date: the row moved on without us
+            state, trusted = note.request, True
+        return ("This request kept changing while your click was being recorded, so it was not. "
+                "Click again to approve it as it is now.")
 
-    async def _approve_on(self, click: Click, held: Request | None) -> str | _Again | None:
-        checked = await self._check(click.request_id, click.user_id, click, decision="approve", held=held)
+    async def _approve_on(self, click: Click, state: Request | None, *, trusted: bool) -> str | _Again | None:
+        """`state`: the request to check (None: read it); `trusted`: it is as read, so a refusal is told."""
+        checked = await self._check(click.request_id, click.user_id, click, decision="approve", held=state)
         if isinstance(checked, Refusal):
-            return _AGAIN if held else checked.text
+            return checked.text if trusted else _Again(None)
         refusal = BATCH_BUTTONS if checked.is_batch else approve_refusal(checked, click.user_id)
         if refusal is not None:  # separation of duties: told why, nothing written
-            return _AGAIN if held else refusal
+            return refusal if trusted else _Again(None)
         if checked.confirm is not None:  # typed confirmation: the modal approves, not the click
-            if held:
-                return _AGAIN
+            if not trusted:
+                return _Again(None)
             await self.open_view(click, checked, confirm_modal(checked))  # within 3 s of the click: now
             return None
         result = await self.service.decide(
             checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked,
-            only_on_read=held is not None,
+            only_on_read=True,
         )
-        if result.stale:
-            return _AGAIN
+        if result.stale:  # the request as the decision read it: checked next, no read again
+            return _Again(result.request)
         if result.duplicate:
             return duplicate_text(result.request)
         if result.counted:

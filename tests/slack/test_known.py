@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.domain.model import Action, Kind, Request, Risk, Status
+from bot.domain.model import Action, Actor, Kind, Outcome, Request, Risk, Status, Via
 from bot.known import Known
 from bot.service import Service
 from storage.base import CardPosted, Unit
@@ -72,7 +72,7 @@ async def test_a_clicker_another_process_took_away_is_refused_and_nothing_is_wri
     assert note.args["user"] == "U1" and "not one of the approvers" in note.args["text"]
     await settle(app)
     assert await snapshot(app, req["id"]) == before  # still pending, nothing written
-    assert known.used == used
+    assert known.used == used and known.get(req["id"]) is None  # the out-of-date state was dropped
 
 
 async def test_a_clicker_another_process_kept_decides_once_on_the_row(app: App) -> None:
@@ -131,6 +131,9 @@ def test_known_holds_at_most_its_budget_and_never_a_request_too_big_for_it() -> 
     assert len(known) == 3
     known.put(request(9, "y" * 1_100))  # over a sixteenth of the budget: not held
     assert known.get("apr_9") is None and len(known) == 3
+    schema = {"type": "object", "description": "z" * 1_100}  # the schema is the agent's too
+    known.put(request(8, "").evolve(action=Action("deploy", {}, schema)))
+    assert known.get("apr_8") is None and len(known) == 3
     for n in range(3, 30):
         known.put(request(n, "x" * 900))
     assert len(known) < 20 and known.get("apr_29") is not None and known.get("apr_0") is None
@@ -142,3 +145,22 @@ def test_known_holds_at_most_its_budget_and_never_a_request_too_big_for_it() -> 
     for n in range(16):  # with nothing held, the whole budget is free again
         known.put(request(100 + n, "x" * 900))
     assert len(known) == 16
+
+
+async def test_a_decision_on_a_read_that_moved_on_writes_nothing_and_hands_back_the_row(app: App) -> None:
+    """`Service.decide(only_on_read=True)`, which every Approve click uses: nothing is written on a
+    state that is no longer the row's, and the row as the decision read it comes back to be checked."""
+    assert app.signoff is not None
+    service = app.signoff.service
+    req = await app.submit(approvers=["U1"])
+    await app.card(req["id"])
+    await settle(app)
+    read = await app.signoff.store.get_request(req["id"])
+    assert read is not None
+    await another_process_writes(app, req["id"], approvers=("U9",))
+    before = await snapshot(app, req["id"])
+    result = await service.decide(req["id"], Outcome.APPROVED, via=Via.BUTTON, actor=Actor("U1", "alice"),
+                                  read=read, only_on_read=True)
+    assert result.stale and not result.won
+    assert result.request.version == read.version + 1 and result.request.approvers == ("U9",)
+    assert await snapshot(app, req["id"]) == before
