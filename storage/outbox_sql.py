@@ -3,7 +3,7 @@
 A group of deliveries that ended `Done` with nothing of their own to write but a card's ts (card
 posts, card updates, Home refreshes) is the cards' ts, their audit rows and their done marks. In a
 unit that was BEGIN, per card post the guarded ts UPDATE and its "posted" audit INSERT, the audit
-INSERT, the done UPDATE, COMMIT: 5 round trips for a lone card post, 2N + 4 for N. Here each is a
+INSERT, the done UPDATE, COMMIT: 5 round trips for a lone card post, 2N + 3 for N. Here each is a
 data-modifying CTE: the ts UPDATE joins a VALUES list and keeps its guard (`card_ts IS NULL`), the
 "posted" rows are inserted only for the requests it RETURNs (as `Unit.record_card` does), the done
 UPDATE joins a VALUES list of (id, done_at). One statement, which on the AUTOCOMMIT engine is a
