@@ -342,8 +342,8 @@ class Service:
         `only_on_read`: decide on `read` as it is, or not at all: if the request changed since, nothing is
         written and `stale=True` comes back with the request as read now, for the caller to check again
         (a click checked on the state bot/known.py held).
-        `items`: a batch's items with their outcomes, decided on `read` (if the request changed
-        since, nothing is written and the caller decides again on the fresh request).
+        `items`: a batch's items with their outcomes, decided on `read` (implies `only_on_read`: if the
+        request changed since, nothing is written and the caller decides again on the fresh request).
         `also(unit)`: more writes that belong to this decision (a remembered grant), committed with
         the final decision or not at all (a vote that only counts towards the quorum runs nothing).
         `extra`: keys merged into the request's `extra` with the final decision (e.g. the Claude
@@ -353,10 +353,10 @@ class Service:
 
         async def record(unit: Unit, request: Request) -> DecideResult:
             now = self.clock.now()
-            if items is not None and read is not None and request.version != read.version:
-                return DecideResult(request, won=False)  # the items were decided on an older version
-            if only_on_read and read is not None and request.version != read.version:
-                return DecideResult(request, won=False, stale=True)  # checked on an older version
+            if (only_on_read or items is not None) and read is not None and request.version != read.version:
+                # Checked (or its batch items decided) on an older version: nothing written, the caller
+                # checks again on the request as read now.
+                return DecideResult(request, won=False, stale=True)
             votes = request.votes
             if vote and actor is not None:
                 tally = cast(request.votes, request.quorum, actor.id)
