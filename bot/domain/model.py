@@ -237,6 +237,11 @@ class Request:
     def is_pending(self) -> bool:
         return self.status is Status.PENDING
 
+    @property
+    def has_card(self) -> bool:
+        """Its card is in Slack: the channel and ts it was posted at are stored."""
+        return bool(self.card_ts and self.card_channel)
+
     def evolve(self, **changes: Any) -> Request:
         return replace(self, **changes)
 

@@ -68,8 +68,9 @@ class BatchPages:
             return Dead("request no longer exists")
         if page_ts(request, page):
             return Done()
-        if not request.card_ts or not request.card_channel:
+        if not request.has_card:
             return await after_post(self.service.store, request.id, effects.POST_CARD, "card")
+        assert request.card_channel is not None  # has_card
         thread = request.thread_ts or request.card_ts
         if item.uncertain:
             found = await find_message(self.cards.call, item.attempts,
@@ -113,7 +114,7 @@ class BatchPages:
         """The card, then every posted page of a batch (chat.update is safe to repeat)."""
         # One read for the card and its pages (none if the decision's commit left the request with its
         # card's ts, bot/fresh.py): a page ts stored after it enqueues another update anyway.
-        request = self.service.fresh.take(item, usable=lambda r: bool(r.card_ts and r.card_channel)) \
+        request = self.service.fresh.take(item, usable=lambda r: r.has_card) \
             or await self.service.store.get_request(item.payload["request_id"])
         result = await self.cards.update(item, read=request)
         if not isinstance(result, Done):

@@ -184,7 +184,7 @@ class CardDelivery:
         request = read if read is not None else await self.service.store.get_request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
-        if not request.card_ts or not request.card_channel:
+        if not request.has_card:
             return await after_post(self.service.store, request.id, effects.POST_CARD, "card")
         card = self.render(request, now=self.clock.now())
         _, failure = await self.call(

@@ -204,7 +204,7 @@ class HomePublisher:
         found: dict[str, str] = {}
         shown = [e.request for e in (*inbox.waiting, *inbox.escalated)] + list(inbox.decided)
         for req in shown:
-            if req.card_permalink or req.id in known or not (req.card_ts and req.card_channel):
+            if req.card_permalink or req.id in known or not req.has_card:
                 continue
             data, failure = await self.call("chat.getPermalink", attempt, channel=req.card_channel,
                                             message_ts=req.card_ts)

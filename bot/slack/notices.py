@@ -152,7 +152,7 @@ class NoticeDelivery:
             return Dead("request no longer exists")
         if not request.is_pending:
             return Done()  # decided meanwhile: a reminder or escalation notice is moot
-        if not request.card_ts or not request.card_channel:
+        if not request.has_card:
             return await after_post(self.store, request.id, effects.POST_CARD, "card")  # no card: there is no thread
         return request
 
