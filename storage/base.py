@@ -351,9 +351,7 @@ class Unit(abc.ABC):
         PostgreSQL). Raises DuplicateIdempotencyKey, the unit then to be rolled back, like insert_request;
         StaleRead, likewise, if one of `expects` no longer holds. `final`: nothing follows it in its unit
         (in a lone unit it may then be the unit's own transaction, as `decide_request`'s)."""
-        for expect in expects:
-            if await expect.read(self) != expect.value:
-                raise StaleRead(expect.value)
+        await self.verify(expects)
         await self.insert_request(request)
         await self.append_audit(audit)
         await self.enqueue(card)
@@ -383,6 +381,12 @@ class Unit(abc.ABC):
             if await self.update_request(updated, expected_version=request.version):
                 return True
         raise RuntimeError("request kept changing while storing its card ts")  # the unit rolls back; retried
+
+    async def verify(self, expects: Sequence[Expect]) -> None:
+        """Read each of `expects` in this unit; StaleRead if one is no longer the row its caller saw."""
+        for expect in expects:
+            if await expect.read(self) != expect.value:
+                raise StaleRead(expect.value)
 
     async def record_card(self, card: CardPosted, now: datetime) -> bool:
         """`store_card`, and its "posted" audit row if this call stored it."""

@@ -34,7 +34,6 @@ from storage.base import (
     Inbox,
     OutboxItem,
     Reminded,
-    StaleRead,
     Store,
     Unit,
 )
@@ -146,9 +145,7 @@ class SqlUnit(Unit):
         # One statement on PostgreSQL (the expected reads verified in it: storage/pending.py), four
         # driver-level ones on SQLite after reading each expected row.
         if not self._postgres:
-            for expect in expects:
-                if await expect.read(self) != expect.value:
-                    raise StaleRead(expect.value)
+            await self.verify(expects)
         now = request.created_at
         rows = [{"request_id": request.id, "user_id": user, "role": "approver", "added_at": now}
                 for user in dict.fromkeys(people)]
