@@ -101,6 +101,24 @@ def sql_cast(type_: Any, dialect: Dialect) -> str:
     return str(dialect.type_compiler_instance.process(impl))
 
 
+_CASTS: dict[tuple[str, int, tuple[str, ...]], tuple[str, ...]] = {}
+
+
+def column_casts(table: sa.Table, names: tuple[str, ...], dialect: Dialect) -> tuple[str, ...]:
+    """`sql_cast` of each of `table`'s columns `names` (built once per column list)."""
+    key = (table.name, id(dialect), names)
+    found = _CASTS.get(key)
+    if found is None:
+        found = _CASTS[key] = tuple(sql_cast(table.c[n].type, dialect) for n in names)
+    return found
+
+
+def typed_placeholders(start: int, casts: Sequence[str]) -> str:
+    """A VALUES row's parameters from `$start` on, each cast to its column's type (nothing else in a
+    VALUES list outside an INSERT's own tells PostgreSQL their types)."""
+    return ", ".join(f"${start + i}::{cast}" for i, cast in enumerate(casts))
+
+
 Group = tuple[TableInsert, Sequence[dict[str, Any]], str]  # a table's insert, its rows, what follows VALUES
 _SQL: dict[tuple[Any, ...], str] = {}  # PostgreSQL statements by shape
 

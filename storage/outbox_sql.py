@@ -19,19 +19,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
-import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import AuditEvent
 from storage.base import CardPosted
-from storage.decided import TableInsert, sql_cast, table_insert
+from storage.decided import TableInsert, column_casts, table_insert, typed_placeholders
 from storage.schema import audit_events, outbox, requests
 from storage.values import audit_values
 
-_SQL: dict[tuple[int, int, int, int], str] = {}  # by (id of the audit insert, cards, audit rows, marks)
-_CASTS: dict[tuple[str, int, tuple[str, ...]], tuple[str, ...]] = {}
+_SQL: dict[tuple[int, int, int, int, int], str] = {}  # by (ids of the two inserts, cards, audit rows, marks)
 
 
 async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetime]],
@@ -41,79 +38,68 @@ async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetim
     card it stored."""
     dialect = conn.dialect
     assert dialect.name == "postgresql"
+    ts_rows = [{"id": card.request_id, "card_channel": card.channel, "card_ts": card.ts, "updated_at": at}
+               for card, at in cards]
+    posted = [audit_values(card.audit(at)) for card, at in cards]
     rows = [audit_values(e) for e in audits]
     marks = [{"id": item_id, "done_at": at} for item_id, at in done]
-    if not rows and not marks and not cards:
+    if not ts_rows and not rows and not marks:
         return set()
+    # Posted or not, an audit row has audit_values' columns: one insert (table_insert's, by column list).
+    audit = table_insert(audit_events, (posted or rows)[0], dialect) if posted or rows else None
+    ts = table_insert(requests, ts_rows[0], dialect) if ts_rows else None
     params: list[Any] = []
-    for card, at in cards:
-        ts_row = {"id": card.request_id, "card_channel": card.channel, "card_ts": card.ts, "updated_at": at}
-        posted = audit_values(card.audit(at))
-        params.extend(table_insert(requests, ts_row, dialect).values(ts_row))
-        params.extend(table_insert(audit_events, posted, dialect).values(posted))
-    audit = table_insert(audit_events, rows[0], dialect) if rows else None
+    for ts_row, posted_row in zip(ts_rows, posted, strict=True):
+        assert ts is not None and audit is not None
+        params.extend(ts.values(ts_row))
+        params.extend(audit.values(posted_row))
     if audit is not None:
         params.extend(v for row in rows for v in audit.values(row))
     if marks:
         mark = table_insert(outbox, marks[0], dialect)
         params.extend(v for row in marks for v in mark.values(row))
-    key = (id(audit), len(cards), len(rows), len(marks))  # table_insert keeps one TableInsert per column list
+    key = (id(audit), id(ts), len(cards), len(rows), len(marks))
     statement = _SQL.get(key)
     if statement is None:
-        statement = _SQL[key] = _statement(audit, len(cards), len(rows), len(marks), dialect)
+        statement = _SQL[key] = _statement(audit, ts, len(cards), len(rows), len(marks), dialect)
     result = await conn.exec_driver_sql(statement, tuple(params))
     return {row[0] for row in result.all() if row[0] is not None}
 
 
-def _casts(table: sa.Table, names: tuple[str, ...], dialect: Dialect) -> tuple[str, ...]:
-    """A `::type` per column, for parameters in a VALUES list (whose types nothing else tells)."""
-    key = (table.name, id(dialect), names)
-    found = _CASTS.get(key)
-    if found is None:
-        found = _CASTS[key] = tuple(sql_cast(table.c[n].type, dialect) for n in names)
-    return found
-
-
-def _typed_values(start: int, casts: tuple[str, ...]) -> str:
-    return "(" + ", ".join(f"${start + i}::{cast}" for i, cast in enumerate(casts)) + ")"
-
-
-def _statement(audit: TableInsert | None, cards: int, audits: int, marks: int, dialect: Dialect) -> str:
+def _statement(audit: TableInsert | None, ts: TableInsert | None, cards: int, audits: int, marks: int,
+               dialect: Dialect) -> str:
     """The statement for a group's shape. Its audit rows are one INSERT, the cards' "posted" rows first
     (as `Store.outbox_finished`'s unit writes them), then the others."""
     ctes, n = [], 1
     inserts: list[str] = []  # the audit INSERT's row sources, in order
-    posted: TableInsert | None = None
+    audit_casts = column_casts(audit_events, audit.names, dialect) if audit is not None else ()
     if cards:
-        ts_names = ("id", "card_channel", "card_ts", "updated_at")
-        posted = table_insert(audit_events, audit_values(CardPosted("", "", "").audit(datetime.min)), dialect)
-        posted_names = posted.names
-        ts_casts, posted_casts = _casts(requests, ts_names, dialect), _casts(audit_events, posted_names, dialect)
+        assert ts is not None and audit is not None
+        ts_casts = column_casts(requests, ts.names, dialect)
         ts_rows, posted_rows = [], []
         for _ in range(cards):
-            ts_rows.append(_typed_values(n, ts_casts))
-            n += len(ts_casts)
-            posted_rows.append(_typed_values(n, posted_casts))
-            n += len(posted_casts)
+            ts_rows.append(f"({typed_placeholders(n, ts_casts)})")
+            n += ts.width
+            posted_rows.append(f"({typed_placeholders(n, audit_casts)})")
+            n += audit.width
         ctes.append("c AS (UPDATE requests SET card_channel = x.card_channel, card_ts = x.card_ts, "
                     "updated_at = x.updated_at, version = requests.version + 1 "
-                    f"FROM (VALUES {', '.join(ts_rows)}) AS x ({', '.join(ts_names)}) "
+                    f"FROM (VALUES {', '.join(ts_rows)}) AS x ({', '.join(ts.names)}) "
                     "WHERE requests.id = x.id AND requests.card_ts IS NULL RETURNING requests.id)")
-        aliases = [f"v{i}" for i in range(len(posted_names))]
-        rid = aliases[posted_names.index("request_id")]
+        aliases = [f"v{i}" for i in range(audit.width)]
+        rid = aliases[audit.names.index("request_id")]
         inserts.append(f"SELECT {', '.join(aliases)} FROM (VALUES {', '.join(posted_rows)}) AS y ({', '.join(aliases)}) "
                        f"WHERE y.{rid} IN (SELECT id FROM c)")
-    if audit is not None:  # the table and columns as the dialect quotes them (storage/decided.py)
-        assert posted is None or posted.columns == audit.columns
-        casts = _casts(audit_events, audit.names, dialect)  # typed: a UNION ALL's branch has no target column
+    if audits:  # typed too: a UNION ALL's branch has no target column to take its types from
+        assert audit is not None
         values = []
         for _ in range(audits):
-            values.append(_typed_values(n, casts))
+            values.append(f"({typed_placeholders(n, audit_casts)})")
             n += audit.width
         inserts.append(f"VALUES {', '.join(values)}")
-    target = audit or posted
-    if target is not None:
-        ctes.append(f"a AS (INSERT INTO {target.table} ({target.columns}) {' UNION ALL '.join(inserts)})")
+    if inserts:  # the table and columns as the dialect quotes them (storage/decided.py)
+        assert audit is not None
+        ctes.append(f"a AS (INSERT INTO {audit.table} ({audit.columns}) {' UNION ALL '.join(inserts)})")
     if marks:
         values = [f"(${n + 2 * i}::bigint, ${n + 2 * i + 1}::timestamptz)" for i in range(marks)]
         ctes.append("d AS (UPDATE outbox SET status = 'done', done_at = x.done_at, lease_until = NULL "

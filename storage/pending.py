@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from storage.base import Expect, StaleRead
-from storage.decided import table_insert, TableInsert, placeholders, sql_cast
+from storage.decided import column_casts, placeholders, table_insert, TableInsert, typed_placeholders
 from storage.lone_unit import Deferred
 from storage.schema import audit_events, outbox, request_people, requests
 
@@ -107,7 +107,7 @@ def _statements(dialect: Dialect, parts: tuple[TableInsert, TableInsert, TableIn
         if person is not None:
             out.append(person.sql(people) + _PEOPLE_TAIL)
         return out
-    casts = [sql_cast(outbox.c[n].type, dialect) for n in names]
+    casts = column_casts(outbox, names, dialect)
     n = 1
     ctes = []
     for i, part in enumerate((rq, au)):
@@ -115,8 +115,7 @@ def _statements(dialect: Dialect, parts: tuple[TableInsert, TableInsert, TableIn
         n += part.width
     typed_rows = []
     for order in range(items):
-        typed = [f"${n + k}::{cast}" for k, cast in enumerate(casts)]
-        typed_rows.append(f"({', '.join(typed)}, ${n + ob.width}::VARCHAR, {order})")
+        typed_rows.append(f"({typed_placeholders(n, casts)}, ${n + ob.width}::VARCHAR, {order})")
         n += ob.width + 1
     alias = ", ".join(f"c{k}" for k in range(ob.width))
     ctes.append(f"w2 AS (INSERT INTO {ob.table} ({ob.columns}) SELECT {alias} FROM (VALUES {', '.join(typed_rows)}) "
