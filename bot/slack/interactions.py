@@ -43,14 +43,6 @@ _OUTCOME_WORDS = {
 
 DECIDING_AT_ONCE = 4
 
-
-class _Again:
-    """The click is to be checked again: on `request` as just read, or (None) on a fresh read."""
-
-    def __init__(self, request: Request | None) -> None:
-        self.request = request
-
-
 # How often an Approve click is checked again because its request moved on meanwhile: each time some
 # other write landed between its check and its decision (a quorum's votes land one after another).
 _RECHECKS = 100
@@ -90,6 +82,13 @@ async def tell(client: AsyncWebClient, metrics: Metrics, user_id: str, channel: 
     except (aiohttp.ClientError, TimeoutError) as exc:  # a note is best effort: Slack down or slow
         metrics.slack_api_errors.labels("chat.postEphemeral" if channel else "chat.postMessage", "connection").inc()
         log.warning("could not tell %s: %s: %s", user_id, type(exc).__name__, exc)
+
+
+class _Again:
+    """The click is to be checked again: on `request` as just read, or (None) on a fresh read."""
+
+    def __init__(self, request: Request | None) -> None:
+        self.request = request
 
 
 class Interactions:

@@ -95,20 +95,24 @@ async def test_a_clicker_another_process_kept_decides_once_on_the_row(app: App) 
     assert app.slack.calls_to("chat.postEphemeral") == []
 
 
+NOW = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
+
+
+def request(n: int, text: str | None = None, **changes: object) -> Request:
+    """A pending request `apr_{n}`; `text`: its one parameter, for a size."""
+    return Request(id=f"apr_{n}", kind=Kind.APPROVAL, status=Status.PENDING,
+                   action=Action("deploy", {} if text is None else {"x": text}), summary="deploy", risk=Risk.HIGH,
+                   channel="C1", created_at=NOW, updated_at=NOW).evolve(**changes)
+
+
 def test_known_takes_a_card_only_over_a_held_request_without_one_and_keeps_at_most_cap() -> None:
-    now = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-
-    def request(n: int, **changes: object) -> Request:
-        return Request(id=f"apr_{n}", kind=Kind.APPROVAL, status=Status.PENDING, action=Action("deploy", {}),
-                       summary="deploy", risk=Risk.HIGH, channel="C1", created_at=now, updated_at=now).evolve(**changes)
-
     known = Known(cap=2)
-    known.card_stored(CardPosted("apr_0", "C1", "1.000001"), now)  # nothing held: nothing made up
+    known.card_stored(CardPosted("apr_0", "C1", "1.000001"), NOW)  # nothing held: nothing made up
     assert known.get("apr_0") is None
     known.put(request(0))
-    known.card_stored(CardPosted("apr_0", "C1", "1.000001"), now)
+    known.card_stored(CardPosted("apr_0", "C1", "1.000001"), NOW)
     assert known.get("apr_0") == request(0, card_channel="C1", card_ts="1.000001", version=2)
-    known.card_stored(CardPosted("apr_0", "C2", "2.000002"), now)  # a ts is stored once
+    known.card_stored(CardPosted("apr_0", "C2", "2.000002"), NOW)  # a ts is stored once
     assert known.get("apr_0") == request(0, card_channel="C1", card_ts="1.000001", version=2)
     known.put(request(1))
     known.put(request(2))
@@ -119,12 +123,6 @@ def test_known_takes_a_card_only_over_a_held_request_without_one_and_keeps_at_mo
 
 def test_known_holds_at_most_its_budget_and_never_a_request_too_big_for_it() -> None:
     """An agent may send up to 1 MB a request: what is held is bounded in bytes too, not only in count."""
-    now = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
-
-    def request(n: int, text: str) -> Request:
-        return Request(id=f"apr_{n}", kind=Kind.APPROVAL, status=Status.PENDING, action=Action("deploy", {"x": text}),
-                       summary="deploy", risk=Risk.HIGH, channel="C1", created_at=now, updated_at=now)
-
     known = Known(cap=100, budget=16_000)
     for n in range(3):
         known.put(request(n, "x" * 900))  # about 900 characters each
