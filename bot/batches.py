@@ -17,6 +17,7 @@ from typing import Any
 from bot import effects
 from bot.domain.batch import Choice, all_decided, decide_items, overall
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, Via
+from bot.checked import Recheck
 from bot.service import DecideResult, Service
 from storage.base import Unit
 
@@ -30,6 +31,7 @@ async def decide_items_of(
     *,
     actor: Actor,
     via: Via,
+    recheck: Recheck,
     comment: str | None = None,
 ) -> DecideResult:
     """Give the items `choose(request)` names their outcomes; decide the request when none is left.
@@ -37,11 +39,16 @@ async def decide_items_of(
     `choose` is asked again on the fresh request after a lost race (it names only undecided items;
     decided ones keep their outcome anyway). `counted=True` in the result: items were decided and
     others still wait. `won=False`: nothing was written (everything chosen was decided already).
+    `recheck(request)`: why the person may not decide it (`refused`, nothing written), run on every read
+    before anything is written on it (bot/checked.py): both writes below are guarded on that read.
     """
     for _ in range(_RETRIES):
         request = await service.get(request_id)
         if not request.is_pending:
             return DecideResult(request, won=False)
+        refusal = await recheck(request)
+        if refusal is not None:
+            return DecideResult(request, won=False, refused=refusal)
         chosen = {i: c for i, c in choose(request).items() if request.items[i].outcome is None}
         if not chosen:
             return DecideResult(request, won=False)
@@ -68,10 +75,12 @@ async def decide_items_of(
     return DecideResult(await service.get(request_id), won=False)
 
 
-async def decide_item(service: Service, request_id: str, index: int, choice: Choice, *, actor: Actor) -> DecideResult:
+async def decide_item(service: Service, request_id: str, index: int, choice: Choice, *, actor: Actor,
+                      recheck: Recheck) -> DecideResult:
     """One item's own decision (Edit and approve, Reject with a reason, Reply instead), if still undecided."""
     # The batch's own `via` when this item completes it: modal (a reply is per item, in the item's `via`).
-    return await decide_items_of(service, request_id, lambda r: {index: choice}, actor=actor, via=Via.MODAL)
+    return await decide_items_of(service, request_id, lambda r: {index: choice}, actor=actor, via=Via.MODAL,
+                                 recheck=recheck)
 
 
 def _audit(request: Request, chosen: Mapping[int, Outcome | Choice], via: Via) -> dict[str, Any]:

@@ -83,6 +83,7 @@ class DecideResult:
     counted: bool = False  # a change was stored and the request is still pending (a quorum vote, batch items)
     duplicate: bool = False  # this person had already approved: nothing was written
     stale: bool = False  # `only_on_read` and the request had changed since: nothing was written
+    refused: str | None = None  # bot.checked: the person may not decide it as it is now (why); nothing written
 
 
 class StaleCheck(Exception):

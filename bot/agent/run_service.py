@@ -18,11 +18,13 @@ from bot.clock import Clock, new_id
 from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via
 from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus
 from bot.errors import InvalidInput, NotFound
+from bot.checked import Recheck, decide_checked
 from bot.service import DecideResult, Service
 from bot.wire import run_json
 from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
+NOT_ASKED = "You are not one of the people asked, so your answer was not recorded."
 
 
 @dataclass(frozen=True)
@@ -133,15 +135,27 @@ class RunService:
                 await unit.append_audit(AuditEvent(run.id, "intervention", now, user_id, {"ts": ts}))
                 return ThreadReply("intervention", run)
         request = await self.service.get(question_id)
-        if not await self.service.may_decide(request, user_id):
-            return ThreadReply("refused", run, request)
         result = await self.answer(request, answers_from_text(request, text), actor=Actor(user_id, user_name),
-                                   via=Via.THREAD)
+                                   via=Via.THREAD, recheck=self.asked(user_id, NOT_ASKED))
+        if result.refused is not None:
+            return ThreadReply("refused", run, request)
         return ThreadReply("answer", run, result.request)
 
-    async def answer(self, request: Request, answers: list[dict[str, Any]], *, actor: Actor, via: Via) -> DecideResult:
+    def asked(self, user_id: str, refusal: str = NOT_ASKED) -> Recheck:
+        """A person's answer is recorded only on a state of the question on which they are one of the
+        people asked (bot/checked.py): `refusal` is what they are told otherwise."""
+        async def recheck(state: Request) -> str | None:
+            return None if await self.service.may_decide(state, user_id) else refusal
+        return recheck
+
+    async def answer(self, request: Request, answers: list[dict[str, Any]], *, actor: Actor, via: Via,
+                     recheck: Recheck | None = None) -> DecideResult:
+        """`recheck`: a person answers (checked on every state written on); None: the agent's token did."""
         if request.kind is not Kind.QUESTION:
             raise InvalidInput(f"{request.id} is not a question")
+        if recheck is not None:
+            return await decide_checked(self.service, request, recheck, Outcome.ANSWERED, via=via, actor=actor,
+                                        params={"answers": answers})
         return await self.service.decide(request.id, Outcome.ANSWERED, via=via, actor=actor,
                                          params={"answers": answers})
 

@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import effects
 from bot.agent import blocks
 from bot.domain.questions import answers_from_choices, questions_of
-from bot.agent.run_service import RunService
+from bot.agent.run_service import NOT_ASKED, RunService
 from bot.agent.access import RunAccess
 from bot.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
@@ -201,7 +201,7 @@ class RunInteractions:
         elif not request.is_pending:
             refusal = already_decided_text(request)
         elif not await self.service.may_decide(request, click.user_id):
-            refusal = "You are not one of the people asked, so your answer was not recorded."
+            refusal = NOT_ASKED
         if refusal is not None:
             await self.tell(click.user_id, click.channel_id, refusal)
             return None
@@ -233,8 +233,11 @@ class RunInteractions:
 
     async def _answer(self, click: Click, request: Request, choices: dict[int, list[int]]) -> None:
         result = await self.run_service.answer(request, answers_from_choices(request, choices),
-                                               actor=Actor(click.user_id, click.user_name), via=Via.BUTTON)
-        if not result.won:
+                                               actor=Actor(click.user_id, click.user_name), via=Via.BUTTON,
+                                               recheck=self.run_service.asked(click.user_id, NOT_ASKED))
+        if result.refused is not None:
+            await self.tell(click.user_id, click.channel_id, result.refused)
+        elif not result.won:
             await self.tell(click.user_id, click.channel_id, already_decided_text(result.request))
 
     async def message(self, event: dict[str, Any], event_id: str | None) -> None:

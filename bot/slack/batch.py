@@ -17,9 +17,11 @@ from typing import Any
 from slack_bolt.async_app import AsyncApp
 
 from bot.batches import decide_item, decide_items_of
+from bot.checked import Recheck
 from bot.domain.batch import Choice, choice_refusal
 from bot.domain.duties import approve_refusal
 from bot.domain.model import Action, Actor, Outcome, Request, Via
+from bot.service import DecideResult
 from bot.slack import blocks
 from bot.slack.batch_blocks import (
     BATCH_APPROVE,
@@ -101,11 +103,22 @@ class BatchInteractions:
         result = await decide_items_of(
             self.service, request.id,
             lambda r: {i: Choice(o, via=Via.BUTTON) for i, o in selection(r, page, state).items()},
-            actor=Actor(click.user_id, click.user_name), via=Via.BUTTON)
-        await self._report(click.user_id, click.channel_id, result.request, result.won, result.counted)
+            actor=Actor(click.user_id, click.user_name), via=Via.BUTTON,
+            recheck=self._recheck(click.user_id, approving=Outcome.APPROVED in chosen.values()))
+        await self._report(click.user_id, click.channel_id, result)
 
-    async def _report(self, user: str, channel: str | None, request: Request, won: bool, counted: bool) -> None:
-        if counted:
+    def _recheck(self, user_id: str, *, approving: bool, what: str = "click") -> Recheck:
+        """Whether `user_id` may still decide, on each state a choice is written on (bot/checked.py)."""
+        async def recheck(state: Request) -> str | None:
+            refusal = await self.interactions.refusal(state, user_id, what=what)
+            return approve_refusal(state, user_id) if refusal is None and approving else refusal
+        return recheck
+
+    async def _report(self, user: str, channel: str | None, result: DecideResult) -> None:
+        request, won, counted = result.request, result.won, result.counted
+        if result.refused is not None:
+            await self.interactions.tell(user, channel, result.refused)
+        elif counted:
             waiting = sum(i.outcome is None for i in request.items)
             await self.interactions.tell(user, channel, f"Recorded. {waiting} more "
                                          f"{'action waits' if waiting == 1 else 'actions wait'} for a decision.")
@@ -144,8 +157,9 @@ class BatchInteractions:
             self.service, checked.id,
             lambda r: {i: Choice(Outcome.REJECTED, Via.MODAL, reason) for i, item in enumerate(r.items)
                        if item.outcome is None},
-            actor=Actor(sub.user_id, sub.user_name), via=Via.MODAL, comment=reason)
-        await self._report(sub.user_id, channel, result.request, result.won, result.counted)
+            actor=Actor(sub.user_id, sub.user_name), via=Via.MODAL, comment=reason,
+            recheck=self._recheck(sub.user_id, approving=False, what="answer"))
+        await self._report(sub.user_id, channel, result)
 
     # -- one item: Edit (and approve), Reject, Reply -------------------------------------
 
@@ -213,12 +227,12 @@ class BatchInteractions:
     async def finish_item(self, body: dict[str, Any], request: Request, index: int, choice: Choice) -> None:
         sub = extract_submission(body)
         channel = sub.channel_id or request.card_channel
-        if not await self.service.may_decide(request, sub.user_id):
-            await self.interactions.tell(sub.user_id, channel, "You are not one of the approvers of this request, "
-                                         "so your answer was not recorded.")
-            return
-        result = await decide_item(self.service, request.id, index, choice, actor=Actor(sub.user_id, sub.user_name))
-        if not result.won:
+        result = await decide_item(self.service, request.id, index, choice, actor=Actor(sub.user_id, sub.user_name),
+                                   recheck=self._recheck(sub.user_id, approving=choice.outcome is Outcome.APPROVED,
+                                                         what="answer"))
+        if result.refused is not None:
+            await self.interactions.tell(sub.user_id, channel, result.refused)
+        elif not result.won:
             await self.interactions.tell(sub.user_id, channel, _item_taken(result.request, index))
 
 

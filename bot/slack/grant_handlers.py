@@ -20,10 +20,11 @@ import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
+from bot.checked import decide_checked
 from bot.clock import new_id
 from bot.domain.duties import approve_refusal
 from bot.domain.grants import Grant, generalise
-from bot.domain.model import Actor, Outcome, Via
+from bot.domain.model import Actor, Outcome, Request, Via
 from bot.gate import policy_gate
 from bot.grants import Grants
 from bot.slack import grant_views as views
@@ -98,23 +99,25 @@ class GrantInteractions:
 
     async def finish_remember(self, sub: Any, request: Any, choice: views.RememberChoice) -> None:
         channel = sub.channel_id or request.card_channel
-        if not await self.service.may_decide(request, sub.user_id):
-            await self.interactions.tell(sub.user_id, channel, "You are not one of the approvers of this request, "
-                                         "so nothing was recorded and no grant was made.")
-            return
-        refusal = approve_refusal(request, sub.user_id)
-        if refusal is not None:
-            await self.interactions.tell(sub.user_id, channel, refusal + " No grant was made.")
-            return
+
+        async def recheck(state: Request) -> str | None:  # on every state the decision is written on
+            refusal = await self.interactions.refusal(state, sub.user_id, decision="approve", what="approval")
+            if refusal is None and not remember_allowed(state):
+                refusal = "Critical requests (and ones that ask to type a confirmation) cannot be remembered."
+            return None if refusal is None else refusal + " No grant was made."
+
         match = generalise(request.action.params, choice.choices)
         now = self.clock.now()
         grant = Grant(id=new_id("grt"), tool=request.action.name, match=match, scope=choice.scope,
                       scope_value=views.scope_value(request, choice.scope), created_by=sub.user_id, created_at=now,
                       expires_at=now + choice.duration if choice.duration else None, request_id=request.id)
-        result = await self.service.decide(request.id, Outcome.APPROVED, via=Via.MODAL,
-                                           actor=Actor(sub.user_id, sub.user_name),
-                                           comment=f"Approved and remembered as grant {grant.id}",
-                                           also=self.grants.adder(grant))  # one unit: both or neither
+        result = await decide_checked(self.service, request, recheck, Outcome.APPROVED, via=Via.MODAL,
+                                      actor=Actor(sub.user_id, sub.user_name),
+                                      comment=f"Approved and remembered as grant {grant.id}",
+                                      also=self.grants.adder(grant))  # one unit: both or neither
+        if result.refused is not None:
+            await self.interactions.tell(sub.user_id, channel, result.refused)
+            return
         if not result.won or result.duplicate:
             text = "You had already approved this request." if result.duplicate else \
                 already_decided_text(result.request)

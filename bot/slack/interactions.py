@@ -17,6 +17,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.checked import RECHECKS, decide_checked
 from bot.clock import Clock
 from bot.domain.choices import allowed_decisions
 from bot.domain.choices import refusal as choices_refusal
@@ -42,10 +43,6 @@ _OUTCOME_WORDS = {
 
 
 DECIDING_AT_ONCE = 4
-
-# How often an Approve click is checked again because its request moved on meanwhile: each time some
-# other write landed between its check and its decision (a quorum's votes land one after another).
-_RECHECKS = 100
 BATCH_BUTTONS = ("This request holds several actions: on its card, tick the ones to approve and click "
                  "Approve selected (or Reject all), or use an action's own buttons. Nothing was changed.")
 _VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks.RESPOND_VIEW: "respond",
@@ -104,9 +101,10 @@ class Interactions:
 
     async def _check(
         self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True,
-        decision: str | None = None, held: Request | None = None,
+        decision: str | None = None, held: Request | None = None, what: str = "click",
     ) -> Request | Refusal:
-        """`held`: the request to check instead of reading it (bot/known.py's, or one just read)."""
+        """`held`: the request to check instead of reading it (bot/known.py's, or one just read);
+        `what`: the person's input, as a refusal names it ("your click was not recorded")."""
         request = held if held is not None else await self.service.store.get_request(request_id)
         if request is None:
             return Refusal("This card points to a Signoff request that does not exist. Nothing was changed.")
@@ -124,12 +122,21 @@ class Interactions:
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from
                 return Refusal(f"This request was escalated to {escalated}, and you are no longer one of its "
-                               "approvers, so your click was not recorded. " + _approvers_text(request))
+                               f"approvers, so your {what} was not recorded. " + _approvers_text(request))
             return Refusal(
-                "You are not one of the approvers of this request, so your click was not recorded. "
+                f"You are not one of the approvers of this request, so your {what} was not recorded. "
                 + _approvers_text(request)
             )
         return request
+
+    async def refusal(self, state: Request, user_id: str, *, decision: str | None = None,
+                      what: str = "click") -> str | None:
+        """Why `user_id` may not make `decision` on the request as `state` has it, or None (bot/checked.py's
+        recheck: run again on every state a decision is about to be written on)."""
+        checked = await self._check(state.id, user_id, decision=decision, held=state, what=what)
+        if isinstance(checked, Refusal):
+            return checked.text
+        return approve_refusal(state, user_id) if decision in ("approve", "edit") else None
 
     async def check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
         """The pending request if `user_id` may act on it from `click`, else why not (for other modules)."""
@@ -171,7 +178,7 @@ class Interactions:
         ts stored meanwhile). A refusal on a held state is not told: it is checked again as read."""
         held = self.service.known.get(click.request_id)
         state, trusted = (held, False) if held is not None else (None, True)
-        for _ in range(_RECHECKS):
+        for _ in range(RECHECKS):
             note = await self._approve_on(click, state, trusted=trusted)
             if not isinstance(note, _Again):
                 if not trusted:
@@ -280,18 +287,14 @@ class Interactions:
                 sub.channel_id and checked.card_channel and sub.channel_id != checked.card_channel)):
             # The form was opened from another card than this request's: its metadata was tampered with.
             return None, {}, {first_block: "This form does not belong to that request. Nothing was changed."}
-        if checked.is_batch:
-            return None, {}, {first_block: strip_markup(BATCH_BUTTONS)}
+        refusal = _form_refusal(sub, checked)
+        if refusal is not None:
+            return None, {}, {first_block: strip_markup(refusal)}
         if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):
-            refusal = approve_refusal(checked, sub.user_id)
-            if refusal is not None:
-                return None, {}, {first_block: strip_markup(refusal)}
             errors = confirm_errors(checked, sub.values)  # nothing is written on a mismatch
             if errors:
                 return None, {}, errors
         if sub.callback_id == blocks.EDIT_VIEW:
-            if checked.quorum > 1:
-                return None, {}, {first_block: f"This request needs {checked.quorum} approvers and cannot be edited."}
             params, errors = blocks.parse_edit_submission(checked, sub.values)
             if not errors:
                 problem = self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
@@ -301,32 +304,48 @@ class Interactions:
         return checked, checked.action.params, {}
 
     async def finish_submission(self, sub: Submission, request: Request, params: dict[str, Any]) -> None:
-        actor = Actor(sub.user_id, sub.user_name)
+        """After the ack: decide the checked form, on a state of the request on which the person may
+        (their membership of a user group can need a Slack call, so it is checked here; bot/checked.py)."""
         channel = sub.channel_id or request.card_channel
-        if not await self.service.may_decide(request, sub.user_id):
-            await self.tell(sub.user_id, channel, "You are not one of the approvers of this request, so your "
-                            "answer was not recorded. " + _approvers_text(request))
-            return
+        decision = _VIEW_DECISION.get(sub.callback_id, "reject")
+
+        async def recheck(state: Request) -> str | None:
+            checked = await self._check(state.id, sub.user_id, decision=decision, held=state, what="answer")
+            return checked.text if isinstance(checked, Refusal) else _form_refusal(sub, checked)
+
+        decide: dict[str, Any]
         if sub.callback_id == blocks.EDIT_VIEW:
-            changes = compute_changes(request.action.params, params)
-            result = await self.service.decide(
-                request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor, params=params, changes=changes
-            )
+            decide = {"via": Via.MODAL, "params": params, "changes": compute_changes(request.action.params, params)}
         elif sub.callback_id == blocks.RESPOND_VIEW:  # recorded as a rejection: the action must not run
-            result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.REPLY, actor=actor,
-                                               comment=blocks.parse_respond_submission(sub.values))
+            decide = {"via": Via.REPLY, "comment": blocks.parse_respond_submission(sub.values)}
         elif sub.callback_id == CONFIRM_VIEW:
-            result = await self.service.decide(request.id, Outcome.APPROVED, via=Via.MODAL, actor=actor)
+            decide = {"via": Via.MODAL}
         else:
-            reason = blocks.parse_reject_submission(sub.values)
-            result = await self.service.decide(request.id, Outcome.REJECTED, via=Via.MODAL, actor=actor,
-                                               comment=reason)
-        if result.duplicate:
+            decide = {"via": Via.MODAL, "comment": blocks.parse_reject_submission(sub.values)}
+        outcome = Outcome.APPROVED if decision in ("edit", "approve") else Outcome.REJECTED
+        result = await decide_checked(self.service, request, recheck, outcome,
+                                      actor=Actor(sub.user_id, sub.user_name), **decide)
+        if result.refused is not None:
+            await self.tell(sub.user_id, channel, result.refused)
+        elif result.duplicate:
             await self.tell(sub.user_id, channel, duplicate_text(result.request))
         elif result.counted:
             await self.tell(sub.user_id, channel, counted_text(result.request))
         elif not result.won:
             await self.tell(sub.user_id, channel, already_decided_text(result.request))
+
+
+def _form_refusal(sub: Submission, request: Request) -> str | None:
+    """Why this form may not decide `request` as it is, beyond `Interactions._check` (or None)."""
+    if request.is_batch:
+        return BATCH_BUTTONS
+    if sub.callback_id in (blocks.EDIT_VIEW, CONFIRM_VIEW):
+        refusal = approve_refusal(request, sub.user_id)
+        if refusal is not None:
+            return refusal
+    if sub.callback_id == blocks.EDIT_VIEW and request.quorum > 1:
+        return f"This request needs {request.quorum} approvers and cannot be edited. Nothing was changed."
+    return None
 
 
 def _escalated_to(request: Request) -> str:

@@ -16,10 +16,11 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.checked import decide_checked
 from bot.clock import new_id
 from bot.domain.duties import approve_refusal
 from bot.domain.grants import Grant
-from bot.domain.model import Actor, Outcome, Via
+from bot.domain.model import Actor, Outcome, Request, Via
 from bot.domain.suggestions import ACCEPTED_KEY, offered, single_approval_refusal
 from bot.grants import Grants
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
@@ -57,10 +58,18 @@ class SuggestionInteractions:
             for grant in made:
                 await self.grants.adder(grant)(unit)
 
-        result = await self.service.decide(
-            checked.id, Outcome.APPROVED, via=Via.BUTTON, actor=Actor(click.user_id, click.user_name), read=checked,
-            comment=accepted_text(suggestion, grant_ids), also=add_grants,
+        async def recheck(state: Request) -> str | None:  # on every state the decision is written on
+            refusal = await self.interactions.refusal(state, click.user_id, decision="approve")
+            if refusal is None and offered(state, index) != suggestion:
+                refusal = "That suggestion is no longer offered on this request. Nothing was changed."
+            return None if refusal is None else refusal + " No grant was made."
+
+        result = await decide_checked(
+            self.service, checked, recheck, Outcome.APPROVED, via=Via.BUTTON,
+            actor=Actor(click.user_id, click.user_name), comment=accepted_text(suggestion, grant_ids), also=add_grants,
             extra={ACCEPTED_KEY: {"index": suggestion.index, "update": dict(suggestion.raw), "grant_ids": grant_ids}})
+        if result.refused is not None:
+            return result.refused
         if result.duplicate:
             return "You had already approved this request. No grant was made."
         if result.counted:  # cannot happen while offers need quorum 1; said plainly if it ever does

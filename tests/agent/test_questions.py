@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 
+import pytest
+
+from bot.domain.model import Status
+from bot.slack.directory import SlackDirectory
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import checkboxes, radio
+from tests.slack.test_checked_decisions import written_during_the_check
+from tests.slack.test_decisions import settle
 from tests.waits import long_poll_registered
 
 ONE = {"questions": [{"question": "Which environment?", "header": "Env", "options": [
@@ -209,3 +216,38 @@ async def test_a_thread_answer_reaches_the_agent_as_the_person_typed_it(agent: A
     assert replied["status"] == "answered", replied
     assert replied["answers"][0]["text"] == (
         "Smith & Sons <ltd>, ask @bob; see the runbook (https://x.example/a?b=1&c=2)")
+
+
+@pytest.mark.parametrize("how", ["button", "thread"])
+async def test_an_answer_from_someone_taken_away_meanwhile_is_refused_and_writes_nothing(
+        agent: AgentApp, how: str) -> None:
+    """The answer is checked (who is in SOPS: Slack holds that answer) while another process takes
+    the person away; the answer is recorded only on a state on which they may (bot/checked.py)."""
+    app = agent.app
+    assert app.signoff is not None
+    agent.slack.add_usergroup("SOPS", ["U1"])
+    directory = app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    directory.ttl = 0  # every check asks Slack who is in the group
+    status, body = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1", "approvers": ["SOPS"]})
+    assert status == 201
+    card = await app.card(body["id"])
+    await settle(app)
+    before = await app.signoff.store.get_request(body["id"])
+    assert before is not None
+    if how == "button":
+        buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
+        send = partial(app.slack_client.block_action, user="U1", action_id=buttons[0]["action_id"], value=body["id"],
+                       block_id="signoff_q0", channel="C1", message_ts=card.ts)
+    else:
+        msg = agent.slack.add_message("C1", "U1", "production", thread_ts=card.ts)
+        send = partial(app.slack_client.event, {"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
+                                                "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    await written_during_the_check(app, body["id"], send, approvers=("U9",))
+    [refusal] = await agent.slack.wait_for("chat.postEphemeral")
+    assert "not one of the people asked" in refusal.args["text"]
+    await settle(app)
+    stored = await app.signoff.store.get_request(body["id"])
+    assert stored is not None and stored.status is Status.PENDING and stored.version == before.version + 1
+    assert stored.decision is None
+    assert "decided" not in [e.type for e in await app.signoff.store.audit_events(body["id"])]
