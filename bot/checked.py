@@ -6,15 +6,19 @@ other write may land: an escalation that takes the person away, a delegation tha
 vote. `decide_checked` decides on the checked version only (`Service.decide(only_on_read=True)`);
 if the request moved on, nothing is written and the person is checked again on the request as the
 decision found it, so a decision is never recorded on a state its check did not see.
+`guarded_checked` does the same for a person's other changes (snooze, escalate, hand back).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.domain.model import Outcome, Request
-from bot.service import DecideResult, Service
+from bot.service import DecideResult, Guarded, Service
+from storage.base import Unit
+
+T = TypeVar("T")
 
 # Why `person` may not decide the request as it is now (a note to tell them), or None: they may.
 Recheck = Callable[[Request], Awaitable[str | None]]
@@ -40,3 +44,21 @@ async def decide_checked(service: Service, read: Request, recheck: Recheck, outc
             return result
         state = result.request
     return DecideResult(state, won=False, refused=KEPT_CHANGING)
+
+
+async def guarded_checked(service: Service, request_id: str, recheck: Recheck,
+                          change: Callable[[Unit, Request], Awaitable[T]]) -> Guarded[T] | str:
+    """`Service.guarded(change)`, run only on a state `recheck` lets through: if the request moved on
+    between the check and the write, it is checked again on the row as the write found it. The refusal
+    (str) when a state it checked does not let it through; nothing written."""
+    state = await service.get(request_id)
+    for _ in range(RECHECKS):
+        if state.is_pending:
+            refusal = await recheck(state)
+            if refusal is not None:
+                return refusal
+        result = await service.guarded(request_id, change, read=state, retries=1)
+        if result.ran or result.settled:
+            return result
+        state = result.request  # lost the guard: the row as the write found it
+    return Guarded(state)

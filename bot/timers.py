@@ -21,11 +21,12 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.checked import Recheck, guarded_checked
 from bot.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, Via, iso
@@ -226,7 +227,15 @@ class Timers:
 
     # -- moves by hand ---------------------------------------------------------------
 
-    async def snooze(self, request_id: str, actor: Actor, duration: timedelta = SNOOZE) -> Moved | Refused:
+    async def _guarded(self, request_id: str, change: Callable[[Unit, Request], Awaitable[Moved | Refused]],
+                       recheck: Recheck | None) -> Guarded[Moved | Refused] | str:
+        """`recheck`: the person's right to make the move, checked on every state it is written on."""
+        if recheck is None:
+            return await self.service.guarded(request_id, change)
+        return await guarded_checked(self.service, request_id, recheck, change)
+
+    async def snooze(self, request_id: str, actor: Actor, duration: timedelta = SNOOZE, *,
+                     recheck: Recheck | None = None) -> Moved | Refused:
         """Delay the next reminder (not the escalation, not the timeout) by `duration`."""
 
         async def change(unit: Unit, request: Request) -> Moved | Refused:
@@ -239,10 +248,11 @@ class Timers:
             await unit.append_audit(AuditEvent(request.id, "snoozed", now, actor.id, data))
             return Moved(request.evolve(timers=timers, next_due_at=next_due(timers), version=request.version + 1))
 
-        return _moved(await self.service.guarded(request_id, change), "snoozed it")
+        return _moved(await self._guarded(request_id, change, recheck), "snoozed it")
 
     async def escalate(
         self, request_id: str, actor: Actor, *, to_person: str | None, note: str | None, step_back: bool,
+        recheck: Recheck | None = None,
     ) -> Moved | Refused:
         """Move the request up now: to `to_person`, or (None) to the next configured level."""
 
@@ -266,7 +276,7 @@ class Timers:
                 moved, text = await self._step_back(unit, moved, actor, now)
             return Moved(moved, text)
 
-        return _moved(await self.service.guarded(request_id, change), "escalated it")
+        return _moved(await self._guarded(request_id, change, recheck), "escalated it")
 
     async def _escalate_to_person(
         self, unit: Unit, request: Request, person: str, now: datetime, actor: Actor, note: str | None
@@ -294,7 +304,8 @@ class Timers:
         await unit.append_audit(AuditEvent(request.id, "stepped_back", now, actor.id, {}))
         return stepped.evolve(version=request.version + 1), ""
 
-    async def hand_back(self, request_id: str, actor: Actor, *, note: str | None) -> Moved | Refused:
+    async def hand_back(self, request_id: str, actor: Actor, *, note: str | None,
+                        recheck: Recheck | None = None) -> Moved | Refused:
         """Return an escalated request to whoever escalated it, with a comment."""
 
         async def change(unit: Unit, request: Request) -> Moved | Refused:
@@ -319,11 +330,13 @@ class Timers:
             await republish_homes(unit, [actor.id, *back_to], f"{request.id}:v{request.version + 1}", now)
             return Moved(request.evolve(timers=timers, version=request.version + 1))
 
-        return _moved(await self.service.guarded(request_id, change), "handed it back")
+        return _moved(await self._guarded(request_id, change, recheck), "handed it back")
 
 
-def _moved(result: Guarded[Moved | Refused], doing: str) -> Moved | Refused:
+def _moved(result: Guarded[Moved | Refused] | str, doing: str) -> Moved | Refused:
     """A hand move's answer to the person: what happened, or why nothing did."""
+    if isinstance(result, str):  # the person may not make it on the request as it is now
+        return Refused(result)
     if result.ran:
         assert result.value is not None
         return result.value

@@ -15,6 +15,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.checked import Recheck
 from bot.domain.model import Actor, Request
 from bot.domain.timing import TimerState, Timing, next_level
 from bot.metrics import Metrics
@@ -142,7 +143,8 @@ class TimerInteractions:
         if isinstance(checked, Refusal):
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
-        result = await self.timers.snooze(checked.id, Actor(click.user_id, click.user_name))
+        result = await self.timers.snooze(checked.id, Actor(click.user_id, click.user_name),
+                                          recheck=self._recheck(click.user_id, naming=False, escalated=False))
         if not isinstance(result, Moved):
             await self.interactions.tell(click.user_id, click.channel_id, result.text)
             return
@@ -152,6 +154,18 @@ class TimerInteractions:
         if state.expires_at is not None:
             text += f" The timeout is unchanged ({when(state.expires_at)})."
         await self.interactions.tell(click.user_id, click.channel_id, text)
+
+    def _recheck(self, user_id: str, *, naming: bool, escalated: bool = True) -> Recheck:
+        """The person's right to a move, checked again on every state it is written on (bot/checked.py):
+        approvers may snooze and escalate; the people it was escalated to may escalate on or hand back;
+        naming a person (who becomes an approver) takes the right to decide."""
+        async def recheck(state: Request) -> str | None:
+            refusal = await self.interactions.refusal(state, user_id)
+            if refusal is not None and escalated and not naming and state.timers \
+                    and user_id in state.timers.escalated_to:
+                return None
+            return refusal
+        return recheck
 
     async def _may_decide(self, request_id: str, user_id: str) -> bool:
         return not isinstance(await self.interactions.check(request_id, user_id), Refusal)
@@ -191,11 +205,12 @@ class TimerInteractions:
 
     async def finish_submission(self, sub: Submission, choice: EscalationChoice) -> None:
         actor = Actor(sub.user_id, sub.user_name)
+        recheck = self._recheck(sub.user_id, naming=choice.where == PERSON)
         if choice.where == BACK:
-            result = await self.timers.hand_back(sub.request_id, actor, note=choice.note)
+            result = await self.timers.hand_back(sub.request_id, actor, note=choice.note, recheck=recheck)
         else:
             result = await self.timers.escalate(sub.request_id, actor, to_person=choice.person, note=choice.note,
-                                                step_back=choice.step_back)
+                                                step_back=choice.step_back, recheck=recheck)
         text = result.text
         if not isinstance(result, Moved):
             request = await self.service.store.get_request(sub.request_id)

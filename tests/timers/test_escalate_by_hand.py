@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.slack.directory import SlackDirectory
 from tests.fakes.clock import FakeClock
 from bot.sandbox.signed import checkboxes, plain_input, static_select
 from tests.harness import App
+from tests.slack.test_checked_decisions import written_during_the_check
+from tests.slack.test_known import another_process_writes
 from tests.timers.helpers import context_texts, describe, effects, settle, tick
 
 
@@ -147,3 +150,37 @@ async def test_an_approver_who_stays_still_decides_and_a_manager_can_hand_back(t
     await app.click(second["id"], "U1", user_name="alice")
     _, final = await app.api("GET", f"/api/v1/approvals/{second['id']}?wait=5")
     assert final["status"] == "approved" and final["decision"]["decided_by"]["id"] == "U1"
+
+
+async def test_escalating_or_snoozing_by_someone_taken_away_meanwhile_is_refused_and_writes_nothing(
+        tapp: App) -> None:
+    """The move is checked (who is in SOPS: Slack holds that answer) while another process takes the
+    person away; it is written only on a state on which they may make it (bot/checked.py)."""
+    app = tapp
+    assert app.signoff is not None
+    app.slack.add_usergroup("SOPS", ["U1"])
+    directory = app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    directory.ttl = 0  # every check asks Slack who is in the group
+    req = await app.submit(approvers=["SOPS"], timeout="2h", escalation={"levels": [{"after": "30m",
+                                                                                     "notify": ["UMGR"]}]})
+    await app.card(req["id"])
+    await settle(app)
+    view = await open_escalate(app, req["id"], "U1")
+    before = await app.signoff.store.get_request(req["id"])
+    assert before is not None and before.timers is not None
+    await written_during_the_check(app, req["id"], lambda: submit_escalate(app, view, "U1", target="next"),
+                                   approvers=("U9",))
+    [note] = await app.slack.wait_for("chat.postEphemeral")
+    assert "You are not one of the approvers of this request" in note.args["text"]
+    await another_process_writes(app, req["id"], approvers=("SOPS",))  # U1 may again
+    await written_during_the_check(app, req["id"], lambda: app.click(req["id"], "U1", action="signoff_snooze"),
+                                   approvers=("U8",))
+    notes = await app.slack.wait_for("chat.postEphemeral", count=2)
+    assert "You are not one of the approvers of this request" in notes[1].args["text"]
+    await settle(app)
+    stored = await app.signoff.store.get_request(req["id"])
+    assert stored is not None and stored.version == before.version + 3 and stored.approvers == ("U8",)
+    assert stored.timers == before.timers  # neither escalated nor snoozed
+    events = [e.type for e in await app.signoff.store.audit_events(req["id"])]
+    assert "escalated" not in events and "snoozed" not in events
