@@ -162,3 +162,34 @@ async def test_a_decision_on_a_read_that_moved_on_writes_nothing_and_hands_back_
     assert result.stale and not result.won
     assert result.request.version == read.version + 1 and result.request.approvers == ("U9",)
     assert await snapshot(app, req["id"]) == before
+
+
+async def test_a_click_before_the_cards_ts_is_stored_decides_once_and_the_card_is_updated_after_its_post(
+        app: App) -> None:
+    """A person clicks as soon as Slack shows the card, which can be before Slack's answer to the post
+    (with the card's ts) reached Signoff: the click is checked on the request without a ts, decided
+    once, and the card's update waits for the post's result, then updates that card, once."""
+    assert app.signoff is not None
+    app.slack.hang("chat.postMessage", apply=True)  # the card is in the channel; Slack's answer waits
+    req = await app.submit(approvers=["U1"])
+    await app.slack.wait_for("chat.postMessage", ok_only=False)
+    [card] = [m for m in app.slack.channel_messages("C1")
+              if ((m.metadata or {}).get("event_payload") or {}).get("request_id") == req["id"]]
+    stored = await app.signoff.store.get_request(req["id"])
+    assert stored is not None and stored.card_ts is None
+    resp = await app.slack_client.block_action(user="U1", user_name="alice", action_id="signoff_approve",
+                                               value=req["id"], block_id="decide", channel="C1", message_ts=card.ts)
+    assert resp.status == 200
+    _, decided = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
+    assert decided["status"] == "approved" and decided["decision"]["decided_by"]["id"] == "U1"
+    assert app.slack.calls_to("chat.update") == []  # the update waits for the post's result
+    app.slack.release_hung()
+    [update] = await app.slack.wait_for("chat.update")
+    await settle(app)
+    assert update.args["ts"] == card.ts and card.update_count == 1
+    after = await app.signoff.store.get_request(req["id"])
+    assert after is not None and (after.card_channel, after.card_ts) == ("C1", card.ts)
+    events = [e.type for e in await app.signoff.store.audit_events(req["id"])]
+    assert events.count("decided") == 1 and events.count("posted") == 1
+    assert len(app.slack.calls_to("chat.postMessage", ok_only=False)) == 1
+    assert app.slack.calls_to("chat.postEphemeral") == []
