@@ -126,6 +126,8 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> En
         await slack.start()  # type: ignore[attr-defined]
         a = signoff_server(f"signoff-a-{engine}", db_url, slack.url, workdir)
         b = signoff_server(f"signoff-b-{engine}", db_url, slack.url, workdir)
+        for server in (a, b):  # every card goes to one channel (C1): Slack's pace would be the only figure
+            server.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
         bare = bare_bolt_server(slack.url, workdir)
         client = Client()
         servers: list[Server] = [a, bare]

@@ -57,6 +57,12 @@ class Metrics:
                                      registry=self.registry)
         self.watch_queries = Counter("signoff_longpoll_watch_queries", "Statements the SQLite watcher ran",
                                      registry=self.registry)
+        self.longpoll_notifications = Counter(
+            "signoff_longpoll_notifications", "PostgreSQL notifications of a changed request this process's "
+            "listener heard (every process's, its own included)", registry=self.registry)
+        self.longpoll_rereads = Counter(
+            "signoff_longpoll_rereads", "Reads of its request by a woken long-poll: a wake-up that did not hand it "
+            "the decided request (a reminder, another process's decision)", registry=self.registry)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -83,6 +83,41 @@ class Waiters:
         return list(self._events)
 
 
+class InFlight:
+    """The decisions this process is writing now, per request, for its waiters (`Service.wait`).
+
+    A wake-up without the decided request (a notification) that comes while this process is deciding
+    the request is held back: on PostgreSQL a decision's own NOTIFY can reach the listener before the
+    statement's result reaches its writer, and the waiter would read a row the decision is about to
+    hand it. When the last decision of the request in flight ends, held-back waiters are woken again:
+    one that committed has handed them the request already; otherwise (it wrote nothing, or failed)
+    they read it then, so no wake-up is lost.
+    """
+
+    def __init__(self, waiters: Waiters) -> None:
+        self._waiters = waiters
+        self._deciding: dict[str, int] = {}  # request id -> its decisions in flight here
+        self._held: set[str] = set()  # ids whose waiters held a wake-up back
+
+    def begin(self, request_id: str) -> None:
+        self._deciding[request_id] = self._deciding.get(request_id, 0) + 1
+
+    def hold(self, request_id: str) -> bool:
+        """True if a decision of `request_id` is in flight here: the waiter waits for it."""
+        if request_id not in self._deciding:
+            return False
+        self._held.add(request_id)
+        return True
+
+    def end(self, request_id: str) -> None:
+        left = self._deciding.pop(request_id) - 1
+        if left:
+            self._deciding[request_id] = left
+        elif request_id in self._held:
+            self._held.discard(request_id)
+            self._waiters.wake(request_id)
+
+
 class CrossProcessWatcher:
     """Wakes this process's waiters when another process decides a request.
 
@@ -134,6 +169,7 @@ class CrossProcessWatcher:
             assert raw is not None
 
             def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+                self.metrics.longpoll_notifications.inc()
                 self.waiters.wake(payload)
 
             raw.add_termination_listener(lambda _c: closed.set())

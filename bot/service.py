@@ -43,7 +43,7 @@ from bot.group_commit import SharedUnits
 from bot.homes import home_candidates, user_ids
 from bot.metrics import Metrics
 from bot.wire import request_json
-from bot.notify import Waiters
+from bot.notify import InFlight, Waiters
 from bot.service_types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
                                 LostRace as LostRace, StaleCheck as StaleCheck)
 from storage.base import DuplicateIdempotencyKey, Expect, OutboxItem, Store, Unit
@@ -108,6 +108,7 @@ class Service:
         self._shared = SharedUnits(store)  # decisions waiting at the same time share a unit
         self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
         self.known = Known()  # pending requests as last committed here, for a click's check (bot/known.py)
+        self._in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -262,7 +263,10 @@ class Service:
 
         `check(request)` runs on the first read, before any waiting (it raises to refuse the caller).
         A decision committed in this process hands the decided request to the waiter (what it wrote
-        is what a read would return), so a woken long-poll answers without reading it back.
+        is what a read would return), so a woken long-poll answers without reading it back. A wake-up
+        while this process is deciding the request is not read on either: on PostgreSQL the decision's
+        own NOTIFY can reach the listener before the decision's result reaches its writer; the decision
+        hands over the request when it commits, or, if it writes nothing, wakes the waiter to read.
         """
         if timeout <= 0:
             request = await self.get(request_id)
@@ -290,6 +294,10 @@ class Service:
                     return await self.get(request_id)
                 settled = event.settled
                 event.clear()
+                if settled is None and self._in_flight.hold(request_id):
+                    continue  # this process's decision of it is in flight: it hands it over, or wakes us again
+                if settled is None:
+                    self.metrics.longpoll_rereads.inc()
                 request = settled if settled is not None else await self.get(request_id)
 
     async def list(
@@ -416,6 +424,7 @@ class Service:
             unit.after_commit(lambda: self._decided(decided))
             return DecideResult(decided, won=True)
 
+        self._in_flight.begin(request_id)
         try:
             # A vote may lose the guard to each earlier vote of a quorum (every loser re-reads): more tries.
             # Shared: the decisions of a burst of clicks commit a few at a time, not one transaction each.
@@ -423,6 +432,8 @@ class Service:
                                         retries=_GUARD_RETRIES * 20 if vote else _GUARD_RETRIES)
         except _AlreadyVoted:
             return DecideResult(await self.get(request_id), won=False, duplicate=True)
+        finally:
+            self._in_flight.end(request_id)
         if result.ran:
             assert result.value is not None
             return result.value
