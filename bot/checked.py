@@ -2,11 +2,15 @@
 
 A click or a form is checked (is the request pending, is this person one of its approvers, may they
 approve what they asked for) on the request as read, and only then decided. Between the two, any
-other write may land: an escalation that takes the person away, a delegation that ends, another
-vote. `decide_checked` decides on the checked version only (`Service.decide(only_on_read=True)`);
-if the request moved on, nothing is written and the person is checked again on the request as the
-decision found it, so a decision is never recorded on a state its check did not see.
+other write of the request may land: an escalation that takes the person away, another replica's
+change of its approvers, another vote. `decide_checked` decides on the checked version only
+(`Service.decide(only_on_read=True)`); if the request moved on, nothing is written and the person
+is checked again on the request as the decision found it, so a decision is never recorded on a
+state of the request its check did not see.
 `guarded_checked` does the same for a person's other changes (snooze, escalate, hand back).
+
+What is not part of the request's row is checked as of the check, not versioned with it: a user
+group's members (Slack's, cached for minutes) and whether a delegation has ended (`/signoff back`).
 """
 
 from __future__ import annotations

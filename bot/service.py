@@ -108,7 +108,7 @@ class Service:
         self._shared = SharedUnits(store)  # decisions waiting at the same time share a unit
         self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
         self.known = Known()  # pending requests as last committed here, for a click's check (bot/known.py)
-        self._in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
+        self.in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -294,7 +294,7 @@ class Service:
                     return await self.get(request_id)
                 settled = event.settled
                 event.clear()
-                if settled is None and self._in_flight.hold(request_id):
+                if settled is None and loop.time() < deadline and self.in_flight.hold(request_id):
                     continue  # this process's decision of it is in flight: it hands it over, or wakes us again
                 if settled is None:
                     self.metrics.longpoll_rereads.inc()
@@ -424,7 +424,7 @@ class Service:
             unit.after_commit(lambda: self._decided(decided))
             return DecideResult(decided, won=True)
 
-        self._in_flight.begin(request_id)
+        self.in_flight.begin(request_id)
         try:
             # A vote may lose the guard to each earlier vote of a quorum (every loser re-reads): more tries.
             # Shared: the decisions of a burst of clicks commit a few at a time, not one transaction each.
@@ -433,7 +433,7 @@ class Service:
         except _AlreadyVoted:
             return DecideResult(await self.get(request_id), won=False, duplicate=True)
         finally:
-            self._in_flight.end(request_id)
+            self.in_flight.end(request_id)
         if result.ran:
             assert result.value is not None
             return result.value

@@ -144,7 +144,8 @@ class TimerInteractions:
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
         result = await self.timers.snooze(checked.id, Actor(click.user_id, click.user_name),
-                                          recheck=self._recheck(click.user_id, naming=False, escalated=False))
+                                          recheck=self._recheck(click.user_id, naming=False, escalated=False,
+                                                                what="snooze"))
         if not isinstance(result, Moved):
             await self.interactions.tell(click.user_id, click.channel_id, result.text)
             return
@@ -155,12 +156,12 @@ class TimerInteractions:
             text += f" The timeout is unchanged ({when(state.expires_at)})."
         await self.interactions.tell(click.user_id, click.channel_id, text)
 
-    def _recheck(self, user_id: str, *, naming: bool, escalated: bool = True) -> Recheck:
+    def _recheck(self, user_id: str, *, naming: bool, escalated: bool = True, what: str = "escalation") -> Recheck:
         """The person's right to a move, checked again on every state it is written on (bot/checked.py):
         approvers may snooze and escalate; the people it was escalated to may escalate on or hand back;
         naming a person (who becomes an approver) takes the right to decide."""
         async def recheck(state: Request) -> str | None:
-            refusal = await self.interactions.refusal(state, user_id)
+            refusal = await self.interactions.refusal(state, user_id, what=what)
             if refusal is not None and escalated and not naming and state.timers \
                     and user_id in state.timers.escalated_to:
                 return None

@@ -16,11 +16,13 @@ between this process's units): the same click is checked for the same hand-over.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import asyncpg
 from sqlalchemy.engine import make_url
 
-from bot.domain.model import Outcome, Via
+from bot.domain.model import Outcome, Status, Via
+from bot.service import Service
 from storage.sql_statements import NOTIFY_CHANNEL
 from tests.harness import App
 from tests.slack.test_decisions import settle
@@ -122,3 +124,28 @@ async def test_a_wake_up_held_back_for_a_decision_that_fails_is_delivered_when_i
     assert (await app.click(req["id"], "U1", user_name="alice")).status == 200
     status, body = await waiter
     assert status == 200 and body["status"] == "approved"
+
+
+async def test_a_wake_up_that_comes_due_at_the_deadline_reads_the_request_rather_than_hold_back(app: App) -> None:
+    """A wake-up that the waiter only gets to handle at or after its deadline (the event loop was busy)
+    is not held back for a decision in flight here: the long-poll ends now, so it reads the request
+    and answers with it as it is (here decided by another process), never with the state it had."""
+    assert app.signoff is not None
+    service = app.signoff.service
+    req = await app.submit(approvers=["U1"])
+    await app.card(req["id"])
+    await settle(app)
+    waiting = asyncio.create_task(service.wait(req["id"], 0.3))
+    await asyncio.sleep(0)  # registered, and has read the request: pending
+    service.in_flight.begin(req["id"])  # this process is deciding it (and will lose) ...
+    try:
+        other = Service(app.signoff.store)  # ... while another process decides it (its own waiters)
+        assert (await other.decide(req["id"], Outcome.APPROVED, via=Via.API)).won
+        # Heard through NOTIFY or the SQLite watcher meanwhile, or not yet: held back either way.
+        assert not waiting.done()
+        service.waiters.wake(req["id"])  # a wake-up of it comes now ...
+        time.sleep(0.35)  # ... and the event loop is busy until past the waiter's deadline
+        got = await waiting
+    finally:
+        service.in_flight.end(req["id"])
+    assert got.status is Status.APPROVED  # read at its deadline, not the pending state it had
