@@ -136,16 +136,16 @@ class RunService:
                 return ThreadReply("intervention", run)
         request = await self.service.get(question_id)
         result = await self.answer(request, answers_from_text(request, text), actor=Actor(user_id, user_name),
-                                   via=Via.THREAD, recheck=self.asked(user_id, NOT_ASKED))
+                                   via=Via.THREAD, recheck=self.asked(user_id))
         if result.refused is not None:
             return ThreadReply("refused", run, request)
         return ThreadReply("answer", run, result.request)
 
-    def asked(self, user_id: str, refusal: str = NOT_ASKED) -> Recheck:
+    def asked(self, user_id: str) -> Recheck:
         """A person's answer is recorded only on a state of the question on which they are one of the
-        people asked (bot/checked.py): `refusal` is what they are told otherwise."""
+        people asked (bot/checked.py); otherwise they are told NOT_ASKED."""
         async def recheck(state: Request) -> str | None:
-            return None if await self.service.may_decide(state, user_id) else refusal
+            return None if await self.service.may_decide(state, user_id) else NOT_ASKED
         return recheck
 
     async def answer(self, request: Request, answers: list[dict[str, Any]], *, actor: Actor, via: Via,

@@ -234,7 +234,7 @@ class RunInteractions:
     async def _answer(self, click: Click, request: Request, choices: dict[int, list[int]]) -> None:
         result = await self.run_service.answer(request, answers_from_choices(request, choices),
                                                actor=Actor(click.user_id, click.user_name), via=Via.BUTTON,
-                                               recheck=self.run_service.asked(click.user_id, NOT_ASKED))
+                                               recheck=self.run_service.asked(click.user_id))
         if result.refused is not None:
             await self.tell(click.user_id, click.channel_id, result.refused)
         elif not result.won:

@@ -81,7 +81,10 @@ async def untouched_since_the_other_write(app: App, request_id: str, version: in
     assert grants["items"] == []
 
 
-async def version_of(app: App, request_id: str) -> int:
+async def shown(app: App, request_id: str) -> int:
+    """Once the request's card is posted and its ts stored: the request's version."""
+    await app.card(request_id)
+    await settle(app)
     assert app.signoff is not None
     stored = await app.signoff.store.get_request(request_id)
     assert stored is not None
@@ -97,16 +100,20 @@ def form(app: App, request_id: str, callback_id: str, values: dict[str, Any]) ->
 FORMS = {"reject": ("signoff_reject", "rejected"), "respond": ("signoff_respond", "rejected")}
 
 
+async def form_sent_during_the_check(app: App, kind: str, **changes: object) -> tuple[dict[str, Any], int]:
+    """A request to GROUP, its card shown; U1 sends its `kind` form while another process writes
+    `changes`. The request, and its version before that write."""
+    req = await submit_mail(app, MAIL, approvers=[GROUP], allowed_decisions=["approve", "reject", "respond"])
+    version = await shown(app, req["id"])
+    callback_id, _ = FORMS[kind]
+    await written_during_the_check(app, req["id"], form(app, req["id"], callback_id,
+                                                        {"reason": {"value": plain_input("Not this one")}}), **changes)
+    return req, version
+
+
 @pytest.mark.parametrize("kind", sorted(FORMS))
 async def test_a_form_from_someone_taken_away_meanwhile_is_refused_and_writes_nothing(papp: App, kind: str) -> None:
-    req = await submit_mail(papp, MAIL, approvers=[GROUP], allowed_decisions=["approve", "reject", "respond"])
-    await papp.card(req["id"])
-    await settle(papp)
-    version = await version_of(papp, req["id"])
-    callback_id, _ = FORMS[kind]
-    await written_during_the_check(papp, req["id"], form(papp, req["id"], callback_id,
-                                                         {"reason": {"value": plain_input("Not this one")}}),
-                                   approvers=("U9",))
+    req, version = await form_sent_during_the_check(papp, kind, approvers=("U9",))
     assert "You are not one of the approvers of this request, so your answer was not recorded" in \
         await note_to(papp, "U1")
     await untouched_since_the_other_write(papp, req["id"], version)
@@ -114,14 +121,8 @@ async def test_a_form_from_someone_taken_away_meanwhile_is_refused_and_writes_no
 
 @pytest.mark.parametrize("kind", sorted(FORMS))
 async def test_a_form_from_someone_still_an_approver_decides_once_on_the_row_as_it_is(papp: App, kind: str) -> None:
-    req = await submit_mail(papp, MAIL, approvers=[GROUP], allowed_decisions=["approve", "reject", "respond"])
-    await papp.card(req["id"])
-    await settle(papp)
-    version = await version_of(papp, req["id"])
-    callback_id, status = FORMS[kind]
-    await written_during_the_check(papp, req["id"], form(papp, req["id"], callback_id,
-                                                         {"reason": {"value": plain_input("Not this one")}}),
-                                   approvers=(GROUP, "U2"))
+    req, version = await form_sent_during_the_check(papp, kind, approvers=(GROUP, "U2"))
+    _, status = FORMS[kind]
     _, decided = await papp.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
     assert decided["status"] == status and decided["decision"]["decided_by"]["id"] == "U1"
     assert decided["approvers"] == [GROUP, "U2"]  # decided on the row the other process wrote
@@ -137,11 +138,9 @@ async def test_a_form_from_someone_still_an_approver_decides_once_on_the_row_as_
 async def test_approve_and_remember_from_someone_taken_away_meanwhile_makes_no_decision_and_no_grant(
         papp: App) -> None:
     req = await submit_mail(papp, MAIL, approvers=[GROUP])
-    await papp.card(req["id"])
-    await settle(papp)
+    version = await shown(papp, req["id"])
     await papp.click(req["id"], "U1", action="signoff_remember")
     [opened] = await papp.slack.wait_for("views.open")
-    version = await version_of(papp, req["id"])
     values = {"scope": {"scope": radio("everyone")}, "duration": {"duration": static_select("1d")}}
     await written_during_the_check(papp, req["id"], lambda: papp.slack_client.view_submission(
         user="U1", user_name="alice", callback_id="signoff_remember_view",
@@ -154,9 +153,7 @@ async def test_approve_and_remember_from_someone_taken_away_meanwhile_makes_no_d
 async def test_a_suggestion_tapped_by_someone_taken_away_meanwhile_makes_no_decision_and_no_grant(
         papp: App) -> None:
     req = await submit_bash(papp, bash("npm test -- --ci", suggestions=[NPM], session="s1", approvers=[GROUP]))
-    await papp.card(req["id"])
-    await settle(papp)
-    version = await version_of(papp, req["id"])
+    version = await shown(papp, req["id"])
     await written_during_the_check(papp, req["id"], lambda: tap(papp, req["id"], "U1"), approvers=("U9",))
     note = await note_to(papp, "U1")
     assert "not one of the approvers" in note and "No grant was made." in note
@@ -165,9 +162,7 @@ async def test_a_suggestion_tapped_by_someone_taken_away_meanwhile_makes_no_deci
 
 async def test_approve_selected_by_someone_taken_away_meanwhile_decides_no_action(papp: App) -> None:
     req = await submit_mixed(papp, approvers=[GROUP])
-    await papp.card(req["id"])
-    await settle(papp)
-    version = await version_of(papp, req["id"])
+    version = await shown(papp, req["id"])
     await written_during_the_check(papp, req["id"], lambda: approve_selected(papp, req["id"], [0, 1, 2]),
                                    approvers=("U9",))
     assert "not one of the approvers" in await note_to(papp, "U1")
