@@ -109,6 +109,10 @@ class InFlight:
         self._held.add(request_id)
         return True
 
+    def holding(self, request_id: str) -> bool:
+        """Whether a waiter of `request_id` holds a wake-up back now."""
+        return request_id in self._held
+
     def end(self, request_id: str) -> None:
         left = self._deciding.pop(request_id) - 1
         if left:

@@ -110,7 +110,11 @@ async def test_a_wake_up_held_back_for_a_decision_that_fails_is_delivered_when_i
 
     async def heard_meanwhile_then_fail(_unit: object) -> None:
         service.waiters.wake(req["id"])  # a notification reaches the listener while the decision is in flight
-        await asyncio.sleep(0.05)  # the waiter runs meanwhile: it holds back (its request is being decided)
+        for _ in range(1000):  # until the waiter has handled it: it holds back (its request is being decided)
+            if service.in_flight.holding(req["id"]):
+                break
+            await asyncio.sleep(0.001)
+        assert service.in_flight.holding(req["id"])
         assert await metric(app.url, REREADS) == rereads
         raise Broke  # the decision's unit rolls back: nothing is written, nothing handed over
 
