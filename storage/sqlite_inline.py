@@ -20,6 +20,7 @@ both use it.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +50,33 @@ class InlineConnection(aiosqlite.Connection):
                 raise
         # Another process holds the lock: wait for it on the worker thread, not on the event loop.
         return await super()._execute(_patiently, self._connection, fn, args, kwargs)  # type: ignore[no-untyped-call]
+
+    def stop(self) -> asyncio.Future[Any] | None:
+        """Stop the worker thread; a future only when a loop runs to receive it.
+
+        aiosqlite's `__del__` (a connection nobody closed, collected later) calls this outside any
+        running loop, and its own version takes `asyncio.get_event_loop()`'s future, perhaps of a
+        loop that has closed: the worker thread then dies on `call_soon_threadsafe` after closing
+        the file, an unhandled exception in a thread. Without a running loop nobody awaits the
+        future, so none is made."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._running = False
+            self._tx.put_nowait((None, self._close_and_stop))
+            return None
+        future: asyncio.Future[Any] | None = super().stop()
+        return future
+
+    def _close_and_stop(self) -> object:
+        """On the worker thread: aiosqlite's own last call (close the file, end the thread's loop)."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+        return _STOP
+
+
+_STOP: object = aiosqlite.core._STOP_RUNNING_SENTINEL  # ends aiosqlite's worker thread (>= 0.22, as `_thread`)
 
 
 def _patiently(conn: sqlite3.Connection, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -100,3 +100,37 @@ async def test_a_request_read_that_meets_a_lock_reads_through_the_pool(sqlite_fi
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def test_a_connection_dropped_after_its_loop_closed_stops_its_thread_quietly(sqlite_file: str) -> None:
+    """A connection nobody closed (a test's or a cancelled task's) is collected after its event loop
+    closed: aiosqlite's own `__del__` would hand its worker thread a future of that closed loop, and the
+    thread would die on `call_soon_threadsafe` ("Event loop is closed"), an unhandled thread exception
+    that surfaces in whichever test runs next. The thread must stop cleanly and close the file."""
+    import gc
+    import threading
+    import warnings
+
+    from storage.sqlite_inline import inline_creator
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    conn = loop.run_until_complete(inline_creator(sqlite_file)())
+    raw, thread = conn._connection, conn._thread
+    loop.close()  # the loop ends; asyncio.get_event_loop() still returns it, closed
+
+    died: list[threading.ExceptHookArgs] = []
+    hook, threading.excepthook = threading.excepthook, died.append
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)  # aiosqlite's "deleted before being closed"
+            del conn
+            gc.collect()
+        thread.join(5)
+    finally:
+        threading.excepthook = hook
+        asyncio.set_event_loop(None)
+    assert not thread.is_alive()
+    assert died == []
+    with pytest.raises(sqlite3.ProgrammingError):  # closed
+        raw.execute("SELECT 1")
