@@ -306,12 +306,16 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
 
             # -- e2e ---------------------------------------------------------------------------------
             quiet_gc()
-            cpu = server.cpu_seconds()
+            cpu, own = server.cpu_seconds(), time.process_time()
             with spying(server, args, f"{engine}-e2e"):
                 e2e = await e2e_phase(client, server.url, slack, c, args.seconds, look=bool(args.look))
             cpu_approval = (server.cpu_seconds() - cpu) / max(1, e2e.completed) * 1000
+            bench_approval = (time.process_time() - own) / max(1, e2e.completed) * 1000
             say(f"{engine}: e2e {e2e.approvals} approvals, {e2e.rate:.1f}/s, {cpu_approval:.1f} ms CPU each "
                 f"({e2e.card_gets / max(1, e2e.approvals):.1f} GETs per approval while waiting for the card's ts)")
+            say(f"{engine}: e2e the bench's own CPU (agents, signing, fake Slack) {bench_approval:.1f} ms per approval: "
+                f"{os.cpu_count()} CPUs carry at most {1000 * (os.cpu_count() or 1) / (cpu_approval + bench_approval):.0f} "
+                f"approvals/s of server and bench together; one server process at most {1000 / cpu_approval:.0f}/s")
 
             # -- burst of clicks, and the wake pairs ---------------------------------------------------
             n_wake = args.wake
