@@ -2,12 +2,17 @@
 
 No list means anyone who sees the card may decide. Everything that refuses a click, a thread
 answer or a Home-tab button asks here, so one rule holds wherever a decision can come from.
+
+A user group's members are Slack's to tell (bot/slack/directory.py). When Slack cannot tell them
+(an error answer, 5xx after the client's retries, no answer) and no other entry lets the person
+through, the check fails closed with `GroupsUnknown`: nothing is decided, and the caller tells the
+person that their input was not recorded and why, rather than dropping it without a word.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from bot.domain.model import Request
@@ -23,6 +28,37 @@ class Directory(Protocol):
         ...
 
 
+GroupMembers = Callable[[str], Awaitable[frozenset[str]]]
+
+
+class GroupsUnknown(Exception):
+    """Whether a person may act rests on user groups whose members Slack could not tell just now."""
+
+    def __init__(self, groups: tuple[str, ...]) -> None:
+        super().__init__(f"could not list the members of {', '.join(groups)}")
+        self.groups = groups
+
+
+async def in_listed_group(user_id: str, entries: Iterable[str], members: GroupMembers | None) -> bool:
+    """Whether `user_id` is in one of the user groups among `entries`. A group Slack does not know
+    lets nobody through; `GroupsUnknown` when none let them through and some could not be listed."""
+    failed: list[str] = []
+    for entry in entries:
+        if not entry.startswith("S") or members is None:
+            continue
+        try:
+            if user_id in await members(entry):
+                return True
+        except LookupError:
+            log.warning("unknown user group %s", entry)
+        except Exception:  # Slack's error, its 5xx after the retries, no answer: not a "no"
+            log.warning("could not list the members of %s", entry, exc_info=True)
+            failed.append(entry)
+    if failed:
+        raise GroupsUnknown(tuple(failed))
+    return False
+
+
 class Access:
     def __init__(
         self, directory: Directory | None, *,
@@ -34,17 +70,12 @@ class Access:
         self.still_delegate = still_delegate
 
     async def may_decide(self, request: Request, user_id: str) -> bool:
-        """Listed approvers (users, or members of listed user groups) may decide; no list: anyone."""
+        """Listed approvers (users, or members of listed user groups) may decide; no list: anyone.
+        Raises `GroupsUnknown` when it rests on groups Slack could not list."""
         if not request.approvers:
             return True
         if user_id in request.approvers and (self.still_delegate is None
                                              or await self.still_delegate(request, user_id)):
             return True
-        for entry in request.approvers:
-            if entry.startswith("S") and self.directory is not None:
-                try:
-                    if user_id in await self.directory.group_members(entry):
-                        return True
-                except LookupError:
-                    log.warning("unknown user group %s on request %s", entry, request.id)
-        return False
+        members = self.directory.group_members if self.directory is not None else None
+        return await in_listed_group(user_id, request.approvers, members)

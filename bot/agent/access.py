@@ -14,20 +14,16 @@ Refusals are ephemeral notes; a refused action writes nothing.
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from bot.access import GroupMembers, in_listed_group
 from bot.domain.runs import Run
 
-log = logging.getLogger(__name__)
 
 _USER = re.compile(r"^[UW][A-Z0-9]{1,39}$")
-
-GroupMembers = Callable[[str], Awaitable[frozenset[str]]]
-
 
 def starter_of(run: Run) -> str | None:
     """The Slack user who started `run`, if a person in Slack did."""
@@ -64,13 +60,4 @@ class RunAccess:
 
 async def _listed(user_id: str, entries: Iterable[str], members: GroupMembers | None) -> bool:
     entries = list(entries)
-    if user_id in entries:
-        return True
-    for entry in entries:
-        if entry.startswith("S") and members is not None:
-            try:
-                if user_id in await members(entry):
-                    return True
-            except LookupError:
-                log.warning("unknown user group %s in a run permission setting", entry)
-    return False
+    return user_id in entries or await in_listed_group(user_id, entries, members)

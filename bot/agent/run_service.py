@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot import effects
+from bot.access import GroupsUnknown
 from bot.domain.questions import answers_from_text
 from bot.agent.access import RunAccess
 from bot.clock import Clock, new_id
@@ -20,6 +21,7 @@ from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStat
 from bot.errors import InvalidInput, NotFound
 from bot.checked import Recheck, decide_checked
 from bot.service import DecideResult, Service
+from bot.slack.text import groups_unknown_text
 from bot.wire import run_json
 from storage.run_store import RunStore
 
@@ -31,10 +33,11 @@ NOT_ASKED = "You are not one of the people asked, so your answer was not recorde
 class ThreadReply:
     """What a person's message in a thread turned out to be."""
 
-    kind: str  # "answer" | "intervention" | "duplicate" | "ended" | "refused" (not one of those asked) | "ignored"
-    #          | "not_writer" (may not write into this run: bot.agent.access)
+    kind: str  # "answer" | "intervention" | "duplicate" | "ended" | "refused" (not recorded as the answer:
+    #          `refused` says why) | "ignored" | "not_writer" (may not write into this run: bot.agent.access)
     run: Run | None = None
     request: Request | None = None
+    refused: str | None = None
 
 
 class RunService:
@@ -129,7 +132,12 @@ class RunService:
                 if run.status.is_final:
                     return ThreadReply("ended", run)
                 directory = self.service.directory
-                if not await self.access.may_write(run, user_id, directory.group_members if directory else None):
+                try:
+                    may_write = await self.access.may_write(run, user_id,
+                                                            directory.group_members if directory else None)
+                except GroupsUnknown as exc:  # nothing written; the person is told to post it again
+                    return ThreadReply("refused", run, refused=groups_unknown_text(exc.groups, "message"))
+                if not may_write:
                     return ThreadReply("not_writer", run)
                 await unit.add_intervention(Intervention(run.id, text, user_id, now, user_name, ts))
                 await unit.append_audit(AuditEvent(run.id, "intervention", now, user_id, {"ts": ts}))
@@ -138,14 +146,17 @@ class RunService:
         result = await self.answer(request, answers_from_text(request, text), actor=Actor(user_id, user_name),
                                    via=Via.THREAD, recheck=self.asked(user_id))
         if result.refused is not None:
-            return ThreadReply("refused", run, request)
+            return ThreadReply("refused", run, request, refused=result.refused)
         return ThreadReply("answer", run, result.request)
 
     def asked(self, user_id: str) -> Recheck:
         """A person's answer is recorded only on a state of the question on which they are one of the
         people asked (bot/checked.py); otherwise they are told NOT_ASKED."""
         async def recheck(state: Request) -> str | None:
-            return None if await self.service.may_decide(state, user_id) else NOT_ASKED
+            try:
+                return None if await self.service.may_decide(state, user_id) else NOT_ASKED
+            except GroupsUnknown as exc:
+                return groups_unknown_text(exc.groups, "answer")
         return recheck
 
     async def answer(self, request: Request, answers: list[dict[str, Any]], *, actor: Actor, via: Via,

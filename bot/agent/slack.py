@@ -24,6 +24,7 @@ from bot import effects
 from bot.agent import blocks
 from bot.domain.questions import answers_from_choices, questions_of
 from bot.agent.run_service import NOT_ASKED, RunService
+from bot.access import GroupsUnknown
 from bot.agent.access import RunAccess
 from bot.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
@@ -35,6 +36,7 @@ from bot.service import Service
 from bot.effects import Handler
 from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
+from bot.slack.text import groups_unknown_text
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
 from bot.slack.text import from_slack
@@ -177,7 +179,12 @@ class RunInteractions:
             await self.tell(click.user_id, click.channel_id,
                             "This button does not belong to the message it was clicked on. Nothing was changed.")
             return
-        if known is not None and not await self.access.may_write(known, click.user_id, self._members()):
+        try:
+            may_write = known is None or await self.access.may_write(known, click.user_id, self._members())
+        except GroupsUnknown as exc:
+            await self.tell(click.user_id, click.channel_id, groups_unknown_text(exc.groups, "click"))
+            return
+        if not may_write:
             await self.tell(click.user_id, click.channel_id,
                             "You may not cancel this run (only its starter and the people named to supervise "
                             "runs may). Nothing was changed.")
@@ -200,8 +207,12 @@ class RunInteractions:
             refusal = "This button does not belong to the card it was clicked on. Nothing was changed."
         elif not request.is_pending:
             refusal = already_decided_text(request)
-        elif not await self.service.may_decide(request, click.user_id):
-            refusal = NOT_ASKED
+        else:
+            try:
+                if not await self.service.may_decide(request, click.user_id):
+                    refusal = NOT_ASKED
+            except GroupsUnknown as exc:
+                refusal = groups_unknown_text(exc.groups, "answer")
         if refusal is not None:
             await self.tell(click.user_id, click.channel_id, refusal)
             return None
@@ -252,6 +263,8 @@ class RunInteractions:
         )
         if reply.kind == "intervention":
             await self.tell(str(user), channel, "Noted: the agent gets your message at its next step.", str(thread_ts))
+        elif reply.kind == "refused" and reply.refused not in (None, NOT_ASKED):
+            await self.tell(str(user), channel, str(reply.refused), str(thread_ts))
         elif reply.kind == "refused":
             await self.tell(str(user), channel, "You are not one of the people asked, so your reply was not "
                             "taken as the answer.", str(thread_ts))
@@ -335,7 +348,12 @@ def register(app: AsyncApp, interactions: RunInteractions) -> None:
         if interactions.unavailable:
             await ack(text=interactions.unavailable, response_type="ephemeral")
             return
-        if not await interactions.may_start(str(command.get("user_id") or "")):
+        try:
+            may_start = await interactions.may_start(str(command.get("user_id") or ""))
+        except GroupsUnknown as exc:
+            await ack(text=groups_unknown_text(exc.groups, "command"), response_type="ephemeral")
+            return
+        if not may_start:
             await ack(text="You may not start agent runs here (SIGNOFF_RUN_STARTERS). Nothing was started.",
                       response_type="ephemeral")
             return

@@ -17,6 +17,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.access import GroupsUnknown
 from bot.checked import RECHECKS, decide_checked
 from bot.clock import Clock
 from bot.domain.choices import allowed_decisions
@@ -29,7 +30,7 @@ from bot.service import Service
 from bot.slack import blocks
 from bot.slack.duties import CONFIRM_VIEW, confirm_block, confirm_errors, confirm_modal, counted_text, duplicate_text
 from bot.slack.payloads import Click, Submission
-from bot.slack.text import mention, mentions, strip_markup, when
+from bot.slack.text import groups_unknown_text, mention, mentions, strip_markup, when
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,11 @@ class Interactions:
         offered = allowed_decisions(request.kind, request.extra)
         if decision is not None and decision not in offered:
             return Refusal(choices_refusal(decision, offered))
-        if authorize and not await self.service.may_decide(request, user_id):
+        try:
+            allowed = not authorize or await self.service.may_decide(request, user_id)
+        except GroupsUnknown as exc:
+            return Refusal(groups_unknown_text(exc.groups, what))
+        if not allowed:
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from
                 return Refusal(f"This request was escalated to {escalated}, and you are no longer one of its "

@@ -75,6 +75,13 @@ def mentions(entries: Iterable[str], *, limit: int = 10) -> str:
     return ", ".join(mention(e) for e in listed[:limit]) + (ELLIPSIS if len(listed) > limit else "")
 
 
+def groups_unknown_text(groups: Iterable[str], what: str) -> str:
+    """Why a person's `what` was not recorded: Slack could not say who is in the `groups` it rests on
+    (bot.access.GroupsUnknown)."""
+    return (f"Slack did not say who is in {mentions(groups)} just now, so Signoff could not check that you "
+            f"may do this, and your {what} was not recorded. Try again in a moment.")
+
+
 def is_user(value: str | None) -> bool:
     """A Slack user id (U.../W...): safe to mention. Anything else (an agent's name) is not."""
     return bool(value) and is_user_id(value)  # type: ignore[arg-type]

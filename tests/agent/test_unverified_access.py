@@ -1,0 +1,123 @@
+"""Questions and runs whose permissions rest on a user group Slack cannot list just now: the person is
+told their input was not recorded and why, nothing is written, and it works once Slack answers
+(the approvals' side: tests/slack/test_unverified_access.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from bot.domain.model import Status
+from bot.sandbox import SlackEmulator
+from bot.sandbox.model import FakeAnthropic, message, tool_use
+from bot.slack.directory import SlackDirectory
+from tests.agent.conftest import agent_env
+from tests.agent.helpers import AgentApp
+from tests.agent.test_questions import ONE
+from tests.harness import start_app
+from tests.slack.test_decisions import settle
+from tests.slack.test_unverified_access import UNKNOWN
+
+LOOKUP = "usergroups.users.list"
+EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello"}
+
+
+@pytest_asyncio.fixture
+async def grouped(db_url: str, slack: SlackEmulator, model: FakeAnthropic, tmp_path: Path) -> AsyncIterator[AgentApp]:
+    """Runs may be started, written into and cancelled by the members of SOPS (U1, U3); every check asks Slack."""
+    slack.add_usergroup("SOPS", ["U1", "U3"])
+    running = await start_app(db_url, slack, **agent_env(model, tmp_path, SIGNOFF_RUN_STARTERS="SOPS",
+                                                         SIGNOFF_RUN_APPROVERS="U2", SIGNOFF_RUN_WRITERS="SOPS"))
+    assert running.signoff is not None
+    directory = running.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    directory.ttl = 0
+    try:
+        yield AgentApp(running, model, tmp_path)
+    finally:
+        await running.stop()
+
+
+async def note_to(agent: AgentApp, user: str, count: int = 1) -> str:
+    notes = [n for n in await agent.slack.wait_for("chat.postEphemeral", count=count) if n.args["user"] == user]
+    return str(notes[-1].args["text"])
+
+
+@pytest.mark.parametrize("how", ["button", "thread"])
+async def test_an_answer_that_cannot_be_checked_is_told_and_writes_nothing(grouped: AgentApp, how: str) -> None:
+    app = grouped.app
+    assert app.signoff is not None
+    status, body = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1", "approvers": ["SOPS"]})
+    assert status == 201
+    card = await app.card(body["id"])
+    await settle(app)
+    before = await app.signoff.store.get_request(body["id"])
+    assert before is not None
+    grouped.slack.error(LOOKUP, "fatal_error", times=5)
+    if how == "button":
+        buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
+        await app.slack_client.block_action(user="U1", action_id=buttons[0]["action_id"], value=body["id"],
+                                            block_id="signoff_q0", channel="C1", message_ts=card.ts)
+    else:
+        msg = grouped.slack.add_message("C1", "U1", "production", thread_ts=card.ts)
+        await app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
+                                      "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    note = await note_to(grouped, "U1")
+    assert UNKNOWN in note and "your answer was not recorded" in note
+    await settle(app)
+    assert await app.signoff.store.get_request(body["id"]) == before
+    assert before.status is Status.PENDING
+
+    grouped.slack.clear_faults()
+    msg = grouped.slack.add_message("C1", "U1", "production", thread_ts=card.ts)
+    await app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
+                                  "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    _, answered = await app.api("GET", f"/api/v1/questions/{body['id']}?wait=10")
+    assert answered["status"] == "answered"
+
+
+async def test_starting_a_run_that_cannot_be_checked_is_told_and_starts_nothing(grouped: AgentApp) -> None:
+    grouped.slack.error(LOOKUP, "fatal_error", times=1)
+    response = await grouped.app.slack_client.command(user="U1", text="run tidy up", channel="C1")
+    assert response.status == 200 and UNKNOWN in response.json()["text"]
+    assert "your command was not recorded" in response.json()["text"]
+    await settle(grouped.app)
+    assert not grouped.slack.calls_to("chat.postMessage") and grouped.model.requests == []
+
+
+async def test_writing_into_or_cancelling_a_run_that_cannot_be_checked_is_told_and_changes_nothing(
+        grouped: AgentApp) -> None:
+    agent = grouped
+    agent.model.script(message(tool_use("send_email", EMAIL, id="toolu_email")))
+    response = await agent.app.slack_client.command(user="U1", user_name="alice", text="run email the customer",
+                                                     channel="C1")
+    assert "Starting an agent run" in response.json()["text"]
+    [posted] = await agent.slack.wait_for("chat.postMessage")
+    run_id = str(posted.args["metadata"]["event_payload"]["run_id"])
+    await agent.waiting_calls(run_id)
+    root = await agent.root(run_id)
+
+    # U3 (not the starter, who is listed by name) may write and cancel as a member of SOPS.
+    agent.slack.error(LOOKUP, "fatal_error", times=1)
+    await agent.thread_reply(root, "U3", "use the formal greeting")
+    note = await note_to(agent, "U3")
+    assert UNKNOWN in note and "your message was not recorded" in note
+
+    agent.slack.error(LOOKUP, "fatal_error", times=1)
+    [cancel] = [e for b in root.blocks if b["type"] == "actions" for e in b["elements"]]
+    await agent.app.slack_client.block_action(user="U3", action_id=cancel["action_id"], value=cancel["value"],
+                                              block_id="run", channel=root.channel, message_ts=root.ts)
+    note = await note_to(agent, "U3", count=2)
+    assert UNKNOWN in note and "your click was not recorded" in note
+    await settle(agent.app)
+    run = await agent.run(run_id)
+    assert run["status"] == "waiting" and not run.get("cancel_requested"), run
+    assert agent.app.signoff is not None and agent.app.signoff.agent is not None
+    assert [e.type for e in await agent.app.signoff.store.audit_events(run_id)].count("intervention") == 0
+
+    await agent.thread_reply(root, "U3", "use the formal greeting")  # Slack answers now
+    [*_, noted] = await agent.slack.wait_for("chat.postEphemeral", count=3)
+    assert noted.args["user"] == "U3" and noted.args["text"].startswith("Noted")
