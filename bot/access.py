@@ -11,6 +11,7 @@ person that their input was not recorded and why, rather than dropping it withou
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
@@ -37,6 +38,18 @@ class GroupsUnknown(Exception):
     def __init__(self, groups: tuple[str, ...]) -> None:
         super().__init__(f"could not list the members of {', '.join(groups)}")
         self.groups = groups
+
+
+def bounded(members: GroupMembers | None, seconds: float) -> GroupMembers | None:
+    """`members`, giving up on a lookup after `seconds` (for checks that must answer before Slack's
+    ack deadline): a group that did not answer in time counts as one Slack could not list."""
+    if members is None:
+        return None
+    lookup = members
+
+    async def within(group_id: str) -> frozenset[str]:
+        return await asyncio.wait_for(lookup(group_id), seconds)
+    return within
 
 
 async def in_listed_group(user_id: str, entries: Iterable[str], members: GroupMembers | None) -> bool:

@@ -123,6 +123,11 @@ class RunService:
             question_id = await self.runs.pending_question_by_card(channel, thread_ts)
             if question_id is None:
                 return ThreadReply("ignored")
+        # An intervention's writer is checked before the unit: a user group's lookup is a Slack call, and
+        # a unit holds the database's write lock (on SQLite, every write of the process waits behind it).
+        refused = None
+        if question_id is None and run is not None and not run.status.is_final:
+            refused = await self._may_write(run, user_id)
         now = self.clock.now()
         async with self.runs.unit() as unit:
             if event_id is not None and not await unit.first_time(event_id, now):
@@ -131,14 +136,8 @@ class RunService:
                 assert run is not None
                 if run.status.is_final:
                     return ThreadReply("ended", run)
-                directory = self.service.directory
-                try:
-                    may_write = await self.access.may_write(run, user_id,
-                                                            directory.group_members if directory else None)
-                except GroupsUnknown as exc:  # nothing written; the person is told to post it again
-                    return ThreadReply("refused", run, refused=groups_unknown_text(exc.groups, "message"))
-                if not may_write:
-                    return ThreadReply("not_writer", run)
+                if refused is not None:
+                    return refused
                 await unit.add_intervention(Intervention(run.id, text, user_id, now, user_name, ts))
                 await unit.append_audit(AuditEvent(run.id, "intervention", now, user_id, {"ts": ts}))
                 return ThreadReply("intervention", run)
@@ -148,6 +147,16 @@ class RunService:
         if result.refused is not None:
             return ThreadReply("refused", run, request, refused=result.refused)
         return ThreadReply("answer", run, result.request)
+
+    async def _may_write(self, run: Run, user_id: str) -> ThreadReply | None:
+        """Why `user_id` may not write into `run` (as the reply to give), or None: they may."""
+        directory = self.service.directory
+        try:
+            if await self.access.may_write(run, user_id, directory.group_members if directory else None):
+                return None
+        except GroupsUnknown as exc:  # nothing written; the person is told to post it again
+            return ThreadReply("refused", run, refused=groups_unknown_text(exc.groups, "message"))
+        return ThreadReply("not_writer", run)
 
     def asked(self, user_id: str) -> Recheck:
         """A person's answer is recorded only on a state of the question on which they are one of the

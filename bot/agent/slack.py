@@ -11,11 +11,13 @@ interventions), deduplicated by `event_id` because Slack retries events.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from datetime import datetime
 from typing import Any
 
+import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -24,7 +26,7 @@ from bot import effects
 from bot.agent import blocks
 from bot.domain.questions import answers_from_choices, questions_of
 from bot.agent.run_service import NOT_ASKED, RunService
-from bot.access import GroupsUnknown
+from bot.access import GroupsUnknown, bounded
 from bot.agent.access import RunAccess
 from bot.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
@@ -44,6 +46,9 @@ from storage.base import OutboxItem
 from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
+
+# Of Slack's 3 s to acknowledge a command (bot.web acks within 2.5 s), what a user group's lookup may take.
+PRE_ACK_LOOKUP_SECONDS = 1.5
 
 RUN_COMMAND = re.compile(r"^\s*run\b\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _ANSWER = re.compile(rf"^{blocks.ANSWER_PREFIX}(\d+)_(\d+)$")
@@ -170,7 +175,8 @@ class RunInteractions:
         return self.service.directory.group_members if self.service.directory is not None else None
 
     async def may_start(self, user_id: str) -> bool:
-        return await self.access.may_start(user_id, self._members())
+        """Checked before the command's ack: a user group's lookup gets PRE_ACK_LOOKUP_SECONDS."""
+        return await self.access.may_start(user_id, bounded(self._members(), PRE_ACK_LOOKUP_SECONDS))
 
     async def cancel(self, click: Click) -> None:
         known = await self.run_service.runs.get_run(click.request_id)
@@ -284,7 +290,8 @@ class RunInteractions:
             try:
                 info = (await self.client.users_info(user=user_id)).get("user") or {}
                 self._names[user_id] = info.get("name") or info.get("real_name")
-            except SlackApiError:
+            except (SlackApiError, aiohttp.ClientError, asyncio.TimeoutError):  # a name is nice to have
+                log.warning("could not look up the name of %s", user_id, exc_info=True)
                 return None
         return self._names[user_id]
 

@@ -1,4 +1,5 @@
-"""Fault injection: answer a method's next calls with an HTTP error, a Slack error, a delay, or never.
+"""Fault injection: answer a method's next calls with an HTTP error, a Slack error, a delay, never, or
+a dropped connection.
 
 Faults are queued per method and consumed first in, first out; delays are a separate queue, so a
 delay combines with a following fault.
@@ -16,7 +17,7 @@ from typing import Any
 
 @dataclass
 class Fault:
-    kind: str  # "fail" | "error" | "hang"
+    kind: str  # "fail" | "error" | "hang" | "drop"
     remaining: int
     status: int = 200
     retry_after: int | None = None
@@ -50,6 +51,11 @@ class Faults:
     def error(self, method: str, error: str, *, times: int = 1) -> None:
         """Answer the next ``times`` calls with HTTP 200 ``{"ok": false, "error": error}`` and no effect."""
         self._faults.setdefault(method, deque()).append(Fault("error", times, error=error))
+
+    def drop(self, method: str, *, times: int = 1) -> None:
+        """Close the connection of the next ``times`` calls without an answer and with no effect (the
+        client sees the server disconnect, as when a proxy or the network drops it)."""
+        self._faults.setdefault(method, deque()).append(Fault("drop", times))
 
     def delay(self, method: str, seconds: float, *, times: int | None = None) -> None:
         """Wait ``seconds`` before handling the next ``times`` calls (None: every call)."""

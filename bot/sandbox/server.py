@@ -210,6 +210,12 @@ class SlackEmulator(Faults, ChatMethods, ConversationMethods, ViewMethods):
             body = {"ok": False, "error": fault.error}
         elif fault is not None and fault.kind == "hang":
             return await self._hang(call, args, token, fault.apply)
+        elif fault is not None and fault.kind == "drop":
+            call.status, call.ok, call.response = 0, False, {}
+            self._notify()
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=499)  # written to nobody: the connection is gone
         elif (wait := self._paced(method, args)) is not None:
             status, body = 429, {"ok": False, "error": "ratelimited"}
             headers["Retry-After"] = str(wait)

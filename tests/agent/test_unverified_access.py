@@ -4,6 +4,7 @@ told their input was not recorded and why, nothing is written, and it works once
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from tests.agent.helpers import AgentApp
 from tests.agent.test_questions import ONE
 from tests.harness import start_app
 from tests.slack.test_decisions import settle
-from tests.slack.test_unverified_access import UNKNOWN
+from tests.slack.test_unverified_access import UNKNOWN, slack_answers_again
 
 LOOKUP = "usergroups.users.list"
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello"}
@@ -71,7 +72,7 @@ async def test_an_answer_that_cannot_be_checked_is_told_and_writes_nothing(group
     assert await app.signoff.store.get_request(body["id"]) == before
     assert before.status is Status.PENDING
 
-    grouped.slack.clear_faults()
+    slack_answers_again(app)
     msg = grouped.slack.add_message("C1", "U1", "production", thread_ts=card.ts)
     await app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
                                   "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
@@ -118,6 +119,61 @@ async def test_writing_into_or_cancelling_a_run_that_cannot_be_checked_is_told_a
     assert agent.app.signoff is not None and agent.app.signoff.agent is not None
     assert [e.type for e in await agent.app.signoff.store.audit_events(run_id)].count("intervention") == 0
 
+    slack_answers_again(agent.app)
     await agent.thread_reply(root, "U3", "use the formal greeting")  # Slack answers now
     [*_, noted] = await agent.slack.wait_for("chat.postEphemeral", count=3)
     assert noted.args["user"] == "U3" and noted.args["text"].startswith("Noted")
+
+
+async def test_a_run_command_whose_lookup_does_not_answer_is_acked_with_a_note(
+        grouped: AgentApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """/signoff run is checked before its ack: a lookup that does not answer in time is one Slack could
+    not give, said in the ack (not a "dispatch_failed" from Slack once its 3 s ran out)."""
+    import bot.agent.slack as agent_slack
+    monkeypatch.setattr(agent_slack, "PRE_ACK_LOOKUP_SECONDS", 0.2)
+    grouped.slack.hang(LOOKUP)
+    response = await grouped.app.slack_client.command(user="U1", text="run tidy up", channel="C1")
+    assert response.status == 200 and UNKNOWN in response.json()["text"]
+    grouped.slack.release_hung()
+    await settle(grouped.app)
+    assert not grouped.slack.calls_to("chat.postMessage") and grouped.model.requests == []
+
+
+async def test_checking_who_may_write_into_a_run_holds_no_database_write(grouped: AgentApp) -> None:
+    """A thread message into a run asks Slack about SOPS before its unit opens: while Slack is slow,
+    other writes (here an agent's question) go through (on SQLite a unit holds the one writer)."""
+    agent = grouped
+    agent.model.script(message(tool_use("send_email", EMAIL, id="toolu_email")))
+    response = await agent.app.slack_client.command(user="U1", text="run email the customer", channel="C1")
+    assert "Starting an agent run" in response.json()["text"]
+    [posted] = await agent.slack.wait_for("chat.postMessage")
+    run_id = str(posted.args["metadata"]["event_payload"]["run_id"])
+    await agent.waiting_calls(run_id)
+    root = await agent.root(run_id)
+    seen = len(agent.slack.calls_to(LOOKUP, ok_only=False))
+    assert agent.app.signoff is not None
+    directory = agent.app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    directory._groups.clear()  # a lookup of SOPS is due (the run's start cached it)
+    agent.slack.hang(LOOKUP, apply=True)
+    writing = asyncio.create_task(agent.thread_reply(root, "U3", "use the formal greeting"))
+    await agent.slack.wait_for(LOOKUP, count=seen + 1, ok_only=False)
+    status, _ = await asyncio.wait_for(agent.app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1"}), 10)
+    assert status == 201
+    agent.slack.release_hung()
+    await writing
+    [*_, noted] = await agent.slack.wait_for("chat.postEphemeral")
+    assert noted.args["user"] == "U3" and noted.args["text"].startswith("Noted")
+
+
+async def test_a_thread_answer_is_taken_when_the_name_lookup_drops(grouped: AgentApp) -> None:
+    app = grouped.app
+    status, body = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1"})
+    assert status == 201
+    card = await app.card(body["id"])
+    grouped.slack.drop("users.info", times=5)  # the connection drops, on every retry
+    msg = grouped.slack.add_message("C1", "U2", "staging", thread_ts=card.ts)
+    await app.slack_client.event({"type": "message", "channel": "C1", "user": "U2", "text": msg.text,
+                                  "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    _, answered = await app.api("GET", f"/api/v1/questions/{body['id']}?wait=10")
+    assert answered["status"] == "answered" and answered["decision"]["decided_by"] == {"id": "U2", "name": None}

@@ -1,0 +1,72 @@
+"""bot/slack/directory.py against the fake Slack Web API through the real slack_sdk client: one lookup
+per group at a time whoever asks, not cancelled by a caller that stops waiting, and a failure
+remembered for a moment so a burst of clicks asks Slack once while it is down."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.sandbox import SlackEmulator
+from bot.slack.directory import SlackDirectory
+
+LOOKUP = "usergroups.users.list"
+
+
+@pytest_asyncio.fixture
+async def directory(slack: SlackEmulator) -> AsyncIterator[SlackDirectory]:
+    slack.add_usergroup("SOPS", ["U1", "U2"])
+    found = SlackDirectory(AsyncWebClient(token="xoxb-test", base_url=slack.url))
+    try:
+        yield found
+    finally:
+        await found.close()
+
+
+def lookups(slack: SlackEmulator) -> int:
+    return len(slack.calls_to(LOOKUP, ok_only=False))
+
+
+async def test_a_caller_that_stops_waiting_does_not_cancel_the_lookup_for_the_others(
+        directory: SlackDirectory, slack: SlackEmulator) -> None:
+    slack.hang(LOOKUP, apply=True)
+    first = asyncio.create_task(directory.group_members("SOPS"))
+    await slack.wait_for(LOOKUP, ok_only=False)
+    second = asyncio.create_task(directory.group_members("SOPS"))
+    with pytest.raises(asyncio.TimeoutError):  # the first caller's bound (e.g. before an ack) runs out
+        await asyncio.wait_for(first, 0.01)
+    slack.release_hung()
+    assert await second == frozenset({"U1", "U2"})
+    assert await directory.group_members("SOPS") == frozenset({"U1", "U2"})  # cached: no second call
+    assert lookups(slack) == 1
+
+
+async def test_a_failed_lookup_is_remembered_for_a_moment(directory: SlackDirectory, slack: SlackEmulator) -> None:
+    slack.error(LOOKUP, "fatal_error", times=1)
+    for _ in range(3):  # a burst of clicks while Slack fails: one call
+        with pytest.raises(SlackApiError):
+            await directory.group_members("SOPS")
+    assert lookups(slack) == 1
+    directory._failed.clear()  # the moment has passed (FAILURE_SECONDS)
+    assert await directory.group_members("SOPS") == frozenset({"U1", "U2"})
+    assert lookups(slack) == 2
+
+
+async def test_an_unknown_group_is_a_lookup_error(directory: SlackDirectory) -> None:
+    with pytest.raises(LookupError):
+        await directory.group_members("SNONE")
+
+
+async def test_close_stops_a_lookup_nobody_waits_for(directory: SlackDirectory, slack: SlackEmulator) -> None:
+    slack.hang(LOOKUP)
+    waiting = asyncio.create_task(directory.group_members("SOPS"))
+    await slack.wait_for(LOOKUP, ok_only=False)
+    waiting.cancel()
+    await directory.close()
+    assert directory._inflight == {}
+    slack.release_hung()
