@@ -154,14 +154,20 @@ class Signoff:
         if self.socket_handler is not None:
             await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         await self.backlog.stop()
-        if self.background:  # clicks already acked: let their listeners reach the database
-            await asyncio.wait(list(self.background), timeout=5)
+        # Clicks already acked: let their listeners reach the database, and the notes they start
+        # (ephemeral refusals, "already decided") reach Slack, before the session closes.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while self.background and (left := deadline - loop.time()) > 0:
+            await asyncio.wait(list(self.background), timeout=left)
         if self.sweep_job is not None:
             await self.sweep_job.stop()
         if self.agent is not None:
             await self.agent.stop()
         await self.dispatcher.stop()
         await self.watcher.stop()
+        if isinstance(self.service.directory, SlackDirectory):
+            await self.service.directory.close()
         await self.http.close()
         if self.egress_http is not None:
             await self.egress_http.close()
@@ -257,7 +263,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     # acks clicks and events itself and answers modals and commands when their listener calls
     # ack(), and the backlog and a graceful stop must know when the work is done. `bolt` is Bolt's
     # usual (ack first, listener in a task of its own): url_verification, and all of Socket Mode.
-    interactions = Interactions(service, listener_client, clock, metrics)
+    background: set[asyncio.Task[Any]] = set()  # work after a response; Signoff.stop waits for it
+    interactions = Interactions(service, listener_client, clock, metrics, background=background)
     timer_interactions = TimerInteractions(interactions, timers, listener_client, metrics)
     bolt, clicks = (
         AsyncApp(
@@ -287,7 +294,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
-                      agent=agent, slack_health=health, policy=policy, egress_http=egress_http)
+                      agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
+                      background=background)
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)

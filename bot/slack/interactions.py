@@ -65,20 +65,32 @@ def already_decided_text(request: Request) -> str:
     return f"Already {word} by {who} ({when(decision.decided_at)}). Nothing was changed."
 
 
+# chat.postEphemeral's answers when the person cannot see the channel (a form opened from App Home
+# about a card in a channel they are not in, an archived channel): the note goes as a DM instead.
+NOT_THERE = frozenset({"user_not_in_channel", "channel_not_found", "not_in_channel", "is_archived"})
+
+
 async def tell(client: AsyncWebClient, metrics: Metrics, user_id: str, channel: str | None, text: str,
                thread_ts: str | None = None) -> None:
-    """An ephemeral note to one person (a DM when there is no channel, e.g. a click in App Home)."""
+    """An ephemeral note to one person (a DM when there is no channel, e.g. a click in App Home, or
+    when the person cannot see the channel)."""
+    method = "chat.postEphemeral"
     try:
         if channel:
-            await client.chat_postEphemeral(channel=channel, user=user_id, text=text, thread_ts=thread_ts)
-        else:
-            await client.chat_postMessage(channel=user_id, text=text)
+            try:
+                await client.chat_postEphemeral(channel=channel, user=user_id, text=text, thread_ts=thread_ts)
+                return
+            except SlackApiError as exc:
+                if exc.response.get("error") not in NOT_THERE:
+                    raise
+                metrics.slack_api_errors.labels(method, str(exc.response.get("error"))).inc()
+        method = "chat.postMessage"
+        await client.chat_postMessage(channel=user_id, text=text)
     except SlackApiError as exc:
-        method = "chat.postEphemeral" if channel else "chat.postMessage"
         metrics.slack_api_errors.labels(method, str(exc.response.get("error"))).inc()
         log.warning("could not tell %s: %s", user_id, exc.response.get("error"))
     except (aiohttp.ClientError, TimeoutError) as exc:  # a note is best effort: Slack down or slow
-        metrics.slack_api_errors.labels("chat.postEphemeral" if channel else "chat.postMessage", "connection").inc()
+        metrics.slack_api_errors.labels(method, "connection").inc()
         log.warning("could not tell %s: %s: %s", user_id, type(exc).__name__, exc)
 
 
@@ -90,13 +102,15 @@ class _Again:
 
 
 class Interactions:
-    def __init__(self, service: Service, client: AsyncWebClient, clock: Clock, metrics: Metrics) -> None:
+    def __init__(self, service: Service, client: AsyncWebClient, clock: Clock, metrics: Metrics, *,
+                 background: set[asyncio.Task[Any]] | None = None) -> None:
         self.service = service
         self.client = client
         self.clock = clock
         self.metrics = metrics
         self._deciding = asyncio.Semaphore(DECIDING_AT_ONCE)
-        self._notes: set[asyncio.Task[None]] = set()  # ephemeral notes still being posted
+        # Ephemeral notes still being posted (the process's background set: a graceful stop waits for them)
+        self._notes: set[asyncio.Task[Any]] = background if background is not None else set()
 
     # -- checks shared by every interaction ----------------------------------
 

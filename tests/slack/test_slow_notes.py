@@ -46,3 +46,34 @@ async def test_hung_refusal_notes_do_not_block_another_decision(patient: App) ->
         assert await status(app, guarded["id"]) == "pending"
     finally:
         slack.release_hung()
+
+
+async def test_a_note_the_channel_refuses_goes_as_a_dm(app: App) -> None:
+    """Someone who cannot see the card's channel (a form from App Home, an archived channel) still
+    hears why: Slack answers the ephemeral with user_not_in_channel, so the note goes as a DM."""
+    req = await app.submit(approvers=["U1"])
+    await app.card(req["id"])
+    app.slack.error("chat.postEphemeral", "user_not_in_channel")
+    await app.click(req["id"], "UOUT", user_name="mallory")
+    [dm] = [c for c in await app.slack.wait_for("chat.postMessage", count=2) if c.args["channel"] == "UOUT"]
+    assert "You are not one of the approvers of this request" in dm.args["text"]
+    assert await status(app, req["id"]) == "pending"
+
+
+async def test_a_graceful_stop_still_sends_the_notes_of_clicks_it_acked(db_url: str, slack: FakeSlack) -> None:
+    """A refusal note still on its way when the process is told to stop (a redeploy) reaches the person:
+    here Slack rate-limits it (429, Retry-After 1 s) and the client waits to try again; the stop waits
+    for it (up to 5 s) before it closes the Slack session."""
+    app = await start_app(db_url, slack)
+    try:
+        req = await app.submit(approvers=["U1"])
+        await app.card(req["id"])
+        slack.fail("chat.postEphemeral", status=429, retry_after=1)
+        await app.click(req["id"], "UOUT", user_name="mallory")
+        await slack.wait_for("chat.postEphemeral", ok_only=False)  # refused for now: the client waits 1 s
+        assert app.signoff is not None
+        await app.signoff.stop()
+        calls = slack.calls_to("chat.postEphemeral", ok_only=False)
+        assert [c.status for c in calls] == [429, 200] and calls[1].args["user"] == "UOUT"
+    finally:
+        await app.stop()
