@@ -12,6 +12,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack import blocks
 from bot.slack.duties import CONFIRM_VIEW
 from bot.slack.interactions import Interactions
+from bot.slack.listener_errors import tell_failure, told_on_failure
 from bot.slack.payloads import BadPayload, Click, extract_click, extract_submission
 
 if TYPE_CHECKING:
@@ -39,12 +40,17 @@ def direct_clicks(interactions: Interactions) -> dict[str, DirectClick]:
     Bolt (a click's dispatch through Bolt cost more than its decision): the same work `on_approve`
     does after its ack. Every other interaction, and every payload `extract_click` refuses, goes
     through Bolt and the listeners below."""
-    return {blocks.APPROVE: interactions.approve}
+    return {blocks.APPROVE: told_on_failure(interactions.approve, interactions.tell)}
 
 
 def register(
     app: AsyncApp, interactions: Interactions, *, timers: TimerInteractions | None = None, home: Home | None = None
 ) -> None:
+    async def on_error(error: Exception, body: dict[str, Any]) -> None:
+        await tell_failure(interactions.tell, body, error)
+
+    app.error(on_error)
+
     async def on_approve(ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
         click = await _click_or_refuse(body)

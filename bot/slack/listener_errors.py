@@ -1,0 +1,75 @@
+"""A listener that fails after Slack was answered: the person hears it, instead of nothing.
+
+Every listener acks first and works afterwards (bot/web.py), so when its work fails (the database
+unreachable in a failover, a bug) Slack has long had its answer and shows nothing; the card just
+stays as it was and the person cannot tell a lost click from a slow one. The error is logged as
+before, and the person gets an ephemeral note (a DM for a form or an App Home click) that says their
+input may not have been recorded and what to do. "May": the failure can come after the write (while
+the card or a note goes out), so the note sends them to the card rather than claiming either way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from bot.slack.payloads import Click
+
+log = logging.getLogger(__name__)
+
+Tell = Callable[[str, "str | None", str, "str | None"], Awaitable[None]]
+
+
+def failure_text(what: str) -> str:
+    return (f"Signoff could not finish handling your {what}: something went wrong on its side. It may not "
+            "have been recorded: look at the card (or the thread) before you try again.")
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _form_channel(metadata: Any) -> str | None:
+    try:
+        channel = _dict(json.loads(metadata)).get("channel") if isinstance(metadata, str) else None
+    except ValueError:
+        return None
+    return channel if isinstance(channel, str) and channel else None
+
+
+def _who_and_where(body: dict[str, Any]) -> tuple[str, str | None, str | None, str] | None:
+    """(user, channel, thread_ts, what the person did) of a Slack request, if a person sent it."""
+    kind, user, event = body.get("type"), _dict(body.get("user")), _dict(body.get("event"))
+    if kind == "block_actions" and user.get("id"):
+        return str(user["id"]), _dict(body.get("channel")).get("id"), None, "click"
+    if kind == "view_submission" and user.get("id"):  # the card's channel, as the form keeps it; else a DM
+        return str(user["id"]), _form_channel(_dict(body.get("view")).get("private_metadata")), None, "answer"
+    if "command" in body and body.get("user_id"):
+        return str(body["user_id"]), body.get("channel_id"), None, "command"
+    if kind == "event_callback" and event.get("type") == "message" and event.get("user") and not event.get("bot_id"):
+        return str(event["user"]), event.get("channel"), event.get("thread_ts"), "message"
+    return None
+
+
+async def tell_failure(tell: Tell, body: dict[str, Any], error: BaseException) -> None:
+    """Bolt's error handler for every listener (after the ack): tell the person who sent `body`."""
+    where = _who_and_where(body)
+    log.error("a Slack listener failed after its ack (%s)", where[3] if where else body.get("type"),
+              exc_info=(type(error), error, error.__traceback__))
+    if where is not None:
+        user, channel, thread_ts, what = where
+        await tell(user, channel, failure_text(what), thread_ts)
+
+
+def told_on_failure(listener: Callable[[Click], Awaitable[None]],
+                    tell: Tell) -> Callable[[Click], Coroutine[Any, Any, None]]:
+    """A click listener run without Bolt (bot/web.py's direct clicks), with the same note on failure."""
+    async def run(click: Click) -> None:
+        try:
+            await listener(click)
+        except Exception:
+            log.exception("a click failed after its ack")
+            await tell(click.user_id, click.channel_id, failure_text("click"), None)
+    return run
