@@ -35,9 +35,10 @@ GroupMembers = Callable[[str], Awaitable[frozenset[str]]]
 class GroupsUnknown(Exception):
     """Whether a person may act rests on user groups whose members Slack could not tell just now."""
 
-    def __init__(self, groups: tuple[str, ...]) -> None:
+    def __init__(self, groups: tuple[str, ...], errors: tuple[BaseException, ...] = ()) -> None:
         super().__init__(f"could not list the members of {', '.join(groups)}")
         self.groups = groups
+        self.errors = errors  # why, group by group (Slack's errors, timeouts)
 
 
 def bounded(members: GroupMembers | None, seconds: float) -> GroupMembers | None:
@@ -56,6 +57,7 @@ async def in_listed_group(user_id: str, entries: Iterable[str], members: GroupMe
     """Whether `user_id` is in one of the user groups among `entries`. A group Slack does not know
     lets nobody through; `GroupsUnknown` when none let them through and some could not be listed."""
     failed: list[str] = []
+    errors: list[BaseException] = []
     for entry in entries:
         if not entry.startswith("S") or members is None:
             continue
@@ -64,11 +66,12 @@ async def in_listed_group(user_id: str, entries: Iterable[str], members: GroupMe
                 return True
         except LookupError:
             log.warning("unknown user group %s", entry)
-        except Exception:  # Slack's error, its 5xx after the retries, no answer: not a "no"
+        except Exception as exc:  # Slack's error, its 5xx after the retries, no answer: not a "no"
             log.warning("could not list the members of %s", entry, exc_info=True)
             failed.append(entry)
+            errors.append(exc)
     if failed:
-        raise GroupsUnknown(tuple(failed))
+        raise GroupsUnknown(tuple(failed), tuple(errors))
     return False
 
 

@@ -155,7 +155,7 @@ class RunService:
             if await self.access.may_write(run, user_id, directory.group_members if directory else None):
                 return None
         except GroupsUnknown as exc:  # nothing written; the person is told to post it again
-            return ThreadReply("refused", run, refused=groups_unknown_text(exc.groups, "message"))
+            return ThreadReply("refused", run, refused=groups_unknown_text(exc, "message"))
         return ThreadReply("not_writer", run)
 
     def asked(self, user_id: str) -> Recheck:
@@ -165,7 +165,7 @@ class RunService:
             try:
                 return None if await self.service.may_decide(state, user_id) else NOT_ASKED
             except GroupsUnknown as exc:
-                return groups_unknown_text(exc.groups, "answer")
+                return groups_unknown_text(exc, "answer")
         return recheck
 
     async def answer(self, request: Request, answers: list[dict[str, Any]], *, actor: Actor, via: Via,

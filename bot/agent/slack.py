@@ -188,7 +188,7 @@ class RunInteractions:
         try:
             may_write = known is None or await self.access.may_write(known, click.user_id, self._members())
         except GroupsUnknown as exc:
-            await self.tell(click.user_id, click.channel_id, groups_unknown_text(exc.groups, "click"))
+            await self.tell(click.user_id, click.channel_id, groups_unknown_text(exc, "click"))
             return
         if not may_write:
             await self.tell(click.user_id, click.channel_id,
@@ -218,7 +218,7 @@ class RunInteractions:
                 if not await self.service.may_decide(request, click.user_id):
                     refusal = NOT_ASKED
             except GroupsUnknown as exc:
-                refusal = groups_unknown_text(exc.groups, "answer")
+                refusal = groups_unknown_text(exc, "answer")
         if refusal is not None:
             await self.tell(click.user_id, click.channel_id, refusal)
             return None
@@ -358,7 +358,7 @@ def register(app: AsyncApp, interactions: RunInteractions) -> None:
         try:
             may_start = await interactions.may_start(str(command.get("user_id") or ""))
         except GroupsUnknown as exc:
-            await ack(text=groups_unknown_text(exc.groups, "command"), response_type="ephemeral")
+            await ack(text=groups_unknown_text(exc, "command"), response_type="ephemeral")
             return
         if not may_start:
             await ack(text="You may not start agent runs here (SIGNOFF_RUN_STARTERS). Nothing was started.",

@@ -136,7 +136,7 @@ class Interactions:
         try:
             allowed = not authorize or await self.service.may_decide(request, user_id)
         except GroupsUnknown as exc:
-            return Refusal(groups_unknown_text(exc.groups, what))
+            return Refusal(groups_unknown_text(exc, what))
         if not allowed:
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from

@@ -12,7 +12,11 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
+from slack_sdk.errors import SlackApiError
+
+from bot.access import GroupsUnknown
 from bot.domain.values import is_user_id, iso
+from bot.slack.failures import permanent_failure
 
 ELLIPSIS = "…"
 ZWSP = "\u200b"
@@ -75,10 +79,18 @@ def mentions(entries: Iterable[str], *, limit: int = 10) -> str:
     return ", ".join(mention(e) for e in listed[:limit]) + (ELLIPSIS if len(listed) > limit else "")
 
 
-def groups_unknown_text(groups: Iterable[str], what: str) -> str:
-    """Why a person's `what` was not recorded: Slack could not say who is in the `groups` it rests on
-    (bot.access.GroupsUnknown)."""
-    return (f"Slack did not say who is in {mentions(groups)} just now, so Signoff could not check that you "
+def groups_unknown_text(exc: GroupsUnknown, what: str) -> str:
+    """Why a person's `what` was not recorded: Slack could not say who is in the groups it rests on.
+    A refusal no retry gets past (the token lacks usergroups:read) says so, with the fix to pass on."""
+    for error in exc.errors:
+        if isinstance(error, SlackApiError):
+            failure = permanent_failure("usergroups.users.list", str(error.response.get("error")),
+                                        dict(error.response.data) if isinstance(error.response.data, dict) else None)
+            if failure is not None and failure.token_wide:
+                return (f"Slack refuses to tell Signoff who is in {mentions(exc.groups)} ({failure.error}), so it "
+                        f"cannot check that you may do this, and your {what} was not recorded. Trying again will "
+                        f"not help until whoever runs Signoff fixes this: {failure.fix}.")
+    return (f"Slack did not say who is in {mentions(exc.groups)} just now, so Signoff could not check that you "
             f"may do this, and your {what} was not recorded. Try again in a moment.")
 
 

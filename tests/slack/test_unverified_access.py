@@ -101,3 +101,17 @@ async def test_someone_listed_by_name_is_not_held_up_by_the_group_lookup(papp: A
     await papp.click(req["id"], "U2")
     _, body = await papp.api("GET", f"/api/v1/approvals/{req['id']}?wait=10")
     assert body["status"] == "approved"
+
+
+async def test_a_token_without_usergroups_read_says_what_to_fix_not_try_again(papp: App) -> None:
+    """Slack refuses the lookup for good (the app was installed without usergroups:read): the note says
+    a retry will not help, and names the scope to add (bot/slack/failures.py's fix)."""
+    from bot.sandbox.scopes import NEEDED
+    req = await submit_mail(papp, MAIL, approvers=[GROUP])
+    version = await shown(papp, req["id"])
+    papp.slack.scopes = {s for scopes in NEEDED.values() for s in scopes} - {"usergroups:read"}
+    await papp.click(req["id"], "U1")
+    note = await note_to(papp, "U1")
+    assert "Slack refuses to tell Signoff who is in <!subteam^SOPS> (missing_scope)" in note
+    assert "your click was not recorded" in note and "usergroups:read" in note and "Try again" not in note
+    await pending_untouched(papp, req["id"], version)
