@@ -58,6 +58,7 @@ from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestio
 from bot.slack.backlog import Backlog, Work
 from bot.slack.form import parsed_request
 from bot.slack.handlers import DirectClick
+from bot.slack.listener_errors import AckTooLate
 from bot.slack.payloads import BadPayload, extract_click
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
@@ -417,6 +418,10 @@ class _SignallingAck(AsyncAck):
         self.answer: asyncio.Future[BoltResponse] = asyncio.get_running_loop().create_future()
 
     async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
+        if self.answer.cancelled():
+            # Slack was answered 500 at the deadline and told the person it failed: what the listener
+            # was about to do on this ack must not happen behind their back.
+            raise AckTooLate(f"the listener acked after Slack's answer was sent ({ACK_WITHIN_SECONDS:.1f} s)")
         response = await super().__call__(*args, **kwargs)
         if not self.answer.done():
             self.answer.set_result(response)

@@ -22,6 +22,11 @@ log = logging.getLogger(__name__)
 Tell = Callable[[str, "str | None", str, "str | None"], Awaitable[None]]
 
 
+class AckTooLate(Exception):
+    """A listener acked after Slack's deadline (bot/web.py answered 500 and Slack showed an error):
+    it stops there, before acting on an input the person was told had failed."""
+
+
 def failure_text(what: str) -> str:
     return (f"Signoff could not finish handling your {what}: something went wrong on its side. It may not "
             "have been recorded: look at the card (or the thread) before you try again.")
@@ -29,6 +34,11 @@ def failure_text(what: str) -> str:
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def late_text(what: str) -> str:
+    return (f"Signoff took too long to answer Slack (a check it makes waited on Slack or the database), so "
+            f"Slack showed an error and your {what} was not recorded. Try again.")
 
 
 def _form_channel(metadata: Any) -> str | None:
@@ -56,11 +66,15 @@ def _who_and_where(body: dict[str, Any]) -> tuple[str, str | None, str | None, s
 async def tell_failure(tell: Tell, body: dict[str, Any], error: BaseException) -> None:
     """Bolt's error handler for every listener (after the ack): tell the person who sent `body`."""
     where = _who_and_where(body)
-    log.error("a Slack listener failed after its ack (%s)", where[3] if where else body.get("type"),
-              exc_info=(type(error), error, error.__traceback__))
+    if isinstance(error, AckTooLate):
+        log.warning("a Slack listener acked too late; its work was not done (%s)", where[3] if where else "")
+    else:
+        log.error("a Slack listener failed after its ack (%s)", where[3] if where else body.get("type"),
+                  exc_info=(type(error), error, error.__traceback__))
     if where is not None:
         user, channel, thread_ts, what = where
-        await tell(user, channel, failure_text(what), thread_ts)
+        text = late_text(what) if isinstance(error, AckTooLate) else failure_text(what)
+        await tell(user, channel, text, thread_ts)
 
 
 def told_on_failure(listener: Callable[[Click], Awaitable[None]],

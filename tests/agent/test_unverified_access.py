@@ -177,3 +177,22 @@ async def test_a_thread_answer_is_taken_when_the_name_lookup_drops(grouped: Agen
                                   "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
     _, answered = await app.api("GET", f"/api/v1/questions/{body['id']}?wait=10")
     assert answered["status"] == "answered" and answered["decision"]["decided_by"] == {"id": "U2", "name": None}
+
+
+async def test_a_command_whose_check_outlasts_slacks_deadline_does_nothing_afterwards(
+        grouped: AgentApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check before the ack took longer than Signoff gives itself to answer Slack: Slack got a
+    500 and showed the person an error. When the check then lets them through, the run is not started
+    behind their back: they are told it was not recorded, and nothing runs."""
+    import bot.agent.slack as agent_slack
+    import bot.web as web
+    monkeypatch.setattr(agent_slack, "PRE_ACK_LOOKUP_SECONDS", 30.0)
+    monkeypatch.setattr(web, "ACK_WITHIN_SECONDS", 0.2)
+    grouped.slack.hang(LOOKUP, apply=True)
+    response = await grouped.app.slack_client.command(user="U1", text="run tidy up", channel="C1")
+    assert response.status == 500  # what Slack got at the deadline: it shows the person an error
+    grouped.slack.release_hung()  # Slack answers the lookup now: U1 is in SOPS
+    note = await note_to(grouped, "U1")
+    assert "took too long to answer Slack" in note and "your command was not recorded" in note
+    await settle(grouped.app)
+    assert not grouped.slack.calls_to("chat.postMessage") and grouped.model.requests == []
