@@ -7,6 +7,7 @@ clear ephemeral message (or an inline modal error) and writes nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from dataclasses import dataclass
@@ -172,6 +173,7 @@ class Interactions:
         if opens_view:
             note = await self._approve(click)
         else:
+            await self._look_up_groups(click)
             # A burst of clicks waits here, using no CPU, rather than all at once: the event loop stays
             # free to answer the next clicks' acks promptly (Slack's 3 s), while decisions go at full speed.
             async with self._deciding:
@@ -180,6 +182,19 @@ class Interactions:
             # After the slot is released, and in the background: a slow or rate-limited Slack (with
             # its retries) delays only this person's note, never someone else's decision.
             self.later(self.tell(click.user_id, click.channel_id, note))
+
+    async def _look_up_groups(self, click: Click) -> None:
+        """Before a decision slot is taken: the members of the user groups the click's check will need
+        (of a request this process holds), so a slow Slack keeps this click waiting, not the slots
+        everyone else's decisions need. Failures are the directory's to remember; the check tells them."""
+        held = self.service.known.get(click.request_id)
+        directory = self.service.directory
+        if held is None or directory is None or click.user_id in held.approvers:
+            return
+        for entry in held.approvers:
+            if entry.startswith("S"):
+                with contextlib.suppress(Exception):
+                    await directory.group_members(entry)
 
     def later(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

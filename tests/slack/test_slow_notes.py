@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator as FakeSlack
+from bot.slack.directory import SlackDirectory
 from tests.harness import App, start_app
 
 
@@ -77,3 +78,34 @@ async def test_a_graceful_stop_still_sends_the_notes_of_clicks_it_acked(db_url: 
         assert [c.status for c in calls] == [429, 200] and calls[1].args["user"] == "UOUT"
     finally:
         await app.stop()
+
+
+async def test_a_slow_user_group_lookup_does_not_block_another_decision(patient: App) -> None:
+    """Clicks whose check needs a user group's members wait for Slack's answer outside the decision
+    slots: while that lookup hangs, someone else's click on another request is decided."""
+    app, slack = patient, patient.slack
+    slack.add_usergroup("SOPS", ["U1"])
+    grouped = await app.submit(approvers=["SOPS"])
+    other = await app.submit(approvers=["U2"], summary="Another request")
+    await app.card(grouped["id"])
+    await app.card(other["id"])
+    assert app.signoff is not None
+    directory = app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    directory._groups.clear()  # the submit's lookup has expired: the clicks must ask Slack
+    slack.hang("usergroups.users.list", apply=True)
+    try:
+        for _ in range(8):  # more clicks than decision slots, all waiting on the one lookup
+            await app.click(grouped["id"], "U1", user_name="alice")
+        await slack.wait_for("usergroups.users.list", ok_only=False)
+        await app.click(other["id"], "U2", user_name="bob")
+        for _ in range(2000):  # test-side wait for the stored decision
+            if await status(app, other["id"]) == "approved":
+                break
+            await asyncio.sleep(0.01)
+        assert await status(app, other["id"]) == "approved"
+        assert await status(app, grouped["id"]) == "pending"
+    finally:
+        slack.release_hung()
+    _, body = await app.api("GET", f"/api/v1/approvals/{grouped['id']}?wait=10")
+    assert body["status"] == "approved" and body["decision"]["decided_by"]["id"] == "U1"
