@@ -41,6 +41,11 @@ class GroupsUnknown(Exception):
         self.errors = errors  # why, group by group (Slack's errors, timeouts)
 
 
+# Of Slack's 3 s to acknowledge (bot/web.py answers within 2.5 s), what a user group's lookup may take
+# in a check that must answer before the ack (a command, a form's inline errors).
+PRE_ACK_LOOKUP_SECONDS = 1.5
+
+
 def bounded(members: GroupMembers | None, seconds: float) -> GroupMembers | None:
     """`members`, giving up on a lookup after `seconds` (for checks that must answer before Slack's
     ack deadline): a group that did not answer in time counts as one Slack could not list."""
@@ -85,13 +90,14 @@ class Access:
         # (bot.gate.PolicyGate.still_delegate): returning from being away ends a delegation.
         self.still_delegate = still_delegate
 
-    async def may_decide(self, request: Request, user_id: str) -> bool:
+    async def may_decide(self, request: Request, user_id: str, *, within: float | None = None) -> bool:
         """Listed approvers (users, or members of listed user groups) may decide; no list: anyone.
-        Raises `GroupsUnknown` when it rests on groups Slack could not list."""
+        Raises `GroupsUnknown` when it rests on groups Slack could not list (within `within` seconds)."""
         if not request.approvers:
             return True
         if user_id in request.approvers and (self.still_delegate is None
                                              or await self.still_delegate(request, user_id)):
             return True
         members = self.directory.group_members if self.directory is not None else None
-        return await in_listed_group(user_id, request.approvers, members)
+        return await in_listed_group(user_id, request.approvers,
+                                     bounded(members, within) if within is not None else members)

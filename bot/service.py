@@ -309,9 +309,9 @@ class Service:
         async with self.store.unit() as unit:
             return await unit.find_by_idempotency_key(key)
 
-    async def may_decide(self, request: Request, user_id: str) -> bool:
-        """Whether `user_id` may decide `request` (see bot/access.py)."""
-        return await self.access.may_decide(request, user_id)
+    async def may_decide(self, request: Request, user_id: str, *, within: float | None = None) -> bool:
+        """Whether `user_id` may decide `request` (see bot/access.py; `within`: a bound on group lookups)."""
+        return await self.access.may_decide(request, user_id, within=within)
 
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
         """Why an edit (already valid against the action's schema) may not be approved, or None.

@@ -26,7 +26,7 @@ from bot import effects
 from bot.agent import blocks
 from bot.domain.questions import answers_from_choices, questions_of
 from bot.agent.run_service import NOT_ASKED, RunService
-from bot.access import GroupsUnknown, bounded
+from bot.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
 from bot.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
@@ -46,9 +46,6 @@ from storage.base import OutboxItem
 from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
-
-# Of Slack's 3 s to acknowledge a command (bot.web acks within 2.5 s), what a user group's lookup may take.
-PRE_ACK_LOOKUP_SECONDS = 1.5
 
 RUN_COMMAND = re.compile(r"^\s*run\b\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _ANSWER = re.compile(rf"^{blocks.ANSWER_PREFIX}(\d+)_(\d+)$")

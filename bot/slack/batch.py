@@ -16,6 +16,7 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
+from bot.access import PRE_ACK_LOOKUP_SECONDS
 from bot.batches import decide_item, decide_items_of
 from bot.checked import Recheck
 from bot.domain.batch import Choice, choice_refusal
@@ -195,7 +196,8 @@ class BatchInteractions:
         first = "reason" if decision != "edit" else next(iter(sub.values), "reason")
         meta = json.loads((body.get("view") or {}).get("private_metadata") or "{}")
         index = meta.get("item")
-        checked = await self.interactions.check(sub.request_id, sub.user_id)
+        checked = await self.interactions.check(sub.request_id, sub.user_id, within=PRE_ACK_LOOKUP_SECONDS,
+                                                what="answer")
         if isinstance(checked, Refusal):
             return None, 0, None, {first: strip_markup(checked.text)[:2000]}
         if not checked.is_batch or not isinstance(index, int) or not 0 <= index < len(checked.items):

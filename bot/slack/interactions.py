@@ -54,6 +54,7 @@ _VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks
 @dataclass(frozen=True)
 class Refusal:
     text: str
+    unknown_groups: bool = False  # Slack could not say who is in a group the check rested on
 
 
 def already_decided_text(request: Request) -> str:
@@ -117,7 +118,7 @@ class Interactions:
 
     async def _check(
         self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True,
-        decision: str | None = None, held: Request | None = None, what: str = "click",
+        decision: str | None = None, held: Request | None = None, what: str = "click", within: float | None = None,
     ) -> Request | Refusal:
         """`held`: the request to check instead of reading it (bot/known.py's, or one just read);
         `what`: the person's input, as a refusal names it ("your click was not recorded")."""
@@ -135,9 +136,9 @@ class Interactions:
         if decision is not None and decision not in offered:
             return Refusal(choices_refusal(decision, offered))
         try:
-            allowed = not authorize or await self.service.may_decide(request, user_id)
+            allowed = not authorize or await self.service.may_decide(request, user_id, within=within)
         except GroupsUnknown as exc:
-            return Refusal(groups_unknown_text(exc, what))
+            return Refusal(groups_unknown_text(exc, what), unknown_groups=True)
         if not allowed:
             escalated = _escalated_to(request)
             if escalated:  # a late click from someone the request moved away from
@@ -158,9 +159,11 @@ class Interactions:
             return checked.text
         return approve_refusal(state, user_id) if decision in ("approve", "edit") else None
 
-    async def check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
-        """The pending request if `user_id` may act on it from `click`, else why not (for other modules)."""
-        return await self._check(request_id, user_id, click)
+    async def check(self, request_id: str, user_id: str, click: Click | None = None, *,
+                    within: float | None = None, what: str = "click") -> Request | Refusal:
+        """The pending request if `user_id` may act on it from `click`, else why not (for other modules).
+        `within`: before an ack, a user group's lookup gives up after that long (bot.access.bounded)."""
+        return await self._check(request_id, user_id, click, within=within, what=what)
 
     async def tell(self, user_id: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
         await tell(self.client, self.metrics, user_id, channel, text, thread_ts)

@@ -15,6 +15,7 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.access import PRE_ACK_LOOKUP_SECONDS
 from bot.checked import Recheck
 from bot.domain.model import Actor, Request
 from bot.domain.timing import TimerState, Timing, next_level
@@ -168,12 +169,16 @@ class TimerInteractions:
             return refusal
         return recheck
 
-    async def _may_decide(self, request_id: str, user_id: str) -> bool:
-        return not isinstance(await self.interactions.check(request_id, user_id), Refusal)
+    async def _may_decide(self, request_id: str, user_id: str, *, within: float | None = None) -> Refusal | None:
+        """Why `user_id` may not decide the request (so may not name a person to it), or None: they may."""
+        checked = await self.interactions.check(request_id, user_id, within=within, what="answer")
+        return checked if isinstance(checked, Refusal) else None
 
-    async def _check(self, request_id: str, user_id: str, click: Click | None = None) -> Request | Refusal:
+    async def _check(self, request_id: str, user_id: str, click: Click | None = None, *,
+                     within: float | None = None) -> Request | Refusal:
         """Approvers may escalate; so may the people it was escalated to (to pass it on or hand it back)."""
-        checked = await self.interactions.check(request_id, user_id, click)
+        checked = await self.interactions.check(request_id, user_id, click, within=within,
+                                                what="click" if click is not None else "answer")
         if not isinstance(checked, Refusal):
             return checked
         request = await self.service.store.get_request(request_id)
@@ -186,16 +191,21 @@ class TimerInteractions:
         if isinstance(checked, Refusal):
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
-        may_pick = await self._may_decide(checked.id, click.user_id)
+        may_pick = await self._may_decide(checked.id, click.user_id) is None
         await self.interactions.open_view(click, checked, escalate_modal(checked, click.user_id, may_pick=may_pick))
 
     async def check_submission(self, sub: Submission) -> tuple[EscalationChoice | None, dict[str, str]]:
         """Inline errors (for the ack) or the choice to carry out after it."""
-        checked = await self._check(sub.request_id, sub.user_id)
+        checked = await self._check(sub.request_id, sub.user_id, within=PRE_ACK_LOOKUP_SECONDS)
         if isinstance(checked, Refusal):
             return None, {TARGET_BLOCK: strip_markup(checked.text)}
         choice, errors = parse_escalate_submission(sub.values, sub.user_id)
-        if choice is not None and choice.where == PERSON and not await self._may_decide(checked.id, sub.user_id):
+        refused = None
+        if choice is not None and choice.where == PERSON:
+            refused = await self._may_decide(checked.id, sub.user_id, within=PRE_ACK_LOOKUP_SECONDS)
+        if refused is not None and refused.unknown_groups:
+            return None, {PERSON_BLOCK: strip_markup(refused.text)}
+        if refused is not None:
             # Naming a person makes them an approver: only someone who may decide can hand that on.
             return None, {PERSON_BLOCK: "You were notified of this request, not made an approver, so you cannot "
                                         "name a person. Pass it to the next level or hand it back."}

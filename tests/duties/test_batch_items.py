@@ -230,3 +230,31 @@ def test_a_page_of_decided_actions_with_long_reasons_stays_within_slacks_limits(
     assert text_length(blocks) <= TOTAL_TEXT_BUDGET
     notes = [b["elements"][0]["text"] for b in blocks if b["type"] == "context" and "reason " in json.dumps(b)]
     assert len(notes) == 20 and notes[1].startswith("Reply: reason 1") and notes[0].startswith("Reason: reason 0")
+
+
+async def test_an_action_form_whose_group_lookup_does_not_answer_gets_an_inline_error(
+        app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An action's form is checked before its ack: a user group's lookup that does not answer in time
+    is said in the form, naming the group, and nothing is written."""
+    import bot.slack.batch as batch
+    from bot.slack.directory import SlackDirectory
+    assert app.signoff is not None
+    app.slack.add_usergroup("SOPS", ["U1"])
+    req = await submit_mixed(app, approvers=["SOPS"])
+    await app.card(req["id"])
+    await settle(app)
+    view = await open_item(app, req["id"], 0, REJECT)
+    before = await snapshot(app, req["id"])
+    directory = app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    directory._groups.clear()
+    monkeypatch.setattr(batch, "PRE_ACK_LOOKUP_SECONDS", 0.2)
+    app.slack.hang("usergroups.users.list", apply=True)
+    try:
+        response = await submit(app, view, {"reason": {"value": plain_input("not this one")}})
+        body = response.json()
+        assert body["response_action"] == "errors" and "Slack did not say who is in @SOPS" in body["errors"]["reason"]
+    finally:
+        app.slack.release_hung()
+    await settle(app)
+    assert await snapshot(app, req["id"]) == before

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bot.slack.directory import SlackDirectory
 from tests.fakes.clock import FakeClock
 from bot.sandbox.signed import checkboxes, plain_input, static_select
@@ -184,3 +186,33 @@ async def test_escalating_or_snoozing_by_someone_taken_away_meanwhile_is_refused
     assert stored.timers == before.timers  # neither escalated nor snoozed
     events = [e.type for e in await app.signoff.store.audit_events(req["id"])]
     assert "escalated" not in events and "snoozed" not in events
+
+
+async def test_an_escalation_form_whose_group_lookup_does_not_answer_gets_an_inline_error(
+        tapp: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The form is checked before its ack: a user group's lookup that does not answer in time is said
+    in the form (an inline error naming the group), not left to Slack's own error after 3 s."""
+    import bot.slack.timer_buttons as timer_buttons
+    app = tapp
+    assert app.signoff is not None
+    app.slack.add_usergroup("SOPS", ["U1"])
+    directory = app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    req = await app.submit(approvers=["SOPS"], timeout="2h", escalation={"levels": [{"after": "30m",
+                                                                                     "notify": ["UMGR"]}]})
+    await app.card(req["id"])
+    await settle(app)
+    view = await open_escalate(app, req["id"], "U1")
+    before = await app.signoff.store.get_request(req["id"])
+    monkeypatch.setattr(timer_buttons, "PRE_ACK_LOOKUP_SECONDS", 0.2)
+    directory._groups.clear()
+    app.slack.hang("usergroups.users.list", apply=True)
+    try:
+        response = await submit_escalate(app, view, "U1", target="next")
+        body = response.json()
+        assert body["response_action"] == "errors", body
+        assert "Slack did not say who is in @SOPS" in body["errors"]["target"], body  # markup stripped for a form
+    finally:
+        app.slack.release_hung()
+    await settle(app)
+    assert await app.signoff.store.get_request(req["id"]) == before  # not escalated
