@@ -47,14 +47,16 @@ PRE_ACK_LOOKUP_SECONDS = 1.5
 
 
 def bounded(members: GroupMembers | None, seconds: float) -> GroupMembers | None:
-    """`members`, giving up on a lookup after `seconds` (for checks that must answer before Slack's
-    ack deadline): a group that did not answer in time counts as one Slack could not list."""
+    """`members`, giving up once `seconds` have passed from now, over all the lookups of one check (for
+    checks that must answer before Slack's ack deadline): a group that did not answer in time counts
+    as one Slack could not list."""
     if members is None:
         return None
     lookup = members
+    deadline = asyncio.get_running_loop().time() + seconds
 
     async def within(group_id: str) -> frozenset[str]:
-        return await asyncio.wait_for(lookup(group_id), seconds)
+        return await asyncio.wait_for(lookup(group_id), max(0.0, deadline - asyncio.get_running_loop().time()))
     return within
 
 

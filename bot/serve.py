@@ -146,7 +146,7 @@ async def serve(settings: Settings) -> None:
 
 def _draining(signoff: Any) -> str:
     """What a graceful stop waits for, in words."""
-    parts = [f"{len(signoff.background)} acked Slack request(s) still being handled",
+    parts = [f"{len(signoff.background)} acked Slack request(s) or note(s) still being handled",
              f"{signoff.backlog.queued} click(s) in the backlog",
              f"{signoff.dispatcher.in_flight} outbox deliver(ies) in flight (interrupted ones are retried by "
              "the next process)"]

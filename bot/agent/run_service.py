@@ -35,6 +35,7 @@ class ThreadReply:
 
     kind: str  # "answer" | "intervention" | "duplicate" | "ended" | "refused" (not recorded as the answer:
     #          `refused` says why) | "ignored" | "not_writer" (may not write into this run: bot.agent.access)
+    #          | "failed" (Signoff's thread, but handling the reply failed: logged, the person is told)
     run: Run | None = None
     request: Request | None = None
     refused: str | None = None
@@ -123,6 +124,18 @@ class RunService:
             question_id = await self.runs.pending_question_by_card(channel, thread_ts)
             if question_id is None:
                 return ThreadReply("ignored")
+        # The thread is Signoff's: from here a failure is told to the person (a failure before, while
+        # finding out, is not: it may be anyone's thread in any channel the bot is in).
+        try:
+            return await self._reply_in(run, question_id, user_id=user_id, user_name=user_name, text=text,
+                                        ts=ts, event_id=event_id)
+        except Exception:
+            log.exception("a reply in the thread of %s could not be handled", run.id if run else question_id)
+            return ThreadReply("failed", run)
+
+    async def _reply_in(self, run: Run | None, question_id: str | None, *, user_id: str, user_name: str | None,
+                        text: str, ts: str | None, event_id: str | None) -> ThreadReply:
+        """`thread_reply` in a thread known to be a run's (`run`) or a question's (`question_id`)."""
         # An intervention's writer is checked before the unit: a user group's lookup is a Slack call, and
         # a unit holds the database's write lock (on SQLite, every write of the process waits behind it).
         refused = None

@@ -38,6 +38,7 @@ from bot.service import Service
 from bot.effects import Handler
 from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
+from bot.slack.listener_errors import failure_text
 from bot.slack.text import groups_unknown_text
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
@@ -266,6 +267,8 @@ class RunInteractions:
         )
         if reply.kind == "intervention":
             await self.tell(str(user), channel, "Noted: the agent gets your message at its next step.", str(thread_ts))
+        elif reply.kind == "failed":
+            await self.tell(str(user), channel, failure_text("message"), str(thread_ts))
         elif reply.kind == "refused" and reply.refused not in (None, NOT_ASKED):
             await self.tell(str(user), channel, str(reply.refused), str(thread_ts))
         elif reply.kind == "refused":

@@ -37,17 +37,23 @@ class SlackDirectory:
             return cached[1]
         failed = self._failed.get(group_id)
         if failed is not None and failed[0] > now:
-            raise failed[1]
+            # The same error each time, without the frames of every earlier raise piled on its traceback
+            raise failed[1].with_traceback(None)
         task = self._inflight.get(group_id)
         if task is None:
             task = self._inflight[group_id] = asyncio.create_task(self._lookup(group_id))
+            # Retrieved even when every caller stopped waiting before it failed (a bound before an ack)
+            task.add_done_callback(lambda done: done.cancelled() or done.exception())
         return await asyncio.shield(task)
 
     async def _lookup(self, group_id: str) -> frozenset[str]:
         try:
             members = await self._fetch(group_id)
         except Exception as exc:
-            self._failed[group_id] = (time.monotonic() + self.failure_ttl, exc)
+            now = time.monotonic()
+            if len(self._failed) >= 64:  # groups that failed long ago (or never existed): forgotten
+                self._failed = {g: f for g, f in self._failed.items() if f[0] > now}
+            self._failed[group_id] = (now + self.failure_ttl, exc)
             raise
         else:
             self._groups[group_id] = (time.monotonic() + self.ttl, members)

@@ -197,7 +197,8 @@ class Interactions:
         for entry in held.approvers:
             if entry.startswith("S"):
                 with contextlib.suppress(Exception):
-                    await directory.group_members(entry)
+                    if click.user_id in await directory.group_members(entry):
+                        return  # the check stops at this group too
 
     def later(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)

@@ -1,4 +1,5 @@
-"""A listener that fails after Slack was answered: the person hears it, instead of nothing.
+"""A listener that fails after Slack was answered: the person hears it, instead of nothing (clicks,
+forms and commands here; thread messages in bot.agent.run_service, once the thread is known to be Signoff's).
 
 Every listener acks first and works afterwards (bot/web.py), so when its work fails (the database
 unreachable in a failover, a bug) Slack has long had its answer and shows nothing; the card just
@@ -38,7 +39,8 @@ def _dict(value: Any) -> dict[str, Any]:
 
 def late_text(what: str) -> str:
     return (f"Signoff took too long to answer Slack (a check it makes waited on Slack or the database), so "
-            f"Slack showed an error and your {what} was not recorded. Try again.")
+            f"Slack showed an error, and Signoff stopped before acting on your {what}. It may not have been "
+            "recorded: look at the card (or the command's result) before you try again.")
 
 
 def _form_channel(metadata: Any) -> str | None:
@@ -51,15 +53,15 @@ def _form_channel(metadata: Any) -> str | None:
 
 def _who_and_where(body: dict[str, Any]) -> tuple[str, str | None, str | None, str] | None:
     """(user, channel, thread_ts, what the person did) of a Slack request, if a person sent it."""
-    kind, user, event = body.get("type"), _dict(body.get("user")), _dict(body.get("event"))
+    kind, user = body.get("type"), _dict(body.get("user"))
     if kind == "block_actions" and user.get("id"):
         return str(user["id"]), _dict(body.get("channel")).get("id"), None, "click"
     if kind == "view_submission" and user.get("id"):  # the card's channel, as the form keeps it; else a DM
         return str(user["id"]), _form_channel(_dict(body.get("view")).get("private_metadata")), None, "answer"
     if "command" in body and body.get("user_id"):
         return str(body["user_id"]), body.get("channel_id"), None, "command"
-    if kind == "event_callback" and event.get("type") == "message" and event.get("user") and not event.get("bot_id"):
-        return str(event["user"]), event.get("channel"), event.get("thread_ts"), "message"
+    # Messages are not told here: a failure may come before Signoff knows the thread is one of its own
+    # (anyone's thread in any channel the bot is in); bot.agent.run_service tells those it knows.
     return None
 
 

@@ -193,6 +193,6 @@ async def test_a_command_whose_check_outlasts_slacks_deadline_does_nothing_after
     assert response.status == 500  # what Slack got at the deadline: it shows the person an error
     grouped.slack.release_hung()  # Slack answers the lookup now: U1 is in SOPS
     note = await note_to(grouped, "U1")
-    assert "took too long to answer Slack" in note and "your command was not recorded" in note
+    assert "took too long to answer Slack" in note and "stopped before acting on your command" in note
     await settle(grouped.app)
     assert not grouped.slack.calls_to("chat.postMessage") and grouped.model.requests == []

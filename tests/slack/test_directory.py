@@ -70,3 +70,43 @@ async def test_close_stops_a_lookup_nobody_waits_for(directory: SlackDirectory, 
     await directory.close()
     assert directory._inflight == {}
     slack.release_hung()
+
+
+async def test_a_remembered_failure_does_not_grow_with_every_raise(directory: SlackDirectory,
+                                                                   slack: SlackEmulator) -> None:
+    """Each raise of the remembered error would pile its frames onto the one traceback: a burst of clicks
+    while Slack is down then cost more with every click (and kept their frames alive)."""
+    import traceback
+    slack.error(LOOKUP, "fatal_error", times=1)
+    depths = []
+    for _ in range(5):
+        try:
+            await directory.group_members("SOPS")
+        except SlackApiError as exc:
+            depths.append(len(traceback.extract_tb(exc.__traceback__)))
+    assert len(depths) == 5 and depths[1:] == [depths[1]] * 4
+
+
+async def test_a_lookup_nobody_waits_for_any_more_fails_quietly(directory: SlackDirectory,
+                                                                  slack: SlackEmulator) -> None:
+    """Every caller stopped waiting (a bound before an ack), then Slack answered with an error: the
+    error is the directory's (remembered), not an unretrieved task exception for the loop to report."""
+    import gc
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    try:
+        slack.hang(LOOKUP)  # released without effect: {"ok": false, "error": "fake_released"}
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(directory.group_members("SOPS"), 0.05)
+        slack.release_hung()
+        for _ in range(500):
+            if not directory._inflight:
+                break
+            await asyncio.sleep(0.01)
+        assert directory._inflight == {} and "SOPS" in directory._failed
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+    assert reported == []

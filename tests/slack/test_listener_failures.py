@@ -8,10 +8,12 @@ goes through."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import pytest
 import sqlalchemy as sa
 
 from bot.sandbox.signed import plain_input
@@ -89,3 +91,37 @@ async def test_a_thread_answer_that_fails_after_its_ack_is_told_in_the_thread(ap
         assert FAILED + " message" in note.args["text"]
     _, body = await app.api("GET", f"/api/v1/questions/{asked['id']}")
     assert body["status"] == "pending"
+
+
+@asynccontextmanager
+async def reads_fail(app: App) -> AsyncIterator[None]:
+    """Reads of runs fail for a moment: the table is renamed away (as a broken migration would leave it;
+    a prepared statement is analysed again after the DDL and fails as well)."""
+    assert app.signoff is not None
+    engine = app.signoff.store.engine
+    async with engine.begin() as conn:
+        await conn.execute(sa.text("ALTER TABLE runs RENAME TO runs_away"))
+    try:
+        yield
+    finally:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text("ALTER TABLE runs_away RENAME TO runs"))
+
+
+async def test_a_failure_in_someone_elses_thread_is_not_told(app: App, caplog: pytest.LogCaptureFixture) -> None:
+    """A reply in a thread that may not be Signoff's at all (any thread of a channel the bot is in):
+    when finding out fails, the failure is logged, and the person is not sent Signoff's failure note."""
+    assert app.signoff is not None
+    root = app.slack.add_message("C1", "U2", "lunch?")
+    async with reads_fail(app):
+        msg = app.slack.add_message("C1", "U1", "sure", thread_ts=root.ts)
+        await app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
+                                      "ts": msg.ts, "thread_ts": root.ts, "channel_type": "channel"})
+        for _ in range(500):  # until the listener has run (test-side)
+            if any("failed after its ack" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.01)
+        assert any("failed after its ack" in r.getMessage() for r in caplog.records)  # it did fail
+        if app.signoff.background:
+            await asyncio.wait(list(app.signoff.background), timeout=5)
+    assert app.slack.calls_to("chat.postEphemeral", ok_only=False) == []

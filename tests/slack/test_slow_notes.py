@@ -63,15 +63,16 @@ async def test_a_note_the_channel_refuses_goes_as_a_dm(app: App) -> None:
 
 async def test_a_graceful_stop_still_sends_the_notes_of_clicks_it_acked(db_url: str, slack: FakeSlack) -> None:
     """A refusal note still on its way when the process is told to stop (a redeploy) reaches the person:
-    here Slack rate-limits it (429, Retry-After 1 s) and the client waits to try again; the stop waits
+    here Slack rate-limits it (429, Retry-After 3 s) and the client waits to try again; the stop waits
     for it (up to 5 s) before it closes the Slack session."""
     app = await start_app(db_url, slack)
     try:
         req = await app.submit(approvers=["U1"])
         await app.card(req["id"])
-        slack.fail("chat.postEphemeral", status=429, retry_after=1)
+        # Retry-After 3 s: longer than the rest of the stop takes, so only waiting for the note lets it through
+        slack.fail("chat.postEphemeral", status=429, retry_after=3)
         await app.click(req["id"], "UOUT", user_name="mallory")
-        await slack.wait_for("chat.postEphemeral", ok_only=False)  # refused for now: the client waits 1 s
+        await slack.wait_for("chat.postEphemeral", ok_only=False)  # refused for now: the client waits 3 s
         assert app.signoff is not None
         await app.signoff.stop()
         calls = slack.calls_to("chat.postEphemeral", ok_only=False)
@@ -109,3 +110,25 @@ async def test_a_slow_user_group_lookup_does_not_block_another_decision(patient:
         slack.release_hung()
     _, body = await app.api("GET", f"/api/v1/approvals/{grouped['id']}?wait=10")
     assert body["status"] == "approved" and body["decision"]["decided_by"]["id"] == "U1"
+
+
+async def test_a_click_let_through_by_one_group_does_not_wait_for_another_groups_lookup(patient: App) -> None:
+    """Approvers SA and SB; the clicker is in SA. SB's lookup hangs: the click is decided all the same
+    (the check stops at the first group that holds the person, and so does the look-up before it)."""
+    app, slack = patient, patient.slack
+    slack.add_usergroup("SA", ["U1"])
+    slack.add_usergroup("SB", ["U2"])
+    req = await app.submit(approvers=["SA", "SB"])
+    await app.card(req["id"])
+    assert app.signoff is not None
+    directory = app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    await directory.group_members("SA")  # SA's members are known; SB's must be asked again
+    directory._groups.pop("SB", None)
+    slack.hang("usergroups.users.list")
+    try:
+        await app.click(req["id"], "U1", user_name="alice")
+        _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=10")
+        assert body["status"] == "approved" and body["decision"]["decided_by"]["id"] == "U1"
+    finally:
+        slack.release_hung()
