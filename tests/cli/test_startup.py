@@ -142,8 +142,8 @@ async def test_start_up_line_then_sigterm_says_what_it_drains(slack: SlackEmulat
             health = await resp.json()
         assert health["slack"]["state"] == "ok" and health["slack"]["team"] == "Fake Team"
         assert await server.stop() == 0
-    assert any('"event": "SIGTERM: stopping; finishing 0 acked Slack request(s) still being handled, 0 click(s) in '
-               'the backlog, 0 outbox deliver(ies) in flight' in line for line in server.lines), server.lines
+    assert any('"event": "SIGTERM: stopping; finishing 0 acked Slack request(s) or note(s) still being handled, '
+               '0 click(s) in the backlog, 0 outbox deliver(ies) in flight' in line for line in server.lines), server.lines
     assert '"event": "stopped"' in server.lines[-1]
     assert not any("Traceback" in line for line in server.lines), [t for t in server.lines if "Traceback" in t]
 
