@@ -18,7 +18,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.access import GroupsUnknown
+from bot.access import GroupsUnknown, in_listed_group
 from bot.checked import RECHECKS, decide_checked
 from bot.clock import Clock
 from bot.domain.choices import allowed_decisions
@@ -194,11 +194,8 @@ class Interactions:
         directory = self.service.directory
         if held is None or directory is None or click.user_id in held.approvers:
             return
-        for entry in held.approvers:
-            if entry.startswith("S"):
-                with contextlib.suppress(Exception):
-                    if click.user_id in await directory.group_members(entry):
-                        return  # the check stops at this group too
+        with contextlib.suppress(GroupsUnknown):  # the same walk as the check's: it stops at the first group
+            await in_listed_group(click.user_id, held.approvers, directory.group_members)  # holding the person
 
     def later(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
