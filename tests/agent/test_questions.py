@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -24,6 +26,19 @@ TWO = {"questions": [
     {"question": "Who should hear about it?", "multi_select": True,
      "options": [{"label": "support"}, {"label": "sales"}, {"label": "nobody"}]},
 ]}
+
+
+def answer_by(agent: AgentApp, how: str, question_id: str, card: Any, user: str = "U1",
+              text: str = "production") -> Callable[[], Awaitable[Any]]:
+    """Sends `user`'s answer to a question's card: its first button ("button") or a thread reply."""
+    app = agent.app
+    if how == "button":
+        buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
+        return partial(app.slack_client.block_action, user=user, action_id=buttons[0]["action_id"],
+                       value=question_id, block_id="signoff_q0", channel="C1", message_ts=card.ts)
+    msg = agent.slack.add_message("C1", user, text, thread_ts=card.ts)
+    return partial(app.slack_client.event, {"type": "message", "channel": "C1", "user": user, "text": msg.text,
+                                            "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
 
 
 def last_result(agent: AgentApp, index: int) -> dict:
@@ -235,15 +250,7 @@ async def test_an_answer_from_someone_taken_away_meanwhile_is_refused_and_writes
     await settle(app)
     before = await app.signoff.store.get_request(body["id"])
     assert before is not None
-    if how == "button":
-        buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
-        send = partial(app.slack_client.block_action, user="U1", action_id=buttons[0]["action_id"], value=body["id"],
-                       block_id="signoff_q0", channel="C1", message_ts=card.ts)
-    else:
-        msg = agent.slack.add_message("C1", "U1", "production", thread_ts=card.ts)
-        send = partial(app.slack_client.event, {"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
-                                                "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
-    await written_during_the_check(app, body["id"], send, approvers=("U9",))
+    await written_during_the_check(app, body["id"], answer_by(agent, how, body["id"], card), approvers=("U9",))
     [refusal] = await agent.slack.wait_for("chat.postEphemeral")
     assert "not one of the people asked" in refusal.args["text"]
     await settle(app)

@@ -17,7 +17,7 @@ from bot.sandbox.model import FakeAnthropic, message, tool_use
 from bot.slack.directory import SlackDirectory
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.agent.test_questions import ONE
+from tests.agent.test_questions import ONE, answer_by
 from tests.harness import start_app
 from tests.slack.test_decisions import settle
 from tests.slack.test_unverified_access import UNKNOWN, slack_answers_again
@@ -58,14 +58,7 @@ async def test_an_answer_that_cannot_be_checked_is_told_and_writes_nothing(group
     before = await app.signoff.store.get_request(body["id"])
     assert before is not None
     grouped.slack.error(LOOKUP, "fatal_error", times=5)
-    if how == "button":
-        buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
-        await app.slack_client.block_action(user="U1", action_id=buttons[0]["action_id"], value=body["id"],
-                                            block_id="signoff_q0", channel="C1", message_ts=card.ts)
-    else:
-        msg = grouped.slack.add_message("C1", "U1", "production", thread_ts=card.ts)
-        await app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
-                                      "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    await answer_by(grouped, how, body["id"], card)()
     note = await note_to(grouped, "U1")
     assert UNKNOWN in note and "your answer was not recorded" in note
     await settle(app)
@@ -73,9 +66,7 @@ async def test_an_answer_that_cannot_be_checked_is_told_and_writes_nothing(group
     assert before.status is Status.PENDING
 
     slack_answers_again(app)
-    msg = grouped.slack.add_message("C1", "U1", "production", thread_ts=card.ts)
-    await app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
-                                  "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+    await answer_by(grouped, "thread", body["id"], card)()
     _, answered = await app.api("GET", f"/api/v1/questions/{body['id']}?wait=10")
     assert answered["status"] == "answered"
 

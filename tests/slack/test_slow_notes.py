@@ -27,6 +27,18 @@ async def status(app: App, request_id: str) -> str:
     return str(body["status"])
 
 
+async def decided_while_held_up(app: App, other_id: str, held_id: str) -> None:
+    """U2 approves `other_id` while the work of `held_id`'s clicks is held up in Slack: it is decided,
+    and `held_id` is still pending."""
+    await app.click(other_id, "U2", user_name="bob")
+    for _ in range(2000):  # test-side wait for the stored decision
+        if await status(app, other_id) == "approved":
+            break
+        await asyncio.sleep(0.01)
+    assert await status(app, other_id) == "approved"
+    assert await status(app, held_id) == "pending"
+
+
 async def test_hung_refusal_notes_do_not_block_another_decision(patient: App) -> None:
     app, slack = patient, patient.slack
     guarded = await app.submit(approvers=["U1"])
@@ -38,13 +50,7 @@ async def test_hung_refusal_notes_do_not_block_another_decision(patient: App) ->
         for _ in range(8):  # more refused clicks than decision slots
             await app.click(guarded["id"], "UOUT", user_name="mallory")
         await slack.wait_for("chat.postEphemeral", count=8, timeout=20, ok_only=False)  # all eight stuck in Slack
-        await app.click(other["id"], "U2", user_name="bob")
-        for _ in range(2000):  # test-side wait for the stored decision
-            if await status(app, other["id"]) == "approved":
-                break
-            await asyncio.sleep(0.01)
-        assert await status(app, other["id"]) == "approved"
-        assert await status(app, guarded["id"]) == "pending"
+        await decided_while_held_up(app, other["id"], guarded["id"])
     finally:
         slack.release_hung()
 
@@ -99,13 +105,7 @@ async def test_a_slow_user_group_lookup_does_not_block_another_decision(patient:
         for _ in range(8):  # more clicks than decision slots, all waiting on the one lookup
             await app.click(grouped["id"], "U1", user_name="alice")
         await slack.wait_for("usergroups.users.list", ok_only=False)
-        await app.click(other["id"], "U2", user_name="bob")
-        for _ in range(2000):  # test-side wait for the stored decision
-            if await status(app, other["id"]) == "approved":
-                break
-            await asyncio.sleep(0.01)
-        assert await status(app, other["id"]) == "approved"
-        assert await status(app, grouped["id"]) == "pending"
+        await decided_while_held_up(app, other["id"], grouped["id"])
     finally:
         slack.release_hung()
     _, body = await app.api("GET", f"/api/v1/approvals/{grouped['id']}?wait=10")

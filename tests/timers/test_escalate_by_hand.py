@@ -34,6 +34,24 @@ async def submit_escalate(app: App, view: dict[str, Any], user: str, *, target: 
                                                   private_metadata=view["private_metadata"], values=values)
 
 
+async def escalation_form_of_a_group(app: App) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A request to user group SOPS (U1) with one escalation level, its card shown; U1 opens its
+    Escalate form. The request and the form."""
+    app.slack.add_usergroup("SOPS", ["U1"])
+    req = await app.submit(approvers=["SOPS"], timeout="2h", escalation={"levels": [{"after": "30m",
+                                                                                     "notify": ["UMGR"]}]})
+    await app.card(req["id"])
+    await settle(app)
+    return req, await open_escalate(app, req["id"], "U1")
+
+
+def directory_of(app: App) -> SlackDirectory:
+    assert app.signoff is not None
+    directory = app.signoff.service.directory
+    assert isinstance(directory, SlackDirectory)
+    return directory
+
+
 async def test_escalate_by_hand_with_a_note_then_the_manager_approves(tapp: App, clock: FakeClock) -> None:
     app, slack = tapp, tapp.slack
     assert app.signoff is not None
@@ -160,15 +178,8 @@ async def test_escalating_or_snoozing_by_someone_taken_away_meanwhile_is_refused
     person away; it is written only on a state on which they may make it (bot/checked.py)."""
     app = tapp
     assert app.signoff is not None
-    app.slack.add_usergroup("SOPS", ["U1"])
-    directory = app.signoff.service.directory
-    assert isinstance(directory, SlackDirectory)
-    directory.ttl = 0  # every check asks Slack who is in the group
-    req = await app.submit(approvers=["SOPS"], timeout="2h", escalation={"levels": [{"after": "30m",
-                                                                                     "notify": ["UMGR"]}]})
-    await app.card(req["id"])
-    await settle(app)
-    view = await open_escalate(app, req["id"], "U1")
+    directory_of(app).ttl = 0  # every check asks Slack who is in the group
+    req, view = await escalation_form_of_a_group(app)
     before = await app.signoff.store.get_request(req["id"])
     assert before is not None and before.timers is not None
     await written_during_the_check(app, req["id"], lambda: submit_escalate(app, view, "U1", target="next"),
@@ -195,17 +206,10 @@ async def test_an_escalation_form_whose_group_lookup_does_not_answer_gets_an_inl
     import bot.slack.timer_buttons as timer_buttons
     app = tapp
     assert app.signoff is not None
-    app.slack.add_usergroup("SOPS", ["U1"])
-    directory = app.signoff.service.directory
-    assert isinstance(directory, SlackDirectory)
-    req = await app.submit(approvers=["SOPS"], timeout="2h", escalation={"levels": [{"after": "30m",
-                                                                                     "notify": ["UMGR"]}]})
-    await app.card(req["id"])
-    await settle(app)
-    view = await open_escalate(app, req["id"], "U1")
+    req, view = await escalation_form_of_a_group(app)
     before = await app.signoff.store.get_request(req["id"])
     monkeypatch.setattr(timer_buttons, "PRE_ACK_LOOKUP_SECONDS", 0.2)
-    directory._groups.clear()
+    directory_of(app)._groups.clear()
     app.slack.hang("usergroups.users.list", apply=True)
     try:
         response = await submit_escalate(app, view, "U1", target="next")
