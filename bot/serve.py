@@ -180,3 +180,4 @@ def _tune_gc() -> None:
     # freeze; no gen-2 pause in the run and ack p99 ~60-110 ms with both (peak RSS unchanged, ~200 MB).
     gc.freeze()
     gc.set_threshold(50_000, 10, 10)
+    gc.enable()  # `signoff serve` starts with it off (bot/__main__.py)

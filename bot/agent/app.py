@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
@@ -58,7 +57,6 @@ class AgentRuntime:
     delivery: agent_slack.RunDelivery
     settings: Settings
     _client: anthropic.AsyncAnthropic | None = field(default=None, repr=False)
-    _warmup: asyncio.Task[Any] | None = field(default=None, repr=False)
 
     def client(self) -> anthropic.AsyncAnthropic:
         """One Anthropic client per process, made on first use (the server starts without a key)."""
@@ -79,13 +77,8 @@ class AgentRuntime:
 
     async def start(self) -> None:
         await self.runner.start()
-        # Import the Anthropic SDK (~2 s) off the event loop now, so the server starts at once
-        # and the first model call does not pay for it.
-        self._warmup = asyncio.create_task(asyncio.to_thread(import_sdk))
 
     async def stop(self) -> None:
-        if self._warmup is not None:
-            await asyncio.gather(self._warmup, return_exceptions=True)
         await self.runner.stop()
         if self._client is not None:
             await self._client.close()

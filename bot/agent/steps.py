@@ -16,6 +16,7 @@ Tools step:   read the decisions; while any is pending the run waits (rows only,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import enum
 import logging
@@ -129,6 +130,7 @@ class Steps:
         self.config = config
         self.clock = clock
         self.client = client
+        self._sdk: asyncio.Future[Any] | None = None
         self._history: OrderedDict[str, list[RunMessage]] = OrderedDict()
 
     # -- plumbing -------------------------------------------------------------------
@@ -173,6 +175,16 @@ class Steps:
 
     # -- model ----------------------------------------------------------------------
 
+    async def sdk(self) -> Any:
+        """The Anthropic SDK, imported on the first model call of the process, off the event loop.
+
+        The import takes about 1 s of CPU. Done at start-up it slowed every process start and the
+        requests of its first seconds, also in processes that never run an agent; done on the loop
+        it would stop every ack for as long. One import, shared by concurrent first calls."""
+        if self._sdk is None:
+            self._sdk = asyncio.ensure_future(asyncio.to_thread(import_sdk))
+        return await asyncio.shield(self._sdk)
+
     async def _model(self, run: Run, agent: Agent, owner: str) -> StepResult:
         if run.step_count >= self.config.max_steps:
             await self.fail(run, owner, f"stopped after {run.step_count} steps (SIGNOFF_RUN_MAX_STEPS)")
@@ -182,7 +194,7 @@ class Steps:
             return StepResult.DONE
         run = await self._take_interventions(run, owner)
         history = await self._load_history(run)
-        anthropic = import_sdk()
+        anthropic = await self.sdk()
         try:
             response = await self.client().messages.create(
                 model=self.config.model,

@@ -12,6 +12,8 @@ Invariants:
 - Every request carries a bearer token from SIGNOFF_API_TOKENS, checked before the MCP app sees it.
 - A tool call reaches the agent API of the very process that received it (its own socket, with the
   caller's token): one code path for validation, idempotency and long-polls, whichever way an agent came.
+- The MCP SDK is imported off the event loop once the server has started (about 0.4 s of CPU at
+  every process start otherwise, before the port opened); an MCP request that comes first waits for it.
 """
 
 from __future__ import annotations
@@ -19,20 +21,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import importlib
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
-from mcp.server.transport_security import TransportSecuritySettings
 
 from bot.settings import Settings
 from signoff.client import AsyncSignoffClient
-from signoff.mcp_server import Defaults, build_server
+
+if TYPE_CHECKING:
+    from signoff.mcp_server import Defaults
 
 Asgi = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
                 Awaitable[None]]
 MCP_PATH = "/mcp"
-MCP_APP = web.AppKey("mcp_app", object)
+log = logging.getLogger("signoff")
 
 
 def _token(request: Any) -> str | None:
@@ -46,6 +51,8 @@ def _defaults(settings: Settings) -> Callable[[Any], Defaults]:
     An MCP host cannot pass environment to a remote server; its configured URL can carry these.
     """
     def for_call(ctx: Any) -> Defaults:
+        from signoff.mcp_server import Defaults  # imported by then (`_import_sdk`)
+
         query = ctx.request_context.request.query_params
         approvers = tuple(a.strip() for a in query.get("approvers", "").split(",") if a.strip())
         return Defaults(channel=query.get("channel") or settings.default_channel, approvers=approvers,
@@ -119,16 +126,32 @@ async def asgi_handler(app: Asgi, request: web.Request) -> web.StreamResponse:
     return response
 
 
-def add_mcp(web_app: web.Application, settings: Settings) -> None:
-    """Serve the MCP tools at /mcp; their session manager runs while the web app does."""
+def _import_sdk() -> None:
+    for name in ("mcp.server.transport_security", "signoff.mcp_server"):
+        importlib.import_module(name)
+
+
+def _build(settings: Settings) -> tuple[Any, Asgi]:
+    """(MCP server, its ASGI app): the SDK must have been imported (`_import_sdk`)."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from signoff.mcp_server import build_server
+
     server = build_server(_loopback_client, _defaults(settings))
     # Bearer auth stands in for the SDK's DNS-rebinding check (a browser cannot add our token); the
     # check would also refuse the public Host header of a deployed server.
     asgi = server.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True,
                                       transport_security=TransportSecuritySettings(
                                           enable_dns_rebinding_protection=False))
+    return server, asgi
 
+
+def add_mcp(web_app: web.Application, settings: Settings) -> None:
+    """Serve the MCP tools at /mcp; their session manager runs while the web app does."""
     inflight: set[asyncio.Task[Any]] = set()
+    stop = asyncio.Event()
+    loading: asyncio.Task[Asgi] | None = None
+    manager: asyncio.Task[None] | None = None
 
     async def handler(request: web.Request) -> web.StreamResponse:
         if not _authorized(request, settings.api_tokens):
@@ -139,28 +162,44 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
         if current is not None:
             inflight.add(current)
         try:
+            if loading is None:
+                raise web.HTTPServiceUnavailable(reason="the MCP endpoint has not started")
+            asgi = await asyncio.shield(loading)
             return await asgi_handler(asgi, request)
         finally:
             if current is not None:
                 inflight.discard(current)
 
-    started, stop = asyncio.Event(), asyncio.Event()
-    task: asyncio.Task[None] | None = None
+    async def load() -> Asgi:
+        try:
+            return await _load()
+        except Exception:
+            log.exception("the MCP endpoint could not start: every /mcp request is answered 500")
+            raise
 
-    async def run() -> None:
-        # The manager's task group must be entered and left in one task: it gets its own.
-        async with server.session_manager.run():
-            started.set()
-            await stop.wait()
+    async def _load() -> Asgi:
+        nonlocal manager
+        await asyncio.to_thread(_import_sdk)
+        server, asgi = _build(settings)
+        started = asyncio.Event()
+
+        async def run() -> None:
+            # The manager's task group must be entered and left in one task: it gets its own.
+            async with server.session_manager.run():
+                started.set()
+                await stop.wait()
+
+        manager = asyncio.create_task(run(), name="mcp-session-manager")
+        waiting = asyncio.create_task(started.wait())
+        await asyncio.wait([manager, waiting], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if manager.done():
+            manager.result()  # raise what stopped it
+        return asgi
 
     async def start(_app: web.Application) -> None:
-        nonlocal task
-        task = asyncio.create_task(run(), name="mcp-session-manager")
-        waiting = asyncio.create_task(started.wait())
-        await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
-        waiting.cancel()
-        if task.done():
-            task.result()  # raise what stopped it
+        nonlocal loading
+        loading = asyncio.create_task(load(), name="mcp-load")
 
     async def shut_down(_app: web.Application) -> None:
         # Before aiohttp waits for open requests: MCP calls can wait for a person (or hold a listen
@@ -169,9 +208,12 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
         for running in list(inflight):
             running.cancel()
         stop.set()
-        if task is not None:
+        if loading is not None:
+            with contextlib.suppress(BaseException):
+                await loading  # an import in its thread cannot be cut short; it takes under a second
+        if manager is not None:
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await manager
 
     web_app.router.add_route("*", MCP_PATH, handler)
     web_app.on_startup.append(start)
