@@ -51,9 +51,9 @@ def _compile_sources() -> None:
     """Bytecode for bot/, storage/ and signoff/ (gitignored __pycache__), as an installed wheel has.
 
     The suite starts `signoff` in subprocesses dozens of times (kill -9, replicas, the CLI; the chaos
-    tests alone about 40). With
-    PYTHONDONTWRITEBYTECODE set, as on this project's CI machines, each of them compiled Signoff's
-    sources again: 0.15 s of every start. Nothing is compiled again once the files are current."""
+    tests alone about 40). With PYTHONDONTWRITEBYTECODE set, as on the machines this was measured on,
+    each of them compiled Signoff's sources again: 0.15 s of every start. Nothing is compiled again
+    once the files are current."""
     root = Path(__file__).resolve().parent.parent
     for package in ("bot", "storage", "signoff"):
         compileall.compile_dir(root / package, quiet=1)
