@@ -34,7 +34,7 @@ import sqlalchemy as sa
 from bench.procs import scratch_database
 from bot.domain.timing import Timing, initial_state
 from bot.service import Service
-from bot.timers import BATCH, Timers
+from bot.timers import Timers, batch_for
 from storage.schema import audit_events, outbox, requests
 from storage.sql import SqlStore
 from storage.sweep_sql import claim_statement
@@ -84,7 +84,7 @@ async def _fill(store: SqlStore, pending: int, due: int) -> None:
 async def _plan(store: SqlStore) -> list[str]:
     """The engine's plan for exactly the statement the sweep claims with."""
     postgres = store.dialect == "postgresql"
-    compiled = claim_statement(BATCH, postgres=postgres).compile(dialect=store.engine.dialect)
+    compiled = claim_statement(batch_for(store.dialect), postgres=postgres).compile(dialect=store.engine.dialect)
     values = {**compiled.params, "b_now": NOW}
     params = tuple(values[name] for name in compiled.positiontup or ())
     explain = "EXPLAIN" if postgres else "EXPLAIN QUERY PLAN"

@@ -54,7 +54,12 @@ from storage.base import DueRow, Reminded, Unit
 log = logging.getLogger(__name__)
 
 SNOOZE = timedelta(hours=1)
+# Due rows claimed, planned and written per unit. SQLite's unit holds the file's one write lock (a batch
+# of 100 takes about 6 ms, and every click's decision waits behind it); PostgreSQL's claim locks only the
+# rows it took, so it takes more at once: fewer round trips and commits per row (bench.sweep, 1,000 due
+# among 10,000: 104-120 µs per due row at 500 against 131-144 µs at 100).
 BATCH = 100
+PG_BATCH = 500
 MAX_ROUNDS = 50  # per sweep; whatever is left is due at the next tick
 _OUTCOME_WORDS = {Outcome.EXPIRED: "expired", Outcome.REJECTED: "rejected", Outcome.APPROVED: "approved"}
 
@@ -82,12 +87,16 @@ class Refused:
     text: str
 
 
+def batch_for(dialect: str) -> int:
+    return PG_BATCH if dialect == "postgresql" else BATCH
+
+
 class Timers:
-    def __init__(self, service: Service, clock: Clock, *, batch: int = BATCH) -> None:
+    def __init__(self, service: Service, clock: Clock, *, batch: int | None = None) -> None:
         self.service = service
         self.store = service.store
         self.clock = clock
-        self.batch = batch
+        self.batch = batch if batch is not None else batch_for(self.store.dialect)
         self.sweeper = f"{socket.gethostname()}:{os.getpid()}"  # in audit rows: which replica acted
 
     # -- the sweep ----------------------------------------------------------------
