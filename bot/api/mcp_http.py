@@ -208,9 +208,10 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
         for running in list(inflight):
             running.cancel()
         stop.set()
-        if loading is not None:
-            with contextlib.suppress(BaseException):
-                await loading  # an import in its thread cannot be cut short; it takes under a second
+        if loading is not None:  # an import in its thread cannot be cut short; it takes under a second
+            await asyncio.wait([loading])
+            if not loading.cancelled():
+                loading.exception()  # a failed load was logged when it failed: retrieved, not raised
         if manager is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await manager
