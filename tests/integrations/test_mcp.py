@@ -7,7 +7,8 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import aiohttp
 import httpx2
@@ -16,8 +17,9 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.harness import API_TOKEN, ROOT, App
+from tests.harness import API_TOKEN, ROOT, App, ServerProcess
 from tests.integrations.claude_cli import signoff_command
 from tests.integrations.helpers import pending_id
 
@@ -120,3 +122,19 @@ async def test_a_graceful_stop_ends_open_mcp_streams(app: App) -> None:
             await asyncio.wait_for(stream.content.read(), 30)  # a hang guard: it ends at once
         await asyncio.wait_for(stopping, 30)
         app.runner = None
+
+
+async def test_the_first_request_of_a_fresh_server_can_be_an_mcp_call(db_url: str, slack: SlackEmulator,
+                                                                       tmp_path: Path) -> None:
+    """`signoff serve` imports the MCP SDK only once it listens (bot/api/mcp_http.py): an MCP call that
+    comes before the import has finished waits for it, then is answered like any other."""
+    server = ServerProcess(db_url, slack)
+    await server.start(tmp_path)  # returns as soon as /healthz answers
+    try:
+        async with over_http(cast(App, server)) as session:  # over_http needs only `url`
+            listed = {t.name for t in (await session.list_tools()).tools}
+        assert listed == {"request_approval", "ask_human", "permission_prompt"}
+    finally:
+        server.stop()
+    assert server.log_path is not None
+    assert "MCP endpoint could not start" not in server.log_path.read_text()
