@@ -169,43 +169,45 @@ class TimerInteractions:
             return refusal
         return recheck
 
-    async def _may_decide(self, request_id: str, user_id: str, *, within: float | None = None) -> Refusal | None:
-        """Why `user_id` may not decide the request (so may not name a person to it), or None: they may."""
-        checked = await self.interactions.check(request_id, user_id, within=within, what="answer")
-        return checked if isinstance(checked, Refusal) else None
+    async def _may_decide(self, request_id: str, user_id: str) -> bool:
+        return not isinstance(await self.interactions.check(request_id, user_id), Refusal)
 
-    async def _check(self, request_id: str, user_id: str, click: Click | None = None, *,
-                     within: float | None = None) -> Request | Refusal:
+    async def _check(self, click: Click) -> Request | Refusal:
         """Approvers may escalate; so may the people it was escalated to (to pass it on or hand it back)."""
-        checked = await self.interactions.check(request_id, user_id, click, within=within,
-                                                what="click" if click is not None else "answer")
-        if not isinstance(checked, Refusal):
-            return checked
+        checked = await self.interactions.check(click.request_id, click.user_id, click)
+        return checked if not isinstance(checked, Refusal) else await self._as_target(click.request_id,
+                                                                                      click.user_id, checked)
+
+    async def _as_target(self, request_id: str, user_id: str, refusal: Refusal) -> Request | Refusal:
+        """The request if `user_id` is one of the people it was escalated to, else `refusal` (why they may
+        not decide it)."""
         request = await self.service.store.get_request(request_id)
         if request is not None and request.is_pending and request.timers and user_id in request.timers.escalated_to:
             return request
-        return checked
+        return refusal
 
     async def open_modal(self, click: Click) -> None:
-        checked = await self._check(click.request_id, click.user_id, click)
+        checked = await self._check(click)
         if isinstance(checked, Refusal):
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
-        may_pick = await self._may_decide(checked.id, click.user_id) is None
+        may_pick = await self._may_decide(checked.id, click.user_id)
         await self.interactions.open_view(click, checked, escalate_modal(checked, click.user_id, may_pick=may_pick))
 
     async def check_submission(self, sub: Submission) -> tuple[EscalationChoice | None, dict[str, str]]:
         """Inline errors (for the ack) or the choice to carry out after it."""
-        checked = await self._check(sub.request_id, sub.user_id, within=PRE_ACK_LOOKUP_SECONDS)
+        # One check, one bound on its group lookups (Slack's ack waits): whether the person may decide
+        # (and so may name a person) is its verdict; a refused one may still pass it on as an escalation target.
+        first = await self.interactions.check(sub.request_id, sub.user_id, within=PRE_ACK_LOOKUP_SECONDS,
+                                              what="answer")
+        refused = first if isinstance(first, Refusal) else None
+        checked = first if refused is None else await self._as_target(sub.request_id, sub.user_id, refused)
         if isinstance(checked, Refusal):
             return None, {TARGET_BLOCK: strip_markup(checked.text)}
         choice, errors = parse_escalate_submission(sub.values, sub.user_id)
-        refused = None
-        if choice is not None and choice.where == PERSON:
-            refused = await self._may_decide(checked.id, sub.user_id, within=PRE_ACK_LOOKUP_SECONDS)
-        if refused is not None and refused.unknown_groups:
-            return None, {PERSON_BLOCK: strip_markup(refused.text)}
-        if refused is not None:
+        if choice is not None and choice.where == PERSON and refused is not None:
+            if refused.unknown_groups:
+                return None, {PERSON_BLOCK: strip_markup(refused.text)}
             # Naming a person makes them an approver: only someone who may decide can hand that on.
             return None, {PERSON_BLOCK: "You were notified of this request, not made an approver, so you cannot "
                                         "name a person. Pass it to the next level or hand it back."}
