@@ -39,10 +39,9 @@ from bot.effects import Handler
 from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
 from bot.slack.listener_errors import failure_text
-from bot.slack.text import groups_unknown_text
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
-from bot.slack.text import from_slack
+from bot.slack.text import from_slack, groups_unknown_text
 from storage.base import OutboxItem
 from storage.run_store import RunStore
 
@@ -211,12 +210,8 @@ class RunInteractions:
             refusal = "This button does not belong to the card it was clicked on. Nothing was changed."
         elif not request.is_pending:
             refusal = already_decided_text(request)
-        else:
-            try:
-                if not await self.service.may_decide(request, click.user_id):
-                    refusal = NOT_ASKED
-            except GroupsUnknown as exc:
-                refusal = groups_unknown_text(exc, "answer")
+        else:  # the same check the answer is written on (NOT_ASKED, or why Slack's groups left it open)
+            refusal = await self.run_service.asked(click.user_id)(request)
         if refusal is not None:
             await self.tell(click.user_id, click.channel_id, refusal)
             return None
