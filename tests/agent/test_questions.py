@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.domain.model import Status
+from bot.domain.model import Request, Status
 from bot.slack.directory import SlackDirectory
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import message, text, tool_use
@@ -39,6 +39,20 @@ def answer_by(agent: AgentApp, how: str, question_id: str, card: Any, user: str 
     msg = agent.slack.add_message("C1", user, text, thread_ts=card.ts)
     return partial(app.slack_client.event, {"type": "message", "channel": "C1", "user": user, "text": msg.text,
                                             "ts": msg.ts, "thread_ts": card.ts, "channel_type": "channel"})
+
+
+async def question_to_sops(agent: AgentApp) -> tuple[str, Any, Request]:
+    """An agent's question over the API for the members of user group SOPS, in C1, once its card is
+    out and the outbox is quiet: (its id, its card, the stored request as it is then)."""
+    app = agent.app
+    assert app.signoff is not None
+    status, body = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1", "approvers": ["SOPS"]})
+    assert status == 201
+    card = await app.card(body["id"])
+    await settle(app)
+    before = await app.signoff.store.get_request(body["id"])
+    assert before is not None
+    return body["id"], card, before
 
 
 def last_result(agent: AgentApp, index: int) -> dict:
@@ -244,17 +258,12 @@ async def test_an_answer_from_someone_taken_away_meanwhile_is_refused_and_writes
     directory = app.signoff.service.directory
     assert isinstance(directory, SlackDirectory)
     directory.ttl = 0  # every check asks Slack who is in the group
-    status, body = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1", "approvers": ["SOPS"]})
-    assert status == 201
-    card = await app.card(body["id"])
-    await settle(app)
-    before = await app.signoff.store.get_request(body["id"])
-    assert before is not None
-    await written_during_the_check(app, body["id"], answer_by(agent, how, body["id"], card), approvers=("U9",))
+    question_id, card, before = await question_to_sops(agent)
+    await written_during_the_check(app, question_id, answer_by(agent, how, question_id, card), approvers=("U9",))
     [refusal] = await agent.slack.wait_for("chat.postEphemeral")
     assert "not one of the people asked" in refusal.args["text"]
     await settle(app)
-    stored = await app.signoff.store.get_request(body["id"])
+    stored = await app.signoff.store.get_request(question_id)
     assert stored is not None and stored.status is Status.PENDING and stored.version == before.version + 1
     assert stored.decision is None
-    assert "decided" not in [e.type for e in await app.signoff.store.audit_events(body["id"])]
+    assert "decided" not in [e.type for e in await app.signoff.store.audit_events(question_id)]

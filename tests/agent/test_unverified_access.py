@@ -17,7 +17,7 @@ from bot.sandbox.model import FakeAnthropic, message, tool_use
 from bot.slack.directory import SlackDirectory
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.agent.test_questions import ONE, answer_by
+from tests.agent.test_questions import ONE, answer_by, question_to_sops
 from tests.harness import start_app
 from tests.slack.test_decisions import settle
 from tests.slack.test_unverified_access import UNKNOWN, slack_answers_again
@@ -51,23 +51,18 @@ async def note_to(agent: AgentApp, user: str, count: int = 1) -> str:
 async def test_an_answer_that_cannot_be_checked_is_told_and_writes_nothing(grouped: AgentApp, how: str) -> None:
     app = grouped.app
     assert app.signoff is not None
-    status, body = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1", "approvers": ["SOPS"]})
-    assert status == 201
-    card = await app.card(body["id"])
-    await settle(app)
-    before = await app.signoff.store.get_request(body["id"])
-    assert before is not None
+    question_id, card, before = await question_to_sops(grouped)
     grouped.slack.error(LOOKUP, "fatal_error", times=5)
-    await answer_by(grouped, how, body["id"], card)()
+    await answer_by(grouped, how, question_id, card)()
     note = await note_to(grouped, "U1")
     assert UNKNOWN in note and "your answer was not recorded" in note
     await settle(app)
-    assert await app.signoff.store.get_request(body["id"]) == before
+    assert await app.signoff.store.get_request(question_id) == before
     assert before.status is Status.PENDING
 
     slack_answers_again(app)
-    await answer_by(grouped, "thread", body["id"], card)()
-    _, answered = await app.api("GET", f"/api/v1/questions/{body['id']}?wait=10")
+    await answer_by(grouped, "thread", question_id, card)()
+    _, answered = await app.api("GET", f"/api/v1/questions/{question_id}?wait=10")
     assert answered["status"] == "answered"
 
 
