@@ -20,12 +20,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy.engine import Dialect, Row
+from sqlalchemy.exc import NoResultFound
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransaction
 
 from storage.base import Unit
+
+if TYPE_CHECKING:
+    from storage.pg_raw import RawPool
 
 U = TypeVar("U", bound=Unit)
 
@@ -33,8 +37,9 @@ U = TypeVar("U", bound=Unit)
 class Deferred:
     """The connection of a lone unit: what SqlUnit's statements call, checked out at the first one."""
 
-    def __init__(self, begin: AsyncEngine, autocommit: AsyncEngine, stack: AsyncExitStack) -> None:
-        self._begin, self._autocommit, self._stack = begin, autocommit, stack
+    def __init__(self, begin: AsyncEngine, autocommit: AsyncEngine, stack: AsyncExitStack,
+                 raw: RawPool | None = None) -> None:
+        self._begin, self._autocommit, self._stack, self._raw = begin, autocommit, stack, raw
         self._conn: AsyncConnection | None = None
         self._tx: AsyncTransaction | None = None
         self.sole_ran = False
@@ -73,17 +78,25 @@ class Deferred:
         if self._conn is not None or self.sole_ran:
             return (await (await self._real()).exec_driver_sql(sql, tuple(params))).one()
         self.sole_ran = True
+        if self._raw is not None:  # storage/pg_raw.py; held until the unit ends, as SQLAlchemy's would be
+            row = await self._raw.fetchrow(sql, params, lambda: self._sqlalchemy_sole(sql, params), hold=self._stack)
+            if row is None:
+                raise NoResultFound("No row was found when one was required")
+            return cast(Row[Any], row)
+        return await self._sqlalchemy_sole(sql, params)
+
+    async def _sqlalchemy_sole(self, sql: str, params: Sequence[Any]) -> Row[Any]:
         conn = await self._stack.enter_async_context(self._autocommit.connect())
         return (await conn.exec_driver_sql(sql, tuple(params))).one()
 
 
 @asynccontextmanager
 async def lone_unit(begin: AsyncEngine, autocommit: AsyncEngine, make: Callable[[AsyncConnection], U],
-                    finish: Callable[[Unit], None]) -> AsyncIterator[U]:
+                    finish: Callable[[Unit], None], raw: RawPool | None = None) -> AsyncIterator[U]:
     """PostgreSQL's lone unit (see the module's note): `make(connection)` on a Deferred connection whose
     transactions are `begin`'s and whose sole statement runs on `autocommit`; `finish(unit)` once committed."""
     async with AsyncExitStack() as stack:
-        deferred = Deferred(begin, autocommit, stack)
+        deferred = Deferred(begin, autocommit, stack, raw)
         unit = make(cast(AsyncConnection, deferred))
         yield unit
         await deferred.commit()

@@ -20,7 +20,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import AuditEvent
 from storage.base import CardPosted
@@ -31,12 +30,14 @@ from storage.values import audit_values
 _SQL: dict[tuple[int, int, int, int, int], str] = {}  # by (ids of the two inserts, cards, audit rows, marks)
 
 
-async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetime]],
-                        audits: Sequence[AuditEvent], cards: Sequence[tuple[CardPosted, datetime]] = ()) -> set[str]:
-    """PostgreSQL: `cards` stored (each with its "posted" audit row, if stored), `audits` inserted and
-    the items `done` (id, when) marked done, in one statement. Returns the ids of the requests whose
-    card it stored."""
-    dialect = conn.dialect
+def stored_cards(rows: Sequence[Any]) -> set[str]:
+    """The requests whose card `finish_statement`'s statement stored, from its rows."""
+    return {row[0] for row in rows if row[0] is not None}
+
+
+def finish_statement(dialect: Dialect, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent],
+                     cards: Sequence[tuple[CardPosted, datetime]] = ()) -> tuple[str, tuple[Any, ...]] | None:
+    """`finish_in_one`'s statement and its parameters, or None when there is nothing to write."""
     assert dialect.name == "postgresql"
     ts_rows = [{"id": card.request_id, "card_channel": card.channel, "card_ts": card.ts, "updated_at": at}
                for card, at in cards]
@@ -44,7 +45,7 @@ async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetim
     rows = [audit_values(e) for e in audits]
     marks = [{"id": item_id, "done_at": at} for item_id, at in done]
     if not ts_rows and not rows and not marks:
-        return set()
+        return None
     # Posted or not, an audit row has audit_values' columns: one insert (table_insert's, by column list).
     audit = table_insert(audit_events, (posted or rows)[0], dialect) if posted or rows else None
     ts = table_insert(requests, ts_rows[0], dialect) if ts_rows else None
@@ -62,8 +63,7 @@ async def finish_in_one(conn: AsyncConnection, done: Sequence[tuple[int, datetim
     statement = _SQL.get(key)
     if statement is None:
         statement = _SQL[key] = _statement(audit, ts, len(cards), len(rows), len(marks), dialect)
-    result = await conn.exec_driver_sql(statement, tuple(params))
-    return {row[0] for row in result.all() if row[0] is not None}
+    return statement, tuple(params)
 
 
 def _statement(audit: TableInsert | None, ts: TableInsert | None, cards: int, audits: int, marks: int,

@@ -44,24 +44,58 @@ class _Mapped:
         self._mapping = mapping
 
 
-class RequestRead:
-    """REQUEST_BY_ID for one dialect as driver SQL: its text, and a Request from the driver's row
-    through each column's own result processor (the engine's JSON deserializer included), so it
-    equals what SQLAlchemy maps (tests/storage/test_sqlite_fast.py)."""
+class DriverStatement:
+    """A Core statement as driver SQL for one dialect: its text, its positional parameters from named
+    values (each through its bind processor; the statement's own constants as compiled), and a
+    returned row mapped as SQLAlchemy maps it (each column's own result processor, the engine's JSON
+    deserializer included)."""
 
-    def __init__(self, dialect: Dialect) -> None:
-        columns = list(REQUEST_BY_ID.selected_columns)
-        self.sql = str(REQUEST_BY_ID.compile(dialect=dialect))
+    def __init__(self, stmt: Any, dialect: Dialect) -> None:
+        compiled = stmt.compile(dialect=dialect)
+        self.sql = str(compiled)
+        self._order = tuple(compiled.positiontup or ())
+        self._constants = compiled.params
+        self._binds = compiled._bind_processors
+        columns = list(stmt.exported_columns)
         self.names = tuple(c.name for c in columns)
         self.processors: tuple[Any, ...] = tuple(c.type._cached_result_processor(dialect, None) for c in columns)
 
+    def params(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        out = []
+        for name in self._order:
+            value = values[name] if name in values else self._constants[name]
+            bind = self._binds.get(name)
+            out.append(bind(value) if bind is not None else value)
+        return tuple(out)
+
+    def mapped(self, row: Any) -> Any:
+        """The driver's row as a row whose `_mapping` is SQLAlchemy's."""
+        return _Mapped({n: v if p is None or v is None else p(v)
+                        for n, v, p in zip(self.names, row, self.processors, strict=True)})
+
+
+class RequestRead(DriverStatement):
+    """REQUEST_BY_ID for one dialect as driver SQL, and a Request from the driver's row that equals
+    what SQLAlchemy maps (tests/storage/test_sqlite_fast.py)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        super().__init__(REQUEST_BY_ID, dialect)
+
     def request(self, row: Any) -> Request:
-        values = {n: v if p is None or v is None else p(v)
-                  for n, v, p in zip(self.names, row, self.processors, strict=True)}
-        return request_from_row(_Mapped(values))
+        return request_from_row(self.mapped(row))
 
 
 _READS: dict[int, RequestRead] = {}
+_STATEMENTS: dict[tuple[int, int], DriverStatement] = {}
+
+
+def driver_statement(stmt: Any, dialect: Dialect) -> DriverStatement:
+    """`stmt` (built once, kept for the process's life) as driver SQL for `dialect`, compiled once."""
+    key = (id(stmt), id(dialect))
+    found = _STATEMENTS.get(key)
+    if found is None:
+        found = _STATEMENTS[key] = DriverStatement(stmt, dialect)
+    return found
 
 
 def request_read(dialect: Dialect) -> RequestRead:

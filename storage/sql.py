@@ -18,11 +18,12 @@ import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.votes import Vote
@@ -42,6 +43,7 @@ from storage.inbox_sql import read_inbox
 from storage.rows import (
     REQUEST_BY_ID,
     SELECT_REQUEST,
+    driver_statement,
     mutable_columns,
     outbox_from_row,
     request_from_row,
@@ -59,9 +61,8 @@ from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
 from storage.decide_sql import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
-from storage.outbox_sql import finish_in_one
+from storage.outbox_sql import finish_statement, stored_cards
 from storage.pending import insert_pending
-from bot.domain.json_codec import loads
 from storage import pg_fast, sqlite_fast
 from storage.lone_unit import lone_unit
 from storage.sqlite_inline import busy
@@ -70,6 +71,9 @@ from storage.sql_statements import NOTIFY_CHANNEL, due_requests_statement
 from storage.sqlite_engine import sqlite_engine
 from storage.urls import async_url
 from storage.values import audit_values, decision_values, outbox_values, request_values
+
+if TYPE_CHECKING:
+    from storage.pg_raw import RawPool
 
 U = TypeVar("U", bound="SqlUnit")
 
@@ -328,37 +332,44 @@ class SqlStore(Store):
     """Store on SQLAlchemy. Create with `await SqlStore.open(database_url)`."""
 
     def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine | None = None,
-                 reader: sqlite_fast.Reader | None = None) -> None:
+                 reader: sqlite_fast.Reader | None = None, raw: RawPool | None = None) -> None:
         self.engine = engine
         self.write_engine = write_engine or engine
         self.dialect = engine.dialect.name
         self.concurrent_writers = self.dialect == "postgresql"
         self._reader = reader  # SQLite: request reads without a pool checkout
+        self._raw = raw  # PostgreSQL: the hottest statements on asyncpg's own pool (storage/pg_raw.py)
         # SQLite: one writer per file; queue our own writers here rather than in SQLite's busy handler.
         self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
 
     @classmethod
-    async def open(cls, database_url: str, *, pool_size: int = 20) -> SqlStore:
+    async def open(cls, database_url: str, *, pool_size: int = 15) -> SqlStore:
         url = async_url(database_url)
         if url.get_backend_name() == "sqlite":
             read = sqlite_engine(database_url, begin=None)  # reads: one statement, one snapshot
             (filename,), _ = SQLiteDialect_aiosqlite().create_connect_args(url)
             reader = sqlite_fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
             return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
-        # No pool_pre_ping: it cost a round trip per checkout (18 % of the server's busy samples in
-        # bench.all's PostgreSQL e2e phase). After a database restart the first statement on a stale
-        # connection fails as a disconnect, and SQLAlchemy then discards the whole pool: one failed
-        # call per process (an API 500 the agent retries, an outbox attempt retried), not more.
-        # The pool holds what the server uses at once: SQLAlchemy closes a connection checked in beyond
-        # pool_size, so a pool smaller than the usual concurrency opened and closed connections all day
-        # (a PostgreSQL connection costs a backend and an authentication). At most 30 per process, as before.
-        engine = create_async_engine(url, pool_size=pool_size, max_overflow=max(0, 30 - pool_size),
-                                     json_deserializer=loads)
-        # Reads run outside a transaction (one pool, two sets of options). Under READ COMMITTED every
-        # statement of a transaction takes its own snapshot anyway, so the BEGIN and ROLLBACK around a
-        # read only added two round trips to it, and on loopback a round trip's socket write was the
-        # largest single cost in the server's profile.
-        return cls(engine.execution_options(isolation_level="AUTOCOMMIT"), engine)
+        from storage.pg_raw import open_engines  # asyncpg: imported only where PostgreSQL is used
+
+        reads, writes, raw = await open_engines(url, pool_size)
+        return cls(reads, writes, raw=raw)
+
+    def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
+        """Call `seen(sql)` for every statement this store sends, through either pool (to count them);
+        returns the call that stops it."""
+        def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            seen(statement)
+
+        sa.event.listen(self.write_engine.sync_engine, "before_cursor_execute", before)
+        if self._raw is not None:
+            self._raw.watchers.append(seen)
+
+        def stop() -> None:
+            sa.event.remove(self.write_engine.sync_engine, "before_cursor_execute", before)
+            if self._raw is not None:
+                self._raw.watchers.remove(seen)
+        return stop
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
         return self.unit_of(SqlUnit)
@@ -366,7 +377,7 @@ class SqlStore(Store):
     def lone_unit(self) -> AbstractAsyncContextManager[SqlUnit]:
         if self._write_lock is not None:  # SQLite: one writer, BEGIN IMMEDIATE
             return self.unit()
-        return lone_unit(self.write_engine, self.engine, SqlUnit, self._finish_unit)
+        return lone_unit(self.write_engine, self.engine, SqlUnit, self._finish_unit, self._raw)
 
     @asynccontextmanager
     async def unit_of(self, make: Callable[[AsyncConnection], U]) -> AsyncIterator[U]:
@@ -398,9 +409,9 @@ class SqlStore(Store):
             except sqlite3.OperationalError as exc:  # it met a lock: read through the pool, which waits for it
                 if not busy(exc):
                     raise
+        if self._raw is not None:
+            return await pg_fast.get_request(self._raw, self.engine, request_id)
         async with self.engine.connect() as conn:
-            if self.dialect == "postgresql":
-                return await pg_fast.get_request(conn, request_id)
             return await SqlUnit(conn).get_request(request_id)
 
     async def list_requests(
@@ -437,9 +448,11 @@ class SqlStore(Store):
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
         stmt = q.CLAIM_OUTBOX[self.dialect == "postgresql"]
         params = {"b_now": now, "b_limit": limit, "b_lease": now + timedelta(seconds=lease_seconds)}
-        if self.dialect == "postgresql":  # one statement is its own transaction: no BEGIN and COMMIT round trips
-            async with self.engine.connect() as conn:
-                rows = (await conn.execute(stmt, params)).all()
+        if self._raw is not None:  # one statement is its own transaction: no BEGIN and COMMIT round trips
+            claim = driver_statement(stmt, self.engine.dialect)
+            values = claim.params(params)
+            raw = await self._raw.fetch(claim.sql, values, partial(self._driver_rows, claim.sql, values))
+            rows: Sequence[Any] = [claim.mapped(r) for r in raw]
         else:  # SQLite: behind this process's write lock, in a BEGIN IMMEDIATE
             async with self.unit() as unit:
                 rows = (await unit.conn.execute(stmt, params)).all()
@@ -447,10 +460,18 @@ class SqlStore(Store):
 
     async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent],
                               cards: Sequence[tuple[CardPosted, datetime]] = ()) -> set[str]:
-        if self.dialect != "postgresql":
+        if self._raw is None:
             return await super().outbox_finished(done, audits, cards)
-        async with self.engine.connect() as conn:  # AUTOCOMMIT: the one statement is its own transaction
-            return await finish_in_one(conn, done, audits, cards)
+        found = finish_statement(self.engine.dialect, done, audits, cards)
+        if found is None:
+            return set()
+        # One statement, outside any transaction: a transaction of its own.
+        return stored_cards(await self._raw.fetch(*found, partial(self._driver_rows, *found)))
+
+    async def _driver_rows(self, sql: str, params: Sequence[Any]) -> Sequence[Any]:
+        """`sql`'s rows through SQLAlchemy (AUTOCOMMIT), as the driver returns them: a refused raw statement's retry."""
+        async with self.engine.connect() as conn:
+            return (await conn.exec_driver_sql(sql, tuple(params))).all()
 
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""
@@ -472,6 +493,8 @@ class SqlStore(Store):
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
+        if self._raw is not None:
+            await self._raw.close()
         await self.engine.dispose()
         if self.write_engine is not self.engine:
             await self.write_engine.dispose()

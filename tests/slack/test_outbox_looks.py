@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
-from sqlalchemy import event
 
 from bot.sandbox import SlackEmulator
 from tests.fakes.clock import FakeClock
@@ -67,20 +65,12 @@ async def test_a_card_post_and_its_update_each_cost_one_claim_and_no_read_of_the
     read by the periodic look only (an hour away here), never after a claim that woke on a commit."""
     app = await start_app(db_url, slack, clock=FakeClock(), SIGNOFF_OUTBOX_SWEEP_SECONDS="3600")
     statements: list[str] = []
-    last: list[object] = [None]
-
-    def seen(_conn: Any, _cursor: Any, statement: str, _params: Any, context: object, _many: bool) -> None:
-        if context is not last[0]:  # on PostgreSQL the read engine shares the write engine's events: once each
-            last[0] = context
-            statements.append(" ".join(statement.split()))
-
     assert app.signoff is not None
     store, dispatcher = app.signoff.store, app.signoff.dispatcher
-    engines = {store.engine.sync_engine, store.write_engine.sync_engine}
+    stop = None
     try:
         await asyncio.wait_for(dispatcher.idle.wait(), 10)  # its first look, at start (it reads the due time)
-        for engine in engines:
-            event.listen(engine, "before_cursor_execute", seen)
+        stop = store.watch(lambda statement: statements.append(" ".join(statement.split())))  # both pools
         request = await app.submit()
         await app.card(request["id"])
         await app.click(request["id"], "U1")
@@ -94,7 +84,6 @@ async def test_a_card_post_and_its_update_each_cost_one_claim_and_no_read_of_the
         assert (len(claims), len(due_reads), len(done_marks)) == (2, 0, 2), [s[:150] for s in statements]
         assert [c.method for c in slack.calls if c.ok] == ["chat.postMessage", "chat.update"]
     finally:
-        for engine in engines:
-            if event.contains(engine, "before_cursor_execute", seen):
-                event.remove(engine, "before_cursor_execute", seen)
+        if stop is not None:
+            stop()
         await app.stop()

@@ -8,9 +8,7 @@ once, so the deliveries of one claim all finish in the same turn of the loop and
 
 from __future__ import annotations
 
-from typing import Any
 
-from sqlalchemy import event
 
 from bot.domain.model import AuditEvent, Request
 from bot.metrics import Metrics
@@ -52,11 +50,11 @@ def count_statements(store: SqlStore, prefix: str) -> list[int]:
     it as a CTE (PostgreSQL writes a group of plain results as one statement, storage/outbox_sql.py)."""
     seen = [0]
 
-    def on_execute(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def on_execute(statement: str) -> None:
         if statement.lstrip().startswith(prefix) or f"AS ({prefix}" in statement:
             seen[0] += 1
 
-    event.listen(store.write_engine.sync_engine, "before_cursor_execute", on_execute)
+    store.watch(on_execute)  # both of PostgreSQL's pools (storage/pg_raw.py)
     return seen
 
 

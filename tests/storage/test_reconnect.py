@@ -1,36 +1,140 @@
 """After the database drops the server's connections (a restart, a failover), the store recovers by
 itself: at most one call fails, and every call after it works, with no pre-ping per checkout.
 
-On PostgreSQL the test terminates the store's backends (exactly one call then fails, measured);
-SQLite has no server to restart, so there the same calls must simply all work.
+On PostgreSQL the store has two pools: asyncpg's own for reads, submits and lone decisions
+(storage/pg_raw.py) and SQLAlchemy's for units. Both hold live connections when the first test
+terminates every backend of the database; then a mix of calls runs over both pools: at most one of
+them fails (as a disconnect), whichever pool meets a dead connection first. That holds because a
+disconnect in either pool makes the other drop its connections too: the last two tests kill only
+one pool's backend and check that the other pool's live connection was replaced. SQLite has no
+server to restart and no second pool, so there the same calls must simply all work.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
+from bot.domain.model import Actor, Outcome, Via
+from bot.service import Service
 from storage.sql import SqlStore
 from tests.conftest import PG_URL, _pg_admin
+from tests.storage.test_lone_unit import spec
+
+
+async def _terminate(where: str) -> None:
+    await _pg_admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {where}")
 
 
 async def test_the_store_recovers_after_the_database_drops_its_connections(db_url: str) -> None:
     store = await SqlStore.open(db_url)
+    service = Service(store)
     try:
-        assert await store.get_request("apr_missing") is None  # the pool now holds a live connection
+        first, _ = await service.submit(spec(1))  # every pool now holds a live connection
+        assert await store.get_request(first.id) == first
+        async with store.unit() as unit:
+            assert await unit.get_request(first.id) == first
         if PG_URL:
-            name = sa.engine.make_url(db_url).database
-            await _pg_admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+            await _terminate(f"datname = '{sa.engine.make_url(db_url).database}'")
+        submitted: list[str] = []
+
+        async def submit() -> Any:
+            submitted.append((await service.submit(spec(10 + len(submitted))))[0].id)
+
+        async def in_a_unit() -> Any:
+            async with store.unit() as unit:
+                assert await unit.get_request(first.id) is not None
+
+        async def decide() -> Any:
+            assert (await service.decide(submitted[-1], Outcome.APPROVED, via=Via.BUTTON,
+                                         actor=Actor("U1", "ann"))).won
+
+        calls: list[Callable[[], Awaitable[Any]]] = [lambda: store.get_request(first.id), in_a_unit, submit, decide]
         failures = 0
-        for _ in range(3):
+        for call in calls * 2:
             try:
-                assert await store.get_request("apr_missing") is None
+                await call()
             except DBAPIError as exc:
                 assert exc.connection_invalidated
                 failures += 1
         assert failures <= 1
-        assert await store.get_request("apr_missing") is None
-        async with store.unit() as unit:  # writes work again too
-            assert await unit.get_request("apr_missing") is None
+        for call in calls:  # everything works again
+            await call()
+        assert (await store.get_request(submitted[-1])).status.value == "approved"  # type: ignore[union-attr]
     finally:
         await store.close()
+
+
+async def _raw_pid(store: SqlStore) -> int:
+    assert store._raw is not None
+
+    async def refused() -> Any:
+        raise AssertionError("SELECT pg_backend_pid() refused")
+    return int((await store._raw.fetchrow("SELECT pg_backend_pid()", (), refused))[0])
+
+
+async def _unit_pid(store: SqlStore) -> int:
+    async with store.unit() as unit:
+        return int((await unit.conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
+
+
+async def test_a_disconnect_in_sqlalchemys_pool_replaces_the_raw_pools_connections(db_url: str) -> None:
+    store = await SqlStore.open(db_url)
+    try:
+        if not PG_URL:  # one pool: nothing to keep in step
+            assert store._raw is None
+            return
+        raw, unit = await _raw_pid(store), await _unit_pid(store)
+        assert raw != unit
+        await _terminate(f"pid = {unit}")  # only SQLAlchemy's connection dies
+        with pytest.raises(DBAPIError) as failed:
+            await _unit_pid(store)
+        assert failed.value.connection_invalidated
+        assert await _raw_pid(store) != raw  # its live connection was replaced too
+        assert await _unit_pid(store) != unit
+    finally:
+        await store.close()
+
+
+async def test_a_disconnect_in_the_raw_pool_replaces_sqlalchemys_connections(db_url: str) -> None:
+    store = await SqlStore.open(db_url)
+    try:
+        if not PG_URL:
+            assert store._raw is None
+            return
+        unit = await _unit_pid(store)
+        raw = await _raw_pid(store)
+        assert store._raw is not None
+
+        async def refused() -> Any:
+            raise AssertionError("pg_sleep refused")
+        sleeping = asyncio.create_task(store._raw.fetchrow("SELECT pg_sleep(30)", (), refused))
+        for _ in range(200):  # until the statement runs on the server
+            active = await _pg_admin_scalar(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {raw} "
+                                            "AND query LIKE 'SELECT pg_sleep%'")
+            if active:
+                break
+            await asyncio.sleep(0.01)
+        await _terminate(f"pid = {raw}")  # only the raw pool's connection dies, mid-statement
+        with pytest.raises(DBAPIError) as failed:
+            await sleeping
+        assert failed.value.connection_invalidated
+        assert await _unit_pid(store) != unit  # SQLAlchemy's live connection was replaced too
+        assert await _raw_pid(store) != raw
+    finally:
+        await store.close()
+
+
+async def _pg_admin_scalar(sql: str) -> Any:
+    import asyncpg
+
+    conn = await asyncpg.connect(PG_URL.replace("postgres://", "postgresql://", 1))
+    try:
+        return await conn.fetchval(sql)
+    finally:
+        await conn.close()
