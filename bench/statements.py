@@ -51,13 +51,11 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
         if seen is not None:
             seen.append(" ".join(statement.split())[:110])
 
-    def listen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        add(statement)
-
-    # PostgreSQL: SQLAlchemy's cursor events (exec_driver_sql too), BEGIN and COMMIT from the transaction
-    # events (asyncpg sends them itself). The read engine is an OptionEngine of the write engine there,
-    # whose events it already fires. SQLite: sqlite3's own trace, which also sees the driver-level
-    # statements (storage/decided.py), BEGIN IMMEDIATE and COMMIT.
+    # PostgreSQL: every statement either pool sends (`SqlStore.watch`: SQLAlchemy's cursor events and
+    # storage/pg_raw.py's), BEGIN and COMMIT from the transaction events (asyncpg sends them itself).
+    # The read engine is an OptionEngine of the write engine there, whose events it already fires.
+    # SQLite: sqlite3's own trace, which also sees the driver-level statements (storage/decided.py),
+    # BEGIN IMMEDIATE and COMMIT.
     engines = [e for e in {store.engine.sync_engine, store.write_engine.sync_engine} if not isinstance(e, OptionEngine)]
     postgres = store.dialect == "postgresql"
     traced: set[int] = set()
@@ -75,12 +73,12 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     hooks: list[tuple[Any, str, Any]] = []
     for engine in engines:
         if postgres:
-            hooks += [(engine, "before_cursor_execute", listen), (engine, "begin", begin),
-                      (engine, "commit", lambda _c: add("COMMIT"))]
+            hooks += [(engine, "begin", begin), (engine, "commit", lambda _c: add("COMMIT"))]
         else:
             hooks.append((engine.pool, "checkout", checkout))
     for target, name, fn in hooks:
         event.listen(target, name, fn)
+    unwatch = store.watch(add) if postgres else (lambda: None)
     # The outbox's claim of the card is woken after the commit, beside the response: not the submit's.
     listeners = store.__dict__.get("_outbox_listeners", [])
     counts = []
@@ -111,6 +109,7 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     finally:
         for target, name, fn in hooks:
             event.remove(target, name, fn)
+        unwatch()
         await app.stop()
         await store.close()
         await slack.stop()
