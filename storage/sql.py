@@ -12,8 +12,6 @@ Dialect differences stay in small private helpers:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -68,7 +66,7 @@ from storage.lone_unit import lone_unit
 from storage.sqlite_inline import busy
 from storage import sql_statements as q
 from storage.sql_statements import NOTIFY_CHANNEL, due_requests_statement
-from storage.sqlite_engine import sqlite_engine
+from storage.sqlite_engine import SqliteWriter, sqlite_engine
 from storage.urls import async_url
 from storage.values import audit_values, decision_values, outbox_values, request_values
 
@@ -339,8 +337,8 @@ class SqlStore(Store):
         self.concurrent_writers = self.dialect == "postgresql"
         self._reader = reader  # SQLite: request reads without a pool checkout
         self._raw = raw  # PostgreSQL: the hottest statements on asyncpg's own pool (storage/pg_raw.py)
-        # SQLite: one writer per file; queue our own writers here rather than in SQLite's busy handler.
-        self._write_lock = asyncio.Lock() if self.dialect == "sqlite" else None
+        # SQLite: one writer per file; our own writers queue here, on one connection.
+        self._writer = SqliteWriter(self.write_engine) if self.dialect == "sqlite" else None
 
     @classmethod
     async def open(cls, database_url: str, *, pool_size: int = 15) -> SqlStore:
@@ -375,7 +373,7 @@ class SqlStore(Store):
         return self.unit_of(SqlUnit)
 
     def lone_unit(self) -> AbstractAsyncContextManager[SqlUnit]:
-        if self._write_lock is not None:  # SQLite: one writer, BEGIN IMMEDIATE
+        if self._writer is not None:  # SQLite: one writer, BEGIN IMMEDIATE
             return self.unit()
         return lone_unit(self.write_engine, self.engine, SqlUnit, self._finish_unit, self._raw)
 
@@ -385,7 +383,7 @@ class SqlStore(Store):
         # The hooks run once the transaction committed and before the connection goes back to the pool:
         # that takes awaits, in which (PostgreSQL) this process's own NOTIFY would wake the unit's waiters
         # first, without the request it hands them, and each would read it back.
-        async with self._write_lock or contextlib.nullcontext(), self.write_engine.connect() as conn:
+        async with self._writer.connection() if self._writer else self.write_engine.connect() as conn:
             async with conn.begin():
                 unit = make(conn)
                 yield unit
@@ -396,8 +394,8 @@ class SqlStore(Store):
         ANOTHER connection commits, and this process's other connections only read: so it moves
         with other processes' commits, never with this process's own (which already woke their
         waiters). Read between this process's write units (behind the write lock, no transaction)."""
-        assert self._write_lock is not None, "SQLite only"
-        async with self._write_lock, self.write_engine.connect() as conn:
+        assert self._writer is not None, "SQLite only"
+        async with self._writer.connection() as conn:
             driver: Any = (await conn.get_raw_connection()).driver_connection
             # The sqlite3 connection itself: SQLAlchemy's execute would open a transaction (BEGIN IMMEDIATE).
             return int(driver._connection.execute("PRAGMA data_version").fetchone()[0])
@@ -493,6 +491,8 @@ class SqlStore(Store):
     async def close(self) -> None:
         if self._reader is not None:
             self._reader.close()
+        if self._writer is not None:
+            await self._writer.close()
         if self._raw is not None:
             await self._raw.close()
         await self.engine.dispose()

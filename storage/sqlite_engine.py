@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from bot.domain.json_codec import loads
 from storage.sqlite_inline import inline_creator
@@ -23,7 +26,9 @@ def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -
     (filename,), options = SQLiteDialect_aiosqlite().create_connect_args(url)
     kwargs: dict[str, Any] = {"async_creator": inline_creator(filename, **options), "json_deserializer": loads}
     if begin is not None:
-        kwargs.update(pool_size=1, max_overflow=0)  # the writer: one connection, SQLite allows one writer
+        # The writer: one connection, held by SqliteWriter (SQLite allows one writer), and one for whoever
+        # writes through the engine directly.
+        kwargs.update(pool_size=1, max_overflow=1)
     else:
         # Readers: SQLAlchemy closes a connection checked in beyond `pool_size`, and with the default
         # 5 (+ 10) every peak of concurrent reads (50 agents' long-polls and GETs) opened and closed
@@ -53,3 +58,51 @@ def _configure_sqlite(engine: AsyncEngine, *, begin: str | None) -> None:
         @event.listens_for(engine.sync_engine, "begin")
         def _begin(conn: Any) -> None:
             conn.exec_driver_sql(begin)
+
+
+class SqliteWriter:
+    """This process's one SQLite writer: its write units queue on `lock` (not in SQLite's busy handler)
+    and run one at a time on ONE connection, kept checked out between them.
+
+    A checkout and a check-in through SQLAlchemy's pool were two more greenlet calls per unit, and the
+    check-in a task of its own (about a sixth of the greenlets an approval ran on SQLite, in whose e2e
+    every approval is several units: the submit, the outbox's claims and results, the decision).
+
+    Invariants:
+    - Every unit yields to the event loop before it starts (tests/storage/test_lone_unit.py).
+    - One unit at a time, each on the same connection, so `PRAGMA data_version` read on it moves only
+      with other connections' commits (bot/notify.py), as when the pool held that one connection.
+    - A unit that ends still inside its transaction (its rollback failed or was cancelled), or on an
+      invalidated connection, closes that connection: the next unit opens a new one.
+    - The engine's pool allows one connection more than the held one, for whoever writes through the
+      engine directly (migrations, tools): like another process, it meets the file's lock, not ours.
+    """
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.lock = asyncio.Lock()
+        self._conn: AsyncConnection | None = None
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """The writer connection, this unit's alone until the block ends."""
+        # One turn of the loop first: the statements run on the loop (storage/sqlite_inline.py) and an
+        # uncontended lock does not yield, so a task writing unit after unit would starve every other
+        # task (the pool checkout this replaces yielded).
+        await asyncio.sleep(0)
+        async with self.lock:
+            conn = self._conn
+            if conn is None or conn.closed or conn.invalidated:
+                conn = self._conn = await self.engine.connect()
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction() or conn.invalidated:
+                    self._conn = None
+                    await asyncio.shield(conn.close())
+
+    async def close(self) -> None:
+        async with self.lock:
+            if self._conn is not None:
+                conn, self._conn = self._conn, None
+                await conn.close()

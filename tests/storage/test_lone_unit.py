@@ -143,3 +143,20 @@ async def test_a_task_writing_unit_after_unit_lets_other_tasks_run(store: SqlSto
     await asyncio.sleep(0)  # the writer starts
     await asyncio.gather(other(), task)
     assert other_ran_at and other_ran_at[0] < 200, other_ran_at
+
+
+async def test_a_unit_whose_connection_broke_leaves_the_next_unit_a_working_one(store: SqlStore) -> None:
+    """A unit that ends on an invalidated connection (SQLAlchemy invalidates one on a disconnect) raises
+    and writes nothing, and the next unit works: on SQLite that is the connection the writer keeps
+    between units (storage/sqlite_engine.SqliteWriter)."""
+    service = Service(store)
+    request, _ = await service.submit(spec(7))
+    now = datetime.now(UTC)
+    with pytest.raises(Exception):  # noqa: B017 - whichever error the broken connection gives
+        async with store.unit() as unit:
+            await unit.append_audit(AuditEvent(request.id, "lost", now))
+            await unit.conn.invalidate()
+    async with store.unit() as unit:
+        await unit.append_audit(AuditEvent(request.id, "kept", now))
+    types = [e.type for e in await store.audit_events(request.id)]
+    assert "kept" in types and "lost" not in types
