@@ -79,6 +79,10 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     for target, name, fn in hooks:
         event.listen(target, name, fn)
     unwatch = store.watch(add) if postgres else (lambda: None)
+    if not postgres:  # the writer keeps its connection (storage/sqlite_engine.SqliteWriter): trace it as it is
+        assert store._writer is not None
+        store._writer.watchers.append(add)
+        unwatch = lambda: store._writer.watchers.remove(add)  # noqa: E731
     # The outbox's claim of the card is woken after the commit, beside the response: not the submit's.
     listeners = store.__dict__.get("_outbox_listeners", [])
     counts = []

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.grants import Delegation, Grant, Scope, match_from_json
 from bot.domain.model import AuditEvent
+from storage import sqlite_fast
 from storage.base import Unit
 from storage.grants_schema import delegations, grants
 from storage.sql import SqlStore, SqlUnit
@@ -50,6 +51,14 @@ def _live(now: datetime) -> Any:
 def _conn(unit: Unit) -> AsyncConnection:
     assert isinstance(unit, SqlUnit), "grants live in the SQL store"
     return unit.conn
+
+
+async def _stamp(unit: Unit, stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
+    """A stamp's one row, read in the unit (SQLite: driver SQL, as every submit reads two of them)."""
+    conn = _conn(unit)
+    if conn.dialect.name == "sqlite":
+        return await sqlite_fast.one(conn, stmt, params)
+    return tuple((await conn.execute(stmt, params)).one())
 
 
 class GrantStore:
@@ -90,7 +99,7 @@ class GrantStore:
 
     async def stamp_in(self, unit: Unit, tool: str) -> tuple[Any, ...]:
         """`stamp(tool)` read in the caller's transaction (PolicyGate verifies a cached index there)."""
-        return tuple((await _conn(unit).execute(GRANT_STAMP, {"b_tool": tool})).one())
+        return await _stamp(unit, GRANT_STAMP, {"b_tool": tool})
 
     async def live(self, now: datetime, *, limit: int = 100) -> list[Grant]:
         stmt = sa.select(grants).where(_live(now)).order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)
@@ -139,7 +148,7 @@ class GrantStore:
         """What changes whenever any delegation starts or ends (`away`, `back`), read in the caller's
         transaction (PolicyGate verifies its cached delegations there). Running out (`until`) needs no
         stamp: the reader checks it against its own `now`."""
-        return tuple((await _conn(unit).execute(DELEGATION_STAMP)).one())
+        return await _stamp(unit, DELEGATION_STAMP, {})
 
     async def delegations_to(self, delegate: str, now: datetime) -> list[Delegation]:
         stmt = (sa.select(delegations)

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -31,8 +32,15 @@ async def get_request(raw: RawPool, engine: AsyncEngine, request_id: str) -> Req
     read = request_read(engine.dialect)
 
     async def through_sqlalchemy() -> Any:
-        async with engine.connect() as conn:
-            return (await conn.exec_driver_sql(read.sql, (request_id,))).first()
+        rows = await driver_rows(engine, read.sql, (request_id,))
+        return rows[0] if rows else None
 
     row = await raw.fetchrow(read.sql, (request_id,), through_sqlalchemy)
     return read.request(tuple(row)) if row is not None else None
+
+
+async def driver_rows(engine: AsyncEngine, sql: str, params: Sequence[Any]) -> Sequence[Any]:
+    """`sql`'s rows through SQLAlchemy on `engine` (AUTOCOMMIT), as the driver returns them: the second
+    run of a statement the raw pool's server refused."""
+    async with engine.connect() as conn:
+        return (await conn.exec_driver_sql(sql, tuple(params))).all()

@@ -68,10 +68,13 @@ class DriverStatement:
             out.append(bind(value) if bind is not None else value)
         return tuple(out)
 
+    def values(self, row: Any) -> tuple[Any, ...]:
+        """The driver's row's values as SQLAlchemy returns them, in order (names may repeat: count, count)."""
+        return tuple(v if p is None or v is None else p(v) for v, p in zip(row, self.processors, strict=True))
+
     def mapped(self, row: Any) -> Any:
         """The driver's row as a row whose `_mapping` is SQLAlchemy's."""
-        return _Mapped({n: v if p is None or v is None else p(v)
-                        for n, v, p in zip(self.names, row, self.processors, strict=True)})
+        return _Mapped(dict(zip(self.names, self.values(row), strict=True)))
 
 
 class RequestRead(DriverStatement):

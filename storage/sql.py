@@ -62,6 +62,7 @@ from storage.decided import insert_decided, insert_decision_rows
 from storage.outbox_sql import finish_statement, stored_cards
 from storage.pending import insert_pending
 from storage import pg_fast, sqlite_fast
+from storage.pg_fast import driver_rows
 from storage.lone_unit import lone_unit
 from storage.sqlite_inline import busy
 from storage import sql_statements as q
@@ -127,7 +128,7 @@ class SqlUnit(Unit):
         return True
 
     async def append_audit(self, event: AuditEvent) -> None:
-        await self.conn.execute(q.INSERT_AUDIT, audit_values(event))
+        await self.append_audits((event,))
 
     async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
         assert request.decision is not None
@@ -205,7 +206,9 @@ class SqlUnit(Unit):
         await self.conn.execute(q.OUTBOX_DONE, {"b_id": item_id, "b_now": now})
 
     async def outbox_done_many(self, done: Sequence[tuple[int, datetime]]) -> None:
-        if done:
+        if done and not self._postgres:  # SQLite: driver SQL, no SQLAlchemy call
+            await sqlite_fast.outbox_done(self.conn, done)
+        elif done:
             await self.conn.execute(q.OUTBOX_DONE, [{"b_id": item_id, "b_now": now} for item_id, now in done])
 
     async def outbox_retry(self, item_id: int, at: datetime, error: str, *, definite: bool) -> None:
@@ -299,7 +302,9 @@ class SqlUnit(Unit):
         return int(result.rowcount) if result.rowcount >= 0 else len(updates)
 
     async def append_audits(self, events: Sequence[AuditEvent]) -> None:
-        if events:
+        if events and not self._postgres:
+            await sqlite_fast.insert_rows(self.conn, audit_events, [audit_values(e) for e in events])
+        elif events:
             await self.conn.execute(q.INSERT_AUDIT, [audit_values(e) for e in events])
 
     async def enqueue_many(self, items: Sequence[OutboxItem]) -> None:
@@ -310,8 +315,10 @@ class SqlUnit(Unit):
 
     async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
         # One statement, no read: the guard is `card_ts IS NULL`, so a second post's ts never replaces it.
-        result = await self.conn.execute(q.STORE_CARD, {"rid": request_id, "b_channel": channel, "b_ts": ts, "b_now": now})
-        return bool(result.rowcount == 1)
+        params = {"rid": request_id, "b_channel": channel, "b_ts": ts, "b_now": now}
+        if not self._postgres:
+            return (await sqlite_fast.run(self.conn, q.STORE_CARD, params)).rowcount == 1
+        return bool((await self.conn.execute(q.STORE_CARD, params)).rowcount == 1)
 
     async def _inserted(self, stmt: Any) -> bool:
         return (await self.conn.execute(stmt)).rowcount == 1
@@ -354,19 +361,20 @@ class SqlStore(Store):
         return cls(reads, writes, raw=raw)
 
     def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
-        """Call `seen(sql)` for every statement this store sends, through either pool (to count them);
-        returns the call that stops it."""
+        """Call `seen(sql)` for every statement this store writes or reads through a pool (to count
+        them): SQLAlchemy's (on SQLite, of the read engine), the raw pool's, and on SQLite the writer's
+        own trace (its driver SQL too). Returns the call that stops it."""
         def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
             seen(statement)
 
-        sa.event.listen(self.write_engine.sync_engine, "before_cursor_execute", before)
-        if self._raw is not None:
-            self._raw.watchers.append(seen)
+        engine = (self.engine if self._writer else self.write_engine).sync_engine
+        sa.event.listen(engine, "before_cursor_execute", before)
+        watchers = self._raw.watchers if self._raw else self._writer.watchers if self._writer else []
+        watchers.append(seen)
 
         def stop() -> None:
-            sa.event.remove(self.write_engine.sync_engine, "before_cursor_execute", before)
-            if self._raw is not None:
-                self._raw.watchers.remove(seen)
+            sa.event.remove(engine, "before_cursor_execute", before)
+            watchers.remove(seen)
         return stop
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
@@ -449,11 +457,11 @@ class SqlStore(Store):
         if self._raw is not None:  # one statement is its own transaction: no BEGIN and COMMIT round trips
             claim = driver_statement(stmt, self.engine.dialect)
             values = claim.params(params)
-            raw = await self._raw.fetch(claim.sql, values, partial(self._driver_rows, claim.sql, values))
+            raw = await self._raw.fetch(claim.sql, values, partial(driver_rows, self.engine, claim.sql, values))
             rows: Sequence[Any] = [claim.mapped(r) for r in raw]
         else:  # SQLite: behind this process's write lock, in a BEGIN IMMEDIATE
             async with self.unit() as unit:
-                rows = (await unit.conn.execute(stmt, params)).all()
+                rows = await sqlite_fast.mapped(unit.conn, stmt, params)
         return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
 
     async def outbox_finished(self, done: Sequence[tuple[int, datetime]], audits: Sequence[AuditEvent],
@@ -464,12 +472,7 @@ class SqlStore(Store):
         if found is None:
             return set()
         # One statement, outside any transaction: a transaction of its own.
-        return stored_cards(await self._raw.fetch(*found, partial(self._driver_rows, *found)))
-
-    async def _driver_rows(self, sql: str, params: Sequence[Any]) -> Sequence[Any]:
-        """`sql`'s rows through SQLAlchemy (AUTOCOMMIT), as the driver returns them: a refused raw statement's retry."""
-        async with self.engine.connect() as conn:
-            return (await conn.exec_driver_sql(sql, tuple(params))).all()
+        return stored_cards(await self._raw.fetch(*found, partial(driver_rows, self.engine, *found)))
 
     async def next_outbox_due(self) -> datetime | None:
         """When the next pending item becomes claimable (an item in flight counts from its lease end)."""

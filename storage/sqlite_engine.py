@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -82,6 +82,17 @@ class SqliteWriter:
         self.engine = engine
         self.lock = asyncio.Lock()
         self._conn: AsyncConnection | None = None
+        self.watchers: list[Callable[[str], None]] = []  # every statement on the writer (SqlStore.watch)
+
+    def _trace(self, statement: str) -> None:
+        for watch in self.watchers:
+            watch(statement)
+
+    def traced(self, conn: AsyncConnection) -> None:
+        """sqlite3's own trace on `conn` while anyone watches: it sees SQLAlchemy's statements and the
+        driver SQL of storage/sqlite_fast.py alike."""
+        raw: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+        raw._connection.set_trace_callback(self._trace if self.watchers else None)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
@@ -94,6 +105,9 @@ class SqliteWriter:
             conn = self._conn
             if conn is None or conn.closed or conn.invalidated:
                 conn = self._conn = await self.engine.connect()
+                self.traced(conn)
+            elif self.watchers:
+                self.traced(conn)
             try:
                 yield conn
             finally:

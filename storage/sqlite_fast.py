@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import Dialect
@@ -27,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import Request
 from storage.decided import table_insert
-from storage.rows import request_read
+from storage.rows import driver_statement, request_read
 from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests
 
 
@@ -39,6 +40,48 @@ async def execute(conn: AsyncConnection, sql: str, params: Sequence[Any]) -> sql
     except sqlite3.IntegrityError as exc:  # as SQLAlchemy reports it
         raise IntegrityError(sql, params, exc) from exc
     return cursor
+
+
+async def run(conn: AsyncConnection, stmt: Any, params: dict[str, Any]) -> sqlite3.Cursor:
+    """A Core statement built once (storage/sql_statements.py) as driver SQL on the unit's connection:
+    the same text, each parameter through its bind processor (rows: `mapped`)."""
+    found = driver_statement(stmt, conn.dialect)
+    return await execute(conn, found.sql, found.params(params))
+
+
+async def mapped(conn: AsyncConnection, stmt: Any, params: dict[str, Any]) -> list[Any]:
+    """`run`'s rows, each mapped as SQLAlchemy maps it (its columns' result processors)."""
+    found = driver_statement(stmt, conn.dialect)
+    return [found.mapped(row) for row in (await execute(conn, found.sql, found.params(params))).fetchall()]
+
+
+async def one(conn: AsyncConnection, stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
+    """`run`'s one row's values, as SQLAlchemy returns them."""
+    found = driver_statement(stmt, conn.dialect)
+    rows = (await execute(conn, found.sql, found.params(params))).fetchall()
+    assert len(rows) == 1, f"{len(rows)} rows where one was required"
+    return found.values(rows[0])
+
+
+async def insert_rows(conn: AsyncConnection, table: Any, rows: Sequence[dict[str, Any]]) -> None:
+    """`rows` (all with the first row's columns, in its order) in INSERTs of up to 200 rows."""
+    insert = table_insert(table, rows[0], conn.dialect)
+    assert all(tuple(row) == insert.names for row in rows), "rows of one shape"
+    for start in range(0, len(rows), 200):
+        chunk = rows[start:start + 200]
+        await execute(conn, insert.sql(len(chunk)), [v for row in chunk for v in insert.values(row)])
+
+
+async def outbox_done(conn: AsyncConnection, done: Sequence[tuple[int, datetime]]) -> None:
+    """The items `done` (id, when) marked done: ONE statement per 200 (UPDATE ... FROM VALUES), as
+    the executemany of OUTBOX_DONE was one call."""
+    rows = [{"id": item_id, "done_at": at} for item_id, at in done]
+    for start in range(0, len(rows), 200):
+        chunk = rows[start:start + 200]
+        mark = table_insert(outbox, chunk[0], conn.dialect)
+        sql = (f"UPDATE outbox SET status = 'done', done_at = x.column2, lease_until = NULL "
+               f"FROM (VALUES {', '.join(['(?, ?)'] * len(chunk))}) AS x WHERE outbox.id = x.column1")
+        await execute(conn, sql, [v for row in chunk for v in mark.values(row)])
 
 
 class _Update:
