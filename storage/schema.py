@@ -20,6 +20,22 @@ class UTCDateTime(sa.types.TypeDecorator[datetime]):
     impl = sa.DateTime(timezone=True)
     cache_ok = True
 
+    def bind_processor(self, dialect: Any) -> Any:
+        """SQLite: the text SQLAlchemy's DATETIME writes (`YYYY-MM-DD HH:MM:SS.ffffff`, naive UTC) in one
+        call; its own processor formats each field with `%` (5.5 % of the auto-allowed path's samples).
+        tests/storage/test_schema.py compares the two."""
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        def process(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is None:
+                raise ValueError("naive datetime given to storage")
+            return value.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+
+        return process
+
     def process_bind_param(self, value: datetime | None, dialect: Any) -> datetime | None:
         if value is None:
             return None

@@ -138,3 +138,37 @@ async def test_the_sweeps_batched_reminder_write_stores_what_the_generic_write_s
                                         outbox.c.created_at, outbox.c.status, outbox.c.attempts))).all()
     for found in (rows, audits, items):
         assert len(found) == 2 and found[0][1:] == found[1][1:], found
+
+
+def test_sqlites_datetime_text_is_what_sqlalchemys_own_processor_writes() -> None:
+    """UTCDateTime's one-call SQLite bind processor writes exactly the text SQLAlchemy's DATETIME
+    writes (what every stored time and every comparison in SQL relies on), and refuses a naive time."""
+    import random
+    from datetime import UTC, datetime, timezone
+
+    import pytest
+    from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+
+    from storage.schema import UTCDateTime
+
+    class Generic(UTCDateTime):  # the same type with SQLAlchemy's own composition of the two processors
+        bind_processor = sa.types.TypeDecorator.bind_processor
+        cache_ok = True
+
+    dialect = SQLiteDialect_aiosqlite()
+    fast = UTCDateTime()._cached_bind_processor(dialect)
+    generic = Generic()._cached_bind_processor(dialect)
+    assert fast is not None and generic is not None
+    assert isinstance(generic(datetime(2026, 1, 1, tzinfo=UTC)), str)  # SQLite's DATETIME wrote text
+    rng = random.Random(3)
+    samples = [datetime(1, 1, 2, tzinfo=UTC), datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=UTC),
+               datetime(2026, 12, 1, 19, 0, 0, 0, tzinfo=UTC), datetime(2026, 12, 1, 19, 0, 0, 1, tzinfo=UTC)]
+    for _ in range(2000):
+        offset = timezone(timedelta(minutes=rng.randint(-14 * 60, 14 * 60)))
+        samples.append(datetime(rng.randint(2, 9998), rng.randint(1, 12), rng.randint(1, 28), rng.randint(0, 23),
+                                rng.randint(0, 59), rng.randint(0, 59), rng.choice([0, rng.randint(0, 999999)]),
+                                tzinfo=offset))
+    for value in [*samples, None]:
+        assert fast(value) == generic(value), value
+    with pytest.raises(ValueError, match="naive"):
+        fast(datetime(2026, 1, 1))
