@@ -40,6 +40,7 @@ class TableInsert:
     """One table's INSERT for a fixed column list: its SQL pieces and each column's bind processor."""
 
     def __init__(self, table: sa.Table, names: tuple[str, ...], dialect: Dialect) -> None:
+        self.dialect = dialect  # held: _INSERTS keys on id(dialect), which must not be reused meanwhile
         quote = dialect.identifier_preparer
         self.table = quote.format_table(table)
         self.names = names

@@ -49,7 +49,8 @@ log = logging.getLogger(__name__)
 # The connection is gone, or in a state nobody knows (the statement may have committed): never run
 # again. A closed connection is asyncpg's InterfaceError (or, when the server's FATAL arrived while
 # it was idle, an InternalClientError); class 08 and a server shutting down are PostgresErrors.
-# (A value asyncpg cannot encode is a PostgresError of class 22: never sent, so a refusal.)
+# (A value asyncpg cannot encode is a PostgresError of class 22, and an InterfaceError on a live
+# connection, such as too many arguments, is `_NotSent`: never sent, so refusals.)
 _LOST = (OSError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError,
          asyncpg.exceptions.PostgresConnectionError, asyncpg.exceptions.AdminShutdownError,
          asyncpg.exceptions.CrashShutdownError, asyncpg.exceptions.CannotConnectNowError)
@@ -57,6 +58,19 @@ _LOST = (OSError, asyncpg.InterfaceError, asyncpg.exceptions.InternalClientError
 SIZE = 10
 CHECKOUT_TIMEOUT = 30.0  # SQLAlchemy's pool_timeout
 CLOSE_TIMEOUT = 10.0
+
+
+class _NotSent(Exception):
+    """asyncpg refused a statement on a live connection (too many arguments, say): nothing was sent."""
+
+
+async def _send(conn: Any, method: str, sql: str, params: Sequence[Any]) -> Any:
+    try:
+        return await getattr(conn, method)(sql, *params)
+    except asyncpg.InterfaceError as exc:
+        if conn.is_closed():
+            raise  # lost
+        raise _NotSent(str(exc)) from exc
 
 
 async def _no_reset(_conn: asyncpg.Connection) -> None:
@@ -78,8 +92,10 @@ class RawPool:
     async def open(cls, engine: AsyncEngine, size: int = SIZE) -> RawPool:
         dialect: Any = engine.dialect
         _, params = dialect.create_connect_args(engine.url)
-        for key in ("prepared_statement_cache_size", "prepared_statement_name_func", "async_creator_fn"):
+        for key in ("prepared_statement_name_func", "async_creator_fn"):
             params.pop(key, None)  # SQLAlchemy's adapter's own options, not asyncpg.connect's
+        if "prepared_statement_cache_size" in params:  # e.g. 0 behind pgbouncer: asyncpg's own cache likewise
+            params["statement_cache_size"] = params.pop("prepared_statement_cache_size")
 
         async def init(conn: asyncpg.Connection) -> None:
             adapted = SimpleNamespace(_connection=conn)  # what the dialect's codec set-up reads
@@ -116,15 +132,15 @@ class RawPool:
             checkout = self._pool.acquire(timeout=CHECKOUT_TIMEOUT)
             if hold is not None:
                 conn = await hold.enter_async_context(checkout)
-                return await getattr(conn, method)(sql, *params)
+                return await _send(conn, method, sql, params)
             async with checkout as conn:
-                return await getattr(conn, method)(sql, *params)
+                return await _send(conn, method, sql, params)
         except TimeoutError as exc:  # no connection within CHECKOUT_TIMEOUT s (SQLAlchemy's pool_timeout)
             raise DBAPIError(sql, tuple(params), exc) from exc
         except _LOST as exc:
             await self._lost()
             raise DBAPIError(sql, tuple(params), exc, connection_invalidated=True) from exc
-        except asyncpg.PostgresError:  # refused: nothing was written
+        except (asyncpg.PostgresError, _NotSent):  # refused: nothing was written
             return await again()
 
     async def _lost(self) -> None:

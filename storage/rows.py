@@ -51,6 +51,7 @@ class DriverStatement:
     deserializer included)."""
 
     def __init__(self, stmt: Any, dialect: Dialect) -> None:
+        self.dialect = dialect  # held: the caches key on id(dialect), which must not be reused meanwhile
         compiled = stmt.compile(dialect=dialect)
         self.sql = str(compiled)
         self._order = tuple(compiled.positiontup or ())

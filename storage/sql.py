@@ -454,11 +454,12 @@ class SqlStore(Store):
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
         stmt = q.CLAIM_OUTBOX[self.dialect == "postgresql"]
         params = {"b_now": now, "b_limit": limit, "b_lease": now + timedelta(seconds=lease_seconds)}
-        if self._raw is not None:  # one statement is its own transaction: no BEGIN and COMMIT round trips
+        if self.dialect == "postgresql":  # one statement is its own transaction: no BEGIN and COMMIT round trips
             claim = driver_statement(stmt, self.engine.dialect)
             values = claim.params(params)
-            raw = await self._raw.fetch(claim.sql, values, partial(driver_rows, self.engine, claim.sql, values))
-            rows: Sequence[Any] = [claim.mapped(r) for r in raw]
+            again = partial(driver_rows, self.engine, claim.sql, values)
+            rows: Sequence[Any] = [claim.mapped(r) for r in
+                                   (await self._raw.fetch(claim.sql, values, again) if self._raw else await again())]
         else:  # SQLite: behind this process's write lock, in a BEGIN IMMEDIATE
             async with self.unit() as unit:
                 rows = await sqlite_fast.mapped(unit.conn, stmt, params)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from sqlalchemy.exc import DBAPIError
 
 from bot.domain.model import Actor, Outcome, Via
 from bot.service import Service
+from storage.pg_fast import driver_rows
 from storage.sql import SqlStore
 from tests.conftest import PG_URL, _pg_admin
 from tests.storage.test_lone_unit import spec
@@ -138,3 +140,25 @@ async def _pg_admin_scalar(sql: str) -> Any:
         return await conn.fetchval(sql)
     finally:
         await conn.close()
+
+
+async def test_a_statement_asyncpg_refuses_on_a_live_connection_drops_no_pool(db_url: str) -> None:
+    """A statement asyncpg will not send (more than 32767 arguments) is a refusal, not a lost
+    connection: it runs again through SQLAlchemy, whose error comes back as it always did, and no
+    pool drops its connections."""
+    store = await SqlStore.open(db_url)
+    try:
+        if not PG_URL:
+            assert store._raw is None
+            return
+        raw, unit = await _raw_pid(store), await _unit_pid(store)
+        many = 40_000
+        sql = f"SELECT 1 WHERE 0 IN ({', '.join(f'${n}::int' for n in range(1, many + 1))})"
+        with pytest.raises(DBAPIError) as failed:
+            await store._raw.fetchrow(sql, list(range(many)),  # type: ignore[union-attr]
+                                      partial(driver_rows, store.engine, sql, list(range(many))))
+        assert not failed.value.connection_invalidated
+        assert "32767" in str(failed.value)  # SQLAlchemy's wrapping of asyncpg's own refusal
+        assert await _raw_pid(store) == raw and await _unit_pid(store) == unit  # nothing dropped
+    finally:
+        await store.close()
