@@ -27,7 +27,6 @@ from typing import Any
 
 import aiohttp
 from sqlalchemy import event
-from sqlalchemy.engine.base import OptionEngine
 
 from bench.harness import API_TOKEN, approval_body, settings_for, start_app
 from bench.procs import scratch_database
@@ -51,38 +50,23 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
         if seen is not None:
             seen.append(" ".join(statement.split())[:110])
 
-    # PostgreSQL: every statement either pool sends (`SqlStore.watch`: SQLAlchemy's cursor events and
-    # storage/pg_raw.py's), BEGIN and COMMIT from the transaction events (asyncpg sends them itself).
-    # The read engine is an OptionEngine of the write engine there, whose events it already fires.
-    # SQLite: sqlite3's own trace, which also sees the driver-level statements (storage/decided.py),
-    # BEGIN IMMEDIATE and COMMIT.
-    engines = [e for e in {store.engine.sync_engine, store.write_engine.sync_engine} if not isinstance(e, OptionEngine)]
+    # Every statement the store sends (`SqlStore.watch`): on PostgreSQL both pools' (SQLAlchemy's cursor
+    # events, storage/pg_raw.py's), on SQLite the writer's own sqlite3 trace (its driver SQL, BEGIN
+    # IMMEDIATE and COMMIT too) and the read engine's cursor events. PostgreSQL's BEGIN and COMMIT come
+    # from the transaction events (asyncpg sends them itself); the read engine is an OptionEngine of the
+    # write engine there, whose events it already fires.
     postgres = store.dialect == "postgresql"
-    traced: set[int] = set()
-
-    def checkout(dbapi_conn: Any, *_: Any) -> None:
-        raw = dbapi_conn.driver_connection._connection
-        if id(raw) not in traced:
-            traced.add(id(raw))
-            raw.set_trace_callback(add)
 
     def begin(conn: Any) -> None:
         if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":  # a read sends no BEGIN
             add("BEGIN")
 
-    hooks: list[tuple[Any, str, Any]] = []
-    for engine in engines:
-        if postgres:
-            hooks += [(engine, "begin", begin), (engine, "commit", lambda _c: add("COMMIT"))]
-        else:
-            hooks.append((engine.pool, "checkout", checkout))
+    engine = store.write_engine.sync_engine
+    hooks: list[tuple[Any, str, Any]] = [(engine, "begin", begin), (engine, "commit", lambda _c: add("COMMIT"))] \
+        if postgres else []
     for target, name, fn in hooks:
         event.listen(target, name, fn)
-    unwatch = store.watch(add) if postgres else (lambda: None)
-    if not postgres:  # the writer keeps its connection (storage/sqlite_engine.SqliteWriter): trace it as it is
-        assert store._writer is not None
-        store._writer.watchers.append(add)
-        unwatch = lambda: store._writer.watchers.remove(add)  # noqa: E731
+    unwatch = store.watch(add)
     # The outbox's claim of the card is woken after the commit, beside the response: not the submit's.
     listeners = store.__dict__.get("_outbox_listeners", [])
     counts = []

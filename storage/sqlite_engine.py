@@ -89,8 +89,8 @@ class SqliteWriter:
             watch(statement)
 
     def traced(self, conn: AsyncConnection) -> None:
-        """sqlite3's own trace on `conn` while anyone watches: it sees SQLAlchemy's statements and the
-        driver SQL of storage/sqlite_fast.py alike."""
+        """sqlite3's own trace on `conn` while anyone watches, none otherwise: it sees SQLAlchemy's
+        statements and the driver SQL of storage/sqlite_fast.py alike."""
         raw: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
         raw._connection.set_trace_callback(self._trace if self.watchers else None)
 
@@ -105,9 +105,7 @@ class SqliteWriter:
             conn = self._conn
             if conn is None or conn.closed or conn.invalidated:
                 conn = self._conn = await self.engine.connect()
-                self.traced(conn)
-            elif self.watchers:
-                self.traced(conn)
+            self.traced(conn)  # as the watchers are now (a C call: cheaper than tracking when they change)
             try:
                 yield conn
             finally:

@@ -51,34 +51,37 @@ async def run(conn: AsyncConnection, stmt: Any, params: dict[str, Any]) -> sqlit
 
 async def mapped(conn: AsyncConnection, stmt: Any, params: dict[str, Any]) -> list[Any]:
     """`run`'s rows, each mapped as SQLAlchemy maps it (its columns' result processors)."""
-    found = driver_statement(stmt, conn.dialect)
-    return [found.mapped(row) for row in (await execute(conn, found.sql, found.params(params))).fetchall()]
+    return [driver_statement(stmt, conn.dialect).mapped(row) for row in (await run(conn, stmt, params)).fetchall()]
 
 
 async def one(conn: AsyncConnection, stmt: Any, params: dict[str, Any]) -> tuple[Any, ...]:
     """`run`'s one row's values, as SQLAlchemy returns them."""
-    found = driver_statement(stmt, conn.dialect)
-    rows = (await execute(conn, found.sql, found.params(params))).fetchall()
+    rows = (await run(conn, stmt, params)).fetchall()
     assert len(rows) == 1, f"{len(rows)} rows where one was required"
-    return found.values(rows[0])
+    return driver_statement(stmt, conn.dialect).values(rows[0])
+
+
+CHUNK = 200  # rows per multi-row statement: 200 x a few columns, far below SQLite's parameter limit
 
 
 async def insert_rows(conn: AsyncConnection, table: Any, rows: Sequence[dict[str, Any]]) -> None:
-    """`rows` (all with the first row's columns, in its order) in INSERTs of up to 200 rows."""
+    """`rows` (all with the first row's columns, in its order) in INSERTs of up to CHUNK rows."""
     insert = table_insert(table, rows[0], conn.dialect)
     assert all(tuple(row) == insert.names for row in rows), "rows of one shape"
-    for start in range(0, len(rows), 200):
-        chunk = rows[start:start + 200]
+    for start in range(0, len(rows), CHUNK):
+        chunk = rows[start:start + CHUNK]
         await execute(conn, insert.sql(len(chunk)), [v for row in chunk for v in insert.values(row)])
 
 
 async def outbox_done(conn: AsyncConnection, done: Sequence[tuple[int, datetime]]) -> None:
-    """The items `done` (id, when) marked done: ONE statement per 200 (UPDATE ... FROM VALUES), as
+    """The items `done` (id, when) marked done: ONE statement per CHUNK (UPDATE ... FROM VALUES), as
     the executemany of OUTBOX_DONE was one call."""
     rows = [{"id": item_id, "done_at": at} for item_id, at in done]
-    for start in range(0, len(rows), 200):
-        chunk = rows[start:start + 200]
-        mark = table_insert(outbox, chunk[0], conn.dialect)
+    if not rows:
+        return
+    mark = table_insert(outbox, rows[0], conn.dialect)  # the values' bind processors
+    for start in range(0, len(rows), CHUNK):
+        chunk = rows[start:start + CHUNK]
         sql = (f"UPDATE outbox SET status = 'done', done_at = x.column2, lease_until = NULL "
                f"FROM (VALUES {', '.join(['(?, ?)'] * len(chunk))}) AS x WHERE outbox.id = x.column1")
         await execute(conn, sql, [v for row in chunk for v in mark.values(row)])
