@@ -13,6 +13,7 @@ server to restart and no second pool, so there the same calls must simply all wo
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -24,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from bot.domain.model import Actor, Outcome, Via
 from bot.service import Service
 from storage.pg_fast import driver_rows
+from storage.schema import outbox
 from storage.sql import SqlStore
 from tests.conftest import PG_URL, _pg_admin
 from tests.storage.test_lone_unit import spec
@@ -159,6 +161,64 @@ async def test_a_statement_asyncpg_refuses_on_a_live_connection_drops_no_pool(db
                                       partial(driver_rows, store.engine, sql, list(range(many))))
         assert not failed.value.connection_invalidated
         assert "32767" in str(failed.value)  # SQLAlchemy's wrapping of asyncpg's own refusal
+        assert await _raw_pid(store) == raw and await _unit_pid(store) == unit  # nothing dropped
+    finally:
+        await store.close()
+
+
+REFUSE = ["CREATE SEQUENCE claim_attempts", """
+CREATE FUNCTION refuse_claims() RETURNS trigger AS $$
+BEGIN
+    IF nextval('claim_attempts') <= {refusals} THEN  -- a sequence is not rolled back with the statement
+        RAISE EXCEPTION 'claim refused by the test';
+    END IF;
+    RETURN NULL;
+END $$ LANGUAGE plpgsql""",
+          "CREATE TRIGGER refuse_claims BEFORE UPDATE ON outbox FOR EACH STATEMENT EXECUTE FUNCTION refuse_claims()"]
+
+
+async def _outbox_rows(store: SqlStore) -> list[tuple[Any, ...]]:
+    async with store.engine.connect() as conn:
+        return [tuple(r) for r in (await conn.execute(sa.select(outbox.c.id, outbox.c.status, outbox.c.attempts,
+                                                                outbox.c.lease_until).order_by(outbox.c.id))).all()]
+
+
+@pytest.mark.parametrize("refusals", [1, 1_000])
+async def test_an_outbox_claim_the_server_refuses_writes_nothing_and_runs_once_more(db_url: str, refusals: int) -> None:
+    """The claim runs on the raw pool; the server refusing it (here a trigger) wrote nothing, so it
+    runs once more through SQLAlchemy: after one refusal that claim answers, and a claim refused
+    every time raises SQLAlchemy's error. Either way no pool drops its connections, and a refused
+    claim leaves every outbox row as it was."""
+    store = await SqlStore.open(db_url)
+    try:
+        if not PG_URL:  # SQLite claims in a unit of its own: no second pool to fall back from
+            assert store._raw is None
+            return
+        await Service(store).submit(spec(1))
+        before = await _outbox_rows(store)
+        assert [r[1] for r in before] == ["pending"]
+        async with store.write_engine.begin() as conn:
+            for statement in REFUSE:
+                await conn.exec_driver_sql(statement.replace("{refusals}", str(refusals)))
+        raw, unit = await _raw_pid(store), await _unit_pid(store)
+        claims: list[str] = []
+        stop = store.watch(lambda sql: claims.append(sql) if sql.lstrip().upper().startswith(("UPDATE", "WITH"))
+                           and "outbox" in sql else None)
+        try:
+            if refusals == 1:
+                items = await store.claim_outbox(datetime.now(UTC), limit=10, lease_seconds=60)
+                assert [i.id for i in items] == [before[0][0]]
+                after = await _outbox_rows(store)
+                assert after[0][2] == before[0][2] + 1 and after[0][3] is not None  # claimed once
+            else:
+                with pytest.raises(DBAPIError) as failed:
+                    await store.claim_outbox(datetime.now(UTC), limit=10, lease_seconds=60)
+                assert not failed.value.connection_invalidated
+                assert "claim refused by the test" in str(failed.value)
+                assert await _outbox_rows(store) == before
+        finally:
+            stop()
+        assert len(claims) == 2  # the raw pool's, then SQLAlchemy's
         assert await _raw_pid(store) == raw and await _unit_pid(store) == unit  # nothing dropped
     finally:
         await store.close()
