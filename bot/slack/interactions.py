@@ -55,6 +55,7 @@ _VIEW_DECISION = {blocks.EDIT_VIEW: "edit", blocks.REJECT_VIEW: "reject", blocks
 class Refusal:
     text: str
     unknown_groups: bool = False  # Slack could not say who is in a group the check rested on
+    wrong_card: bool = False  # the button is not on the request's card: refused whoever clicked it
 
 
 def already_decided_text(request: Request) -> str:
@@ -127,7 +128,8 @@ class Interactions:
             return Refusal("This card points to a Signoff request that does not exist. Nothing was changed.")
         if click is not None and request.card_ts and click.message_ts and click.view_id is None:
             if click.message_ts != request.card_ts or (click.channel_id and click.channel_id != request.card_channel):
-                return Refusal("This button does not belong to the card it was clicked on. Nothing was changed.")
+                return Refusal("This button does not belong to the card it was clicked on. Nothing was changed.",
+                               wrong_card=True)
         if not request.is_pending:
             return Refusal(already_decided_text(request))
         if request.kind is not Kind.APPROVAL:

@@ -169,29 +169,27 @@ class TimerInteractions:
             return refusal
         return recheck
 
-    async def _may_decide(self, request_id: str, user_id: str) -> bool:
-        return not isinstance(await self.interactions.check(request_id, user_id), Refusal)
-
-    async def _check(self, click: Click) -> Request | Refusal:
-        """Approvers may escalate; so may the people it was escalated to (to pass it on or hand it back)."""
-        checked = await self.interactions.check(click.request_id, click.user_id, click)
-        return checked if not isinstance(checked, Refusal) else await self._as_target(click.request_id,
-                                                                                      click.user_id, checked)
-
     async def _as_target(self, request_id: str, user_id: str, refusal: Refusal) -> Request | Refusal:
-        """The request if `user_id` is one of the people it was escalated to, else `refusal` (why they may
-        not decide it)."""
+        """The request if `user_id` is one of the people it was escalated to (who may escalate on or hand
+        it back without being an approver), else `refusal` (why they may not decide it). A button that is
+        not on the request's card stays refused."""
+        if refusal.wrong_card:
+            return refusal
         request = await self.service.store.get_request(request_id)
         if request is not None and request.is_pending and request.timers and user_id in request.timers.escalated_to:
             return request
         return refusal
 
     async def open_modal(self, click: Click) -> None:
-        checked = await self._check(click)
+        """Approvers may escalate; so may the people it was escalated to (to pass it on or hand it back).
+        Only someone who may decide may name a person: the one check's verdict (one read, one group walk)."""
+        first = await self.interactions.check(click.request_id, click.user_id, click)
+        checked = first if not isinstance(first, Refusal) else await self._as_target(click.request_id,
+                                                                                    click.user_id, first)
         if isinstance(checked, Refusal):
             await self.interactions.tell(click.user_id, click.channel_id, checked.text)
             return
-        may_pick = await self._may_decide(checked.id, click.user_id)
+        may_pick = not isinstance(first, Refusal)
         await self.interactions.open_view(click, checked, escalate_modal(checked, click.user_id, may_pick=may_pick))
 
     async def check_submission(self, sub: Submission) -> tuple[EscalationChoice | None, dict[str, str]]:

@@ -220,3 +220,33 @@ async def test_an_escalation_form_whose_group_lookup_does_not_answer_gets_an_inl
         app.slack.release_hung()
     await settle(app)
     assert await app.signoff.store.get_request(req["id"]) == before  # not escalated
+
+
+async def test_someone_it_was_escalated_to_may_pass_it_on_only_from_its_own_card(tapp: App) -> None:
+    """The person a level notified may open the form without being an approver, but cannot name a
+    person; a button that is not on the request's card is refused for them as for anyone."""
+    app, slack = tapp, tapp.slack
+    req = await app.submit(timeout="2h", escalation={"levels": [{"after": "30m", "notify": ["UMGR"],
+                                                                 "add_as_approvers": False}]})
+    await app.card(req["id"])
+    await settle(app)
+    view = await open_escalate(app, req["id"], "U1")
+    options = [o["value"] for o in next(b for b in view["blocks"] if b.get("block_id") == "target")["element"]["options"]]
+    assert "person" in options  # U1 may decide, so may name a person
+    await submit_escalate(app, view, "U1", target="next")
+    await settle(app)
+    stored = await app.signoff.store.get_request(req["id"])  # type: ignore[union-attr]
+    assert stored is not None and stored.timers is not None and "UMGR" in stored.timers.escalated_to
+    assert "UMGR" not in stored.approvers
+
+    card = await app.card(req["id"])
+    opened, told = len(slack.calls_to("views.open")), len(slack.calls_to("chat.postEphemeral"))
+    await app.slack_client.block_action(user="UMGR", action_id="signoff_escalate", value=req["id"], block_id="decide",
+                                        channel=card.channel, message_ts="1700000000.000001", user_name="manager")
+    [note] = (await slack.wait_for("chat.postEphemeral", count=told + 1))[told:]
+    assert note.args["user"] == "UMGR" and "does not belong to the card" in note.args["text"]
+    assert len(slack.calls_to("views.open")) == opened
+
+    form = await open_escalate(app, req["id"], "UMGR")
+    target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
+    assert "person" not in [o["value"] for o in target["options"]]
