@@ -321,6 +321,8 @@ class Timers:
             state = request.timers or TimerState()
             if not state.escalated or not state.escalated_from:
                 return Refused("This request was not escalated, so there is nobody to hand it back to.")
+            if not state.may_hand_back(actor.id):  # checked on the state it is written on
+                return Refused("Only someone this request was escalated to can hand it back. Nothing was changed.")
             now = self.clock.now()
             back_to = state.escalated_from
             # Approval goes back only to those who had it: a notify-only holder is told, not promoted.

@@ -121,6 +121,10 @@ class TimerState:
     def escalated(self) -> bool:
         return self.escalations > 0
 
+    def may_hand_back(self, user_id: str) -> bool:
+        """Only someone the latest move sent the request to may hand it back (to whoever sent it)."""
+        return self.escalated and bool(self.escalated_from) and user_id in self.escalated_to
+
     def evolve(self, **changes: Any) -> TimerState:
         return replace(self, **changes)
 

@@ -54,7 +54,7 @@ def escalate_modal(req: Request, user_id: str, *, may_pick: bool = True) -> dict
     if upcoming is not None:
         round_ = f", round {upcoming.loop + 1}" if upcoming.loop else ""
         options.append(_option(f"Next level ({upcoming.number} of {upcoming.of}{round_})", NEXT))
-    if state.escalated and user_id in state.escalated_to and state.escalated_from:
+    if state.may_hand_back(user_id):
         options.append(_option("Hand it back to whoever escalated it", BACK))
     if may_pick or not options:
         options.append(_option("A person I choose (below)", PERSON))
@@ -209,6 +209,9 @@ class TimerInteractions:
             # Naming a person makes them an approver: only someone who may decide can hand that on.
             return None, {PERSON_BLOCK: "You were notified of this request, not made an approver, so you cannot "
                                         "name a person. Pass it to the next level or hand it back."}
+        if choice is not None and choice.where == BACK and not (checked.timers or TimerState()).may_hand_back(
+                sub.user_id):
+            return None, {TARGET_BLOCK: "Only someone this request was escalated to can hand it back."}
         if choice is not None and choice.where == NEXT and next_level(checked.timing or Timing(),
                                                                       checked.timers or TimerState()) is None:
             return None, {TARGET_BLOCK: "There is no further level any more; pick a person."}

@@ -6,7 +6,9 @@ from typing import Any
 
 import pytest
 
+from bot.domain.model import Actor
 from bot.slack.directory import SlackDirectory
+from bot.timers import Refused
 from tests.fakes.clock import FakeClock
 from bot.sandbox.signed import checkboxes, plain_input, static_select
 from tests.harness import App
@@ -250,3 +252,44 @@ async def test_someone_it_was_escalated_to_may_pass_it_on_only_from_its_own_card
     form = await open_escalate(app, req["id"], "UMGR")
     target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
     assert "person" not in [o["value"] for o in target["options"]]
+
+
+async def test_only_someone_it_was_escalated_to_may_hand_it_back(tapp: App) -> None:
+    """The form offers "hand back" only to the people the request was escalated to; a submission that
+    asks for it anyway (from an approver it was not escalated to) gets an inline error and changes nothing."""
+    app, slack = tapp, tapp.slack
+    assert app.signoff is not None
+    req = await app.submit(reminders=False, escalation=False, timeout=False)
+    await app.card(req["id"])
+    form = await open_escalate(app, req["id"], "U1")
+    await submit_escalate(app, form, "U1", target="person", person="U3")
+    await slack.wait_for("chat.postMessage", count=3)  # the card, the thread post, U3's DM
+    await settle(app)
+    before = await app.signoff.store.get_request(req["id"])
+    assert before is not None and before.timers is not None and before.timers.escalated_to == ("U3",)
+
+    for user in ("U1", "U2"):  # still approvers, never escalated to
+        form = await open_escalate(app, req["id"], user)
+        target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
+        assert "back" not in [o["value"] for o in target["options"]]
+        answer = await submit_escalate(app, form, user, target="back", note="forged")
+        assert answer.json() == {"response_action": "errors",
+                                 "errors": {"target": "Only someone this request was escalated to can hand it back."}}
+    await settle(app)
+    after = await app.signoff.store.get_request(req["id"])
+    assert after is not None and after.version == before.version and after.timers == before.timers
+    assert "handed_back" not in [e.type for e in await app.signoff.store.audit_events(req["id"])]
+
+    # The rule holds where the move is written, whoever calls it (not only behind the form's check).
+    assert app.signoff.timers is not None
+    refused = await app.signoff.timers.hand_back(req["id"], Actor("U1", "alice"), note=None)
+    assert isinstance(refused, Refused) and refused.text.startswith("Only someone this request was escalated to")
+    assert (await app.signoff.store.get_request(req["id"])) == after
+
+    form = await open_escalate(app, req["id"], "U3")  # U3 may
+    target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
+    assert "back" in [o["value"] for o in target["options"]]
+    assert (await submit_escalate(app, form, "U3", target="back")).status == 200
+    await settle(app)
+    handed = await app.signoff.store.get_request(req["id"])
+    assert handed is not None and handed.timers is not None and handed.timers.handed_back
