@@ -236,6 +236,7 @@ async def test_someone_it_was_escalated_to_may_pass_it_on_only_from_its_own_card
     options = [o["value"] for o in next(b for b in view["blocks"] if b.get("block_id") == "target")["element"]["options"]]
     assert "person" in options  # U1 may decide, so may name a person
     await submit_escalate(app, view, "U1", target="next")
+    await slack.wait_for("chat.postMessage", count=3)  # (written after the ack) the card, the thread post, the DM
     await settle(app)
     stored = await app.signoff.store.get_request(req["id"])  # type: ignore[union-attr]
     assert stored is not None and stored.timers is not None and "UMGR" in stored.timers.escalated_to
@@ -290,6 +291,7 @@ async def test_only_someone_it_was_escalated_to_may_hand_it_back(tapp: App) -> N
     target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
     assert "back" in [o["value"] for o in target["options"]]
     assert (await submit_escalate(app, form, "U3", target="back")).status == 200
+    await slack.wait_for("chat.postMessage", count=5)  # (written after the ack) the thread post, U1's DM
     await settle(app)
     handed = await app.signoff.store.get_request(req["id"])
     assert handed is not None and handed.timers is not None and handed.timers.handed_back
