@@ -19,7 +19,8 @@ from waiting for a turn (the channel's pace, the card's post, a free slot).
 Each look claims; only the periodic look (at start, then every `sweep_seconds`) also reads when the
 next pending item falls due (`next_outbox_due`). Between those, the loop knows every due time that
 can come up without a look: an item enqueued here wakes it on its commit (items are due when
-enqueued), and an item put back here notes its due time in memory (`_due_at`). What it cannot
+enqueued), and an item put back here notes its due time in memory (`_due`, every such time: a
+channel's queue puts its cards back to turns a second apart). What it cannot
 know of (another process's items, a lease that runs out after a crash) the periodic look finds,
 as it always did: every wait ends by the next periodic look. The read after every claim cost one
 statement per delivered card (its post and its update) and found nothing the claim had not.
@@ -37,9 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -56,6 +59,10 @@ from storage.base import CardPosted, OutboxItem, Store, Unit
 UNORDERED_KINDS = frozenset({effects.WEBHOOK})
 
 log = logging.getLogger(__name__)
+
+# The outbox item this task is delivering (its id), for handlers that need to know who asks: the
+# channel pace keeps a waiting item's place in its channel's queue by it (bot/slack/pace.py).
+delivering: ContextVar[int | None] = ContextVar("signoff_outbox_delivering", default=None)
 
 LEASE_SECONDS = 60.0
 BATCH = 50  # most items one claim takes (`drain` and the loop take at most the free slots)
@@ -144,7 +151,7 @@ class Dispatcher:
         self._active = 0  # claimed and not finished: never more than CONCURRENCY (see the module docstring)
         self._more_due = False  # the last claim filled every free slot: more may be due, waiting for one
         self._look = True  # a wake asked for a claim (an enqueue committed, a slot freed while items wait)
-        self._due_at: datetime | None = None  # earliest due time of an item known to wait (see the docstring)
+        self._due: list[datetime] = []  # a heap: due times of items known to wait (see the docstring)
         self._next_full = 0.0  # loop time of the next periodic look (claim and read of the next due time)
         self._results: GroupCommit[tuple[OutboxItem, Result, datetime]] = GroupCommit(self._write_results)
         # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
@@ -192,7 +199,7 @@ class Dispatcher:
                     raise
                 except Exception:
                     log.exception("outbox sweep failed")
-                    self._due_at = None  # wait for the periodic look rather than retry at once
+                    self._due.clear()  # wait for the periodic look rather than retry at once
                 self.metrics.sweeps.labels("outbox").inc()
             if self._free() <= 0:  # every slot busy: a finishing delivery wakes us
                 timed_out = await self._wait(self._next_full - loop.time())
@@ -208,7 +215,6 @@ class Dispatcher:
         `read`: this was the periodic look, so read the next due time, which covers what this process
         cannot know of (another process's items and leases)."""
         if read:
-            self._due_at = None  # what the read finds replaces it; a put-back during the read is kept
             try:
                 due = await self.store.next_outbox_due()
             except Exception:
@@ -216,8 +222,8 @@ class Dispatcher:
                 due = None
             self._note_due(due)
         timeout = self._next_full - asyncio.get_running_loop().time()
-        if self._due_at is not None:
-            timeout = min(timeout, (self._due_at - self.clock.now()).total_seconds())
+        if self._due:
+            timeout = min(timeout, (self._due[0] - self.clock.now()).total_seconds())
         if not self._inflight:
             self.idle.set()
         timed_out = await self._wait(timeout)
@@ -225,8 +231,8 @@ class Dispatcher:
         return timed_out
 
     def _note_due(self, at: datetime | None) -> None:
-        if at is not None and (self._due_at is None or at < self._due_at):
-            self._due_at = at
+        if at is not None and (not self._due or at != self._due[0]):  # (the periodic read finds one often)
+            heapq.heappush(self._due, at)
 
     async def _wait(self, timeout: float) -> bool:
         """Until woken or `timeout` seconds passed; True if the time ran out."""
@@ -249,8 +255,8 @@ class Dispatcher:
                 self._more_due = True  # every slot busy: items may be due, so a finishing delivery looks
                 return 0
             now = self.clock.now()
-            if self._due_at is not None and self._due_at <= now:
-                self._due_at = None  # this claim takes it (or another process holds it); later put-backs note theirs
+            while self._due and self._due[0] <= now:  # this claim takes them (or another process holds them)
+                heapq.heappop(self._due)
             items = await self.store.claim_outbox(now, limit=limit, lease_seconds=self.lease_seconds)
             self._more_due = len(items) >= limit
             self._active += len(items)
@@ -311,6 +317,7 @@ class Dispatcher:
         elif left <= 0:  # waited for its turn until the lease was nearly gone: nothing was done
             result = Retry(0.0, "its lease ran out before the delivery could start", waiting=True)
         else:
+            delivering.set(item.id)  # this delivery's own task: seen by nothing else
             try:
                 async with asyncio.timeout(left):
                     result = await handler(item)

@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot.clock import Clock
 from bot.domain.model import AuditEvent, Request
 from bot.metrics import Metrics
-from bot.outbox import Dead, Done, Result, Retry, after_post, backoff
+from bot.outbox import Dead, Done, Result, Retry, after_post, backoff, delivering
 from bot import effects
 from bot.effects import Handler
 from bot.service import Service
@@ -63,7 +63,7 @@ class SlackCall:
         channel = kwargs.get("channel") if self.pace is not None else None
         if isinstance(channel, str) and method in PACED_METHODS:
             assert self.pace is not None
-            while (wait := await self.pace.wait_for(channel)) > 0:
+            while (wait := await self.pace.wait_for(channel, delivering.get())) > 0:
                 if wait > INLINE_WAIT_SECONDS:  # not this channel's turn: free the slot, come back then
                     return None, Retry(wait, f"{method}: paced for channel {channel}", waiting=True)
                 await asyncio.sleep(wait)
