@@ -64,8 +64,11 @@ class SlackCall:
         if isinstance(channel, str) and method in PACED_METHODS:
             assert self.pace is not None
             while (wait := await self.pace.wait_for(channel, delivering.get())) > 0:
-                if wait > INLINE_WAIT_SECONDS:  # not this channel's turn: free the slot, come back then
-                    return None, Retry(wait, f"{method}: paced for channel {channel}", waiting=True)
+                if wait > INLINE_WAIT_SECONDS:  # not this channel's turn: free the slot, come back just before it
+                    # (a little early, to wait the rest here: a post ahead that ran a little late, or another
+                    # replica's post at that slot, then costs no second put-back)
+                    return None, Retry(wait - INLINE_WAIT_SECONDS / 2, f"{method}: paced for channel {channel}",
+                                       waiting=True)
                 await asyncio.sleep(wait)
         try:
             try:

@@ -98,6 +98,11 @@ class ChannelPace:
             self._taking.add(channel)  # who asks meanwhile queues behind this one
             try:
                 taken = await self.shared.take(channel, self.clock.now, self.interval)
+            except BaseException:
+                if key is not None:  # it asks again later, as a newcomer if it has to
+                    self._queues.get(channel, {}).pop(key, None)
+                self._tidy(channel)
+                raise
             finally:
                 self._taking.discard(channel)
             now = self.clock.now()  # after the write: the interval runs from when the post can go
@@ -121,6 +126,8 @@ class ChannelPace:
             self._flying[channel] = now
         if len(self._next) > 10_000:  # forget channels whose slots have passed
             self._next = {c: t for c, t in self._next.items() if t > now}
+        if len(self._queues) > 1_000:  # and queues whose keys all went elsewhere (a DM's, say)
+            self._queues = {c: q for c, q in self._queues.items() if q and max(q.values()) >= now - STALE}
         return 0.0
 
     def _tidy(self, channel: str) -> None:
@@ -129,11 +136,11 @@ class ChannelPace:
 
     def _free_at(self, channel: str, now: datetime) -> datetime:
         """When this process knows `channel` may next be posted to (`now` if it may now)."""
+        free = max(self._next.get(channel, now), now)
         flying = self._flying.get(channel)
         if channel in self._taking or flying is not None and now - flying < FLIGHT:
-            return now + max(self.interval / 2, _SOON)  # asked again once the answer is likely in
-        free = self._next.get(channel)
-        return free if free is not None and free > now else now
+            return max(free, now + max(self.interval / 2, _SOON))  # asked again once the answer is likely in
+        return free
 
     def _waiting(self, channel: str, now: datetime) -> dict[Hashable, datetime]:
         """`channel`'s queue, without the keys at its front that did not come back `STALE` after their turn."""

@@ -162,7 +162,7 @@ async def test_a_429_moves_the_whole_queue_back_once() -> None:
     assert await pace.wait_for("C1", 4) == 30.0
     clock.advance(seconds=27)
     assert await pace.wait_for("C1", 1) == 0
-    assert await pace.wait_for("C1", 2) == 0.5  # first now; 1 is in flight: asks again soon
+    assert await pace.wait_for("C1", 2) == 1.0  # first now, one interval after 1 (in flight)
     pace.sent("C1")
     clock.advance(seconds=1)
     assert await pace.wait_for("C1", 2) == 0
@@ -186,6 +186,36 @@ async def test_a_post_that_never_comes_back_is_forgotten_and_holds_nobody_up() -
     clock.advance(seconds=STALE.total_seconds() + 1)
     assert await pace.wait_for("C1", 5) == 0
     assert 2 not in pace._queues.get("C1", {})
+
+
+async def test_posts_that_ask_while_one_is_in_flight_get_whole_intervals() -> None:
+    """Asked while the channel's post is still on its way, each waiting post is told its own slot,
+    one interval apart from the slot in flight: not half an interval (it would come back too early
+    and be put back once more)."""
+    from bot.slack.pace import ChannelPace
+    from tests.fakes.clock import FakeClock
+
+    clock = FakeClock()
+    pace = ChannelPace(clock, interval=1.0)
+    assert await pace.wait_for("C1", 1) == 0  # in flight, unanswered
+    assert [await pace.wait_for("C1", k) for k in (2, 3, 4)] == [1.0, 2.0, 3.0]
+
+
+async def test_queues_whose_posts_all_went_elsewhere_are_forgotten() -> None:
+    """One queue per channel (a DM is a channel of its own): a queue whose keys never came back is
+    dropped once there are many, so they cannot pile up."""
+    from bot.slack.pace import STALE, ChannelPace
+    from tests.fakes.clock import FakeClock
+
+    clock = FakeClock()
+    pace = ChannelPace(clock, interval=1.0)
+    for n in range(1_001):
+        assert await pace.wait_for(f"D{n}", 1) == 0
+        assert await pace.wait_for(f"D{n}", 2) == 1.0  # queued; its item then goes elsewhere
+    assert len(pace._queues) == 1_001
+    clock.advance(seconds=STALE.total_seconds() + 2)
+    assert await pace.wait_for("C1", 3) == 0
+    assert pace._queues == {}
 
 
 async def test_a_backlog_in_one_channel_is_put_back_once_per_card_and_posted_in_order(
