@@ -48,6 +48,7 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -254,6 +255,26 @@ def policy_server(name: str, db_url: str, slack: InProcessSlack, workdir: Path) 
     return server
 
 
+@contextlib.asynccontextmanager
+async def running_server(name: str, db_url: str, slack: InProcessSlack, workdir: Path, *,
+                         pace: bool = False, warm: int = 3) -> AsyncIterator[tuple[Server, Client]]:
+    """`policy_server` started, its first `warm` submits sent (they load what a fresh process loads
+    lazily) and idle again, with a client; both closed at the end. Slack's pace is off unless `pace`:
+    with every card in one channel (C1) it would be the only figure measured."""
+    server = policy_server(name, db_url, slack, workdir)
+    if not pace:
+        server.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
+    client = Client()
+    try:
+        await server.start()
+        await submit_many(client, server.url, warm, min(warm, 5))
+        await settle(server)
+        yield server, client
+    finally:
+        await client.close()
+        server.stop()
+
+
 def add_auto(fig: Figures, rate: float, tx_per_s: float, cpu_ms: float) -> None:
     fig.add("auto-allowed/s vs raw tx/s", f"{rate:.0f} vs {tx_per_s:.0f} ({ratio(rate, tx_per_s)}; "
             f"{cpu_ms:.2f} ms CPU each)", ">= 1/2")
@@ -263,22 +284,12 @@ async def auto_only(engine: str, args: argparse.Namespace, workdir: Path) -> Fig
     """`--only auto`: a fresh server, the auto phase, then the raw tx/s of the same database."""
     fig = Figures(engine, [os.getloadavg()[0]])
     async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url:
-        slack = InProcessSlack()
-        await slack.start()
-        server = policy_server(f"auto-{engine}", db_url, slack, workdir)
-        client = Client()
-        try:
-            await server.start()
-            await submit_many(client, server.url, 3, 3)
-            await settle(server)
+        async with InProcessSlack() as slack, \
+                running_server(f"auto-{engine}", db_url, slack, workdir, pace=True) as (server, client):
             cpu = server.cpu_seconds()
             with spying(server, args, f"{engine}-auto"):
                 allowed, auto_s = await auto_phase(client, server.url, args.agents, args.seconds)
             cpu_auto = (server.cpu_seconds() - cpu) / max(1, allowed) * 1000
-        finally:
-            await client.close()
-            server.stop()
-            await slack.stop()
         tx_per_s, _ = await tx_rate(db_url, args.agents, seconds=args.tx_seconds)
     add_auto(fig, allowed / auto_s, tx_per_s, cpu_auto)
     fig.load.append(os.getloadavg()[0])
@@ -293,15 +304,8 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
     async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url:
         slack = InProcessSlack()
         await slack.start()
-        server = policy_server(f"all-{engine}", db_url, slack, workdir)
-        # Every card goes to one channel (C1): Slack's pace (1 card/s per channel) would be the only
-        # figure measured. Off here: these phases measure Signoff's own costs.
-        server.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
-        client = Client()
-        try:
-            await server.start()
-            await submit_many(client, server.url, 3, 3)  # first requests load what a fresh process lazily loads
-            await settle(server)
+        # Slack's pace off: these phases measure Signoff's own costs.
+        async with running_server(f"all-{engine}", db_url, slack, workdir) as (server, client):
             fig.add("RSS, fresh server", f"{rss_mb(server):.0f} MB", "baseline for the RSS rows")
 
             # -- e2e ---------------------------------------------------------------------------------
@@ -352,9 +356,6 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
             with spying(server, args, f"{engine}-auto"):
                 allowed, auto_s = await auto_phase(client, server.url, c, args.seconds)
             cpu_auto = (server.cpu_seconds() - cpu) / max(1, allowed) * 1000
-        finally:
-            await client.close()
-            server.stop()
         tx_per_s, _ = await tx_rate(db_url, c, seconds=args.tx_seconds)
         gets = f"the bench's GETs for the card ts included: {e2e.card_gets / max(1, e2e.approvals):.1f} per approval" \
             if args.look else "no GETs: the click comes 0.1 s after Slack shows the card"

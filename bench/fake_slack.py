@@ -127,6 +127,13 @@ class InProcessSlack:
     async def stop(self) -> None:
         await self.fake.stop()
 
+    async def __aenter__(self) -> InProcessSlack:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.stop()
+
 
 class SubprocessSlack:
     """The fake in its own process; this side talks to its control server over loopback HTTP."""

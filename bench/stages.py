@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.all import policy_server, settle, spying
+from bench.all import running_server, settle, spying
 from bench.core import DEFAULT_PG_URL, quiet_gc, say
 from bench.fake_slack import InProcessSlack
 from bench.harness import approval_body
@@ -109,52 +109,29 @@ async def one_round(server: Server, client: Client, slack: InProcessSlack, n: in
 async def run(engine: str, args: argparse.Namespace) -> list[dict[str, float]]:
     with tempfile.TemporaryDirectory(prefix="signoff-stages-") as tmp:
         workdir = Path(tmp)
-        async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url:
-            slack = InProcessSlack()
-            await slack.start()
-            server = policy_server(f"stages-{engine}", db_url, slack, workdir)
-            server.env["SIGNOFF_SLACK_CHANNEL_PACE_SECONDS"] = "0"
-            client = Client()
-            try:
-                await server.start()
-                await submit_many(client, server.url, 20, 5)  # what a fresh process loads lazily
-                await settle(server)
-                rounds = []
-                for number in range(args.rounds):
-                    figures = await one_round(server, client, slack, args.n, args, f"{engine}-{number}")
-                    say(f"{engine} round {number + 1}: " + "; ".join(f"{k} {v:.2f} ms" for k, v in figures.items()))
-                    rounds.append(figures)
-                return rounds
-            finally:
-                await client.close()
-                server.stop()
-                await slack.stop()
+        async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url, InProcessSlack() as slack, \
+                running_server(f"stages-{engine}", db_url, slack, workdir, warm=20) as (server, client):
+            rounds = []
+            for number in range(args.rounds):
+                figures = await one_round(server, client, slack, args.n, args, f"{engine}-{number}")
+                say(f"{engine} round {number + 1}: " + "; ".join(f"{k} {v:.2f} ms" for k, v in figures.items()))
+                rounds.append(figures)
+            return rounds
 
 
 async def backlog(engine: str, args: argparse.Namespace) -> tuple[float, float]:
     """(share of a core the server used, cards posted per second) while `--backlog` cards wait in one channel."""
     with tempfile.TemporaryDirectory(prefix="signoff-backlog-") as tmp:
         workdir = Path(tmp)
-        async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url:
-            slack = InProcessSlack()
-            await slack.start()
-            server = policy_server(f"backlog-{engine}", db_url, slack, workdir)  # Slack's pace on: the default
-            client = Client()
-            try:
-                await server.start()
-                await submit_many(client, server.url, 3, 3)
-                await settle(server)
-                await submit_many(client, server.url, args.backlog, AGENTS)
-                await asyncio.sleep(4)
-                cpu, posted = server.cpu_seconds(), (await slack.counts()).get("chat.postMessage", 0)
-                await asyncio.sleep(5)
-                share = (server.cpu_seconds() - cpu) / 5
-                rate = ((await slack.counts()).get("chat.postMessage", 0) - posted) / 5
-                return share, rate
-            finally:
-                await client.close()
-                server.stop()
-                await slack.stop()
+        async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as db_url, InProcessSlack() as slack, \
+                running_server(f"backlog-{engine}", db_url, slack, workdir, pace=True) as (server, client):
+            await submit_many(client, server.url, args.backlog, AGENTS)
+            await asyncio.sleep(4)
+            cpu, posted = server.cpu_seconds(), (await slack.counts()).get("chat.postMessage", 0)
+            await asyncio.sleep(5)
+            share = (server.cpu_seconds() - cpu) / 5
+            rate = ((await slack.counts()).get("chat.postMessage", 0) - posted) / 5
+            return share, rate
 
 
 def report(engine: str, rounds: list[dict[str, float]]) -> None:
