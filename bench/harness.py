@@ -7,11 +7,14 @@ is the sandbox emulator, `bot.sandbox`, which the tests use too.
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import random
 import socket
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import aiohttp
 from aiohttp import web
@@ -42,10 +45,36 @@ def approval_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
+PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999): no outgoing socket is given one
+_held: list[IO[bytes]] = []  # this process's port reservations, released when it exits
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port on 127.0.0.1 that nothing listens on and no other test or bench process will be given.
+
+    A port the OS hands out (bind to 0) is free only for the moment: a test that restarts a server on
+    its port could find it taken by another suite's server or by any outgoing connection. These ports
+    lie outside the ephemeral range, and each is reserved by an exclusive lock on a file that this
+    process holds until it exits, so two suites running at once never share one.
+    """
+    folder = Path(tempfile.gettempdir()) / "signoff-test-ports"
+    folder.mkdir(exist_ok=True)
+    for port in random.sample(PORTS, min(200, len(PORTS))):
+        lock = open(folder / str(port), "ab")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # some other program listens there: keep the lock, so nobody tries it again
+                _held.append(lock)
+                continue
+        _held.append(lock)
+        return port
+    raise RuntimeError(f"no free port found in {PORTS}")
 
 
 async def wait_until_healthy(proc: subprocess.Popen[bytes], url: str, log_path: Path, *, tries: int = 600) -> None:

@@ -4,25 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json as json_module
 import os
-import random
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from collections.abc import AsyncIterator
-from typing import IO, Any
+from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from bench.harness import wait_until_healthy
+from bench.harness import free_port, wait_until_healthy
 from bot.clock import Clock
 from bot.settings import Settings
 from bot.web import Signoff, build
@@ -133,38 +129,6 @@ class ShiftedClock:
 
     def advance(self, seconds: float) -> None:
         self.offset += timedelta(seconds=seconds)
-
-
-PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999): no outgoing socket is given one
-_held: list[IO[bytes]] = []  # this process's port reservations, released when it exits
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on and no other test process will be given.
-
-    A port the OS hands out (bind to 0) is free only for the moment: a test that restarts a server on
-    its port could find it taken by another suite's server or by any outgoing connection. These ports
-    lie outside the ephemeral range, and each is reserved by an exclusive lock on a file that this
-    process holds until it exits, so two suites running at once never share one.
-    """
-    folder = Path(tempfile.gettempdir()) / "signoff-test-ports"
-    folder.mkdir(exist_ok=True)
-    for port in random.sample(PORTS, min(200, len(PORTS))):
-        lock = open(folder / str(port), "ab")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            lock.close()
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:  # some other program listens there: keep the lock, so nobody tries it again
-                _held.append(lock)
-                continue
-        _held.append(lock)
-        return port
-    raise RuntimeError(f"no free port found in {PORTS}")
 
 
 async def start_app(db_url: str, slack: SlackEmulator, *, clock: Clock | None = None, **env: str) -> App:

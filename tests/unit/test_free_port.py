@@ -1,4 +1,4 @@
-"""tests.harness.free_port: two test processes at once are never given the same port."""
+"""bench.harness.free_port (the tests' and the benches' servers): two processes at once are never given the same port."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import socket
 import subprocess
 import sys
 
-import tests.harness as harness
+import bench.harness as harness
 from tests.harness import ROOT
 
 CHILD = """
 import sys
-import tests.harness as harness
+import bench.harness as harness
 harness.PORTS = range(int(sys.argv[1]), int(sys.argv[2]))
 ports = []
 while True:
