@@ -1,4 +1,4 @@
-"""bench.harness.free_port (the tests' and the benches' servers): two processes at once are never given the same port."""
+"""bench.harness.free_port, for the tests' and the benches' servers: two processes never get the same port."""
 
 from __future__ import annotations
 
