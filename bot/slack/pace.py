@@ -99,9 +99,7 @@ class ChannelPace:
             try:
                 taken = await self.shared.take(channel, self.clock.now, self.interval)
             except BaseException:
-                if key is not None:  # it asks again later, as a newcomer if it has to
-                    self._queues.get(channel, {}).pop(key, None)
-                self._tidy(channel)
+                self._leave(channel, key)  # it asks again later, as a newcomer if it has to
                 raise
             finally:
                 self._taking.discard(channel)
@@ -118,9 +116,7 @@ class ChannelPace:
         if turn is not None:
             self._tidy(channel)
             return max((turn - now).total_seconds(), _SOON.total_seconds())
-        if key is not None:
-            self._queues.get(channel, {}).pop(key, None)
-        self._tidy(channel)
+        self._leave(channel, key)
         self._next[channel] = now + self.interval
         if self.interval > timedelta(0):
             self._flying[channel] = now
@@ -129,6 +125,12 @@ class ChannelPace:
         if len(self._queues) > 1_000:  # and queues whose keys all went elsewhere (a DM's, say)
             self._queues = {c: q for c, q in self._queues.items() if q and max(q.values()) >= now - STALE}
         return 0.0
+
+    def _leave(self, channel: str, key: Hashable | None) -> None:
+        """`key` out of `channel`'s queue (it posts now, or its take failed)."""
+        if key is not None:
+            self._queues.get(channel, {}).pop(key, None)
+        self._tidy(channel)
 
     def _tidy(self, channel: str) -> None:
         if not self._queues.get(channel, True):
