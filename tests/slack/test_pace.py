@@ -8,10 +8,20 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
+from bot import effects
 from bot.sandbox import SlackEmulator as FakeSlack
+from bot.slack.pace import FLIGHT, STALE, ChannelPace
+from tests.fakes.clock import FakeClock
 from tests.harness import App, ShiftedClock, approval_body, start_app
+from tests.waits import metric
 
 BURST = 100
+
+
+def one_second_pace() -> tuple[FakeClock, ChannelPace]:
+    """A pace of one post per second per channel, on a clock that moves only when the test moves it."""
+    clock = FakeClock()
+    return clock, ChannelPace(clock, interval=1.0)
 
 
 @pytest_asyncio.fixture
@@ -92,11 +102,7 @@ async def test_two_replicas_share_one_channels_pace(db_url: str, slack: FakeSlac
 async def test_a_channels_next_post_waits_for_the_answer_of_the_one_in_flight() -> None:
     """A post that took its slot but is still on its way (a busy loop) holds its channel until it is
     answered, and the next one goes at least half an interval after that answer."""
-    from bot.slack.pace import FLIGHT, ChannelPace
-    from tests.fakes.clock import FakeClock
-
-    clock = FakeClock()
-    pace = ChannelPace(clock, interval=1.0)
+    clock, pace = one_second_pace()
     assert await pace.wait_for("C1") == 0  # slot taken, post in flight
     clock.advance(seconds=1.5)  # past its slot, but no answer yet: held
     assert await pace.wait_for("C1") == 0.5 and await pace.wait_for("C2") == 0  # other channels go on
@@ -117,11 +123,7 @@ async def test_waiting_posts_keep_their_places_in_the_channels_queue() -> None:
     """Each waiting post (its outbox item id) is given its own turn, one interval after the one ahead
     of it, in the order the items were enqueued; a newcomer goes behind them, and each posts on
     coming back at its turn."""
-    from bot.slack.pace import ChannelPace
-    from tests.fakes.clock import FakeClock
-
-    clock = FakeClock()
-    pace = ChannelPace(clock, interval=1.0)
+    clock, pace = one_second_pace()
     assert await pace.wait_for("C1", 1) == 0  # posts now
     pace.sent("C1")
     assert [await pace.wait_for("C1", k) for k in (2, 4)] == [1.0, 2.0]
@@ -144,11 +146,7 @@ async def test_waiting_posts_keep_their_places_in_the_channels_queue() -> None:
 
 
 async def test_a_429_moves_the_whole_queue_back_once() -> None:
-    from bot.slack.pace import ChannelPace
-    from tests.fakes.clock import FakeClock
-
-    clock = FakeClock()
-    pace = ChannelPace(clock, interval=1.0)
+    clock, pace = one_second_pace()
     assert await pace.wait_for("C1", 1) == 0
     pace.sent("C1")
     assert [await pace.wait_for("C1", k) for k in (2, 3, 4)] == [1.0, 2.0, 3.0]
@@ -171,11 +169,7 @@ async def test_a_429_moves_the_whole_queue_back_once() -> None:
 async def test_a_post_that_never_comes_back_is_forgotten_and_holds_nobody_up() -> None:
     """A queued item that went elsewhere (another replica posted it, its request was decided) holds
     the one behind it no longer than its own turn; then it is forgotten."""
-    from bot.slack.pace import STALE, ChannelPace
-    from tests.fakes.clock import FakeClock
-
-    clock = FakeClock()
-    pace = ChannelPace(clock, interval=1.0)
+    clock, pace = one_second_pace()
     assert await pace.wait_for("C1", 1) == 0
     pace.sent("C1")
     assert [await pace.wait_for("C1", k) for k in (2, 3)] == [1.0, 2.0]  # 2 will never come back
@@ -192,11 +186,7 @@ async def test_posts_that_ask_while_one_is_in_flight_get_whole_intervals() -> No
     """Asked while the channel's post is still on its way, each waiting post is told its own slot,
     one interval apart from the slot in flight: not half an interval (it would come back too early
     and be put back once more)."""
-    from bot.slack.pace import ChannelPace
-    from tests.fakes.clock import FakeClock
-
-    clock = FakeClock()
-    pace = ChannelPace(clock, interval=1.0)
+    clock, pace = one_second_pace()
     assert await pace.wait_for("C1", 1) == 0  # in flight, unanswered
     assert [await pace.wait_for("C1", k) for k in (2, 3, 4)] == [1.0, 2.0, 3.0]
 
@@ -204,11 +194,7 @@ async def test_posts_that_ask_while_one_is_in_flight_get_whole_intervals() -> No
 async def test_queues_whose_posts_all_went_elsewhere_are_forgotten() -> None:
     """One queue per channel (a DM is a channel of its own): a queue whose keys never came back is
     dropped once there are many, so they cannot pile up."""
-    from bot.slack.pace import STALE, ChannelPace
-    from tests.fakes.clock import FakeClock
-
-    clock = FakeClock()
-    pace = ChannelPace(clock, interval=1.0)
+    clock, pace = one_second_pace()
     for n in range(1_001):
         assert await pace.wait_for(f"D{n}", 1) == 0
         assert await pace.wait_for(f"D{n}", 2) == 1.0  # queued; its item then goes elsewhere
@@ -224,9 +210,6 @@ async def test_a_backlog_in_one_channel_is_put_back_once_per_card_and_posted_in_
     until the channel's next slot, every waiting card was claimed, rendered and put back again at
     every slot: a backlog's cost grew with its square, 60-75 % of a core for 1,500 cards in one
     channel, while one card a second went out.)"""
-    from bot import effects
-    from tests.waits import metric
-
     app = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0.3")
     try:
         n = 20
