@@ -23,6 +23,11 @@ async def open_escalate(app: App, request_id: str, user: str) -> dict[str, Any]:
     return (await app.slack.wait_for("views.open", count=opened + 1))[-1].args["view"]
 
 
+def target_options(view: dict[str, Any]) -> list[str]:
+    """The values the form's "Escalate to" menu offers."""
+    return [o["value"] for o in next(b for b in view["blocks"] if b.get("block_id") == "target")["element"]["options"]]
+
+
 async def submit_escalate(app: App, view: dict[str, Any], user: str, *, target: str, person: str | None = None,
                           note: str | None = None, step_back: bool = False) -> Any:
     values: dict[str, Any] = {
@@ -132,8 +137,7 @@ async def test_an_approver_who_stays_still_decides_and_a_manager_can_hand_back(t
     for req in (first, second):
         await app.card(req["id"])
         view = await open_escalate(app, req["id"], "U1")
-        assert [o["value"] for o in next(b for b in view["blocks"] if b.get("block_id") == "target")
-                ["element"]["options"]] == ["person"]  # no configured levels: pick a person
+        assert target_options(view) == ["person"]  # no configured levels: pick a person
         missing = await submit_escalate(app, view, "U1", target="person")
         assert missing.json() == {"response_action": "errors", "errors": {"person": "Pick the person to escalate to."}}
         await submit_escalate(app, view, "U1", target="person", person="U3", note="Second pair of eyes")
@@ -153,9 +157,7 @@ async def test_an_approver_who_stays_still_decides_and_a_manager_can_hand_back(t
 
     # The person it was escalated to hands the other one back, with a comment.
     view = await open_escalate(app, second["id"], "U3")
-    target = next(b for b in view["blocks"] if b.get("block_id") == "target")["element"]
-    options = [o["value"] for o in target["options"]]
-    assert options == ["back", "person"]
+    assert target_options(view) == ["back", "person"]
     mark = len(slack.calls)
     await submit_escalate(app, view, "U3", target="back", note="Ask the customer first")
     await slack.wait_for("chat.postMessage", count=8)
@@ -233,8 +235,7 @@ async def test_someone_it_was_escalated_to_may_pass_it_on_only_from_its_own_card
     await app.card(req["id"])
     await settle(app)
     view = await open_escalate(app, req["id"], "U1")
-    options = [o["value"] for o in next(b for b in view["blocks"] if b.get("block_id") == "target")["element"]["options"]]
-    assert "person" in options  # U1 may decide, so may name a person
+    assert "person" in target_options(view)  # U1 may decide, so may name a person
     await submit_escalate(app, view, "U1", target="next")
     await slack.wait_for("chat.postMessage", count=3)  # (written after the ack) the card, the thread post, the DM
     await settle(app)
@@ -250,9 +251,7 @@ async def test_someone_it_was_escalated_to_may_pass_it_on_only_from_its_own_card
     assert note.args["user"] == "UMGR" and "does not belong to the card" in note.args["text"]
     assert len(slack.calls_to("views.open")) == opened
 
-    form = await open_escalate(app, req["id"], "UMGR")
-    target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
-    assert "person" not in [o["value"] for o in target["options"]]
+    assert "person" not in target_options(await open_escalate(app, req["id"], "UMGR"))
 
 
 async def test_only_someone_it_was_escalated_to_may_hand_it_back(tapp: App) -> None:
@@ -271,8 +270,7 @@ async def test_only_someone_it_was_escalated_to_may_hand_it_back(tapp: App) -> N
 
     for user in ("U1", "U2"):  # still approvers, never escalated to
         form = await open_escalate(app, req["id"], user)
-        target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
-        assert "back" not in [o["value"] for o in target["options"]]
+        assert "back" not in target_options(form)
         answer = await submit_escalate(app, form, user, target="back", note="forged")
         assert answer.json() == {"response_action": "errors",
                                  "errors": {"target": "Only someone this request was escalated to can hand it back."}}
@@ -288,8 +286,7 @@ async def test_only_someone_it_was_escalated_to_may_hand_it_back(tapp: App) -> N
     assert (await app.signoff.store.get_request(req["id"])) == after
 
     form = await open_escalate(app, req["id"], "U3")  # U3 may
-    target = next(b for b in form["blocks"] if b.get("block_id") == "target")["element"]
-    assert "back" in [o["value"] for o in target["options"]]
+    assert "back" in target_options(form)
     assert (await submit_escalate(app, form, "U3", target="back")).status == 200
     await slack.wait_for("chat.postMessage", count=5)  # (written after the ack) the thread post, U1's DM
     await settle(app)
