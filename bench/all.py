@@ -137,18 +137,24 @@ async def settle(server: Server, limit: float = 15.0) -> None:
             return
 
 
+ALLOWED = approval_body(action={"name": "bench_read", "params": {"path": "/srv/a.txt"}}, risk="low", preview=None)
+
+
+async def submit_allowed(client: Client, url: str) -> None:
+    """One submit of a tool call the bench's policy allows (no card), which must come back approved."""
+    status, out = await client.api("POST", url + "/api/v1/approvals", json=ALLOWED)
+    if status not in (200, 201) or out.get("status") != "approved":
+        raise RuntimeError(f"auto-allowed submit: {status} {out}")
+
+
 async def auto_phase(client: Client, url: str, agents: int, seconds: float) -> tuple[int, float]:
     """(requests policy allowed, seconds): `agents` agents submit an allowed tool call in a closed loop."""
-    body = approval_body(action={"name": "bench_read", "params": {"path": "/srv/a.txt"}}, risk="low",
-                         preview=None)
     done = 0
 
     async def agent() -> None:
         nonlocal done
         while time.perf_counter() < deadline:
-            status, out = await client.api("POST", url + "/api/v1/approvals", json=body)
-            if status not in (200, 201) or out.get("status") != "approved":
-                raise RuntimeError(f"auto-allowed submit: {status} {out}")
+            await submit_allowed(client, url)
             done += 1
 
     deadline = time.perf_counter() + 0.5

@@ -37,10 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.all import running_server, settle, spying
+from bench.all import running_server, settle, spying, submit_allowed
 from bench.core import DEFAULT_PG_URL, quiet_gc, say
 from bench.fake_slack import InProcessSlack
-from bench.harness import approval_body
 from bench.load import Client, ack_phase, click_body, run_workers, shares, sign, submit_many, wait_cards_stored, \
     wait_updates
 from bench.procs import Server, scratch_database
@@ -78,18 +77,14 @@ async def one_round(server: Server, client: Client, slack: InProcessSlack, n: in
         await _gets(client, server.url, ids)
     figures["GET"] = (server.cpu_seconds() - cpu) / n * 1000
 
-    allowed = approval_body(action={"name": "bench_read", "params": {"path": "/srv/a.txt"}}, risk="low", preview=None)
-
-    async def submit_allowed(count: int) -> None:
+    async def allowed(count: int) -> None:
         for _ in range(count):
-            status, body = await client.api("POST", server.url + "/api/v1/approvals", json=allowed)
-            if status not in (200, 201) or body.get("status") != "approved":
-                raise RuntimeError(f"auto-allowed submit: {status} {body}")
+            await submit_allowed(client, server.url)
 
     await settle(server)
     cpu = server.cpu_seconds()
     with spying(server, args, f"{tag}-allowed"):
-        await run_workers([lambda count=len(chunk): submit_allowed(count) for chunk in shares(ids, AGENTS)])
+        await run_workers([lambda count=len(chunk): allowed(count) for chunk in shares(ids, AGENTS)])
     figures["submit, no card"] = (server.cpu_seconds() - cpu) / n * 1000
 
     posts = await slack.posts()
