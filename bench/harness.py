@@ -7,6 +7,7 @@ is the sandbox emulator, `bot.sandbox`, which the tests use too.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import fcntl
 import random
 import socket
@@ -47,6 +48,7 @@ def approval_body(**overrides: Any) -> dict[str, Any]:
 
 PORTS = range(20000, 32000)  # below Linux's ephemeral range (32768-60999): no outgoing socket is given one
 _held: list[IO[bytes]] = []  # this process's port reservations, released when it exits
+atexit.register(lambda: [lock.close() for lock in _held])
 
 
 def free_port() -> int:
