@@ -57,6 +57,7 @@ class BenchSlack(SlackEmulator):
         self._counts: Counter[str] = Counter()
         self._counted = 0
         self._post_waiters: dict[str, asyncio.Event] = {}
+        self._update_waiters: dict[str, asyncio.Event] = {}  # message ts -> its next chat.update
         for n in range(1, CHANNELS + 1):
             self.add_channel(f"C{n}", "approvals" if n == 1 else f"approvals-{n}")
         for uid, name in USERS:
@@ -72,6 +73,17 @@ class BenchSlack(SlackEmulator):
             if waiter is not None:
                 waiter.set()
         return out
+
+    def _chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        out = super()._chat_update(args)
+        waiter = self._update_waiters.pop(str(args.get("ts")), None)
+        if waiter is not None:
+            waiter.set()
+        return out
+
+    def next_update(self, ts: str) -> asyncio.Event:
+        """Set by the next chat.update of the message `ts` (take it before what causes the update)."""
+        return self._update_waiters.setdefault(ts, asyncio.Event())
 
     async def wait_post(self, request_id: str, timeout: float = 30.0) -> Post:
         if request_id not in self.posts:

@@ -131,16 +131,19 @@ class InProcessApp:
         await self.runner.cleanup()
 
 
-def settings_for(db_url: str, slack: SlackEmulator) -> Settings:
-    """The in-process app's settings: the fake Slack, the bench's tokens and secrets, `db_url`."""
+def settings_for(db_url: str, slack: SlackEmulator, **extra: str) -> Settings:
+    """The in-process app's settings: the fake Slack, the bench's tokens and secrets, `db_url`, and
+    `extra` settings (SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0", say)."""
     env = {"SLACK_BOT_TOKEN": slack.bot_token, "SLACK_SIGNING_SECRET": SIGNING_SECRET, "SLACK_API_URL": slack.url,
-           "DATABASE_URL": db_url, "SIGNOFF_API_TOKENS": API_TOKEN, "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET}
+           "DATABASE_URL": db_url, "SIGNOFF_API_TOKENS": API_TOKEN, "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET, **extra}
     return Settings.from_env(env, dotenv=None)
 
 
-async def start_app(db_url: str, slack: SlackEmulator, *, store: SqlStore | None = None) -> InProcessApp:
-    """Signoff on loopback in this process; `store`: one the caller opened (to watch its engines)."""
-    signoff = await build(settings_for(db_url, slack), store=store)
+async def start_app(db_url: str, slack: SlackEmulator, *, store: SqlStore | None = None,
+                    **extra: str) -> InProcessApp:
+    """Signoff on loopback in this process; `store`: one the caller opened (to watch its engines);
+    `extra`: more settings (`settings_for`)."""
+    signoff = await build(settings_for(db_url, slack, **extra), store=store)
     runner = web.AppRunner(signoff.web_app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

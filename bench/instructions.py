@@ -1,0 +1,147 @@
+"""Instructions per approval: an A/B figure that does not move with the machine's speed.
+
+    python -m bench.instructions [--db sqlite|postgres] [--n 50] [--warm 10] [--pg-url URL]
+
+CPU seconds per approval (bench.all, bench.stages) moved by a third between runs on the same shared
+machine, more than most single changes save. Valgrind's cachegrind counts the instructions a process
+runs instead, which the machine's speed does not change. So to compare two versions of the code:
+
+- One process holds the whole flow: Signoff (bench.harness.start_app: the same app `signoff serve`
+  builds, Slack's channel pace off), the fake Slack Web API, and the agent's HTTP client.
+- Approvals run one after another, so none shares a transaction with another: submit; the agent
+  long-polls; the card is posted; a signed Approve click; the long-poll answers "approved"; the card
+  is updated.
+- The flow runs twice under cachegrind, with `--warm` and `--warm + --n` approvals. The difference
+  divided by `--n` is printed, so start-up and shutdown cancel out.
+
+The count includes the bench's own side (the client, signing, the fake's handling of the two Slack
+calls), which stays the same between two versions of Signoff's code. On PostgreSQL the database
+server's own work is another process and is not counted. The SQLite cross-process check is off in
+the flow (bot.notify.SQLITE_CHECK_SECONDS): it looks every 20 ms while a long-poll waits, so its
+share would follow the wall clock, which valgrind stretches about fiftyfold. Nothing else that
+Signoff runs on a timer does anything in the flow.
+
+Needs valgrind (Debian: `apt-get install valgrind`); each count takes under a minute. With `--flow N`
+the flow runs N approvals once, natively, and prints nothing but a line (what the counts run).
+No figure is asserted anywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from bench.core import DEFAULT_PG_URL, say
+
+ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
+
+async def flow(db_url: str, n: int) -> None:
+    """`n` sequential approvals through the in-process app (see the module docstring)."""
+    import bot.notify
+    from bench.fake_slack import BenchSlack
+    from bench.harness import approval_body, start_app
+    from bench.load import Client, click_body, sign
+
+    bot.notify.SQLITE_CHECK_SECONDS = 3600.0  # in-process wake-ups only (the module docstring says why)
+    slack = BenchSlack()
+    await slack.start()
+    app = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0")
+    client = Client()
+    try:
+        for _ in range(n):
+            status, body = await client.api("POST", app.url + "/api/v1/approvals", json=approval_body())
+            if status != 201:
+                raise RuntimeError(f"submit answered {status}: {body}")
+            request_id = body["id"]
+            waiting = asyncio.create_task(client.api("GET", f"{app.url}/api/v1/approvals/{request_id}?wait=30"))
+            post = await slack.wait_post(request_id)
+            updated = slack.next_update(post.ts)
+            status, _ = await client.send(app.url + "/slack/events", sign(await click_body(request_id, post)))
+            _, final = await waiting
+            if status != 200 or final.get("status") != "approved":
+                raise RuntimeError(f"approval {request_id}: click {status}, request {final.get('status')}")
+            await asyncio.wait_for(updated.wait(), 30)
+    finally:
+        await client.close()
+        await app.stop()
+        await slack.stop()
+
+
+def parse_refs(valgrind_output: str) -> int:
+    """The instruction count from cachegrind's summary (`==123== I refs: 5,060,818,072`)."""
+    found = re.search(r"I\s+refs:\s+([\d,]+)", valgrind_output)
+    if found is None:
+        raise RuntimeError(f"no instruction count in valgrind's output:\n{valgrind_output[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def count(db_url: str, n: int) -> int:
+    """Instructions of one run of the flow with `n` approvals under cachegrind."""
+    argv = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+            sys.executable, "-m", "bench.instructions", "--flow", str(n), "--db-url", db_url]
+    # The system allocator under valgrind (its own documentation's advice for Python).
+    env = {**os.environ, "PYTHONMALLOC": "malloc", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0:
+        raise RuntimeError(f"the flow failed under valgrind:\n{done.stderr[-3000:]}")
+    return parse_refs(done.stderr)
+
+
+async def _scratch_and(engine: str, pg_url: str, work: Callable[[str], T]) -> T:
+    from bench.procs import scratch_database
+
+    with tempfile.TemporaryDirectory(prefix="signoff-bench-instr-") as tmp:
+        async with scratch_database(engine, pg_url=pg_url, workdir=Path(tmp)) as db_url:
+            return await asyncio.to_thread(work, db_url)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.instructions", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--pg-url", default=os.environ.get("SIGNOFF_BENCH_PG_URL", DEFAULT_PG_URL))
+    parser.add_argument("--n", type=int, default=50, help="approvals counted (default 50)")
+    parser.add_argument("--warm", type=int, default=10, help="approvals in both runs, subtracted (default 10)")
+    parser.add_argument("--flow", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--db-url", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.flow is not None:  # the inner run, on the database the outer one made
+        asyncio.run(flow(args.db_url, args.flow))
+        print(f"{args.flow} approvals")
+        return 0
+    if shutil.which("valgrind") is None:
+        print("bench.instructions needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    if args.n < 1 or args.warm < 1:
+        parser.error("--n and --warm must be at least 1")
+    started = time.monotonic()
+
+    def both(db_url: str) -> tuple[int, int]:
+        # Natively first: the first run of fresh code writes its .pyc files, which the counts must not include.
+        subprocess.run([sys.executable, "-m", "bench.instructions", "--flow", "1", "--db-url", db_url], cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True, capture_output=True)
+        return count(db_url, args.warm), count(db_url, args.warm + args.n)
+
+    small, large = asyncio.run(_scratch_and(args.db, args.pg_url, both))
+    per = (large - small) / args.n
+    say(f"{args.db}: {small:,} instructions with {args.warm} approvals, {large:,} with {args.warm + args.n}")
+    print(f"command: python -m bench.instructions --db {args.db} --n {args.n} --warm {args.warm}; "
+          f"{time.monotonic() - started:.0f} s")
+    print(f"{args.db}: {per / 1e6:.2f} M instructions per approval (this process: Signoff, the agent's client "
+          "and the fake Slack; one approval at a time)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
