@@ -16,7 +16,7 @@ class ChatMethods(Workspace):
         if "blocks" in args:
             self._block_checks += 1
             every = self.block_check_every
-            whole = every <= 1 or self._block_checks <= every or self._block_checks % every == 0
+            whole = every == 1 or every > 1 and (self._block_checks <= every or self._block_checks % every == 0)
             content["blocks"] = validate_blocks(args["blocks"], limit=MAX_MESSAGE_BLOCKS, each_block=whole)
         if "attachments" in args:
             if not isinstance(args["attachments"], list):

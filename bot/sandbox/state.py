@@ -153,7 +153,8 @@ class Workspace:
         self.listeners: list[Callable[[], None]] = []  # called on every change (the sandbox page)
         # Messages' blocks are parsed with slack_sdk's models on every call (1). The benchmarks set N:
         # the first N calls and every Nth after are, the rest only counted (the fake runs beside the
-        # server being measured, and the parse is most of its CPU).
+        # server being measured, and the parse is most of its CPU); 0: none is (bench.instructions,
+        # whose count must be the same for every approval).
         self.block_check_every = 1
         self._block_checks = 0
         self._ts_counter = 0
