@@ -16,12 +16,17 @@ runs instead, which the machine's speed does not change. So to compare two versi
 
 The count includes the bench's own side (the client, signing, the fake's handling of the two Slack
 calls), which stays the same between two versions of Signoff's code. On PostgreSQL the database
-server's own work is another process and is not counted. The SQLite cross-process check is off in
-the flow (bot.notify.SQLITE_CHECK_SECONDS): it looks every 20 ms while a long-poll waits, so its
-share would follow the wall clock, which valgrind stretches about fiftyfold. Nothing else that
-Signoff runs on a timer does anything in the flow.
+server's own work is another process and is not counted.
 
-Needs valgrind (Debian: `apt-get install valgrind`); each count takes under a minute. With `--flow N`
+What runs on a timer would count in proportion to the wall clock, which valgrind stretches about
+fiftyfold (and a busy machine further): so in the flow the SQLite cross-process check is off
+(bot.notify.SQLITE_CHECK_SECONDS; it looks every 20 ms while a long-poll waits) and the outbox's,
+the timers' and the agent runs' sweeps run hourly (with them every 5-15 s, a test suite running
+beside the count added 10 % per approval). The fake parses no card's blocks (by default it parses
+the first 20 messages', which counted unevenly between two `--warm` sizes). Repeated counts agree
+within about 2 %, also on a busy machine.
+
+Needs valgrind (Debian: `apt-get install valgrind`); each count takes a minute or two. With `--flow N`
 the flow runs N approvals once, natively, and prints nothing but a line (what the counts run).
 No figure is asserted anywhere.
 """
@@ -56,11 +61,9 @@ async def flow(db_url: str, n: int) -> None:
 
     bot.notify.SQLITE_CHECK_SECONDS = 3600.0  # in-process wake-ups only (the module docstring says why)
     slack = BenchSlack()
-    slack.block_check_every = 0  # the fake parses no card's blocks: its parse of the first 20 would count unevenly
+    slack.block_check_every = 0  # no card's blocks parsed (the module docstring says why)
     await slack.start()
-    # The sweeps that run on a timer (the outbox's, the timers', the agent runs') run once an hour here:
-    # under valgrind a run lasts a minute or two, longer on a busy machine, and their work would count
-    # in proportion (10 % more per approval with a test suite running beside the count).
+    # The sweeps that run on a timer: hourly (the module docstring says why).
     app = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0", SIGNOFF_OUTBOX_SWEEP_SECONDS="3600",
                           SIGNOFF_SWEEP_SECONDS="3600", SIGNOFF_RUN_SWEEP_SECONDS="3600")
     client = Client()
