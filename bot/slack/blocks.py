@@ -177,10 +177,11 @@ def _params(req: Request) -> list[dict[str, Any]]:
             rt_text(clip(str(name), 100), bold=True),
             rt_text(": " + cut(show_value(value), PARAM_VALUE_MAX)),
         )
-        if used + text_length(item) > PARAMS_BUDGET:
+        size = text_length(item)
+        if used + size > PARAMS_BUDGET:
             break
         items.append(item)
-        used += text_length(item)
+        used += size
     elements = [rt_section(rt_text("Parameters", bold=True)), rt_bullets(items)]
     if len(items) < len(params):
         elements.append(note(more(len(params) - len(items), "parameters")))
@@ -287,10 +288,11 @@ def _changes(decision: Decision) -> dict[str, Any]:
             rt_text(clip(change.field, 100), bold=True),
             rt_text(": " + _short(change.before) + " → " + _short(change.after)),
         )
-        if used + text_length(item) > CHANGES_BUDGET:
+        size = text_length(item)
+        if used + size > CHANGES_BUDGET:
             break
         items.append(item)
-        used += text_length(item)
+        used += size
     elements = [rt_section(rt_text("Changes", bold=True)), rt_bullets(items)]
     if len(items) < len(changes):
         elements.append(note(more(len(changes) - len(items), "changes")))
