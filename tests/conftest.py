@@ -3,6 +3,8 @@
 The engine comes from SIGNOFF_TEST_DATABASE_URL: unset -> SQLite files; a
 postgresql:// URL -> a fresh PostgreSQL database per test, cloned from a
 template that Alembic migrated once per session (migrations own the schema).
+The clones are made a few tests ahead and dropped after the test, on a thread of their own
+(`PgClones`), so no test waits for CREATE DATABASE (0.2-0.5 s here: it copies the catalogs).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import compileall
 import os
 import shutil
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -93,20 +97,77 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-@pytest_asyncio.fixture
-async def db_url(template_db: str, tmp_path: Path) -> AsyncIterator[str]:
-    """A fresh, fully migrated database for one test."""
+class PgClones:
+    """Fresh clones of the template, made `ahead` tests in advance on a thread of their own, and
+    dropped after their test on another.
+
+    A clone is used by one test only and dropped after it, as before; what changes is who waits.
+    CREATE DATABASE ... TEMPLATE took 0.2-0.5 s of every PostgreSQL test's set-up (it copies the
+    catalogs) and DROP 0.03-0.15 s of its teardown, while most of the suite waits on servers and
+    subprocesses: made ahead, the next test's clone is ready when it starts, and a run of quick tests
+    waits for the creates alone, never behind a drop. Each create and drop opens its own admin
+    connection and event loop.
+    """
+
+    def __init__(self, template: str, ahead: int = 4) -> None:
+        self.template = template
+        self._creator = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pg-clone-create")
+        self._dropper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pg-clone-drop")
+        self._ready: deque[Future[str]] = deque(self._creator.submit(self._create) for _ in range(ahead))
+
+    def _create(self) -> str:
+        name = f"signoff_t_{uuid.uuid4().hex[:12]}"
+        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
+        return name
+
+    @staticmethod
+    def _drop(name: str) -> None:
+        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+    def take(self) -> Future[str]:
+        """The next clone (await it: it may still be being made); another is started in its place."""
+        made = self._ready.popleft()
+        self._ready.append(self._creator.submit(self._create))
+        return made
+
+    def done(self, name: str) -> None:
+        """The test that had `name` is over: drop it (WITH (FORCE): its servers may still be going)."""
+        self._dropper.submit(self._drop, name)
+
+    def close(self) -> None:
+        """Drop every clone still unused, and wait until every drop has run."""
+        self._creator.shutdown(wait=True)
+        for made in self._ready:
+            if made.exception() is None:  # a clone that failed to be made has nothing to drop
+                self._dropper.submit(self._drop, made.result())
+        self._dropper.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def pg_clones(template_db: str) -> Iterator[PgClones | None]:
     if not PG_URL:
+        yield None
+        return
+    clones = PgClones(template_db)
+    try:
+        yield clones
+    finally:
+        clones.close()
+
+
+@pytest_asyncio.fixture
+async def db_url(template_db: str, pg_clones: PgClones | None, tmp_path: Path) -> AsyncIterator[str]:
+    """A fresh, fully migrated database for one test."""
+    if pg_clones is None:
         path = tmp_path / "signoff.db"
         shutil.copyfile(template_db, path)
         yield f"sqlite:///{path}"
         return
-    name = f"signoff_t_{uuid.uuid4().hex[:12]}"
-    await _pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    name = await asyncio.wrap_future(pg_clones.take())
     try:
         yield _pg_url_for(name)
     finally:
-        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        pg_clones.done(name)
 
 
 @pytest_asyncio.fixture
