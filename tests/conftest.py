@@ -3,7 +3,7 @@
 The engine comes from SIGNOFF_TEST_DATABASE_URL: unset -> SQLite files; a
 postgresql:// URL -> a fresh PostgreSQL database per test, cloned from a
 template that Alembic migrated once per session (migrations own the schema).
-The clones are made a few tests ahead and dropped after the test, on a thread of their own
+The clones are made a few tests ahead and dropped after their test, on threads of the fixture's own
 (`PgClones`), so no test waits for CREATE DATABASE (0.2-0.5 s here: it copies the catalogs).
 """
 
