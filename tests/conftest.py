@@ -94,6 +94,11 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
     asyncio.run(upgrade(_pg_url_for(name)))
     yield name
+    _drop_database(name)
+
+
+def _drop_database(name: str) -> None:
+    """Drop a test database (WITH (FORCE): servers of its test may still be connected)."""
     asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
@@ -120,10 +125,6 @@ class PgClones:
         asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
         return name
 
-    @staticmethod
-    def _drop(name: str) -> None:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
     def take(self) -> Future[str]:
         """The next clone (await it: it may still be being made); another is started in its place."""
         made = self._ready.popleft()
@@ -131,15 +132,15 @@ class PgClones:
         return made
 
     def done(self, name: str) -> None:
-        """The test that had `name` is over: drop it (WITH (FORCE): its servers may still be going)."""
-        self._dropper.submit(self._drop, name)
+        """The test that had `name` is over: drop it."""
+        self._dropper.submit(_drop_database, name)
 
     def close(self) -> None:
         """Drop every clone still unused, and wait until every drop has run."""
         self._creator.shutdown(wait=True)
         for made in self._ready:
             if made.exception() is None:  # a clone that failed to be made has nothing to drop
-                self._dropper.submit(self._drop, made.result())
+                self._dropper.submit(_drop_database, made.result())
         self._dropper.shutdown(wait=True)
 
 
