@@ -135,14 +135,33 @@ class Grant:
         return f"{self.tool}" + (" with " + ", ".join(parts) if parts else " with no parameters")
 
 
+OWNER_KEY = "api_token"  # where a request made through the API keeps its token's name (bot.api.owners.OWNER)
+
+
+def agent_of(extra: Mapping[str, Any]) -> str | None:
+    """Who the agent behind a request is: the name of the API token that made it, or the agent of
+    Signoff's own run. Never a field the agent wrote (`requested_by`, an MCP argument, a hook's host or
+    session are display labels). Grants "for this agent", `requester:` rules and separation of duties
+    key on this."""
+    owner = extra.get(OWNER_KEY)
+    if isinstance(owner, str) and owner:
+        return owner
+    agent = extra.get("agent")
+    return agent if isinstance(agent, str) and agent and isinstance(extra.get("run_id"), str) else None
+
+
 def run_of(extra: Mapping[str, Any]) -> str | None:
     """What scope `run` means for a request: Signoff's own run, or the session an agent named
-    (`session` on the API, e.g. a Claude Code session id), kept apart from run ids by a prefix."""
+    (`session` on the API, e.g. a Claude Code session id), kept apart from run ids by a prefix and
+    bound to the token that named it (another token naming the same session is another run)."""
     run = extra.get("run_id")
     if isinstance(run, str) and run:
         return run
     session = extra.get("session")
-    return f"session:{session}" if isinstance(session, str) and session else None
+    if not (isinstance(session, str) and session):
+        return None
+    owner = agent_of(extra)
+    return f"session:{owner}:{session}" if owner else f"session:{session}"
 
 
 def match_from_json(data: Mapping[str, Any]) -> dict[str, FieldMatch]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bot.domain.claude_rules import UnmappedRule, command_matches, command_regex
-from bot.domain.grants import FieldMatch, Grant, GrantIndex, Scope, Subject, run_of
+from bot.domain.grants import agent_of, FieldMatch, Grant, GrantIndex, Scope, Subject, run_of
 from bot.domain.model import Action, Kind, Request, Risk, Status
 from bot.domain.suggestions import offered, offers, rule_grant
 
@@ -150,6 +150,16 @@ def test_a_suggestion_grant_lets_other_parameters_be_anything() -> None:
 def test_run_scope_is_the_run_or_the_named_session() -> None:
     assert run_of({"run_id": "run_1", "session": "s"}) == "run_1"
     assert run_of({"session": "s"}) == "session:s"
+    # A session is bound to the token that named it: another token naming the same session is another run.
+    assert run_of({"session": "s", "api_token": "a"}) == "session:a:s"
+    assert run_of({"session": "s", "api_token": "b"}) != run_of({"session": "s", "api_token": "a"})
+
+
+def test_the_agent_is_its_token_never_a_label_it_wrote() -> None:
+    assert agent_of({"api_token": "deploy-bot", "agent": "admin-bot"}) == "deploy-bot"
+    assert agent_of({"run_id": "run_1", "agent": "researcher"}) == "researcher"
+    assert agent_of({"agent": "admin-bot"}) is None  # not a run of Signoff's: nobody vouches for the name
+    assert agent_of({}) is None
     assert run_of({}) is None and run_of({"session": ""}) is None
 
 
