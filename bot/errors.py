@@ -2,6 +2,7 @@
 
 SignoffError
   +-- InvalidInput         400  the caller sent something we cannot accept (details name the fields)
+  +-- Forbidden            403  this token may not do that (e.g. an agent token revoking a grant)
   +-- NotFound             404  no request with that id
   +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
   +-- RunsUnavailable      409  this server cannot run agents (no ANTHROPIC_API_KEY)
@@ -32,6 +33,11 @@ class SignoffError(Exception):
 class InvalidInput(SignoffError):
     code = "invalid_request"
     status = 400
+
+
+class Forbidden(SignoffError):
+    code = "forbidden"
+    status = 403
 
 
 class NotFound(SignoffError):

@@ -25,7 +25,7 @@ from typing import Any
 
 from bot import effects
 from bot.access import Directory
-from bot.domain.grants import Delegation, GrantIndex, delegates_for, run_of
+from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
 from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
 from bot.domain.params_hash import params_sha256
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
@@ -72,7 +72,7 @@ def call_of(spec: ApprovalSpec) -> Call:
         tool=spec.action.name, params=spec.action.params, risk=spec.risk, destructive=spec.destructive,
         requester=spec.requested_by, requester_user=spec.requester_user, channel=spec.channel,
         run_id=run_of(spec.extra),  # Signoff's run, or the session the agent named
-        agent=spec.extra.get("agent"),
+        agent=agent_of(spec.extra),  # the token's name (or Signoff's run's agent), never requested_by
     )
 
 
@@ -142,7 +142,7 @@ class PolicyGate:
             return None
         call = Call(tool=request.action.name, params=params, risk=request.risk, requester=request.requested_by,
                     requester_user=request.requester_user, channel=request.channel,
-                    run_id=run_of(request.extra), agent=request.extra.get("agent"))
+                    run_id=run_of(request.extra), agent=agent_of(request.extra))
         evaluation = evaluate(policy, call, None, self.holder.clock.now())
         if evaluation.outcome is Effect.DENY:
             return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."

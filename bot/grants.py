@@ -1,54 +1,33 @@
 """Use cases for remembered grants and delegation: the only way Slack handlers and the agent API
-reach their storage (`storage.grants`). Each call is its own unit; times come from the clock."""
+reach their storage (`storage.grants`). Each call is its own unit; times come from the clock.
+
+Who may see and revoke a grant (`manageable`, `may_revoke`; issue 33):
+- a person in Slack: the person who made it, the listed approvers (users, or members of listed user
+  groups) of the request it was made on (the people who could have made it), and the policy's
+  `grant_admins` (every grant). A grant made on a request that listed no approvers is its maker's
+  and the admins'. A user group Slack cannot list right now lets nobody through on its account.
+- an API token (`of_token`): an `agent` token lists the grants made on its own requests (which are
+  all the grants scoped to it: `agent` grants name the token, `run` grants a session it named); an
+  `admin` token lists every grant and may revoke one, recorded as `api:<token name>`.
+No API call creates a grant: they come only from a person's click in Slack.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 
+from bot.access import GroupMembers, GroupsUnknown, in_listed_group
 from bot.clock import Clock
 from bot.domain.grants import Delegation, Grant
-from bot.domain.model import Kind, Outcome, Risk, Via
-from bot.errors import InvalidInput
-from storage.base import Store, Unit
+from storage.base import Unit
 from storage.grants import GrantStore
 
 
 class Grants:
-    def __init__(self, store: GrantStore, clock: Clock, requests: Store) -> None:
+    def __init__(self, store: GrantStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
-        self.requests = requests
-
-    async def check_origin(self, grant: Grant) -> None:
-        """A grant made over the API must come from a person's approval (an accepted suggestion):
-        `request_id` names an approval of the same tool, not critical, that `created_by` approved
-        in Slack, and the grant lists exactly that call's parameter names. A bearer token alone
-        (which agents hold) can never grant itself anything. InvalidInput names the field."""
-        def refuse(field: str, message: str) -> InvalidInput:
-            return InvalidInput(f"invalid request body: {field}: {message}", details=[{"field": field,
-                                                                                          "message": message}])
-        request = await self.requests.get_request(grant.request_id or "")
-        if request is None or request.kind is not Kind.APPROVAL:
-            raise refuse("request_id", "must name an approval request a person approved")
-        decision = request.decision
-        if decision is None or decision.outcome is not Outcome.APPROVED or decision.decided_by is None \
-                or decision.via not in (Via.BUTTON, Via.MODAL):
-            raise refuse("request_id", f"request {request.id} was not approved by a person")
-        if decision.decided_by.id != grant.created_by:
-            raise refuse("created_by", f"must be the person who approved {request.id} ({decision.decided_by.id})")
-        if request.action.name != grant.tool:
-            raise refuse("tool", f"must be the tool of {request.id} ({request.action.name!r})")
-        if request.risk is Risk.CRITICAL:
-            raise refuse("request_id", "critical requests cannot be remembered")
-        if set(grant.match) != set(request.action.params):
-            raise refuse("match", f"must list exactly the parameters of {request.id}: "
-                                  f"{', '.join(sorted(request.action.params)) or '(none)'}")
-
-    async def create(self, grant: Grant) -> None:
-        """Store a grant and its audit row (one unit)."""
-        async with self.store.store.unit() as unit:
-            await self.store.add(unit, grant)
 
     def adder(self, grant: Grant) -> Callable[[Unit], Awaitable[None]]:
         """Writes `grant` in a caller's unit (the decision that makes it: `Service.decide(also=...)`)."""
@@ -63,6 +42,40 @@ class Grants:
     async def live(self, *, limit: int = 100) -> list[Grant]:
         return await self.store.live(self.clock.now(), limit=limit)
 
+    async def of_token(self, name: str, *, admin: bool, limit: int = 500) -> list[Grant]:
+        """What an API token may list: every live grant (admin), or those made on its own requests."""
+        if admin:
+            return await self.live(limit=limit)
+        return [g for g, _ in await self.store.live_with_origins(self.clock.now(), limit=limit, owner=name)]
+
+    async def manageable(self, user: str, *, admins: Iterable[str], members: GroupMembers | None,
+                         limit: int = 1000) -> list[Grant]:
+        """The live grants `user` may see and revoke in Slack, newest first (see the module docstring).
+        A user group Slack cannot list right now counts as one `user` is not in (fail closed)."""
+        rows = await self.store.live_with_origins(self.clock.now(), limit=limit)
+        try:
+            admin = await _listed(user, tuple(admins), members)
+        except GroupsUnknown:
+            admin = False
+        if admin:
+            return [grant for grant, _ in rows]
+        found = []
+        for grant, approvers in rows:
+            try:
+                if grant.created_by == user or await _listed(user, approvers, members):
+                    found.append(grant)
+            except GroupsUnknown:
+                continue  # fail closed: not shown, as for someone who may not see it
+        return found
+
+    async def may_revoke(self, user: str, grant: Grant, *, admins: Iterable[str],
+                         members: GroupMembers | None) -> bool:
+        """Whether `user` may revoke `grant` in Slack. Raises GroupsUnknown when it rests on a group Slack
+        could not list (nothing is revoked then)."""
+        if grant.created_by == user or await _listed(user, tuple(admins), members):
+            return True
+        return await _listed(user, await self.store.origin_approvers(grant), members)
+
     async def revoke(self, grant_id: str, by: str) -> bool:
         """True if this call revoked it (it stops matching from the next request, in every process)."""
         return await self.store.revoke(grant_id, by, self.clock.now())
@@ -75,3 +88,8 @@ class Grants:
 
     async def back(self, user: str) -> int:
         return await self.store.back(user, self.clock.now())
+
+
+async def _listed(user: str, entries: tuple[str, ...], members: GroupMembers | None) -> bool:
+    """`user` is one of `entries` (user ids) or a member of a user group among them."""
+    return user in entries or await in_listed_group(user, entries, members)

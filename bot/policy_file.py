@@ -6,6 +6,7 @@ a duplicate key or rule name. Line numbers come from PyYAML's node marks (the co
 tree is walked once to map each key path to its line).
 
     default_tier: high          # the tier of a call that names no risk (default high)
+    grant_admins: [U0123ABCD, S0456EFGH]  # may see and revoke every grant in Slack (default: nobody)
     tiers:
       high:     {approvers: [U0123ABCD, S0456EFGH], quorum: 1, reminders: {every: 30m, max: 3}}
       critical: {approvers: [U0123ABCD, U0999ZZZZ], quorum: 2, requester_may_approve: false,
@@ -108,6 +109,14 @@ def _value_match(value: Any) -> ValueMatch:
     return ValueMatch(any_of=any_of, glob=value.get("glob"), regex=value.get("regex"), **bounds)
 
 
+def _slack_ids(value: list[str]) -> list[str]:
+    """Slack user ids (U..., W...) and user group ids (S...), each once, in order."""
+    for entry in value:
+        if not isinstance(entry, str) or not SLACK_APPROVER.match(entry):
+            raise ValueError(f"{entry!r} is not a Slack user id (U..., W...) or user group id (S...)")
+    return list(dict.fromkeys(value))
+
+
 class RuleIn(_Strict):
     name: str = Field(min_length=1, max_length=100)
     tool: Any = "*"
@@ -162,10 +171,7 @@ class TierIn(_Strict):
     @field_validator("approvers")
     @classmethod
     def _ids(cls, value: list[str]) -> list[str]:
-        for entry in value:
-            if not isinstance(entry, str) or not SLACK_APPROVER.match(entry):
-                raise ValueError(f"{entry!r} is not a Slack user id (U..., W...) or user group id (S...)")
-        return list(dict.fromkeys(value))
+        return _slack_ids(value)
 
     @field_validator("confirm")
     @classmethod
@@ -196,8 +202,10 @@ class PolicyIn(_Strict):
     default_tier: str = "high"
     tiers: TiersIn = Field(default_factory=TiersIn)
     rules: list[RuleIn] = Field(default_factory=list, max_length=100_000)
+    grant_admins: list[str] = Field(default_factory=list, max_length=50)
 
     _tier = field_validator("default_tier")(_tier)
+    _admins = field_validator("grant_admins")(_slack_ids)
 
 
 # -- line numbers ---------------------------------------------------------------------------------
@@ -263,7 +271,7 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise PolicyError(source, 1, "the file must be a mapping (default_tier, tiers, rules)")
+        raise PolicyError(source, 1, "the file must be a mapping (default_tier, tiers, rules, grant_admins)")
     try:
         lines = {path: line for path, line in _lines(node)} if node is not None else {}
     except _Duplicate as dup:
@@ -301,7 +309,7 @@ def parse_policy(text: str, source: str = "<policy>") -> Policy:
         for i, r in enumerate(model.rules)
     )
     return Policy(rules=rules, tiers=tiers, default_tier=Risk(model.default_tier), source=source,
-                  sha256=hashlib.sha256(text.encode()).hexdigest())
+                  sha256=hashlib.sha256(text.encode()).hexdigest(), grant_admins=tuple(model.grant_admins))
 
 
 class _TierProblem(Exception):

@@ -276,7 +276,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         )
         for inline in (False, True)
     )
-    grants = Grants(grant_store, clock, store)
+    grants = Grants(grant_store, clock)
     grant_interactions = GrantInteractions(interactions, grants, home)
     home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
     for app in (bolt, clicks):
@@ -309,7 +309,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
-    grants_api.add_routes(web_app, grants, policy, clock)
+    grants_api.add_routes(web_app, grants, policy)
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
     add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 

@@ -19,6 +19,7 @@ from bot.domain.model import AuditEvent
 from storage import sqlite_fast
 from storage.base import Unit
 from storage.grants_schema import delegations, grants
+from storage.schema import requests
 from storage.sql import SqlStore, SqlUnit
 
 
@@ -105,6 +106,25 @@ class GrantStore:
         stmt = sa.select(grants).where(_live(now)).order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)
         return [_grant(r) for r in await self._all(stmt)]
 
+    async def live_with_origins(self, now: datetime, *, limit: int, owner: str | None = None
+                                ) -> list[tuple[Grant, tuple[str, ...]]]:
+        """Live grants, newest first, each with the approvers of the request it was made on (() when
+        that request listed none or is gone): who may see and revoke it (bot.grants). `owner`: only
+        grants made on requests of that API token (`extra.api_token`), in the query, before the limit."""
+        stmt = sa.select(grants, requests.c.approvers.label("origin_approvers")).select_from(
+            grants.outerjoin(requests, requests.c.id == grants.c.request_id)).where(_live(now))
+        if owner is not None:
+            stmt = stmt.where(requests.c.extra["api_token"].as_string() == owner)
+        stmt = stmt.order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)
+        return [(_grant(r), tuple(str(a) for a in r.origin_approvers or ())) for r in await self._all(stmt)]
+
+    async def origin_approvers(self, grant: Grant) -> tuple[str, ...]:
+        """The approvers of the request `grant` was made on (() when it listed none or is gone)."""
+        if grant.request_id is None:
+            return ()
+        rows = await self._all(sa.select(requests.c.approvers).where(requests.c.id == grant.request_id))
+        return tuple(str(a) for a in rows[0].approvers or ()) if rows else ()
+
     async def get(self, grant_id: str) -> Grant | None:
         rows = await self._all(sa.select(grants).where(grants.c.id == grant_id))
         return _grant(rows[0]) if rows else None
@@ -114,10 +134,10 @@ class GrantStore:
         async with self.store.unit() as unit:
             result = await _conn(unit).execute(
                 grants.update().where(grants.c.id == grant_id, grants.c.revoked_at.is_(None))
-                .values(revoked_at=now, revoked_by=by))
+                .values(revoked_at=now, revoked_by=by[:40]))  # the column's width; the audit keeps it whole
             if result.rowcount != 1:
                 return False
-            await unit.append_audit(AuditEvent(grant_id, "grant_revoked", now, by, {}))
+            await unit.append_audit(AuditEvent(grant_id, "grant_revoked", now, by[:200], {}))
         return True
 
     # -- delegations --------------------------------------------------------------------------

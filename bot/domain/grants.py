@@ -32,7 +32,7 @@ from bot.domain.claude_rules import command_matches, command_regex
 
 class Scope(enum.StrEnum):
     RUN = "run"  # this agent run only
-    AGENT = "agent"  # this agent (the request's requested_by / the run's agent)
+    AGENT = "agent"  # this agent: its API token's name, or the agent of Signoff's own run (`agent_of`)
     CHANNEL = "channel"  # requests in this channel
     EVERYONE = "everyone"
 

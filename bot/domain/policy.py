@@ -215,12 +215,12 @@ class Call:
     requester: str | None = None  # requested_by (free text: an agent's name, or a Slack user id)
     requester_user: str | None = None  # the requester's Slack user id, when known (issue 12b)
     channel: str | None = None
-    agent: str | None = None
+    agent: str | None = None  # who the agent is: `bot.domain.grants.agent_of` (its token), never a label
     run_id: str | None = None
 
     @property
     def subject(self) -> Subject:
-        return Subject(run_id=self.run_id, agent=self.agent or self.requester, channel=self.channel)
+        return Subject(run_id=self.run_id, agent=self.agent, channel=self.channel)  # never the requester label
 
 
 @dataclass(frozen=True)
@@ -247,6 +247,7 @@ class Policy:
     default_tier: Risk = Risk.HIGH  # a call that names no risk
     source: str = "<policy>"
     sha256: str = ""
+    grant_admins: tuple[str, ...] = ()  # Slack user / user group ids who may see and revoke every grant
     _exact: Any = field(default=None, init=False, repr=False, compare=False)
     _wild: Any = field(default=None, init=False, repr=False, compare=False)
     _cache: Any = field(default=None, init=False, repr=False, compare=False)

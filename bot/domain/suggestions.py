@@ -10,7 +10,8 @@ Invariants:
 - A suggestion is OFFERED only if it is `addRules` with behavior `allow`, every rule names the
   request's own tool and maps to a match (`bot.domain.claude_rules`: never wider than Claude's
   rule), and its destination maps to a scope: `session` -> this run (the session the request
-  names), `localSettings` / `projectSettings` / `userSettings` -> this agent (`requested_by`).
+  names), `localSettings` / `projectSettings` / `userSettings` -> this agent (its API token's name,
+  `bot.domain.grants.agent_of`; never `requested_by`).
   Every other suggestion is shown with the reason it is not offered; none is ever an error.
 - Offers exist only where one approval decides: under a policy file (grants apply only there),
   approve offered, not critical, no typed confirmation, quorum 1, not a batch. Otherwise every
@@ -26,7 +27,7 @@ from typing import Any
 
 from bot.domain.choices import allowed_decisions
 from bot.domain.claude_rules import UnmappedRule, command_regex, describe_command, web_domain
-from bot.domain.grants import FieldMatch, Scope, run_of
+from bot.domain.grants import FieldMatch, Scope, agent_of, run_of
 from bot.domain.model import Kind, Request, Risk
 
 EXTRA_KEY = "suggestions"  # the request's suggestions, as the agent sent them (request.extra)
@@ -135,9 +136,10 @@ def read_one(index: int, raw: Mapping[str, Any], request: Request) -> Suggestion
             return no("it is for Claude's session, and the request names no session")
         return Suggestion(index, raw, label, grants, Scope.RUN, run)
     if destination in SETTINGS:
-        if not request.requested_by:
-            return no("it is for this agent, and the request does not say which agent asked")
-        return Suggestion(index, raw, label, grants, Scope.AGENT, request.requested_by)
+        agent = agent_of(request.extra)  # the token that made the request, never its requested_by label
+        if agent is None:
+            return no("it is for this agent, and the request was not made with an API token that names the agent")
+        return Suggestion(index, raw, label, grants, Scope.AGENT, agent)
     return no(f"Claude would keep it in {str(destination)[:40]}, which Signoff cannot scope a grant to")
 
 

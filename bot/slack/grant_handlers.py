@@ -20,6 +20,7 @@ import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
+from bot.access import PRE_ACK_LOOKUP_SECONDS, GroupMembers, GroupsUnknown, bounded
 from bot.checked import decide_checked
 from bot.clock import new_id
 from bot.domain.duties import approve_refusal
@@ -31,13 +32,15 @@ from bot.slack import grant_views as views
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, extract_click, extract_submission, user_of
 from bot.slack.policy_cards import REMEMBER, remember_allowed
-from bot.slack.text import slack_date
+from bot.slack.text import groups_unknown_text, slack_date
 
 if TYPE_CHECKING:
     from bot.slack.home import Home
 
 log = logging.getLogger(__name__)
 _UNTIL = re.compile(r"\buntil\b", re.IGNORECASE)  # as parse_away reads it (any whitespace around it)
+MAY_REVOKE = ("You see and may revoke the grants you made, those made on requests you are an approver of, and "
+              "every grant if the policy file names you in `grant_admins`.")
 _ZONE_TIMEOUT = 0.5  # seconds of the slash command's 3 s ack budget users.info may use (then: UTC)
 
 
@@ -141,6 +144,16 @@ class GrantInteractions:
         if grant is None:
             await self.interactions.tell(user, channel, "There is no such grant. Nothing was changed.")
             return
+        admins, members = self._rights()
+        try:
+            allowed = await self.grants.may_revoke(user, grant, admins=admins, members=members)
+        except GroupsUnknown as exc:
+            await self.interactions.tell(user, channel, groups_unknown_text(exc, "revoke"))
+            return
+        if not allowed:
+            await self.interactions.tell(user, channel, f"You cannot revoke grant `{grant_id}`: {MAY_REVOKE} "
+                                         "Nothing was changed.")
+            return
         if await self.grants.revoke(grant_id, user):
             text = f"Revoked grant `{grant_id}`: matching calls ask again from now on."
         else:
@@ -150,10 +163,23 @@ class GrantInteractions:
         if self.home is not None and (body.get("view") or {}).get("type") == "home":
             await self.home.opened(user)  # republish: the grant leaves the list
 
-    async def list_message(self) -> dict[str, Any]:
-        grants = await self.grants.live()
-        return {"response_type": "ephemeral", "text": f"{len(grants)} standing grant(s)",
-                "blocks": views.grant_blocks(grants)}
+    def _rights(self) -> tuple[tuple[str, ...], GroupMembers | None]:
+        """The policy's grant admins, and how to list a user group's members."""
+        gate = policy_gate(self.service)
+        admins = gate.holder.policy.grant_admins if gate is not None and gate.holder.policy is not None else ()
+        directory = self.service.directory
+        return admins, directory.group_members if directory is not None else None
+
+    async def mine(self, user: str, *, within: float | None = None) -> list[Grant]:
+        """The grants `user` may see and revoke (bot.grants.Grants.manageable)."""
+        admins, members = self._rights()
+        return await self.grants.manageable(user, admins=admins,
+                                            members=bounded(members, within) if within is not None else members)
+
+    async def list_message(self, user: str) -> dict[str, Any]:
+        grants = await self.mine(user, within=PRE_ACK_LOOKUP_SECONDS)  # answered in the command's ack
+        return {"response_type": "ephemeral", "text": f"{len(grants)} standing grant(s) you may see",
+                "blocks": views.grant_blocks(grants, title="Standing grants you may see", note=MAY_REVOKE)}
 
     # -- delegation ---------------------------------------------------------------------------------
 
@@ -214,7 +240,7 @@ class GrantInteractions:
         mine = await self.grants.delegations_of([user])
         blocks = [{"type": "divider"}, *views.away_blocks(mine, now=now)]
         if policy_gate(self.service) is not None:
-            blocks += views.grant_blocks(await self.grants.live())
+            blocks += views.grant_blocks(await self.mine(user), title="Standing grants you may see", note=MAY_REVOKE)
         return blocks
 
 
@@ -265,8 +291,8 @@ def register(app: AsyncApp, gi: GrantInteractions) -> None:
 
         return matches
 
-    async def on_grants(ack: Any) -> None:
-        await ack(**await gi.list_message())
+    async def on_grants(ack: Any, command: dict[str, Any]) -> None:
+        await ack(**await gi.list_message(str(command["user_id"])))
 
     async def on_away(ack: Any, command: dict[str, Any]) -> None:
         await ack(text=await gi.away(str(command["user_id"]), str(command.get("text") or "")),

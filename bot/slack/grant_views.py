@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
-from bot.domain.grants import ANY, DOMAIN, Delegation, Grant, Scope, email_domain, run_of
+from bot.domain.grants import ANY, DOMAIN, Delegation, Grant, Scope, agent_of, email_domain, run_of
 from bot.domain.model import Request
 from bot.slack.previews import clip, escape_mrkdwn, one_line, plain
 from bot.slack.text import slack_date
@@ -50,8 +50,9 @@ def scope_options(request: Request) -> list[dict[str, Any]]:
     options = []
     if run_of(request.extra):
         options.append(_option("This agent run only", Scope.RUN.value))
-    if request.requested_by:
-        options.append(_option(f"This agent ({one_line(request.requested_by)})", Scope.AGENT.value))
+    agent = agent_of(request.extra)  # the token that made the request, never its requested_by label
+    if agent:
+        options.append(_option(f"This agent ({one_line(agent)})", Scope.AGENT.value))
     options.append(_option("This channel", Scope.CHANNEL.value))
     options.append(_option("Everyone", Scope.EVERYONE.value))
     return options
@@ -112,7 +113,7 @@ def parse_remember(request: Request, values: dict[str, Any]) -> tuple[RememberCh
 
 
 def scope_value(request: Request, scope: Scope) -> str | None:
-    return {Scope.RUN: run_of(request.extra), Scope.AGENT: request.requested_by,
+    return {Scope.RUN: run_of(request.extra), Scope.AGENT: agent_of(request.extra),
             Scope.CHANNEL: request.channel, Scope.EVERYONE: None}[scope]
 
 
@@ -127,18 +128,21 @@ def grant_line(grant: Grant) -> str:
             f"for {where} · {until} · by <@{grant.created_by}>")
 
 
-def grant_blocks(grants: list[Grant], *, title: str = "Standing grants") -> list[dict[str, Any]]:
-    """A header and one section per grant with a Revoke button (at most GRANTS_SHOWN)."""
+def grant_blocks(grants: list[Grant], *, title: str = "Standing grants", note: str | None = None
+                 ) -> list[dict[str, Any]]:
+    """A header, `note` (who sees what), and one section per grant with a Revoke button (at most GRANTS_SHOWN)."""
     blocks: list[dict[str, Any]] = [{"type": "header", "text": plain(f"{title} ({len(grants)})")}]
+    if note:
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": note}]})
     if not grants:
-        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": "No grants: every call asks."}]})
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": "No grants that you may see."}]})
     for grant in grants[:GRANTS_SHOWN]:
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": clip(grant_line(grant), 3000)},
                        "accessory": {"type": "button", "action_id": REVOKE, "value": grant.id, "style": "danger",
                                      "text": plain("Revoke")}})
     if len(grants) > GRANTS_SHOWN:
         blocks.append({"type": "context", "elements": [
-            {"type": "mrkdwn", "text": f"…and {len(grants) - GRANTS_SHOWN} more (GET /api/v1/grants)"}]})
+            {"type": "mrkdwn", "text": f"…and {len(grants) - GRANTS_SHOWN} more"}]})
     return blocks
 
 
