@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -91,9 +90,8 @@ async def test_can_use_tool_hands_the_accepted_suggestion_back_and_the_grant_ans
     _, decided = await papp.api("GET", f"/api/v1/approvals/{request_id}")
     grant = await only_grant(papp)
     assert decided["decision"]["suggestion"] == {"index": 0, "update": NPM_RULE, "grant_ids": [grant["id"]]}
-    agent = f"Claude Agent SDK on {socket.gethostname()}"
     assert (grant["tool"], grant["match"], grant["scope"], grant["scope_value"]) == (
-        "Bash", {"command": {"op": "command", "value": "npm test *"}}, "agent", agent)
+        "Bash", {"command": {"op": "command", "value": "npm test *"}}, "agent", "token-1")  # the agent's token
 
     # A new project (Claude Code has no rule there), the same agent: the grant approves, no card.
     posted = cards(papp.slack)
@@ -155,7 +153,7 @@ async def test_the_hook_returns_the_accepted_suggestion_in_updated_permissions(p
         "behavior": "allow", "updatedInput": {"command": "npm test -- --ci", "description": "Run the tests"},
         "updatedPermissions": [session_rule]}}}
     grant = await only_grant(papp)
-    assert (grant["scope"], grant["scope_value"]) == ("run", "session:sess-h1")
+    assert (grant["scope"], grant["scope_value"]) == ("run", "session:token-1:sess-h1")
 
     # The same session, a matching command: allowed by the grant, no card, no updatedPermissions.
     posted = cards(papp.slack)
@@ -223,7 +221,7 @@ async def test_the_readme_permission_request_hook_in_the_real_cli_remembers_the_
         "Bash(npm test *)"]
     assert cards(papp.slack) == 1
     grant = await only_grant(papp)
-    assert grant["scope_value"] == f"Claude Code on {socket.gethostname()}"
+    assert grant["scope_value"] == "token-1"  # the hook's token, not its "Claude Code on <host>" label
     # PermissionRequest input has no tool_use_id: the hook found it in the transcript for the request's key.
     assert papp.signoff is not None
     stored = await papp.signoff.store.get_request(request_id)

@@ -41,15 +41,6 @@ async def submit(app: App, params: dict[str, Any], name: str = "send_email", **k
     return body
 
 
-async def approved(app: App, user: str, params: dict[str, Any], name: str = "post") -> str:
-    """A request `user` approved with a click (what an API grant must come from)."""
-    asked = await submit(app, params, name=name)
-    await app.click(asked["id"], user)
-    _, decided = await app.api("GET", f"/api/v1/approvals/{asked['id']}?wait=5")
-    assert decided["status"] == "approved"
-    return str(asked["id"])
-
-
 def buttons(message: Any) -> list[str]:
     return [e["action_id"] for b in message.blocks if b["type"] == "actions" for e in b["elements"]]
 
@@ -149,42 +140,23 @@ async def test_critical_cannot_be_remembered_and_grants_never_apply(papp: App) -
     assert response.status == 200
     _, decided = await papp.api("GET", f"/api/v1/approvals/{drop['id']}?wait=5")
     assert decided["status"] == "approved"
-    status, err = await papp.api("POST", "/api/v1/grants", json={
-        "tool": "drop_table", "match": {"table": {"op": "eq", "value": "orders"}}, "scope": "everyone",
-        "duration": "forever", "created_by": "U1", "request_id": drop["id"]})
-    assert status == 400 and "critical requests cannot be remembered" in err["error"]["message"]
     again = await submit(papp, {"table": "orders"}, name="drop_table")
     assert again["status"] == "pending"  # and evaluation never applies a grant to critical (tests/unit)
 
 
-async def test_grants_api_validation_and_revoke(papp: App) -> None:
-    origin = await approved(papp, "U1", {"text": "hi"})
-    base = {"tool": "post", "match": {"text": {"op": "eq", "value": "hi"}}, "scope": "everyone",
-            "created_by": "U1", "request_id": origin}
-    refusals = [
-        ({"scope": "channel"}, "scope_value"),
-        ({"match": {"text": {"op": "glob", "value": 3}}}, "match.text"),
-        ({"duration": "soon"}, "duration"),
-        ({"request_id": None}, "request_id"),
-        ({"created_by": "U2"}, "created_by: must be the person who approved"),  # an agent cannot grant itself
-        ({"tool": "other"}, "tool: must be the tool of"),
-        ({"match": {}}, "match: must list exactly the parameters"),
-        ({"match": {"text": {"op": "glob", "value": "*"}, "extra": {"op": "eq", "value": 1}}}, "match: must list"),
-        ({"request_id": "apr_nope"}, "request_id: must name an approval"),
-    ]
-    for change, words in refusals:
-        status, err = await papp.api("POST", "/api/v1/grants", json={**base, **change})
-        assert status == 400 and words in err["error"]["message"], (change, err)
-    pending = await submit(papp, {"text": "hi"}, name="post")
-    status, err = await papp.api("POST", "/api/v1/grants", json={**base, "request_id": pending["id"]})
-    assert status == 400 and "was not approved by a person" in err["error"]["message"]
-    _, grants = await papp.api("GET", "/api/v1/grants")
-    assert grants["items"] == []  # nothing partial was written
-    status, grant = await papp.api("POST", "/api/v1/grants", json=base)
-    assert status == 201 and grant["request_id"] == origin
+async def test_grants_api_lists_and_an_admin_token_revokes(papp: App) -> None:
+    origin = await submit(papp, {"text": "hi"}, name="post")
+    await remember(papp, origin["id"], "U1", widen=[], scope="everyone", duration="forever")
+    _, grants = await papp.api("GET", "/api/v1/grants")  # the harness's token is an admin token
+    [grant] = grants["items"]
+    assert (grant["created_by"], grant["request_id"], grant["expires_at"]) == ("U1", origin["id"], None)
     assert (await submit(papp, {"text": "hi"}, name="post"))["status"] == "approved"
-    status, revoked = await papp.api("POST", f"/api/v1/grants/{grant['id']}/revoke", json={"by": "U2"})
-    assert status == 200 and revoked["revoked_by"] == "U2"
+    status, err = await papp.api("POST", "/api/v1/grants", json={**grant, "created_by": "U1"})
+    assert status == 405 and "only by a person in Slack" in err["error"]["message"]
+    status, err = await papp.api("POST", f"/api/v1/grants/{grant['id']}/revoke", json={"by": "U2"})
+    assert status == 400 and err["error"]["details"][0]["field"] == "by" and "api:token-1" in err["error"]["message"]
+    status, revoked = await papp.api("POST", f"/api/v1/grants/{grant['id']}/revoke")
+    assert status == 200 and revoked["revoked_by"] == "api:token-1"
     assert (await submit(papp, {"text": "hi"}, name="post"))["status"] == "pending"
     status, _ = await papp.api("POST", "/api/v1/grants/grt_nope/revoke")
     assert status == 404
@@ -258,13 +230,12 @@ async def test_away_without_a_policy_file(app: App) -> None:
 
 
 async def test_app_home_lists_grants_with_revoke_and_the_away_control(papp: App) -> None:
-    origin = await approved(papp, "U2", {"text": "hi"})
-    status, grant = await papp.api("POST", "/api/v1/grants", json={
-        "tool": "post", "match": {"text": {"op": "eq", "value": "hi"}}, "scope": "everyone", "created_by": "U2",
-        "request_id": origin})
-    assert status == 201
+    origin = await submit(papp, {"text": "hi"}, name="post")  # U1 and U2 are its approvers
+    await remember(papp, origin["id"], "U2", widen=[], scope="everyone", duration="1d")
+    _, listed = await papp.api("GET", "/api/v1/grants")
+    [grant] = listed["items"]
     await papp.slack_client.event({"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home"})
-    [published] = await papp.slack.wait_for("views.publish")
+    published = (await papp.slack.wait_for("views.publish"))[-1]
     blocks = published.args["view"]["blocks"]
     assert len(blocks) <= 100
     revoke = [b["accessory"]["value"] for b in blocks if b.get("accessory", {}).get("action_id") == "signoff_revoke_grant"]

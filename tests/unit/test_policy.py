@@ -135,6 +135,7 @@ class Case:
     run_id: str | None = None
     destructive: bool | None = None
     fyi: bool = False
+    agent: str | None = None  # the token's name (agent_of), what agent-scoped grants key on
 
 
 A, D, K = Effect.ALLOW, Effect.DENY, Effect.ASK
@@ -226,8 +227,10 @@ CASES = [
     Case("grant-run-scope-other-run", "write_file", {"path": "/tmp/a"}, K, H, run_id="run_2"),
     Case("grant-run-scope-glob-misses", "write_file", {"path": "/etc/passwd"}, K, H, run_id="run_1"),
     Case("grant-agent-scope", "fetch_url", {"url": "https://docs.rs"}, A, H, grant="grt_agent",
-         requester="docs-agent"),
-    Case("grant-agent-scope-other", "fetch_url", {"url": "https://docs.rs"}, K, H, requester="web-agent"),
+         agent="docs-agent", requester="any label"),
+    Case("grant-agent-scope-other", "fetch_url", {"url": "https://docs.rs"}, K, H, agent="web-agent"),
+    Case("grant-agent-scope-label-is-not-the-agent", "fetch_url", {"url": "https://docs.rs"}, K, H,
+         requester="docs-agent", agent="web-agent"),
     Case("grant-nested-exact", "create_user", {"user": {"name": "x", "role": "admin"}}, K, H, "nested-path"),
     Case("grant-type-strict", "wire_transfer", {"amount": "5000"}, K, C, "wire-mid-asks"),
 ]
@@ -237,7 +240,7 @@ CASES = [
 def test_policy_decision(case: Case) -> None:
     call = Call(tool=case.tool, params=case.params, risk=case.risk, destructive=case.destructive,
                 requester=case.requester, requester_user=case.requester_user, channel=case.channel,
-                run_id=case.run_id)
+                run_id=case.run_id, agent=case.agent)
     result = evaluate(POLICY, call, GRANTS, NOW)
     assert (result.outcome, result.tier, result.rule, result.grant_id, result.fyi) == (
         case.outcome, case.tier, case.rule, case.grant, case.fyi), result.reason

@@ -45,7 +45,7 @@ def test_no_remember_without_policy_or_for_critical() -> None:
 
 
 def test_remember_modal_is_valid_and_parses() -> None:
-    req = request(extra={"policy": POLICY, "run_id": "run_1"})
+    req = request(extra={"policy": POLICY, "run_id": "run_1", "api_token": "deploy-bot"})
     view = views.remember_modal(req)
     assert View(**view).to_dict() == view
     options = [o["value"] for b in view["blocks"] if b.get("block_id") == "generalise"
@@ -62,6 +62,12 @@ def test_remember_modal_is_valid_and_parses() -> None:
     forged = {**values, "generalise": {"generalise": {"selected_options": [{"value": "amount:any"}]}}}
     assert views.parse_remember(req, forged)[1] == {"generalise": "That option does not belong to this request."}
     assert "scope" in views.parse_remember(req, {**values, "scope": {}})[1]
+    # "This agent" is the token that made the request; a request with no token identity is never offered it.
+    assert views.scope_value(req, Scope.AGENT) == "deploy-bot"
+    anonymous = request(extra={"policy": POLICY, "run_id": "run_1"}, requested_by="deploy-bot")
+    assert [o["value"] for o in views.scope_options(anonymous)] == ["run", "channel", "everyone"]
+    agent_choice = {**values, "scope": {"scope": {"selected_option": {"value": "agent"}}}}
+    assert views.parse_remember(anonymous, agent_choice)[1] == {"scope": "Pick who the grant is for."}
 
 
 def test_grant_list_and_away_control() -> None:

@@ -158,3 +158,12 @@ def test_readme_policy_example_and_explain(tmp_path: Path) -> None:
     done = signoff("policy", "explain", "--policy", str(path), "--action", "db_exec", "--params",
                    '{"database": "prod-eu", "statement": "DROP TABLE users"}', "--requester", "support-bot")
     assert done.stdout.strip().splitlines() == expected
+
+
+def test_grant_admins_are_slack_ids_checked_like_approvers() -> None:
+    policy = parse_policy("grant_admins: [U5, SADMINS, U5]\nrules: []\n")
+    assert policy.grant_admins == ("U5", "SADMINS")  # each once, in order
+    assert parse_policy("rules: []\n").grant_admins == ()
+    with pytest.raises(PolicyError) as bad:
+        parse_policy("rules: []\ngrant_admins:\n  - alice\n", "p.yaml")
+    assert str(bad.value).startswith("p.yaml:2: grant_admins:") and "'alice' is not a Slack user id" in str(bad.value)

@@ -74,8 +74,11 @@ def test_rule_mapping_per_tool() -> None:
 
 def request(*, suggestions: list[Any] | None = None, tool: str = "Bash", risk: Risk = Risk.HIGH, quorum: int = 1,
             confirm: str | None = None, policy: bool = True, session: str | None = "s-1",
-            requested_by: str | None = "Claude Code on host-1", **extra: Any) -> Request:
+            requested_by: str | None = "Claude Code on host-1", token: str | None = "claude-code",
+            **extra: Any) -> Request:
     ex: dict[str, Any] = {"suggestions": suggestions if suggestions is not None else [NPM], **extra}
+    if token:
+        ex["api_token"] = token  # who the agent is: the token that made the request (agent_of)
     if policy:
         ex["policy"] = {"outcome": "ask", "tier": risk.value}
     if session:
@@ -89,12 +92,12 @@ def request(*, suggestions: list[Any] | None = None, tool: str = "Bash", risk: R
 def test_an_offered_suggestion_names_its_grant_and_scope() -> None:
     [one] = offers(request())
     assert one.offered and one.label == "Bash(npm test *)"
-    assert (one.scope, one.scope_value) == (Scope.AGENT, "Claude Code on host-1")
+    assert (one.scope, one.scope_value) == (Scope.AGENT, "claude-code")  # the token, never requested_by
     assert one.meaning() == ("always allow Bash commands that start with “npm test”, for this agent "
-                             "(Claude Code on host-1), until revoked")
+                             "(claude-code), until revoked")
     session = dict(NPM, destination="session")
     [two] = offers(request(suggestions=[session]))
-    assert (two.scope, two.scope_value) == (Scope.RUN, "session:s-1")
+    assert (two.scope, two.scope_value) == (Scope.RUN, "session:claude-code:s-1")
     assert offered(request(), 0) is not None and offered(request(), 1) is None
 
 
@@ -103,7 +106,7 @@ def test_an_offered_suggestion_names_its_grant_and_scope() -> None:
     ({"suggestions": [dict(NPM, behavior="deny")]}, "would deny calls"),
     ({"suggestions": [dict(NPM, destination="cliArg")]}, "cannot scope"),
     ({"suggestions": [dict(NPM, destination="session")], "session": None}, "names no session"),
-    ({"requested_by": None}, "does not say which agent"),
+    ({"token": None}, "not made with an API token"),
     ({"suggestions": [dict(NPM, rules=[{"toolName": "Read", "ruleContent": "//x/**"}])]}, "not this call's tool"),
     ({"suggestions": [dict(NPM, rules=[{"toolName": "Bash", "ruleContent": "npm test | sh"}])]}, "shell operators"),
     ({"suggestions": [{"type": "somethingNew", "x": 1}]}, "not this kind"),
