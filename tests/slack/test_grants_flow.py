@@ -147,6 +147,7 @@ async def test_critical_cannot_be_remembered_and_grants_never_apply(papp: App) -
 async def test_grants_api_lists_and_an_admin_token_revokes(papp: App) -> None:
     origin = await submit(papp, {"text": "hi"}, name="post")
     await remember(papp, origin["id"], "U1", widen=[], scope="everyone", duration="forever")
+    await papp.api("GET", f"/api/v1/approvals/{origin['id']}?wait=5")  # approved with the grant, in one write
     _, grants = await papp.api("GET", "/api/v1/grants")  # the harness's token is an admin token
     [grant] = grants["items"]
     assert (grant["created_by"], grant["request_id"], grant["expires_at"]) == ("U1", origin["id"], None)
@@ -232,6 +233,7 @@ async def test_away_without_a_policy_file(app: App) -> None:
 async def test_app_home_lists_grants_with_revoke_and_the_away_control(papp: App) -> None:
     origin = await submit(papp, {"text": "hi"}, name="post")  # U1 and U2 are its approvers
     await remember(papp, origin["id"], "U2", widen=[], scope="everyone", duration="1d")
+    await papp.api("GET", f"/api/v1/approvals/{origin['id']}?wait=5")  # approved with the grant, in one write
     _, listed = await papp.api("GET", "/api/v1/grants")
     [grant] = listed["items"]
     await papp.slack_client.event({"type": "app_home_opened", "user": "U1", "channel": "D1", "tab": "home"})
