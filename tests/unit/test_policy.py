@@ -231,6 +231,7 @@ CASES = [
     Case("grant-agent-scope-other", "fetch_url", {"url": "https://docs.rs"}, K, H, agent="web-agent"),
     Case("grant-agent-scope-label-is-not-the-agent", "fetch_url", {"url": "https://docs.rs"}, K, H,
          requester="docs-agent", agent="web-agent"),
+    Case("grant-agent-scope-no-token-no-agent", "fetch_url", {"url": "https://docs.rs"}, K, H, requester="docs-agent"),
     Case("grant-nested-exact", "create_user", {"user": {"name": "x", "role": "admin"}}, K, H, "nested-path"),
     Case("grant-type-strict", "wire_transfer", {"amount": "5000"}, K, C, "wire-mid-asks"),
 ]
