@@ -101,6 +101,7 @@ async def create_approval(request: web.Request) -> web.Response:
         action=body.domain_action(),
         summary=body.summary,
         risk=body.risk,
+        asked_risk=body.risk if "risk" in body.model_fields_set else None,  # only ever raises policy's tier
         channel=channel,
         context=body.context,
         preview=body.domain_preview(),
