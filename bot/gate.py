@@ -113,7 +113,9 @@ def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec
     quorum = max(spec.quorum, evaluation.quorum)
     if spec.quorum > evaluation.quorum and not spec.trusted:
         asked["quorum"] = spec.quorum
-        _check_quorum(approvers, quorum, spec)
+    if not spec.trusted and quorum > 1 and (spec.quorum > evaluation.quorum or not configured):
+        _check_quorum(approvers, () if configured else spec.approver_users, quorum, spec,
+                      whose="policy names" if configured else "the request names")
     extra = {**spec.extra, "asked": asked} if asked else spec.extra
     # Separation of duties and quorum: the stricter of the request and its tier holds, so neither
     # an API field nor a tier can loosen what the other asks for.
@@ -168,16 +170,17 @@ def _at_least_as_strict(mine: tuple[Any, Outcome] | None, tier: tuple[Any, Outco
     return mine is not None and mine[0] <= tier[0]
 
 
-def _check_quorum(approvers: Sequence[str], quorum: int, spec: ApprovalSpec) -> None:
-    """A quorum the agent asked for that the configured approvers can never reach is a 400, not a
-    card that waits forever (user groups: their size is not known here, so not checked)."""
-    people = set(approvers)
-    if not people or any(a.startswith("S") for a in people):
+def _check_quorum(approvers: Sequence[str], members: Sequence[str], quorum: int, spec: ApprovalSpec, *,
+                  whose: str) -> None:
+    """A quorum that the approvers can never reach is a 400, not a card that waits forever. `members`:
+    of the listed user groups, when known (else a list with a group is not checked)."""
+    if not approvers or (any(a.startswith("S") for a in approvers) and not members):
         return
+    people = {a for a in approvers if not a.startswith("S")} | set(members)
     if spec.requester_user and not spec.requester_may_approve:
         people.discard(spec.requester_user)
     if quorum > len(people):
-        message = (f"needs {quorum} distinct approvers but policy names only {len(people)} "
+        message = (f"needs {quorum} distinct approvers but {whose} only {len(people)} "
                    f"{'person' if len(people) == 1 else 'people'} able to approve")
         raise InvalidInput(f"invalid request body: quorum: {message}", details=[{"field": "quorum", "message": message}])
 
