@@ -154,6 +154,9 @@ def _timing(spec: ApprovalSpec, timing: Timing, evaluation: Evaluation, asked: d
                 continue
             after, outcome = value if value is not None else (None, Outcome.EXPIRED)
             timing = replace(timing, timeout=after, timeout_outcome=outcome)
+    if timing.timeout_outcome is Outcome.APPROVED and evaluation.timeout != (timing.timeout, Outcome.APPROVED):
+        # Only policy makes silence approve (the API refuses it in a body; kept here for any other caller).
+        timing = replace(timing, timeout_outcome=Outcome.EXPIRED)
     if agent_levels and not agent_levels_add and any(lv.add_as_approvers for lv in timing.levels):
         # The agent's own chain notifies whom it names; it never adds approvers to the tier's.
         timing = replace(timing, levels=tuple(replace(lv, add_as_approvers=False) for lv in timing.levels))

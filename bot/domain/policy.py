@@ -390,7 +390,7 @@ def _bar(policy: Policy, tier: Risk, base: Risk) -> TierSettings:
     """The settings a call at `tier` gets when policy alone put it at `base` (the agent asked for more).
 
     The raised tier's own settings, never looser than the base tier's: its approvers, or the base's
-    when it names none (and then the larger quorum); self-approval only if both allow it; its
+    when it names none; the larger quorum (at most the people listed); self-approval only if both allow it; its
     confirmation, or the base's; each timing part its own, or the base's when it leaves it to the
     server, except a base timeout that approves (only policy's low tier can): silence never approves
     a request the agent itself asked to be looked at more closely.
@@ -401,9 +401,13 @@ def _bar(policy: Policy, tier: Risk, base: Risk) -> TierSettings:
     timeout = high.timeout
     if timeout is DEFAULT and not (low.timeout not in (None, DEFAULT) and low.timeout[1] is Outcome.APPROVED):
         timeout = low.timeout
+    approvers = high.approvers or low.approvers
+    quorum = max(high.quorum, low.quorum)
+    if approvers and not any(a.startswith("S") for a in approvers):
+        quorum = min(quorum, len(approvers))  # never more than the listed people can give
     return TierSettings(
-        approvers=high.approvers or low.approvers,
-        quorum=high.quorum if high.approvers else max(high.quorum, low.quorum),
+        approvers=approvers,
+        quorum=quorum,
         requester_may_approve=high.requester_may_approve and low.requester_may_approve,
         confirm=high.confirm or low.confirm,
         reminders=low.reminders if high.reminders is DEFAULT else high.reminders,
