@@ -8,8 +8,9 @@ the one decision procedure, in this order (as in Claude Code's permission chain)
 2. ask rules: the first matching ask rule asks (at tier high, or the rule's own tier).
 3. remembered grants, then allow rules: an active, in-scope grant that matches allows
    (`via: grant`), never when the call's tier is `critical`; else the first matching allow
-   rule allows (`via: policy`), at any tier (the file is the authority; an allowed call above
-   `low` is announced in the channel afterwards).
+   rule allows (`via: policy`), at any tier policy gives (the file is the authority; an allowed
+   call above `low` is announced in the channel afterwards), but not a call the agent itself
+   says is critical.
 4. the tier's default: low allows silently, medium allows with an FYI, high asks, critical
    asks with typed confirmation.
 
