@@ -25,11 +25,13 @@ from typing import Any
 
 from bot import effects
 from bot.access import Directory
+from bot.domain.durations import compact
 from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
-from bot.domain.model import AuditEvent, Decision, Outcome, Request, Status, Via, iso
+from bot.domain.model import AuditEvent, Decision, Kind, Outcome, Request, Status, Via, iso
 from bot.domain.params_hash import params_sha256
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
-from bot.domain.timing import DEFAULT
+from bot.domain.timing import DEFAULT, Timing
+from bot.errors import InvalidInput
 from bot.group_commit import GroupCommit
 from bot.homes import user_ids
 from bot.policy_holder import PolicyHolder
@@ -69,44 +71,121 @@ class Checked:
 
 def call_of(spec: ApprovalSpec) -> Call:
     return Call(
-        tool=spec.action.name, params=spec.action.params, risk=spec.risk, destructive=spec.destructive,
-        requester=spec.requested_by, requester_user=spec.requester_user, channel=spec.channel,
+        tool=spec.action.name, params=spec.action.params, destructive=spec.destructive,
+        # The runner's declared tool risk is the operator's; an agent's `risk` may only raise the tier.
+        risk=spec.risk if spec.trusted else None, asked_risk=None if spec.trusted else spec.asked_risk,
+        requester=spec.requested_by, requester_user=spec.requester_user if spec.trusted else None,
+        channel=spec.channel,
         run_id=run_of(spec.extra),  # Signoff's run, or the session the agent named
-        agent=agent_of(spec.extra),  # the token's name (or Signoff's run's agent), never requested_by
+        agent=agent_of(spec.extra),
     )
 
 
 def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec:
     """THE mapping from an Evaluation to request fields (the only one: keep it that way).
 
-    Fills what the request left open: approvers (when it named none), timing parts (when it
-    gave none: `spec.timing_given`); the risk becomes the evaluated tier; quorum, self-approval
-    and typed confirmation take the stricter of the request's and the tier's.
+    The bar comes from policy (and, for Signoff's own runner, the operator); what an agent asked
+    for only ever adds to it:
+    - risk: the evaluated tier (already the higher of policy's and the agent's);
+    - approvers: the tier's when it names any (the agent's are kept in `extra["asked"]` for the
+      card, and its escalation levels only notify); the runner's SIGNOFF_RUN_APPROVERS before the
+      tier's; the agent's only when nobody configured any;
+    - quorum: the larger; self-approval only if both allow it; the tier's typed confirmation,
+      else the request's;
+    - timing: reminders the request gave, else the tier's; the tier's escalation chain when it
+      sets one; the request's timeout only when it is at least as strict as the tier's (ends no
+      later, or the tier's would approve; a request's timeout never approves: bot.api.timing_in).
+    What the agent asked above policy is recorded in `extra["asked"]` (the card says so).
     """
-    approvers = spec.approvers or evaluation.approvers
+    asked: dict[str, Any] = {}
+    if evaluation.policy_tier is not None:
+        asked["risk"] = {"asked": evaluation.tier.value, "policy": evaluation.policy_tier.value}
+    configured = evaluation.approvers
+    approvers = spec.approvers or configured
+    if configured and not spec.trusted:
+        approvers = configured
+        ignored = [a for a in spec.approvers if a not in configured]
+        if ignored:
+            asked["approvers"] = ignored
     timing = spec.timing
     if timing is not None:
-        for part in TIMING_PARTS:
-            value = getattr(evaluation, part)
-            if part in spec.timing_given or value is DEFAULT:
-                continue
-            if part == "reminders":
-                every, count = value if value is not None else (None, 0)
-                timing = replace(timing, remind_every=every, remind_max=count)
-            elif part == "escalation":
-                levels, loops = value if value is not None else ((), 0)
-                timing = replace(timing, levels=levels, loops=loops)
-            else:
-                after, outcome = value if value is not None else (None, Outcome.EXPIRED)
-                timing = replace(timing, timeout=after, timeout_outcome=outcome)
+        timing = _timing(spec, timing, evaluation, asked, agent_levels_add=not (configured and not spec.trusted))
+    quorum = max(spec.quorum, evaluation.quorum)
+    if spec.quorum > evaluation.quorum and not spec.trusted:
+        asked["quorum"] = spec.quorum
+    if not spec.trusted and quorum > 1 and (spec.quorum > evaluation.quorum or not configured):
+        _check_quorum(approvers, () if configured else spec.approver_users, quorum, spec,
+                      whose="policy names" if configured else "the request names")
+    extra = {**spec.extra, "asked": asked} if asked else spec.extra
     # Separation of duties and quorum: the stricter of the request and its tier holds, so neither
     # an API field nor a tier can loosen what the other asks for.
     return replace(
-        spec, approvers=tuple(approvers), timing=timing, risk=evaluation.tier,
-        quorum=max(spec.quorum, evaluation.quorum),
+        spec, approvers=tuple(approvers), timing=timing, risk=evaluation.tier, quorum=quorum, extra=extra,
         requester_may_approve=spec.requester_may_approve and evaluation.requester_may_approve,
-        confirm=spec.confirm or evaluation.confirm,
+        confirm=evaluation.confirm or spec.confirm,
     )
+
+
+def _timing(spec: ApprovalSpec, timing: Timing, evaluation: Evaluation, asked: dict[str, Any], *,
+            agent_levels_add: bool) -> Timing:
+    """`timing` (the request's parts, else the server's) with the tier's parts applied (see apply_evaluation)."""
+    given = spec.timing_given if not spec.trusted else frozenset()
+    agent_levels = "escalation" in given
+    for part in TIMING_PARTS:
+        value = getattr(evaluation, part)
+        if value is DEFAULT:
+            continue
+        if part == "reminders":
+            if part in given:
+                continue
+            every, count = value if value is not None else (None, 0)
+            timing = replace(timing, remind_every=every, remind_max=count)
+        elif part == "escalation":
+            if value is None and part in given:
+                continue  # the tier escalates to nobody: the request's chain only adds people to notify
+            levels, loops = value if value is not None else ((), 0)
+            timing = replace(timing, levels=levels, loops=loops)
+            agent_levels = False
+        else:
+            mine = (timing.timeout, timing.timeout_outcome) if timing.timeout is not None else None
+            if part in given and _at_least_as_strict(mine, value):
+                if mine != value and mine is not None:
+                    asked["timeout"] = compact(mine[0])
+                continue
+            after, outcome = value if value is not None else (None, Outcome.EXPIRED)
+            timing = replace(timing, timeout=after, timeout_outcome=outcome)
+    if timing.timeout_outcome is Outcome.APPROVED and evaluation.timeout != (timing.timeout, Outcome.APPROVED):
+        # Only policy makes silence approve (the API refuses it in a body; kept here for any other caller).
+        timing = replace(timing, timeout_outcome=Outcome.EXPIRED)
+    if agent_levels and not agent_levels_add and any(lv.add_as_approvers for lv in timing.levels):
+        # The agent's own chain notifies whom it names; it never adds approvers to the tier's.
+        timing = replace(timing, levels=tuple(replace(lv, add_as_approvers=False) for lv in timing.levels))
+    return timing
+
+
+def _at_least_as_strict(mine: tuple[Any, Outcome] | None, tier: tuple[Any, Outcome] | None) -> bool:
+    """Whether the request's timeout asks no less than the tier's: it never approves (the API refuses
+    that), so it is as strict when the tier's has none or would approve, else when it ends no later."""
+    if mine is not None and mine[1] is Outcome.APPROVED:
+        return False
+    if tier is None or tier[1] is Outcome.APPROVED:
+        return True
+    return mine is not None and mine[0] <= tier[0]
+
+
+def _check_quorum(approvers: Sequence[str], members: Sequence[str], quorum: int, spec: ApprovalSpec, *,
+                  whose: str) -> None:
+    """A quorum that the approvers can never reach is a 400, not a card that waits forever. `members`:
+    of the listed user groups, when known (else a list with a group is not checked)."""
+    if not approvers or (any(a.startswith("S") for a in approvers) and not members):
+        return
+    people = {a for a in approvers if not a.startswith("S")} | set(members)
+    if spec.requester_user and not spec.requester_may_approve:
+        people.discard(spec.requester_user)
+    if quorum > len(people):
+        message = (f"needs {quorum} distinct approvers but {whose} only {len(people)} "
+                   f"{'person' if len(people) == 1 else 'people'} able to approve")
+        raise InvalidInput(f"invalid request body: quorum: {message}", details=[{"field": "quorum", "message": message}])
 
 
 def _decided(request: Request, evaluation: Evaluation, now: datetime) -> Request:
@@ -193,7 +272,9 @@ class PolicyGate:
         then verifies it in the unit and raises StaleCheck if grants changed meanwhile.
         """
         now = service.clock.now()
-        evaluation, stamp = await self._evaluate(call_of(spec), now, verify_later=verify_later)
+        evaluation, stamp = None, None
+        if spec.kind is not Kind.QUESTION:  # a question is asked, never allowed or denied by policy
+            evaluation, stamp = await self._evaluate(call_of(spec), now, verify_later=verify_later)
         if evaluation is not None:
             if (not record_defaults and evaluation.outcome is Effect.ALLOW and evaluation.rule is None
                     and evaluation.grant_id is None):

@@ -3,7 +3,8 @@
     signoff policy check policy.yaml
         exit 0 and a one-line summary, or exit 1 and `file:line: problem`
     signoff policy explain --action send_email --params '{"to": "a@example.com"}' \\
-        [--requester U0123ABCD] [--channel C0123ABCD] [--risk high] [--destructive] [--policy FILE]
+        [--requester NAME] [--channel C0123ABCD] [--risk high] [--asked-risk critical] [--destructive]
+        [--policy FILE]
         the outcome, the tier and the rule (or tier default) that made it; exit 0 (1 on a bad file)
 
 `explain` reads SIGNOFF_POLICY unless --policy is given. Remembered grants live in the database
@@ -19,6 +20,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from bot.domain.duties import SLACK_USER_ID
 from bot.domain.model import Risk
 from bot.domain.policy import Call, Effect, evaluate
 from bot.policy_file import PolicyError, load_policy
@@ -32,9 +34,13 @@ def add_parser(sub: Any) -> None:
     explain = actions.add_parser("explain", help="print the outcome for one call and the rule that made it")
     explain.add_argument("--action", required=True, help="the tool name")
     explain.add_argument("--params", default="{}", help="the parameters, as a JSON object")
-    explain.add_argument("--requester", help="requested_by (an agent name or a Slack user id)")
+    explain.add_argument("--requester", help="who asks: an API token's name, or the Slack user id of the person "
+                                             "who started Signoff's run (never a requested_by label)")
     explain.add_argument("--channel", help="the Slack channel id")
-    explain.add_argument("--risk", choices=[r.value for r in Risk], help="the caller's risk (API risk, tool risk)")
+    explain.add_argument("--risk", choices=[r.value for r in Risk],
+                         help="the tool's declared risk (Signoff's runner: operator config)")
+    explain.add_argument("--asked-risk", choices=[r.value for r in Risk],
+                         help="the agent's risk (API body, MCP argument): only ever raises the tier")
     explain.add_argument("--destructive", action="store_true", help="the tool says it is destructive")
     explain.add_argument("--policy", help="the policy file (default: $SIGNOFF_POLICY)")
 
@@ -74,7 +80,9 @@ def _explain(args: argparse.Namespace) -> int:
         print("signoff: --params must be a JSON object", file=sys.stderr)
         return 2
     call = Call(tool=args.action, params=params, risk=Risk(args.risk) if args.risk else None,
-                destructive=args.destructive or None, requester=args.requester, channel=args.channel)
+                asked_risk=Risk(args.asked_risk) if args.asked_risk else None,
+                destructive=args.destructive or None, agent=args.requester, channel=args.channel,
+                requester_user=args.requester if args.requester and SLACK_USER_ID.match(args.requester) else None)
     result = evaluate(policy, call, None, datetime.now(UTC))
     print(f"outcome: {result.outcome.value}")
     print(f"tier:    {result.tier.value}")

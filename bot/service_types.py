@@ -40,6 +40,12 @@ class ApprovalSpec:
     confirm: str | None = None
     requester_user: str | None = None
     items: tuple[Item, ...] = ()  # a batch: several actions on one card (`action` is then BATCH_ACTION)
+    # Who set the bar. `trusted`: Signoff's own runner, from operator config (the tool's declared risk,
+    # SIGNOFF_RUN_APPROVERS, the Slack user who started the run). Otherwise an agent did (the API):
+    # its `risk` is only `asked_risk` (None: it named none) and may only raise policy's tier, and
+    # approvers a policy tier names hold over the ones it lists (bot.gate.apply_evaluation).
+    trusted: bool = False
+    asked_risk: Risk | None = None
 
     def pending(self, request_id: str, now: datetime, default_timing: Timing | None, *,
                 idempotency_key: str | None = None, body_hash: str | None = None) -> Request:

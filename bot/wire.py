@@ -52,9 +52,11 @@ def request_json(request: Request) -> dict[str, Any]:
         "requester_user": request.requester_user,
         "votes": [v.to_json() for v in request.votes],
         "items": [item_json(i) for i in request.items] if request.items else None,
-        # Issue 12, present only when they apply: how the policy file evaluated it; delegates added.
+        # Issue 12, present only when they apply: how the policy file evaluated it; what the agent asked
+        # for above policy (bot/gate.py); delegates added.
         # ...and the Claude permission suggestions the agent sent (bot/domain/suggestions.py).
-        **{key: request.extra[key] for key in ("policy", "delegations", "suggestions", "session") if key in request.extra},
+        **{key: request.extra[key] for key in ("policy", "asked", "delegations", "suggestions", "session")
+           if key in request.extra},
     }
     if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
         body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))

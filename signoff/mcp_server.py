@@ -35,9 +35,17 @@ from signoff.models import Answers, Decision
 ClientFactory = Callable[[Any], AsyncSignoffClient]
 
 
+RISKS = ("low", "medium", "high", "critical")
+
+
 @dataclass(frozen=True)
 class Defaults:
-    """Where cards go and how long a permission prompt waits, when a call does not say."""
+    """Where cards go and how long a permission prompt waits, when a call does not say.
+
+    `risk` and `approvers` are the operator's bar (`--risk`/`--approvers`, SIGNOFF_APPROVERS, the
+    `/mcp?risk=&approvers=` URL): the model's arguments may raise the risk, never lower it, and
+    name approvers only when the operator named none (`bar`).
+    """
 
     channel: str | None = None
     approvers: tuple[str, ...] = ()
@@ -50,6 +58,16 @@ class Defaults:
         approvers = os.environ.get("SIGNOFF_APPROVERS", "")
         return cls(channel=os.environ.get("SIGNOFF_CHANNEL") or None,
                    approvers=tuple(a.strip() for a in approvers.split(",") if a.strip()))
+
+
+def bar(chosen: Defaults, risk: str | None, approvers: list[str] | None) -> tuple[str, list[str]]:
+    """(risk, approvers) for a call: the higher of the operator's risk and the model's (an unknown word
+    is sent as given, for the server to refuse), and the operator's approvers when it named any."""
+    floor = chosen.risk if chosen.risk in RISKS else "high"
+    asked = risk or floor
+    if asked in RISKS and RISKS.index(asked) < RISKS.index(floor):
+        asked = floor
+    return asked, list(chosen.approvers) or list(approvers or [])
 
 
 class Option(BaseModel):
@@ -120,13 +138,15 @@ def build_server(client_factory: ClientFactory | None = None,
         (run the action with these: the person may have edited them), `changes`, `comment` (the reason
         for a rejection) and `decided_by`. `preview` is one of {"kind": "email"|"diff"|"table"|"markdown"|
         "json", ...}. With `timeout_seconds`, an undecided request is cancelled and reported as such.
+        `risk` can raise the configured risk, never lower it; `approvers` count only where none are configured.
         """
         chosen = defaults_for(ctx)
+        risk, approvers = bar(chosen, risk, approvers)
         async with factory(ctx) as client:
             handle = await client.submit(
-                action, params, summary=summary, preview=preview, risk=risk or chosen.risk,
+                action, params, summary=summary, preview=preview, risk=risk,
                 params_schema=params_schema, channel=channel or chosen.channel,
-                approvers=approvers or list(chosen.approvers), idempotency_key=idempotency_key,
+                approvers=approvers, idempotency_key=idempotency_key,
                 context=context, requested_by=chosen.requested_by)
             return decision_json(await _settle(client, handle.id, handle.decision, timeout_seconds))
 
@@ -143,7 +163,7 @@ def build_server(client_factory: ClientFactory | None = None,
             try:
                 answers = await client.ask([q.model_dump() for q in questions], summary=summary, context=context,
                                            channel=channel or chosen.channel,
-                                           approvers=approvers or list(chosen.approvers), timeout=timeout_seconds,
+                                           approvers=bar(chosen, None, approvers)[1], timeout=timeout_seconds,
                                            idempotency_key=idempotency_key, requested_by=chosen.requested_by)
             except SignoffError as exc:
                 decision = getattr(exc, "decision", None)

@@ -62,6 +62,7 @@ def batch_spec(specs: list[tuple[str, ApprovalSpec]], run: Run) -> ApprovalSpec:
         requester_user=first.requester_user,
         requester_may_approve=first.requester_may_approve,
         approvers=first.approvers,  # SIGNOFF_RUN_APPROVERS, as on a single card
+        trusted=True,  # the runner's own specs: risk and approvers from operator config
         items=items,
     )
 

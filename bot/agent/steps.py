@@ -309,6 +309,7 @@ class Steps:
         if tool.risk in (Risk.HIGH, Risk.CRITICAL) or policy_gate(self.service) is not None:
             spec = ApprovalSpec(
                 destructive=tool.destructive,  # the tool's declared risk and hint are inputs to policy
+                trusted=True,  # the operator declared the tool's risk and SIGNOFF_RUN_APPROVERS
                 action=Action(name, params, tool.input_schema),
                 summary=tool.summarize(params),
                 risk=tool.risk,

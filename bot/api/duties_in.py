@@ -22,15 +22,16 @@ class Duties:
     confirm: str | None
 
 
-def parse_duties(body: ApprovalIn, group_members: tuple[str, ...]) -> Duties:
+def parse_duties(body: ApprovalIn, group_members: tuple[str, ...], *, policy: bool = False) -> Duties:
     """The request's quorum, requester, self-approval rule and confirmation string.
 
     With an approver list, the people on it (users listed directly and members of listed user
-    groups, minus a requester who may not approve) must be at least `quorum`.
+    groups, minus a requester who may not approve) must be at least `quorum`. Under a policy file
+    (`policy`) a tier's approvers may stand in for the body's: the gate checks then (bot.gate).
     """
     requester = requester_user_of(body.requested_by, body.requester_user)
     may_approve = default_may_approve(requester, body.requester_may_approve)
-    if body.approvers and body.quorum > 1:
+    if body.approvers and body.quorum > 1 and not policy:
         people = {a for a in body.approvers if not a.startswith("S")} | set(group_members)
         groups_unknown = any(a.startswith("S") for a in body.approvers) and not group_members
         if requester and not may_approve:

@@ -48,7 +48,9 @@ def _token(request: Any) -> str | None:
 def _defaults(settings: Settings) -> Callable[[Any], Defaults]:
     """Where a call's card goes: `/mcp?channel=C...&approvers=U1,S2`, else the server's default channel.
 
-    An MCP host cannot pass environment to a remote server; its configured URL can carry these.
+    An MCP host cannot pass environment to a remote server; its configured URL can carry these. The
+    URL's `risk` and `approvers` are the operator's: the model's arguments may raise the risk, never
+    lower it, and cannot replace the approvers (`signoff.mcp_server.bar`).
     """
     def for_call(ctx: Any) -> Defaults:
         from signoff.mcp_server import Defaults  # imported by then (`_import_sdk`)

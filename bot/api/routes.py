@@ -23,6 +23,7 @@ from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import InvalidInput, SignoffError
+from bot.gate import policy_gate
 from bot.service import ApprovalSpec, Service
 from bot.wire import request_json
 from bot.settings import Settings
@@ -89,7 +90,7 @@ async def create_approval(request: web.Request) -> web.Response:
                           defaults=service.default_timing or Timing())
     members = await expand_groups(service.directory, body.approvers, timing,
                                   escalation_given=body.escalation is not None)
-    duties = parse_duties(body, members)
+    duties = parse_duties(body, members, policy=policy_gate(service) is not None)
     spec = ApprovalSpec(
         quorum=duties.quorum,
         requester_user=duties.requester_user,
@@ -101,6 +102,7 @@ async def create_approval(request: web.Request) -> web.Response:
         action=body.domain_action(),
         summary=body.summary,
         risk=body.risk,
+        asked_risk=body.risk if "risk" in body.model_fields_set else None,  # only ever raises policy's tier
         channel=channel,
         context=body.context,
         preview=body.domain_preview(),

@@ -8,8 +8,9 @@
 Absent (or null): the server's default for that part (SIGNOFF_REMIND_*, SIGNOFF_ESCALATE_*,
 SIGNOFF_TIMEOUT*). Durations: 90s, 15m, 4h, 2d. Each level's `after` counts from the previous
 level (level 1: from the request); after the last level the chain repeats `loops` more times.
-`approve` on timeout is allowed only for low-risk requests. A timeout that would end the request
-before its first reminder or first escalation is refused. Every problem is a 400 naming its field.
+A request's timeout never approves: `approve` is a 400 ("only policy can make silence approve": a
+policy file's low tier may say so, bot.policy_file). A timeout that would end the request before
+its first reminder or first escalation is refused. Every problem is a 400 naming its field.
 """
 
 from __future__ import annotations
@@ -117,6 +118,11 @@ def parse_timing(raw_reminders: Any, raw_escalation: Any, raw_timeout: Any, *, r
         )
         escalation = (levels, escalation.loops)
     if isinstance(timeout, TimeoutIn):
+        if timeout.outcome == "approve":
+            # An agent must not be able to make a request that nobody answers approve itself.
+            message = "only policy can make silence approve: use expire or reject"
+            raise InvalidInput(f"invalid request body: timeout.outcome: {message}",
+                               details=[{"field": "timeout.outcome", "message": message}])
         timeout = (parse_duration(timeout.after), TIMEOUT_OUTCOMES[timeout.outcome])
     try:
         return combine(defaults, risk=risk, reminders=reminders, escalation=escalation, timeout=timeout)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bot.domain.choices import DECISIONS, DEFAULT, LABELS
+from bot.domain.choices import LABELS, offered_of
 from bot.domain.edits import compute_changes
 from bot.domain.model import Actor, Item, Outcome, Via
 
@@ -65,9 +65,7 @@ def pages(count: int, per_page: int) -> list[range]:
 
 def offered(item: Item) -> tuple[str, ...]:
     """The decisions `item` offers, in DECISIONS order."""
-    if item.allowed is None:
-        return DEFAULT
-    return tuple(d for d in DECISIONS if d in item.allowed)
+    return offered_of(item.allowed)
 
 
 def choice_refusal(index: int, item: Item, decision: str) -> str | None:

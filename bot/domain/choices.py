@@ -8,6 +8,9 @@ refuses a decision the request does not offer, so a forged or stale button canno
 
 `respond` means "answer in place of running the action": it is recorded as a rejection (the
 action must not run) with `via` = `reply` and the person's answer as the comment.
+
+A person can always say no: `reject` is offered whatever the list says (an agent may take
+Approve, Edit or Reply away, never Reject), on requests stored before this rule too.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from bot.domain.values import Kind
 
 DECISIONS = ("approve", "edit", "reject", "respond")
 DEFAULT = ("approve", "edit", "reject")
+ALWAYS = "reject"
 EXTRA_KEY = "allowed_decisions"
 
 LABELS = {"approve": "Approve", "edit": "Edit", "reject": "Reject", "respond": "Reply instead"}
@@ -27,10 +31,14 @@ def allowed_decisions(kind: Kind, extra: dict[str, Any]) -> tuple[str, ...]:
     """The decisions a request offers, in DECISIONS order (questions: none of these)."""
     if kind is not Kind.APPROVAL:
         return ()
-    given = extra.get(EXTRA_KEY)
-    if not isinstance(given, list):
+    return offered_of(extra.get(EXTRA_KEY))
+
+
+def offered_of(given: Any) -> tuple[str, ...]:
+    """The decisions a list an agent gave offers (None or not a list: DEFAULT), Reject always among them."""
+    if not isinstance(given, list | tuple):
         return DEFAULT
-    return tuple(d for d in DECISIONS if d in given)
+    return tuple(d for d in DECISIONS if d in given or d == ALWAYS)
 
 
 def refusal(decision: str, offered: tuple[str, ...]) -> str:

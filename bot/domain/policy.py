@@ -8,14 +8,22 @@ the one decision procedure, in this order (as in Claude Code's permission chain)
 2. ask rules: the first matching ask rule asks (at tier high, or the rule's own tier).
 3. remembered grants, then allow rules: an active, in-scope grant that matches allows
    (`via: grant`), never when the call's tier is `critical`; else the first matching allow
-   rule allows (`via: policy`), at any tier (the file is the authority; an allowed call above
-   `low` is announced in the channel afterwards).
+   rule allows (`via: policy`), at any tier policy gives (the file is the authority; an allowed
+   call above `low` is announced in the channel afterwards), but not a call the agent itself
+   says is critical.
 4. the tier's default: low allows silently, medium allows with an FYI, high asks, critical
    asks with typed confirmation.
 
 The call's tier is the tier of the first matching rule that names one; without one, the
-caller's `risk` (API body, the runner's declared tool risk), raised to at least `high` when
-the tool says it is destructive. Inputs only ever feed the tier: they never skip step 1.
+operator's declared risk (the runner's tool risk) or the file's `default_tier`, raised to at
+least `high` when the tool says it is destructive. The agent's own `risk` (API body, MCP
+argument: `Call.asked_risk`) only ever raises that tier, never lowers it; when it raises it, the
+tier's settings are the stricter of both tiers' (`_bar`). Inputs only ever feed the tier: they
+never skip step 1.
+
+`requester:` globs match who the agent is (`Call.agent`: its API token's name, or the agent of
+Signoff's own run) and the Slack user Signoff itself knows started the run (`requester_user`),
+never a label the agent wrote (`requested_by`).
 
 Evaluation cost: rules are grouped by the tool names they can match once per tool name
 (cached), grants are indexed by tool (`GrantIndex`), so a call looks only at what could match.
@@ -33,7 +41,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.grants import GrantIndex, Subject
-from bot.domain.model import Risk
+from bot.domain.model import Outcome, Risk
 from bot.domain.timing import DEFAULT
 
 TIER_ORDER = {Risk.LOW: 0, Risk.MEDIUM: 1, Risk.HIGH: 2, Risk.CRITICAL: 3}
@@ -168,7 +176,8 @@ class Rule:
         if self._channels and not (call.channel and any(p.match(call.channel) for p in self._channels)):
             return False
         if self._requesters:
-            who = [w for w in (call.requester, call.requester_user) if w]
+            # Identity only: the token's name and the Slack user Signoff knows, never `requested_by`.
+            who = [w for w in (call.agent, call.requester_user) if w]
             if not any(p.match(w) for p in self._requesters for w in who):
                 return False
         for path, condition in self.params:
@@ -210,13 +219,15 @@ class Call:
 
     tool: str
     params: Mapping[str, Any]
-    risk: Risk | None = None  # the API body's `risk`, or the runner's declared tool risk
-    destructive: bool | None = None  # an MCP tool's destructiveHint
+    risk: Risk | None = None  # the operator's declared risk (the runner's tool risk): trusted
+    destructive: bool | None = None  # a tool's destructive hint
     requester: str | None = None  # requested_by (free text: an agent's name, or a Slack user id)
-    requester_user: str | None = None  # the requester's Slack user id, when known (issue 12b)
+    # The Slack user Signoff itself knows asked (who started Signoff's run); never a body field.
+    requester_user: str | None = None
     channel: str | None = None
     agent: str | None = None  # who the agent is: `bot.domain.grants.agent_of` (its token), never a label
     run_id: str | None = None
+    asked_risk: Risk | None = None  # the agent's own risk (API body, MCP argument): only ever raises the tier
 
     @property
     def subject(self) -> Subject:
@@ -304,6 +315,7 @@ class Evaluation:
     reminders: Any = DEFAULT
     escalation: Any = DEFAULT
     timeout: Any = DEFAULT
+    policy_tier: Risk | None = None  # the tier policy alone gave, when the agent's risk raised it
 
     @property
     def via(self) -> str | None:
@@ -344,36 +356,75 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
         if call.destructive:
             tier = at_least(tier, Risk.HIGH)
 
+    def result(outcome: Effect, base: Risk, reason: str, **kw: Any) -> Evaluation:
+        # `base`: what policy alone says; the agent's risk may only raise it.
+        raised = at_least(base, call.asked_risk) if call.asked_risk is not None else base
+        return _result(policy, call, outcome, raised, reason, base=base, **kw)
+
     if deny is not None:
         why = f"denied by {deny.where}" + (f": {deny.reason}" if deny.reason else "")
-        return _result(policy, call, Effect.DENY, deny.tier or tier, why, rule=deny.name)
+        return result(Effect.DENY, deny.tier or tier, why, rule=deny.name)
     ask = _first(rules.ask, call)
     if ask is not None:
-        return _result(policy, call, Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}",
-                       rule=ask.name)
-    if tier is not Risk.CRITICAL and grants is not None:
+        return result(Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}", rule=ask.name)
+    raised = at_least(tier, call.asked_risk) if call.asked_risk is not None else tier
+    if raised is not Risk.CRITICAL and grants is not None:
         grant = grants.find(call.tool, call.params, call.subject, now)
         if grant is not None:
-            return _result(policy, call, Effect.ALLOW, tier, f"allowed by grant {grant.id}", grant_id=grant.id)
-    allow = _first(rules.allow, call)
+            return result(Effect.ALLOW, tier, f"allowed by grant {grant.id}", grant_id=grant.id)
+    # An allow rule allows at any tier policy gives, but not a call the agent itself says is critical:
+    # critical calls ask with a typed confirmation (the loader refuses allow rules at critical).
+    allow = _first(rules.allow, call) if call.asked_risk is not Risk.CRITICAL else None
     if allow is not None:
         allowed_tier = allow.tier or tier
-        return _result(policy, call, Effect.ALLOW, allowed_tier, f"allowed by {allow.where}", rule=allow.name,
-                       fyi=allowed_tier is not Risk.LOW)
-    if tier is Risk.LOW:
-        return _result(policy, call, Effect.ALLOW, tier, "tier low: allowed without a message")
-    if tier is Risk.MEDIUM:
-        return _result(policy, call, Effect.ALLOW, tier, "tier medium: allowed, with an FYI in the channel", fyi=True)
-    return _result(policy, call, Effect.ASK, tier, f"tier {tier.value}: a person decides")
+        # The stored risk is the higher one; whether the channel hears of it is the rule's tier's say.
+        return result(Effect.ALLOW, allowed_tier, f"allowed by {allow.where}", rule=allow.name,
+                      fyi=allowed_tier is not Risk.LOW)
+    if raised is Risk.LOW:
+        return result(Effect.ALLOW, tier, "tier low: allowed without a message")
+    if raised is Risk.MEDIUM:
+        return result(Effect.ALLOW, tier, "tier medium: allowed, with an FYI in the channel", fyi=True)
+    return result(Effect.ASK, tier, f"tier {raised.value}: a person decides"
+                  + (f" (the agent asked for {raised.value}; policy: {tier.value})" if raised is not tier else ""))
 
 
-def _result(policy: Policy, call: Call, outcome: Effect, tier: Risk, reason: str, *, rule: str | None = None,
-            grant_id: str | None = None, fyi: bool = False) -> Evaluation:
-    settings = policy.tier(tier)
+def _bar(policy: Policy, tier: Risk, base: Risk) -> TierSettings:
+    """The settings a call at `tier` gets when policy alone put it at `base` (the agent asked for more).
+
+    The raised tier's own settings, never looser than the base tier's: its approvers, or the base's
+    when it names none; the larger quorum (at most the people listed); self-approval only if both allow it; its
+    confirmation, or the base's; each timing part its own, or the base's when it leaves it to the
+    server, except a base timeout that approves (only policy's low tier can): silence never approves
+    a request the agent itself asked to be looked at more closely.
+    """
+    high, low = policy.tier(tier), policy.tier(base)
+    if tier is base:
+        return high
+    timeout = high.timeout
+    if timeout is DEFAULT and not (low.timeout not in (None, DEFAULT) and low.timeout[1] is Outcome.APPROVED):
+        timeout = low.timeout
+    approvers = high.approvers or low.approvers
+    quorum = max(high.quorum, low.quorum)
+    if approvers and not any(a.startswith("S") for a in approvers):
+        quorum = min(quorum, len(approvers))  # never more than the listed people can give
+    return TierSettings(
+        approvers=approvers,
+        quorum=quorum,
+        requester_may_approve=high.requester_may_approve and low.requester_may_approve,
+        confirm=high.confirm or low.confirm,
+        reminders=low.reminders if high.reminders is DEFAULT else high.reminders,
+        escalation=low.escalation if high.escalation is DEFAULT else high.escalation,
+        timeout=timeout,
+    )
+
+
+def _result(policy: Policy, call: Call, outcome: Effect, tier: Risk, reason: str, *, base: Risk,
+            rule: str | None = None, grant_id: str | None = None, fyi: bool = False) -> Evaluation:
+    settings = _bar(policy, tier, base)
     return Evaluation(
         outcome=outcome, tier=tier, reason=reason, rule=rule, grant_id=grant_id, fyi=fyi,
         approvers=settings.approvers, quorum=settings.quorum, requester_may_approve=settings.requester_may_approve,
         confirm=render_confirm(settings.confirm, call) if outcome is Effect.ASK else None,
         reminders=settings.reminders, escalation=settings.escalation, timeout=settings.timeout,
+        policy_tier=base if base is not tier else None,
     )
-

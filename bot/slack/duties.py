@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.domain.model import Request
+from bot.domain.model import Request, Risk
+from bot.domain.values import APPROVER_ID
 from bot.domain.votes import Vote
 from bot.slack.previews import clip, plain
 
@@ -19,6 +20,7 @@ CONFIRM_BLOCK = "confirm"
 CONFIRM_ACTION = "typed"
 CONFIRM_SHOWN_MAX = 200
 MENTIONS_SHOWN = 10
+RISKS = tuple(r.value for r in Risk)
 
 
 def mention(user_id: str) -> str:
@@ -86,7 +88,33 @@ def duty_notes(req: Request) -> list[str]:
         notes.append(f"🙋 Requested by {mention(req.requester_user)}{rule}")
     if req.confirm is not None and req.is_pending:
         notes.append("⌨️ Approving asks you to type a confirmation")
+    asked = asked_note(req.extra.get("asked"))
+    if asked:
+        notes.append(asked)
     return notes
+
+
+def asked_note(asked: Any) -> str | None:
+    """The line saying the agent asked for a higher bar than policy's (`extra["asked"]`, written by
+    bot.gate.apply_evaluation from checked values; re-checked here, since it is read back from storage)."""
+    if not isinstance(asked, dict):
+        return None
+    parts: list[str] = []
+    risk = asked.get("risk")
+    if isinstance(risk, dict) and str(risk.get("asked")) in RISKS and str(risk.get("policy")) in RISKS:
+        parts.append(f"risk {risk['asked']} (policy: {risk['policy']})")
+    if isinstance(asked.get("quorum"), int) and not isinstance(asked.get("quorum"), bool):
+        parts.append(f"quorum {asked['quorum']}")
+    if isinstance(asked.get("timeout"), str):
+        parts.append(f"a timeout of {plain(asked['timeout'][:20])}")
+    named = [a for a in asked.get("approvers") or [] if isinstance(a, str) and APPROVER_ID.match(a)]
+    line = f"🔎 The agent asked for more scrutiny: {', '.join(parts)}" if parts else None
+    if named:
+        # Written as plain ids, not mentions: people the agent named are not pinged, nor approvers.
+        who = ", ".join(named[:MENTIONS_SHOWN]) + (" …" if len(named) > MENTIONS_SHOWN else "")
+        extra = f"it also named {who}, who decide only if policy lists them"
+        line = f"{line}; {extra}" if line else f"🔎 The agent {extra}"
+    return line
 
 
 def duplicate_text(req: Request) -> str:

@@ -47,7 +47,10 @@ async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterat
 
 
 def body(name: str, params: dict[str, object], **overrides: object) -> dict[str, object]:
-    return approval_body(action={"name": name, "params": params}, preview=None, **overrides)
+    made = approval_body(action={"name": name, "params": params}, preview=None, **overrides)
+    if "risk" not in overrides:
+        del made["risk"]  # the agent names none: policy alone sets the tier
+    return made
 
 
 async def test_deny_is_recorded_and_returned_at_once(papp: App) -> None:
@@ -91,9 +94,12 @@ async def test_medium_is_approved_and_the_channel_gets_an_fyi(papp: App) -> None
     assert fyi.args["channel"] == "C1"
     assert "FYI" in fyi.args["text"] and "small-refunds" in fyi.args["text"] and "Refund order o-1" in fyi.args["text"]
     assert allowed["card"] is None
-    # Just over the limit: no rule allows it; the API's default risk (high) asks.
+    # Just over the limit: no rule allows it; the policy's default tier (high) asks.
     _, asked = await papp.api("POST", "/api/v1/approvals", json=body("refund", {"amount": 101, "order": "o-2"}))
     assert asked["status"] == "pending"
+    # An agent that says the refund is high risk: still allowed by the rule, recorded at the higher risk.
+    _, raised = await papp.api("POST", "/api/v1/approvals", json=body("refund", {"amount": 40}, risk="high"))
+    assert raised["status"] == "approved" and raised["risk"] == "high"
 
 
 async def test_ask_gets_the_tiers_approvers_and_timing_where_the_request_gave_none(papp: App) -> None:
@@ -112,11 +118,13 @@ async def test_ask_gets_the_tiers_approvers_and_timing_where_the_request_gave_no
     await papp.click(asked["id"], "U2")
     _, decided = await papp.api("GET", f"/api/v1/approvals/{asked['id']}?wait=5")
     assert decided["status"] == "approved" and decided["decision"]["via"] == "button"
-    # What the request gave wins over the tier's defaults.
+    # What the request gave wins over the tier's reminders, and its timeout when it ends sooner; the
+    # tier's approvers hold (the agent's are kept as asked-for, issue 33).
     _, own = await papp.api("POST", "/api/v1/approvals",
                             json=body("send_email", {"to": "x@y.co"}, approvers=["U3"], reminders=False,
                                       timeout="2h"))
-    assert own["approvers"] == ["U3"] and own["timing"]["reminders"] is None
+    assert own["approvers"] == ["U1", "S1"] and own["asked"] == {"approvers": ["U3"], "timeout": "2h"}
+    assert own["timing"]["reminders"] is None
     assert own["timing"]["timeout"] == {"after": "2h", "outcome": "expire"}
 
 

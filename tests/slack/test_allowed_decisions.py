@@ -38,7 +38,7 @@ async def test_the_card_offers_only_the_allowed_decisions_and_a_forged_edit_is_r
 async def test_reply_instead_records_a_rejection_via_reply_with_the_answer(app: App) -> None:
     req = await app.submit(allowed_decisions=["approve", "respond"])
     card = await app.card(req["id"])
-    assert button_ids(card) == ["signoff_approve", "signoff_respond"]
+    assert button_ids(card) == ["signoff_approve", "signoff_respond", "signoff_reject"]
     assert "Reply instead" in json.dumps(card.blocks)
     await app.click(req["id"], "U1", action="signoff_respond", user_name="alice")
     [opened] = await app.slack.wait_for("views.open")
@@ -57,19 +57,20 @@ async def test_reply_instead_records_a_rejection_via_reply_with_the_answer(app: 
     assert "Replied instead" in json.dumps(final.blocks) and button_ids(final) == []
 
 
-async def test_a_reject_modal_is_refused_where_reject_is_not_allowed(app: App) -> None:
+async def test_a_person_can_always_reject_even_where_the_agent_left_reject_out(app: App) -> None:
+    """Issue 33 item 8: the agent cannot take Reject away; a person's reject is recorded."""
     req = await app.submit(allowed_decisions=["approve", "edit", "respond"])
+    assert req["allowed_decisions"] == ["approve", "edit", "reject", "respond"]
     card = await app.card(req["id"])
-    assert button_ids(card) == ["signoff_approve", "signoff_edit", "signoff_respond"]
+    assert button_ids(card) == ["signoff_approve", "signoff_edit", "signoff_respond", "signoff_reject"]
     await app.click(req["id"], "U1", action="signoff_respond", user_name="alice")
     [opened] = await app.slack.wait_for("views.open")
-    # A reject submission forged from the respond modal's metadata is refused inline, nothing written.
-    refused = await app.slack_client.view_submission(
+    # A reject submitted with the respond modal's metadata (the reject modal's own path) is recorded.
+    await app.slack_client.view_submission(
         user="U1", user_name="alice", callback_id="signoff_reject",
         private_metadata=opened.args["view"]["private_metadata"], values={"reason": {"value": plain_input("no")}})
-    assert "Reject is not offered" in json.dumps(refused.json())
-    _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
-    assert body["status"] == "pending"
+    _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=10")
+    assert body["status"] == "rejected" and body["decision"]["comment"] == "no"
 
 
 async def test_bad_allowed_decisions_are_a_400_naming_the_field(app: App) -> None:

@@ -27,7 +27,9 @@ BAD: list[tuple[str, dict[str, Any], str, str]] = [
     ("a timeout before the first escalation", {"escalation": {"levels": [{"after": "2h", "notify": ["UMGR"]}]},
                                                 "timeout": "1h"}, "timeout.after", "first escalation level"),
     ("approve on timeout for a high-risk request", {"timeout": {"after": "1h", "outcome": "approve"}},
-     "timeout.outcome", "low-risk"),
+     "timeout.outcome", "only policy can make silence approve"),
+    ("approve on timeout even at low risk (issue 33)", {"risk": "low", "timeout": {"after": "1h", "outcome": "approve"}},
+     "timeout.outcome", "only policy can make silence approve"),
     ("an unknown outcome", {"timeout": {"after": "1h", "outcome": "ignore"}}, "timeout.outcome", "expire"),
     ("an unknown field", {"reminders": {"every": "10m", "count": 3}}, "reminders.count", "unknown field"),
     ("too many reminders", {"reminders": {"every": "10m", "max": 1000}}, "reminders.max", "100"),
@@ -53,7 +55,7 @@ async def test_bad_timing_is_a_clear_400_and_creates_nothing(
 async def test_good_timing_is_echoed_and_known_groups_pass(app: App) -> None:
     app.slack.add_usergroup("SMGRS", ["UMGR", "UMGR2"])
     status, body = await app.api("POST", APPROVALS, json=_body(
-        risk="low", reminders="15m", timeout={"after": "2d", "outcome": "approve"},
+        risk="low", reminders="15m", timeout={"after": "2d", "outcome": "reject"},
         escalation={"levels": [{"after": "1h", "notify": ["SMGRS"], "add_as_approvers": False},
                                {"after": "90s", "notify": ["U3"]}], "loops": 2}))
     assert status == 201, body
@@ -61,7 +63,7 @@ async def test_good_timing_is_echoed_and_known_groups_pass(app: App) -> None:
         "reminders": {"every": "15m", "max": 3},
         "escalation": {"levels": [{"after": "1h", "notify": ["SMGRS"], "add_as_approvers": False},
                                   {"after": "1m30s", "notify": ["U3"], "add_as_approvers": True}], "loops": 2},
-        "timeout": {"after": "2d", "outcome": "approve"},
+        "timeout": {"after": "2d", "outcome": "reject"},
     }
     assert body["timers"]["expires_at"] is not None and body["timers"]["escalation_level"] == 0
     status, off = await app.api("POST", APPROVALS, json=_body(reminders=False, escalation=False, timeout=False))

@@ -17,7 +17,8 @@ def decision_buttons(message: dict) -> list[str]:
 def test_allowed_decisions_pick_the_buttons_in_a_fixed_order() -> None:
     cases = {
         None: ["Approve", "Edit", "Reject"],
-        ("respond", "approve"): ["Approve", "Reply instead"],
+        ("respond", "approve"): ["Approve", "Reply instead", "Reject"],  # Reject is on every card
+        ("approve",): ["Approve", "Reject"],
         ("reject", "edit"): ["Approve with edits", "Reject"],
         ("approve", "edit", "reject", "respond"): ["Approve", "Edit", "Reply instead", "Reject"],
     }

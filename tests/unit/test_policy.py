@@ -129,13 +129,13 @@ class Case:
     rule: str | None = None
     grant: str | None = None
     risk: Risk | None = None
-    requester: str | None = None
+    requester: str | None = None  # who the agent is (its token's name: Call.agent)
     requester_user: str | None = None
+    label: str | None = None  # requested_by: a display label, never an identity
     channel: str | None = "C1"
     run_id: str | None = None
     destructive: bool | None = None
     fyi: bool = False
-    agent: str | None = None  # the token's name (agent_of), what agent-scoped grants key on
 
 
 A, D, K = Effect.ALLOW, Effect.DENY, Effect.ASK
@@ -167,6 +167,8 @@ CASES = [
     Case("exact-bool-not-int", "toggle", {"enabled": 1}, K, H),
     Case("deny-requester-user", "approve_invoice", {}, D, H, "requester-user-rule", requester_user="U9BOSS"),
     Case("deny-requester-by-name", "approve_invoice", {}, D, H, "requester-user-rule", requester="U9BOSS"),
+    Case("requester-label-never-matches", "approve_invoice", {}, K, H, label="U9BOSS"),
+    Case("requester-label-not-the-agent", "read_file", {"path": "a"}, K, H, label="ci-nightly"),
     Case("requester-other-asks", "approve_invoice", {}, K, H, requester="U1"),
     # comparisons at the edges
     Case("le-boundary-asks", "wire_transfer", {"amount": 10000}, K, C, "wire-mid-asks"),
@@ -227,11 +229,11 @@ CASES = [
     Case("grant-run-scope-other-run", "write_file", {"path": "/tmp/a"}, K, H, run_id="run_2"),
     Case("grant-run-scope-glob-misses", "write_file", {"path": "/etc/passwd"}, K, H, run_id="run_1"),
     Case("grant-agent-scope", "fetch_url", {"url": "https://docs.rs"}, A, H, grant="grt_agent",
-         agent="docs-agent", requester="any label"),
-    Case("grant-agent-scope-other", "fetch_url", {"url": "https://docs.rs"}, K, H, agent="web-agent"),
+         requester="docs-agent", label="any label"),
+    Case("grant-agent-scope-other", "fetch_url", {"url": "https://docs.rs"}, K, H, requester="web-agent"),
     Case("grant-agent-scope-label-is-not-the-agent", "fetch_url", {"url": "https://docs.rs"}, K, H,
-         requester="docs-agent", agent="web-agent"),
-    Case("grant-agent-scope-no-token-no-agent", "fetch_url", {"url": "https://docs.rs"}, K, H, requester="docs-agent"),
+         label="docs-agent", requester="web-agent"),
+    Case("grant-agent-scope-no-token-no-agent", "fetch_url", {"url": "https://docs.rs"}, K, H, label="docs-agent"),
     Case("grant-nested-exact", "create_user", {"user": {"name": "x", "role": "admin"}}, K, H, "nested-path"),
     Case("grant-type-strict", "wire_transfer", {"amount": "5000"}, K, C, "wire-mid-asks"),
 ]
@@ -240,8 +242,8 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_policy_decision(case: Case) -> None:
     call = Call(tool=case.tool, params=case.params, risk=case.risk, destructive=case.destructive,
-                requester=case.requester, requester_user=case.requester_user, channel=case.channel,
-                run_id=case.run_id, agent=case.agent)
+                requester=case.label, agent=case.requester, requester_user=case.requester_user,
+                channel=case.channel, run_id=case.run_id)
     result = evaluate(POLICY, call, GRANTS, NOW)
     assert (result.outcome, result.tier, result.rule, result.grant_id, result.fyi) == (
         case.outcome, case.tier, case.rule, case.grant, case.fyi), result.reason
