@@ -50,6 +50,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+_MISSING = object()
 MAX_PARTS = 1000  # elements of a list or object judged one by one; past that the value is UNKNOWN
 
 
@@ -227,6 +228,7 @@ class ValueMatch:
     _options: Any = field(default=None, init=False, repr=False, compare=False)
     _bounded: bool = field(default=False, init=False, repr=False, compare=False)
     _structured: bool = field(default=False, init=False, repr=False, compare=False)
+    _glob_only: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.glob is not None:
@@ -241,11 +243,15 @@ class ValueMatch:
             object.__setattr__(self, "_options", tuple(_Option.of(v) for v in self.any_of))
             object.__setattr__(self, "_structured", any(isinstance(v, list | dict) for v in self.any_of))
         object.__setattr__(self, "_bounded", any(b is not None for b in (self.lt, self.le, self.gt, self.ge)))
+        object.__setattr__(self, "_glob_only", self.glob is not None and self.glob.isascii() and self.any_of is None
+                           and self.regex is None and not self._bounded)
 
     def matches(self, value: Any) -> bool:
         return self.judge(value) is MATCH
 
     def judge(self, value: Any, folder: Callable[[str], str] = fold) -> Verdict:
+        if type(value) is str:
+            return self._whole(value, folder)
         if isinstance(value, list | Mapping):
             verdict = self._whole(value, folder) if self._structured else NO
             if verdict is MATCH:
@@ -259,6 +265,8 @@ class ValueMatch:
         return self._whole(value, folder)
 
     def _whole(self, value: Any, folder: Callable[[str], str]) -> Verdict:
+        if self._glob_only and type(value) is str and value.isascii() and value == value.strip():
+            return MATCH if self._glob.match(value) is not None else NO  # ASCII: IGNORECASE is the fold
         verdict = MATCH
         if self._options is not None:
             if self._strings is not None and isinstance(value, str) and value in self._strings:
@@ -355,13 +363,15 @@ class ParamPath:
 
     text: str
     splits: tuple[tuple[str, str, ParamPath | None], ...]
+    simple: bool = False  # no dots, and already in folded form: in parameters whose keys all are, one lookup
 
     @staticmethod
     @lru_cache(maxsize=4096)
     def of(text: str) -> ParamPath:
         ends = [i for i, c in enumerate(text) if c == "."] + [len(text)]
         return ParamPath(text, tuple(
-            (text[:end], fold(text[:end]), ParamPath.of(text[end + 1:]) if end < len(text) else None) for end in ends))
+            (text[:end], fold(text[:end]), ParamPath.of(text[end + 1:]) if end < len(text) else None) for end in ends),
+            simple="." not in text and fold(text) == text)
 
 
 class Params:
@@ -370,12 +380,19 @@ class Params:
     Made once per evaluation step and dropped after (the parameters are not copied: do not change
     them while one is in use)."""
 
-    __slots__ = ("params", "_keys", "_folded")
+    __slots__ = ("params", "_keys", "_folded", "_plain")
 
     def __init__(self, params: Mapping[str, Any]) -> None:
         self.params = params
         self._keys: dict[int, dict[str, list[str]]] = {}
         self._folded: dict[int, tuple[str, str]] = {}
+        self._plain: bool | None = None  # every top-level key is a str without dots, in folded form
+
+    def _all_plain(self) -> bool:
+        if self._plain is None:
+            self._plain = all(type(k) is str and "." not in k and k.isascii() and k == k.strip().lower()
+                              for k in self.params)
+        return self._plain
 
     def fold(self, text: str) -> str:
         if text.isascii() and len(text) < 64:
@@ -412,6 +429,9 @@ class Params:
 
     def judge(self, path: ParamPath, condition: ValueMatch) -> Verdict:
         """The condition on every reading of the path: see the module docstring."""
+        if path.simple and self._all_plain():  # the one reading there can be: no other spelling, no dots
+            value = self.params.get(path.text, _MISSING)
+            return NO if value is _MISSING else condition.judge(value, self.fold)
         readings = self.readings(path)
         if not readings:
             return NO

@@ -111,6 +111,8 @@ class Rule:
 
     def judge_params(self, view: Params) -> Verdict:
         """All parameter conditions together: NO if one is NO, MATCH if all are MATCH, else UNKNOWN."""
+        if len(self._paths) == 1:
+            return view.judge(*self._paths[0])
         verdict = MATCH
         for path, condition in self._paths:
             verdict = min(verdict, view.judge(path, condition))
@@ -191,16 +193,17 @@ def _first(rules: tuple[Rule, ...], call: Call) -> Rule | None:
     return None
 
 
-def _raised_by_unknown(rules: tuple[Rule, ...], call: Call, tier: Risk) -> Risk:
-    """`tier`, raised to the tier of any rule before the first that matches whose parameters could
-    not be judged: such a rule might have been the one (it never lowers the tier)."""
-    view = Params(call.params)
+def _raised_by_unknown(rules: tuple[Rule, ...], call: Call, tier: Risk, named: Rule | None) -> Risk:
+    """`tier`, raised to the tier of any rule before `named` (the first that matches) whose parameters
+    could not be judged: such a rule might have been the one (it never lowers the tier)."""
+    view: Params | None = None
     for rule in rules:
-        if rule.matches(call, view=view):
+        if rule is named:
             break
-        if rule.tier is not None and TIER_ORDER[rule.tier] > TIER_ORDER[tier] \
-                and rule.matches(call, unknown=True, view=view):
-            tier = rule.tier
+        if rule.tier is not None and TIER_ORDER[rule.tier] > TIER_ORDER[tier]:
+            view = view or Params(call.params)
+            if rule.matches(call, unknown=True, view=view):  # it did not match: so it is UNKNOWN
+                tier = rule.tier
     return tier
 
 
@@ -311,7 +314,7 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
         tier = call.risk or policy.default_tier
         if call.destructive:
             tier = at_least(tier, Risk.HIGH)
-    tier = _raised_by_unknown(rules.tier, call, tier)
+    tier = _raised_by_unknown(rules.tier, call, tier, named)
 
     if deny is not None:
         note = _unknown_clause(deny, call)
