@@ -238,9 +238,11 @@ class ValueMatch:
         if self.regex is not None:
             object.__setattr__(self, "_regex", re.compile(self.regex))  # re.error: the loader reports it
         if self.any_of is not None:
-            if all(isinstance(v, str) for v in self.any_of):
-                object.__setattr__(self, "_strings", frozenset(self.any_of))  # one hash lookup, not a scan
-            object.__setattr__(self, "_options", tuple(_Option.of(v) for v in self.any_of))
+            options = tuple(_Option.of(v) for v in self.any_of)
+            if all(isinstance(v, str) for v in self.any_of) and all(o.number is None for o in options):
+                # text options, none a number: a text value is one hash lookup, then one on its folded form
+                object.__setattr__(self, "_strings", (frozenset(self.any_of), frozenset(o.folded for o in options)))
+            object.__setattr__(self, "_options", options)
             object.__setattr__(self, "_structured", any(isinstance(v, list | dict) for v in self.any_of))
         object.__setattr__(self, "_bounded", any(b is not None for b in (self.lt, self.le, self.gt, self.ge)))
         object.__setattr__(self, "_glob_only", self.glob is not None and self.glob.isascii() and self.any_of is None
@@ -269,8 +271,11 @@ class ValueMatch:
             return MATCH if self._glob.match(value) is not None else NO  # ASCII: IGNORECASE is the fold
         verdict = MATCH
         if self._options is not None:
-            if self._strings is not None and isinstance(value, str) and value in self._strings:
-                pass
+            if self._strings is not None and type(value) is str:
+                if value not in self._strings[0]:
+                    if folder(value) not in self._strings[1]:
+                        return NO
+                    verdict = UNKNOWN
             else:
                 verdict = max((o.same(value, folder) for o in self._options), default=NO)
                 if verdict is NO:

@@ -17,6 +17,13 @@ The call's tier is the tier of the first matching rule that names one; without o
 caller's `risk` (API body, the runner's declared tool risk), raised to at least `high` when
 the tool says it is destructive. Inputs only ever feed the tier: they never skip step 1.
 
+Parameters are judged MATCH, NO or UNKNOWN (`bot.domain.matching`: a value a condition cannot judge,
+such as a list where one value is expected, "5,000" under `gt`, a path with two readings, another
+spelling of a key). Deny and ask rules count UNKNOWN as a match (fail closed; the reason says so),
+allow rules never do, and a rule naming a tier that is UNKNOWN before the first matching one
+raises the call's tier to its own, never lowers it. Grants (`bot.domain.grants`) match exact JSON
+values of exactly the call's parameter names, so nothing they cannot judge matches them.
+
 Evaluation cost: rules are grouped by the tool names they can match once per tool name
 (cached), grants are indexed by tool (`GrantIndex`), so a call looks only at what could match.
 """
