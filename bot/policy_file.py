@@ -38,7 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bot.api.timing_in import EscalationIn, RemindersIn, TimeoutIn
 from bot.domain.durations import parse_duration
 from bot.domain.model import Risk
-from bot.domain.policy import DEFAULT_TIERS, Effect, Policy, Rule, TierSettings, ValueMatch
+from bot.domain.matching import ValueMatch
+from bot.domain.policy import DEFAULT_TIERS, Effect, Policy, Rule, TierSettings
 from bot.domain.timing import DEFAULT, TIMEOUT_OUTCOMES, Level
 from bot.settings import SettingsError
 

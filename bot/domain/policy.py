@@ -25,6 +25,13 @@ never skip step 1.
 Signoff's own run) and the Slack user Signoff itself knows started the run (`requester_user`),
 never a label the agent wrote (`requested_by`).
 
+Parameters are judged MATCH, NO or UNKNOWN (`bot.domain.matching`: a value a condition cannot judge,
+such as a list where one value is expected, "5,000" under `gt`, a path with two readings, another
+spelling of a key). Deny and ask rules count UNKNOWN as a match (fail closed; the reason says so),
+allow rules never do, and a rule naming a tier that is UNKNOWN before the first matching one
+raises the call's tier to its own, never lowers it. Grants (`bot.domain.grants`) match exact JSON
+values of exactly the call's parameter names, so nothing they cannot judge matches them.
+
 Evaluation cost: rules are grouped by the tool names they can match once per tool name
 (cached), grants are indexed by tool (`GrantIndex`), so a call looks only at what could match.
 """
@@ -33,7 +40,6 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +47,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.grants import GrantIndex, Subject
+from bot.domain.matching import MATCH, NO, UNKNOWN, ParamPath, Params, Verdict
+from bot.domain.matching import ValueMatch as ValueMatch  # where it used to live
 from bot.domain.model import Outcome, Risk
 from bot.domain.timing import DEFAULT
 
@@ -61,81 +69,6 @@ def at_least(tier: Risk, floor: Risk) -> Risk:
 
 def glob_regex(pattern: str, *, ignore_case: bool) -> re.Pattern[str]:
     return re.compile(fnmatch.translate(pattern), re.IGNORECASE if ignore_case else 0)
-
-
-def _number(value: Any) -> float | None:
-    """A number to compare: JSON numbers, and strings that read as one ("5000" must not slip past `gt: 1000`)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            number = float(value.strip())
-        except ValueError:
-            return None
-        return number if math.isfinite(number) else None
-    return None
-
-
-@dataclass(frozen=True)
-class ValueMatch:
-    """One parameter's condition; every part given must hold (an empty ValueMatch matches anything present).
-
-    `any_of`: equal to one of these values (exact match is any_of with one value). `glob`: a
-    case-insensitive shell pattern on a string. `regex`: `re.search` on a string. lt/le/gt/ge:
-    numeric comparisons (numbers, or strings that read as numbers).
-    """
-
-    any_of: tuple[Any, ...] | None = None
-    glob: str | None = None
-    regex: str | None = None
-    lt: float | None = None
-    le: float | None = None
-    gt: float | None = None
-    ge: float | None = None
-    _glob: Any = field(default=None, init=False, repr=False, compare=False)
-    _regex: Any = field(default=None, init=False, repr=False, compare=False)
-
-    _strings: Any = field(default=None, init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if self.glob is not None:
-            object.__setattr__(self, "_glob", glob_regex(self.glob, ignore_case=True))
-        if self.regex is not None:
-            object.__setattr__(self, "_regex", re.compile(self.regex))  # re.error: the loader reports it
-        if self.any_of is not None and all(isinstance(v, str) for v in self.any_of):
-            object.__setattr__(self, "_strings", frozenset(self.any_of))  # one hash lookup, not a scan
-
-    def matches(self, value: Any) -> bool:
-        if self._strings is not None:
-            if not (isinstance(value, str) and value in self._strings):
-                return False
-        elif self.any_of is not None and not any(_equal(value, v) for v in self.any_of):
-            return False
-        if self._glob is not None and not (isinstance(value, str) and self._glob.match(value)):
-            return False
-        if self._regex is not None and not (isinstance(value, str) and self._regex.search(value)):
-            return False
-        if self.lt is not None or self.le is not None or self.gt is not None or self.ge is not None:
-            number = _number(value)
-            if number is None:
-                return False
-            if self.lt is not None and not number < self.lt:
-                return False
-            if self.le is not None and not number <= self.le:
-                return False
-            if self.gt is not None and not number > self.gt:
-                return False
-            if self.ge is not None and not number >= self.ge:
-                return False
-        return True
-
-
-def _equal(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    return bool(a == b)
 
 
 def lookup(params: Mapping[str, Any], path: str) -> Any:
@@ -166,13 +99,22 @@ class Rule:
     line: int | None = None  # where it is in the policy file, for explanations
     _requesters: Any = field(default=None, init=False, repr=False, compare=False)
     _channels: Any = field(default=None, init=False, repr=False, compare=False)
+    _paths: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_requesters", tuple(glob_regex(p, ignore_case=False) for p in self.requesters))
         object.__setattr__(self, "_channels", tuple(glob_regex(p, ignore_case=False) for p in self.channels))
+        object.__setattr__(self, "_paths", tuple((ParamPath.of(path), c) for path, c in self.params))
 
-    def matches(self, call: Call) -> bool:
-        """Everything but the tool name (the policy has already picked rules by tool)."""
+    @property
+    def fails_closed(self) -> bool:
+        """Whether a parameter this rule cannot judge counts as matching it (deny and ask rules)."""
+        return self.effect is Effect.DENY or self.effect is Effect.ASK
+
+    def matches(self, call: Call, *, unknown: bool | None = None, view: Params | None = None) -> bool:
+        """Everything but the tool name (the policy has already picked rules by tool). `unknown`: whether
+        a parameter the rule cannot judge counts as a match (default: `fails_closed`); `view`: the call's
+        parameters as `_first` prepared them once for all rules."""
         if self._channels and not (call.channel and any(p.match(call.channel) for p in self._channels)):
             return False
         if self._requesters:
@@ -180,11 +122,28 @@ class Rule:
             who = [w for w in (call.agent, call.requester_user) if w]
             if not any(p.match(w) for p in self._requesters for w in who):
                 return False
-        for path, condition in self.params:
-            value = lookup(call.params, path)
-            if value is _MISSING or not condition.matches(value):
-                return False
-        return True
+        verdict = self.judge_params(view or Params(call.params))
+        return verdict is MATCH or (verdict is UNKNOWN and (self.fails_closed if unknown is None else unknown))
+
+    def judge_params(self, view: Params) -> Verdict:
+        """All parameter conditions together: NO if one is NO, MATCH if all are MATCH, else UNKNOWN."""
+        if len(self._paths) == 1:
+            return view.judge(*self._paths[0])
+        verdict = MATCH
+        for path, condition in self._paths:
+            verdict = min(verdict, view.judge(path, condition))
+            if verdict is NO:
+                return NO
+        return verdict
+
+    def unknown_note(self, call: Call) -> str | None:
+        """Why this rule's parameters could not be judged on `call` (None: they could)."""
+        view = Params(call.params)
+        for path, condition in self._paths:
+            note = view.explain(path, condition)
+            if note is not None:
+                return note
+        return None
 
     @property
     def where(self) -> str:
@@ -245,10 +204,30 @@ class Candidates:
 
 
 def _first(rules: tuple[Rule, ...], call: Call) -> Rule | None:
+    view = Params(call.params)
     for rule in rules:
-        if rule.matches(call):
+        if rule.matches(call, view=view):
             return rule
     return None
+
+
+def _raised_by_unknown(rules: tuple[Rule, ...], call: Call, tier: Risk, named: Rule | None) -> Risk:
+    """`tier`, raised to the tier of any rule before `named` (the first that matches) whose parameters
+    could not be judged: such a rule might have been the one (it never lowers the tier)."""
+    view: Params | None = None
+    for rule in rules:
+        if rule is named:
+            break
+        if rule.tier is not None and TIER_ORDER[rule.tier] > TIER_ORDER[tier]:
+            view = view or Params(call.params)
+            if rule.matches(call, unknown=True, view=view):  # it did not match: so it is UNKNOWN
+                tier = rule.tier
+    return tier
+
+
+def _unknown_clause(rule: Rule, call: Call) -> str:
+    note = rule.unknown_note(call)
+    return f": {note}, so the rule counts as matching" if note else ""
 
 
 @dataclass(frozen=True)
@@ -355,6 +334,7 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
         tier = call.risk or policy.default_tier
         if call.destructive:
             tier = at_least(tier, Risk.HIGH)
+    tier = _raised_by_unknown(rules.tier, call, tier, named)
 
     def result(outcome: Effect, base: Risk, reason: str, **kw: Any) -> Evaluation:
         # `base`: what policy alone says; the agent's risk may only raise it.
@@ -362,11 +342,13 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
         return _result(policy, call, outcome, raised, reason, base=base, **kw)
 
     if deny is not None:
-        why = f"denied by {deny.where}" + (f": {deny.reason}" if deny.reason else "")
+        note = _unknown_clause(deny, call)
+        why = f"denied by {deny.where}" + note + (("; " if note else ": ") + deny.reason if deny.reason else "")
         return result(Effect.DENY, deny.tier or tier, why, rule=deny.name)
     ask = _first(rules.ask, call)
     if ask is not None:
-        return result(Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}", rule=ask.name)
+        return result(Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}" + _unknown_clause(ask, call),
+                      rule=ask.name)
     raised = at_least(tier, call.asked_risk) if call.asked_risk is not None else tier
     if raised is not Risk.CRITICAL and grants is not None:
         grant = grants.find(call.tool, call.params, call.subject, now)

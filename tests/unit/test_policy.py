@@ -164,7 +164,9 @@ CASES = [
     Case("deny-later-in-file-still-wins", "deploy_prod", {"day": "fri"}, D, M, "deploy-friday-freeze",
          risk=L),
     Case("deny-exact-bool", "toggle", {"enabled": True}, D, H, "exact-flag"),
-    Case("exact-bool-not-int", "toggle", {"enabled": 1}, K, H),
+    # 1 is not true, but a tool may read it so: the deny cannot judge it and fails closed (issue 33)
+    Case("exact-bool-int-fails-closed", "toggle", {"enabled": 1}, D, H, "exact-flag"),
+    Case("exact-bool-zero-not-true", "toggle", {"enabled": 0}, K, H),
     Case("deny-requester-user", "approve_invoice", {}, D, H, "requester-user-rule", requester_user="U9BOSS"),
     Case("deny-requester-by-name", "approve_invoice", {}, D, H, "requester-user-rule", requester="U9BOSS"),
     Case("requester-label-never-matches", "approve_invoice", {}, K, H, label="U9BOSS"),
