@@ -17,6 +17,7 @@ from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.suggestions_in import suggestion_extra
 from bot.api.timing_in import expand_groups, parse_timing
+from bot.api.validation import ParamsChecker, check_body
 from bot.domain.choices import EXTRA_KEY
 from bot.domain.json_codec import dumps
 from bot.domain.model import Status, iso
@@ -33,6 +34,7 @@ MAX_LIST = 200
 MAX_SCAN_PAGES = 20
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
+CHECKER = web.AppKey("params_checker", ParamsChecker)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -47,7 +49,10 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         return await handler(request)
     except SignoffError as exc:
-        return web.json_response(exc.to_json(), status=exc.status)
+        response = web.json_response(exc.to_json(), status=exc.status)
+        if exc.retry_after is not None:
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     except web.HTTPRequestEntityTooLarge:
         # aiohttp's exception does not keep the limit; the request does.
         limit = request.client_max_size
@@ -82,6 +87,8 @@ async def create_approval(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
+    await check_body(request.app[CHECKER], body, who=owners.token_of(request).name,
+                     budget_ms=request.app[SETTINGS].validation_budget_ms)
     channel = channel_or_default(request, body.channel)
     await check_callback(request, body.callback_url)
     key = owners.scoped_key(request, idempotency_key(request))
@@ -256,6 +263,12 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
 
 
 def add_routes(app: web.Application) -> None:
+    app[CHECKER] = checker = ParamsChecker()
+
+    async def stop_checker(_: web.Application) -> None:
+        checker.close()
+
+    app.on_cleanup.append(stop_checker)
     app.router.add_post("/api/v1/approvals", create_approval)
     app.router.add_get("/api/v1/approvals", list_approvals)
     app.router.add_get("/api/v1/approvals/{id}", get_approval)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
+from bot.api.routes import CHECKER
 from bot.sandbox import SlackEmulator
-from tests.harness import start_app
+from tests.harness import API_TOKEN, App, approval_body, start_app
+from tests.security.test_bad_input import nothing_written
 
 
 async def test_a_half_sent_request_is_closed_while_a_normal_one_is_served(db_url: str, slack: SlackEmulator,
@@ -25,3 +28,73 @@ async def test_a_half_sent_request_is_closed_while_a_normal_one_is_served(db_url
         writer.close()
     finally:
         await app.stop()
+
+
+APPROVALS = "/api/v1/approvals"
+TOKEN_NAME = "token-1"  # the harness's one token, named by its position
+
+
+def multiplying_schema(levels: int = 30) -> dict[str, Any]:
+    """A small schema whose `anyOf`s over `$ref`s multiply: 2^levels evaluations of one value."""
+    defs: dict[str, Any] = {f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"$ref": f"#/$defs/d{i + 1}"}]}
+                            for i in range(levels)}
+    defs[f"d{levels}"] = {"type": "string"}
+    return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/d0"}}}
+
+
+def with_schema(schema: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    return approval_body(action={"name": "send_email", "params": params, "params_schema": schema})
+
+
+async def post(app: App, body: dict[str, Any]) -> tuple[int, dict[str, Any], Any]:
+    async with app.session.post(f"{app.url}{APPROVALS}", json=body, headers=auth()) as answer:
+        return answer.status, await answer.json(), answer.headers
+
+
+def auth() -> dict[str, str]:
+    return {"Authorization": f"Bearer {API_TOKEN}"}
+
+
+async def test_a_costly_params_check_is_a_400_after_its_budget_and_healthz_answers_meanwhile(app: App) -> None:
+    submit = asyncio.create_task(post(app, with_schema(multiplying_schema(), {"x": 1})))
+    answered_during = 0
+    while not submit.done():
+        async with app.session.get(f"{app.url}/healthz") as health:
+            assert health.status == 200
+        answered_during += not submit.done()
+        await asyncio.sleep(0.01)
+    status, body, _ = await asyncio.wait_for(submit, 120)
+    assert status == 400, body
+    assert body["error"]["code"] == "validation_budget_exceeded"
+    assert "params_schema validation exceeded its budget of 1000 ms" in body["error"]["message"]
+    assert answered_during > 0  # the event loop was free while the check ran
+    await nothing_written(app)
+
+
+async def test_unique_items_over_16000_mixed_values_is_checked_and_a_duplicate_named(app: App) -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}}
+    values: list[Any] = [[i] if i % 2 else {"n": i} for i in range(16_000)]
+    status, body, _ = await post(app, with_schema(schema, {"x": values}))
+    assert status == 201, body
+    # JSON equality: 1 and 1.0 are one number, true is not 1, key order does not matter.
+    status, body, _ = await post(app, with_schema(schema, {"x": [*values, {"n": 4.0}]}))
+    assert status == 400 and "x must not contain duplicates" in body["error"]["message"], body
+    status, body, _ = await post(app, with_schema(schema, {"x": [1, True, {"a": 1, "b": 2}, {"b": 2, "a": 1}]}))
+    assert status == 400 and "x must not contain duplicates" in body["error"]["message"], body
+    status, body, _ = await post(app, with_schema(schema, {"x": [1, True, 0, False, "1"]}))
+    assert status == 201, body
+
+
+async def test_one_token_has_one_costly_check_at_a_time_then_429_with_retry_after(app: App) -> None:
+    assert app.signoff is not None
+    checker = app.signoff.web_app[CHECKER]
+    first = asyncio.create_task(post(app, with_schema(multiplying_schema(), {"x": 1})))
+    while not checker.in_flight(TOKEN_NAME):
+        assert not first.done()
+        await asyncio.sleep(0.005)
+    status, body, headers = await post(app, with_schema(multiplying_schema(29), {"x": 1}))
+    assert status == 429, body
+    assert body["error"]["code"] == "too_many_requests"
+    assert headers["Retry-After"] == "1"
+    assert (await asyncio.wait_for(first, 120))[0] == 400
+    await nothing_written(app)
