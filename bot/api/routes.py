@@ -16,6 +16,7 @@ from bot.api import owners
 from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.suggestions_in import suggestion_extra
+from bot.api.rate import SubmitRate
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.api.validation import ParamsChecker, check_body
 from bot.domain.choices import EXTRA_KEY
@@ -35,6 +36,7 @@ MAX_SCAN_PAGES = 20
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
 CHECKER = web.AppKey("params_checker", ParamsChecker)
+RATE = web.AppKey("submit_rate", SubmitRate)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -85,6 +87,7 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
 
 async def create_approval(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
+    request.app[RATE].take(owners.token_of(request).name)  # before reading the body: a flood costs nothing
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
     await check_body(request.app[CHECKER], body, who=owners.token_of(request).name,
@@ -264,6 +267,8 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
 
 def add_routes(app: web.Application) -> None:
     app[CHECKER] = checker = ParamsChecker()
+    settings = app[SETTINGS]
+    app[RATE] = SubmitRate(settings.submit_rate_per_token, settings.submit_burst_per_token)
 
     async def stop_checker(_: web.Application) -> None:
         checker.close()

@@ -98,3 +98,25 @@ async def test_one_token_has_one_costly_check_at_a_time_then_429_with_retry_afte
     assert headers["Retry-After"] == "1"
     assert (await asyncio.wait_for(first, 120))[0] == 400
     await nothing_written(app)
+
+
+async def test_a_token_flooding_submits_gets_429_with_retry_after_and_another_token_is_served(
+        db_url: str, slack: SlackEmulator) -> None:
+    app = await start_app(db_url, slack, SIGNOFF_API_TOKENS="flood:flood-secret-1,calm:calm-secret-1",
+                          SIGNOFF_SUBMIT_RATE_PER_TOKEN="0.1", SIGNOFF_SUBMIT_BURST_PER_TOKEN="3")
+    try:
+        async def submit(secret: str) -> tuple[int, dict[str, Any], Any]:
+            async with app.session.post(f"{app.url}{APPROVALS}", json=approval_body(),
+                                        headers={"Authorization": f"Bearer {secret}"}) as answer:
+                return answer.status, await answer.json(), answer.headers
+
+        answers = [await submit("flood-secret-1") for _ in range(5)]
+        assert [a[0] for a in answers] == [201, 201, 201, 429, 429]
+        status, body, headers = answers[3]
+        assert body["error"]["code"] == "too_many_requests" and "0.1 a second" in body["error"]["message"]
+        assert int(headers["Retry-After"]) >= 1
+        assert (await submit("calm-secret-1"))[0] == 201  # another token's bucket is its own
+        assert app.signoff is not None
+        assert len(await app.signoff.store.list_requests(status=None, limit=10)) == 4  # nothing written for a 429
+    finally:
+        await app.stop()
