@@ -43,6 +43,8 @@ def app_env(db_url: str, slack: SlackEmulator, **extra: str) -> dict[str, str]:
         # Slack's per-channel pace (one post a second) would make every multi-card test slow; the
         # pacing tests (tests/slack/test_pace.py) set it themselves.
         "SIGNOFF_SLACK_CHANNEL_PACE_SECONDS": "0",
+        # Bursts of hundreds of submits from the one test token; the caps' own tests set them.
+        "SIGNOFF_SUBMIT_BURST_PER_TOKEN": "100000",
         **extra,
     }
 

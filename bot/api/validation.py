@@ -14,7 +14,9 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import os
 import multiprocessing
 import multiprocessing.connection
 from collections.abc import Iterator
@@ -55,6 +57,9 @@ def _check(schema: dict[str, Any], params: dict[str, Any], steps: int | None = N
 
 def _serve(conn: multiprocessing.connection.Connection) -> None:
     """A worker's loop: (schema, params) in, `Answer` out."""
+    with contextlib.suppress(OSError):
+        os.nice(10)  # on a busy machine the server's event loop (acks, /healthz) gets the CPU first
+    conn.send_bytes(b"ready")
     while True:
         try:
             schema, params = orjson.loads(conn.recv_bytes())
@@ -76,6 +81,10 @@ class _Worker:
                                                                    name="signoff-params-check")
         self.proc.start()
         theirs.close()
+        # Ready once it has imported what it needs (it is started in a thread: the loop does not wait).
+        if not self.conn.poll(60) or self.conn.recv_bytes() != b"ready":
+            self.kill()
+            raise RuntimeError("the params check worker did not start")
 
     async def check(self, payload: bytes, seconds: float) -> Answer | None:
         """The worker's answer, or None if it had none within `seconds` (it is then dead)."""
@@ -84,15 +93,18 @@ class _Worker:
         fd = self.conn.fileno()
         loop.add_reader(fd, _wake, readable)
         try:
-            self.conn.send_bytes(payload)
-            await asyncio.wait_for(readable, seconds)
+            async with asyncio.timeout(seconds):
+                # In a thread: a body larger than the pipe's buffer would block until the worker read it.
+                await asyncio.to_thread(self.conn.send_bytes, payload)
+                await readable
             problem, errors = orjson.loads(self.conn.recv_bytes())
             return problem, errors
         except (TimeoutError, EOFError, OSError):
-            self.kill()
-            return None
+            pass
         finally:
             loop.remove_reader(fd)
+        await asyncio.to_thread(self.kill)
+        return None
 
     def kill(self) -> None:
         self.proc.kill()

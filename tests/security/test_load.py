@@ -120,3 +120,26 @@ async def test_a_token_flooding_submits_gets_429_with_retry_after_and_another_to
         assert len(await app.signoff.store.list_requests(status=None, limit=10)) == 4  # nothing written for a 429
     finally:
         await app.stop()
+
+
+async def test_another_tokens_critical_card_does_not_wait_behind_one_tokens_backlog(
+        db_url: str, slack: SlackEmulator) -> None:
+    app = await start_app(db_url, slack, SIGNOFF_API_TOKENS="flood:flood-secret-1,calm:calm-secret-1",
+                          SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0.2")
+    try:
+        async def submit(secret: str, **overrides: Any) -> None:
+            async with app.session.post(f"{app.url}{APPROVALS}", json=approval_body(**overrides),
+                                        headers={"Authorization": f"Bearer {secret}"}) as answer:
+                assert answer.status == 201, await answer.text()
+
+        await asyncio.gather(*(submit("flood-secret-1", summary=f"Flood {n}")
+                               for n in range(30)))
+        await slack.wait_for("chat.postMessage", count=1, timeout=30)  # the flood's backlog is queued
+        await submit("calm-secret-1", summary="Urgent")  # the same tier: its token's turn comes round
+        posted = await slack.wait_for("chat.postMessage", count=31, timeout=60)
+        order = [str(c.args.get("text", "")) for c in posted]
+        urgent = next(i for i, text in enumerate(order) if "Urgent" in text)
+        # Its turn comes next after the card(s) already waiting their slot, not after the 30.
+        assert urgent <= 4, order[: urgent + 1]
+    finally:
+        await app.stop()
