@@ -143,3 +143,21 @@ async def test_another_tokens_critical_card_does_not_wait_behind_one_tokens_back
         assert urgent <= 4, order[: urgent + 1]
     finally:
         await app.stop()
+
+
+async def test_a_critical_card_does_not_wait_behind_low_ones(db_url: str, slack: SlackEmulator) -> None:
+    app = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0.2")
+    try:
+        async def submit(**overrides: Any) -> None:
+            status, body, _ = await post(app, approval_body(**overrides))
+            assert status == 201, body
+
+        await asyncio.gather(*(submit(summary=f"Low {n}", risk="low") for n in range(20)))
+        await slack.wait_for("chat.postMessage", count=1, timeout=30)
+        await submit(summary="Urgent", risk="critical")  # the same token: only its risk puts it first
+        posted = await slack.wait_for("chat.postMessage", count=21, timeout=60)
+        order = [str(c.args.get("text", "")) for c in posted]
+        urgent = next(i for i, text in enumerate(order) if "Urgent" in text)
+        assert urgent <= 4, order[: urgent + 1]
+    finally:
+        await app.stop()
