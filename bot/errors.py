@@ -17,6 +17,7 @@ from typing import Any
 class SignoffError(Exception):
     code = "error"
     status = 400
+    retry_after: int | None = None  # seconds, sent as Retry-After (a 429's)
 
     def __init__(self, message: str, *, details: list[dict[str, Any]] | None = None) -> None:
         super().__init__(message)

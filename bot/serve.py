@@ -92,6 +92,19 @@ async def check(settings: Settings) -> list[str]:
     return lines
 
 
+def app_runner(app: Any, settings: Settings) -> Any:
+    """The aiohttp runner that serves `app`, with the connection timeouts an untrusted client needs.
+
+    aiohttp's `keepalive_timeout` runs from a connection's start (and from each response's end) until a
+    request's headers have all arrived, and never while a handler runs (a long-poll is not cut): so a
+    client that opens a connection, or sends half a request line or headers and then stalls, is closed
+    after `header_timeout_seconds` (aiohttp's own default is an hour).
+    """
+    from aiohttp import web
+
+    return web.AppRunner(app, access_log=None, keepalive_timeout=settings.header_timeout_seconds)
+
+
 async def serve(settings: Settings) -> None:
     from aiohttp import web
 
@@ -107,7 +120,7 @@ async def serve(settings: Settings) -> None:
     if not slack.unreachable:
         signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
         signoff.slack_health.ok()
-    runner = web.AppRunner(signoff.web_app, access_log=None)
+    runner = app_runner(signoff.web_app, settings)
     await runner.setup()  # starts the background jobs
     await web.SockSite(runner, sock).start()
     _tune_gc()

@@ -48,6 +48,8 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_METRICS_ALLOW", "SIGNOFF_METRICS_TOKEN", "SIGNOFF_RUN_APPROVERS", "SIGNOFF_RUN_SELF_APPROVAL",
     "SIGNOFF_RUN_STARTERS", "SIGNOFF_RUN_WRITERS", "SIGNOFF_SLACK_CHANNEL_PACE_SECONDS",
     "SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", "SIGNOFF_WEBHOOK_MAX_AGE",
+    "SIGNOFF_HEADER_TIMEOUT_SECONDS", "SIGNOFF_VALIDATION_BUDGET_MS", "SIGNOFF_SUBMIT_RATE_PER_TOKEN",
+    "SIGNOFF_SUBMIT_BURST_PER_TOKEN",
 })
 _HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
 
@@ -105,6 +107,12 @@ class Settings:
     metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # SIGNOFF_METRICS_ALLOW: CIDRs without a token
     slack_channel_pace_seconds: float = 1.0  # SIGNOFF_SLACK_CHANNEL_PACE_SECONDS (bot/slack/pace.py)
     longpoll_per_token: int = 100
+    # A connection's request headers must arrive within this long (also an idle keep-alive's life).
+    header_timeout_seconds: float = 15.0  # SIGNOFF_HEADER_TIMEOUT_SECONDS
+    # What checking an action's params against its params_schema may cost (bot/api/validation.py).
+    validation_budget_ms: int = 1000  # SIGNOFF_VALIDATION_BUDGET_MS
+    submit_rate_per_token: float = 10.0  # SIGNOFF_SUBMIT_RATE_PER_TOKEN: approvals a second (bot/api/rate.py)
+    submit_burst_per_token: int = 50  # SIGNOFF_SUBMIT_BURST_PER_TOKEN: taken at once before the rate applies
     longpoll_max: int = 2000
     fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
     # Who may start runs, approve their cards, write into / cancel them (bot/agent/access.py).
@@ -314,6 +322,10 @@ def _parse(env: Mapping[str, str]) -> Settings:
         slack_channel_pace_seconds=number("SIGNOFF_SLACK_CHANNEL_PACE_SECONDS", 1.0, float, 0, 60),
         longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
         longpoll_max=number("SIGNOFF_LONGPOLL_MAX", 2000, int, 1, 1_000_000),
+        header_timeout_seconds=number("SIGNOFF_HEADER_TIMEOUT_SECONDS", 15.0, float, 0.1, 3600),
+        validation_budget_ms=number("SIGNOFF_VALIDATION_BUDGET_MS", 1000, int, 10, 60_000),
+        submit_rate_per_token=number("SIGNOFF_SUBMIT_RATE_PER_TOKEN", 10.0, float, 0.01, 100_000),
+        submit_burst_per_token=number("SIGNOFF_SUBMIT_BURST_PER_TOKEN", 50, int, 1, 1_000_000),
         log_level=level,
         **_timers(get, number),
         **_agent(get, number),

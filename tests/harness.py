@@ -20,6 +20,7 @@ from aiohttp import web
 
 from bench.harness import free_port, wait_until_healthy
 from bot.clock import Clock
+from bot.serve import app_runner
 from bot.settings import Settings
 from bot.web import Signoff, build
 from bot.sandbox import SlackEmulator
@@ -42,6 +43,8 @@ def app_env(db_url: str, slack: SlackEmulator, **extra: str) -> dict[str, str]:
         # Slack's per-channel pace (one post a second) would make every multi-card test slow; the
         # pacing tests (tests/slack/test_pace.py) set it themselves.
         "SIGNOFF_SLACK_CHANNEL_PACE_SECONDS": "0",
+        # Bursts of hundreds of submits from the one test token; the caps' own tests set them.
+        "SIGNOFF_SUBMIT_BURST_PER_TOKEN": "100000",
         **extra,
     }
 
@@ -135,7 +138,7 @@ async def start_app(db_url: str, slack: SlackEmulator, *, clock: Clock | None = 
     """Build and serve the app in this process; `clock` replaces the system clock (e.g. ShiftedClock)."""
     settings = Settings.from_env(app_env(db_url, slack, **env), dotenv=None)
     signoff = await build(settings, clock=clock)
-    runner = web.AppRunner(signoff.web_app, access_log=None)
+    runner = app_runner(signoff.web_app, settings)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

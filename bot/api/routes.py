@@ -16,7 +16,9 @@ from bot.api import owners
 from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.suggestions_in import suggestion_extra
+from bot.api.rate import SubmitRate
 from bot.api.timing_in import expand_groups, parse_timing
+from bot.api.validation import ParamsChecker, check_body
 from bot.domain.choices import EXTRA_KEY
 from bot.domain.json_codec import dumps
 from bot.domain.model import Status, iso
@@ -34,6 +36,8 @@ MAX_LIST = 200
 MAX_SCAN_PAGES = 20
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
+CHECKER = web.AppKey("params_checker", ParamsChecker)
+RATE = web.AppKey("submit_rate", SubmitRate)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -48,7 +52,10 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         return await handler(request)
     except SignoffError as exc:
-        return web.json_response(exc.to_json(), status=exc.status)
+        response = web.json_response(exc.to_json(), status=exc.status)
+        if exc.retry_after is not None:
+            response.headers["Retry-After"] = str(exc.retry_after)
+        return response
     except web.HTTPRequestEntityTooLarge:
         # aiohttp's exception does not keep the limit; the request does.
         limit = request.client_max_size
@@ -81,8 +88,11 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
 
 async def create_approval(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
+    request.app[RATE].take(owners.token_of(request).name)  # before reading the body: a flood costs nothing
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
+    await check_body(request.app[CHECKER], body, who=owners.token_of(request).name,
+                     budget_ms=request.app[SETTINGS].validation_budget_ms)
     channel = channel_or_default(request, body.channel)
     await check_callback(request, body.callback_url)
     key = owners.scoped_key(request, idempotency_key(request))
@@ -258,6 +268,14 @@ def _decode_cursor(cursor: str | None) -> tuple[datetime, str] | None:
 
 
 def add_routes(app: web.Application) -> None:
+    app[CHECKER] = checker = ParamsChecker()
+    settings = app[SETTINGS]
+    app[RATE] = SubmitRate(settings.submit_rate_per_token, settings.submit_burst_per_token)
+
+    async def stop_checker(_: web.Application) -> None:
+        checker.close()
+
+    app.on_cleanup.append(stop_checker)
     app.router.add_post("/api/v1/approvals", create_approval)
     app.router.add_get("/api/v1/approvals", list_approvals)
     app.router.add_get("/api/v1/approvals/{id}", get_approval)

@@ -9,11 +9,21 @@ Invariants:
   refused when the schema is submitted, with the reason.
 - `unevaluatedProperties` next to `patternProperties` is refused: jsonschema would match those
   patterns with Python's backtracking engine there.
+- `uniqueItems` costs n log n (jsonschema's falls back to comparing every pair when the items are
+  not all of one sortable type: 16,000 mixed items took minutes).
+- Under `budget(steps)` every keyword a validator applies is charged (a list keyword such as
+  `uniqueItems` or `enum` by its length), and `BudgetExceeded` is raised once the steps run out: a
+  small schema whose `anyOf`s and `$ref`s multiply (2^30 evaluations of one value) stops there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
+import json
+import math
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +34,77 @@ from jsonschema.validators import extend
 
 MAX_DEPTH = 32  # nesting of parameters and of a params_schema (objects and lists)
 MAX_PATTERN_CHARS = 1000
+MAX_SCHEMA_NODES = 5000  # objects, lists and values in one params_schema
+EDIT_STEPS, EDIT_SECONDS = 100_000, 0.05  # the budget of checking a person's edit (in a Slack ack, on the loop)
+
+_STEPS: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("schema_steps", default=None)
+
+
+class BudgetExceeded(Exception):
+    """Validation under `budget` ran out of steps."""
+
+
+@contextlib.contextmanager
+def budget(steps: int, seconds: float | None = None) -> Iterator[None]:
+    """Validators of `linear` classes run in this block raise BudgetExceeded after `steps` steps, or
+    once `seconds` have passed (a `$ref` costs more than a `type`: steps alone do not bound time)."""
+    token = _STEPS.set([steps, time.monotonic() + seconds if seconds is not None else math.inf])
+    try:
+        yield
+    finally:
+        _STEPS.reset(token)
+
+
+def _charge(cost: int) -> None:
+    left = _STEPS.get()
+    if left is not None:
+        left[0] -= cost
+        if left[0] < 0 or time.monotonic() > left[1]:
+            raise BudgetExceeded
+
+
+def _charged(keyword: Any) -> Any:
+    def run(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        _charge(1 + (len(value) if isinstance(value, list) else 0) + (len(instance) if isinstance(instance, list | dict) else 0))
+        return keyword(validator, value, instance, schema)
+    return run
+
+
+def count_nodes(value: Any, limit: int) -> int:
+    """How many objects, lists and values `value` holds, counting no further than `limit` + 1."""
+    stack, seen = [value], 0
+    while stack and seen <= limit:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return seen
+
+
+def _canonical(value: Any) -> Any:
+    """A hashable key equal for values JSON calls equal (1 == 1.0, true != 1; keys in any order)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return (type(value).__name__, value)
+    if isinstance(value, int | float):
+        return ("number", value)  # hash(1) == hash(1.0), and they compare equal
+    if isinstance(value, dict):
+        return ("object", frozenset((k, _canonical(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return ("array", tuple(_canonical(v) for v in value))
+    return ("other", json.dumps(value, sort_keys=True, default=str))
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    if unique and validator.is_type(instance, "array"):
+        seen = set()
+        for item in instance:
+            key = _canonical(item)
+            if key in seen:
+                yield ValidationError(f"{instance!r} has non-unique elements")
+                return
+            seen.add(key)
 
 
 def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
@@ -139,9 +220,8 @@ def linear(cls: Any) -> Any:
     checker = FormatChecker()
     checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
     checker.checkers["regex"] = (_regex_format, ())
-    extended = extend(cls, validators={  # type: ignore[no-untyped-call]
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-    }, format_checker=checker)
+    keywords = {**cls.VALIDATORS, "pattern": _pattern, "patternProperties": _pattern_properties,
+                "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
+    extended = extend(cls, validators={name: _charged(fn) for name, fn in keywords.items()},  # type: ignore[no-untyped-call]
+                      format_checker=checker)
     return extended

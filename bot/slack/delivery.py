@@ -21,7 +21,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.clock import Clock
+from bot.domain.grants import agent_of
 from bot.domain.model import AuditEvent, Request
+from bot.domain.values import Risk
 from bot.metrics import Metrics
 from bot.outbox import Dead, Done, Result, Retry, after_post, backoff, delivering
 from bot import effects
@@ -31,7 +33,7 @@ from bot.slack.blocks import approval_card
 from bot.slack.failures import TRANSIENT_ERRORS, SlackHealth, permanent_failure
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.undelivered import mark_undelivered
-from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace
+from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace, posting_for
 from storage.base import CardPosted, OutboxItem
 
 log = logging.getLogger(__name__)
@@ -122,6 +124,9 @@ class CardRenderer(Protocol):
     def __call__(self, req: Request, *, now: datetime) -> dict[str, Any]: ...
 
 
+_RANK = {Risk.CRITICAL: 0, Risk.HIGH: 1, Risk.MEDIUM: 2, Risk.LOW: 3}  # a channel's queue, most urgent first
+
+
 class CardDelivery:
     def __init__(self, service: Service, call: SlackCall, clock: Clock, *, render: CardRenderer = approval_card):
         self.service = service
@@ -146,6 +151,7 @@ class CardDelivery:
             if found is not None:
                 return found
         card = self.render(request, now=self.clock.now())
+        posting_for.set((_RANK.get(request.risk, 1), agent_of(request.extra)))  # this delivery's task only
         data, failure = await self.call(
             "chat.postMessage",
             item.attempts,

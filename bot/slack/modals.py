@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 from bot.domain.edits import ROOT, effective_schema, json_equal, validate_params
+from bot.domain.linear import EDIT_SECONDS, EDIT_STEPS, BudgetExceeded
 from bot.domain.model import Request
 from bot.slack.previews import clip, plain
 
@@ -149,7 +150,12 @@ def parse_edit_submission(req: Request, state_values: dict[str, Any]) -> tuple[d
             errors[field.block_id] = str(exc)
     if errors:
         return params, errors
-    return params, _errors_by_block(validate_params(effective_schema(req.action), params), fields)
+    try:  # on the event loop, inside a Slack ack: bounded (a person's values may hit a costly schema path)
+        problems = validate_params(effective_schema(req.action), params, steps=EDIT_STEPS, seconds=EDIT_SECONDS)
+    except BudgetExceeded:
+        problems = {ROOT: "these values take too long to check against the action's schema; approve or "
+                          "reject without editing"}
+    return params, _errors_by_block(problems, fields)
 
 
 class _InputError(ValueError):

@@ -26,6 +26,7 @@ turn is forgotten. While a delivery here takes a slot in the database, others fo
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -38,6 +39,12 @@ PACED_METHODS = frozenset({"chat.postMessage"})
 STALE = FLIGHT
 GRACE = timedelta(seconds=1)
 _SOON = timedelta(milliseconds=1)
+
+# Whom the post being delivered is for: (its risk's rank, 0 = critical first; the agent's token), set by
+# the card post. With it, a channel's queue is ordered by (rank, round, item id): a critical card goes
+# before every lower one, and each token's n-th waiting card of a rank (its round) before any token's
+# (n+1)-th, so one token's backlog holds another's card back by one card each at most.
+posting_for: ContextVar[tuple[int, str | None] | None] = ContextVar("signoff_posting_for", default=None)
 
 
 class SharedPace(Protocol):
@@ -83,10 +90,30 @@ class ChannelPace:
         # channel -> the keys waiting for it, in their order, each with its turn (see the module docstring)
         self._queues: dict[str, dict[Hashable, datetime]] = {}
         self._taking: set[str] = set()  # channels whose slot a delivery here is taking in the database
+        self._fair: dict[Hashable, tuple[int, int, Hashable, str]] = {}  # an item id -> its fair key (kept)
+
+    def fair_key(self, channel: str, key: Hashable | None) -> Hashable | None:
+        """`key` (an item id) as `posting_for` places it in `channel`'s queue; itself without one."""
+        who = posting_for.get()
+        if key is None or who is None:
+            return key
+        known = self._fair.get(key)
+        if known is not None:
+            return known
+        rank, owner = who
+        owner = owner or ""
+        queue = self._queues.get(channel, {})
+        same = sum(1 for k in queue if isinstance(k, tuple) and k[0] == rank and k[3] == owner)
+        fair = self._fair[key] = (rank, same, key, owner)
+        if len(self._fair) > 10_000:  # keys that went elsewhere: forget the oldest half
+            for old in list(self._fair)[:5_000]:
+                del self._fair[old]
+        return fair
 
     async def wait_for(self, channel: str, key: Hashable | None = None) -> float:
         """0 and the slot taken if `channel` may be posted to now; else the seconds until the caller's turn
         (`key`: who asks, so that it keeps its place in the channel's queue when it comes back)."""
+        key = self.fair_key(channel, key)
         now = self.clock.now()
         free = self._free_at(channel, now)
         queue = self._waiting(channel, now)
@@ -130,6 +157,8 @@ class ChannelPace:
         """`key` out of `channel`'s queue (it posts now, or its take failed)."""
         if key is not None:
             self._queues.get(channel, {}).pop(key, None)
+            if isinstance(key, tuple):
+                self._fair.pop(key[2], None)
         self._tidy(channel)
 
     def _tidy(self, channel: str) -> None:
