@@ -14,6 +14,8 @@ import difflib
 import os
 from typing import Any
 
+from signoff._files import read_head
+
 DIFF_MAX_CHARS = 200_000  # the server takes previews up to 512 KB; a longer diff is cut with a note
 FILE_MAX_BYTES = 2_000_000
 
@@ -45,20 +47,23 @@ def input_schema(tool: str, tool_input: dict[str, Any]) -> dict[str, Any] | None
     return schema
 
 
+def _full(path: str, cwd: str | None) -> str:
+    return path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
+
+
 def _read(path: str, cwd: str | None) -> str | None:
-    full = path if os.path.isabs(path) or not cwd else os.path.join(cwd, path)
-    try:
-        if os.path.getsize(full) > FILE_MAX_BYTES:
-            return None
-        with open(full, encoding="utf-8", errors="replace") as handle:
-            return handle.read()
-    except OSError:
+    """The file a call would change, as text; None when it is not a regular file of at most FILE_MAX_BYTES
+    (the path is the model's: a FIFO or /dev/zero must not hold the hook past its timeout)."""
+    data = read_head(_full(path, cwd), FILE_MAX_BYTES)
+    if data is None:
         return None
+    return data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")  # as open() reads text
 
 
-def _diff(path: str, before: str, after: str, *, new_file: bool) -> dict[str, Any]:
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 "/dev/null" if new_file else f"a/{path}", f"b/{path}")
+def _diff(path: str, before: str, after: str, *, new_file: bool, unread: bool = False) -> dict[str, Any]:
+    source = "/dev/null" if new_file else f"a/{path}" + (" (its current content is not shown)" if unread else "")
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), source,
+                                 f"b/{path}")
     unified = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     if len(unified) > DIFF_MAX_CHARS:
         cut = unified[:DIFF_MAX_CHARS]
@@ -73,16 +78,25 @@ def _apply_edits(text: str, edits: list[dict[str, Any]]) -> str:
     return text
 
 
-def preview(tool: str, tool_input: dict[str, Any], cwd: str | None = None) -> dict[str, Any]:
-    """The preview of one tool call, as the agent API takes it."""
+def preview(tool: str, tool_input: dict[str, Any], cwd: str | None = None, *,
+            read_files: bool = True) -> dict[str, Any]:
+    """The preview of one tool call, as the agent API takes it.
+
+    `read_files`: diff against the file on this machine. Only where this runs beside the agent (the
+    hook, the SDK callback, `signoff mcp` over stdio); never in the server, where the path an agent
+    names is the server's file (its content would reach the card and the agent's API reads).
+    """
     path = str(tool_input.get("file_path") or tool_input.get("notebook_path") or "")
     if tool == "Write" and path:
-        before = _read(path, cwd)
-        return _diff(path, before or "", str(tool_input.get("content", "")), new_file=before is None)
+        before = _read(path, cwd) if read_files else None
+        # A path that exists but is not shown (too big, a FIFO, a device) is not a new file.
+        unread = not read_files or (before is None and os.path.lexists(_full(path, cwd)))
+        return _diff(path, before or "", str(tool_input.get("content", "")), new_file=before is None and not unread,
+                     unread=unread)
     if tool in ("Edit", "MultiEdit") and path:
         edits = tool_input.get("edits") if tool == "MultiEdit" else [tool_input]
         edits = [e for e in edits or [] if isinstance(e, dict)]
-        before = _read(path, cwd)
+        before = _read(path, cwd) if read_files else None
         if before is None:  # not readable here: show the replacements themselves
             before = "".join(str(e.get("old_string", "")) + "\n" for e in edits)
             after = "".join(str(e.get("new_string", "")) + "\n" for e in edits)

@@ -9,7 +9,11 @@ Invariants:
   with a reason.
 - One request per `session_id` + `tool_use_id` (the idempotency key): asking again for the same
   call, including `claude -p --resume` after a `defer`, finds the same request and answers from its
-  stored decision.
+  stored decision. An approval is for one call: a call whose id is unknown (no `tool_use_id`, and for
+  a PermissionRequest not exactly one open call like it in the transcript) gets a request of its
+  own, every time, and is never deferred.
+- The transcript is read bounded (`signoff.claude_transcript`): a regular file only, its tail only,
+  within a time limit; one that cannot be read counts as "cannot tell", which asks and never defers.
 - Never loses a call: `defer` is answered only for a call asked for the first time in a turn with
   one tool call. The real CLI loses a call deferred again on resume, and all but the last deferred
   call of a turn with several; those get a `deny` saying the request is still waiting instead.
@@ -23,11 +27,13 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -35,14 +41,17 @@ from typing import Any, TextIO
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import signoff.claude_suggestions as suggestions
+import signoff.claude_transcript as claude_transcript
 import signoff.claude_tools as claude_tools
 from signoff.client import SignoffClient, Submission
 from signoff.hook_permission import EVENT as PERMISSION_REQUEST
-from signoff.hook_permission import as_permission_request, event_of, tool_use_id_in_transcript
+from signoff.hook_permission import as_permission_request, event_of
 from signoff.errors import SignoffRequestError
 from signoff.models import Decision
 
 DEFAULT_WAIT = 50.0
+KEY_MAX = 128
+ONCE = "once-"  # a call without an id: its key's call part is this and a random id, never derived again
 STILL_WAITING = "still waiting for a decision"
 
 
@@ -97,36 +106,25 @@ def from_decision(decision: Decision) -> dict[str, Any]:
     return deny(f"the request was {decision.outcome}{': ' + decision.comment if decision.comment else ''}")
 
 
-def tool_calls_in_turn(transcript_path: str | None, tool_use_id: str | None) -> int | None:
-    """How many tool calls the assistant message holding `tool_use_id` has (None: cannot tell).
-
-    The transcript is JSONL; one API message may be split over several `assistant` entries that share
-    `message.id`, one content block each.
-    """
-    if not transcript_path or not tool_use_id:
-        return None
-    try:
-        with open(transcript_path, encoding="utf-8") as handle:
-            entries = [json.loads(line) for line in handle if line.strip()]
-    except (OSError, ValueError):
-        return None
-    blocks_by_message: dict[str, list[dict[str, Any]]] = {}
-    owner = None
-    for entry in entries:
-        message = entry.get("message") if entry.get("type") == "assistant" else None
-        if not isinstance(message, dict) or not isinstance(message.get("content"), list):
-            continue
-        uses = [b for b in message["content"] if isinstance(b, dict) and b.get("type") == "tool_use"]
-        key = str(message.get("id") or id(entry))
-        blocks_by_message.setdefault(key, []).extend(uses)
-        if any(b.get("id") == tool_use_id for b in uses):
-            owner = key
-    return len({b.get("id") for b in blocks_by_message[owner]}) if owner else None
-
-
 def request_key(session_id: str, tool_use_id: str) -> str:
-    """The idempotency key of a tool call's request: `signoff wait --claude-result` derives it again."""
-    return f"claude-code:{session_id}:{tool_use_id}"[:255]
+    """The idempotency key of a tool call's request: `signoff wait --claude-result` derives it again.
+
+    Hashed when long, never cut (a cut key could be another call's); short enough that the server's
+    per-token prefix still fits its 255 characters.
+    """
+    key = f"claude-code:{session_id}:{tool_use_id}"
+    return key if len(key) <= KEY_MAX else f"claude-code:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+def call_key(hook: HookInput, asking: bool) -> str:
+    """The key of this call's request. Only a call id makes a key that a later invocation derives again
+    (a retry, `claude -p --resume`): without one, whatever else the call shares with another call (its
+    tool and input) would answer it from that call's approval. So no id means a key of its own: it asks.
+    """
+    call_id = hook.tool_use_id or (
+        claude_transcript.pending_call_id(claude_transcript.read(hook.transcript_path), hook.tool_name,
+                                          hook.tool_input) if asking else None)
+    return request_key(hook.session_id, call_id or f"{ONCE}{uuid.uuid4().hex}")
 
 
 def context_line(hook: HookInput) -> str:
@@ -149,10 +147,7 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
         return as_permission_request(result, chosen)
 
     started = time.monotonic()
-    call_id = hook.tool_use_id or (tool_use_id_in_transcript(hook.transcript_path, hook.tool_name, hook.tool_input)
-                                   if asking else None) \
-        or f"{hook.tool_name}:{json.dumps(hook.tool_input, sort_keys=True)}"
-    key = request_key(hook.session_id, call_id)
+    key = call_key(hook, asking)
     with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
         def submit(offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Submission:
             return client.submit(
@@ -193,7 +188,7 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
             # Asked before (a resumed session): deferring again would lose the call.
             return deny(f"{open_note}; the session was resumed before anyone decided, so this call is denied "
                         f"(deferring it again would lose it): wait with `signoff wait {handle.id}` before resuming")
-        calls = tool_calls_in_turn(hook.transcript_path, hook.tool_use_id)
+        calls = claude_transcript.tool_calls_in_turn(claude_transcript.read(hook.transcript_path), hook.tool_use_id)
         if calls != 1:
             # With several calls in one turn the CLI keeps only the last deferred one.
             many = "several tool calls in this turn" if calls else "cannot tell how many tool calls this turn has"

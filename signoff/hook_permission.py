@@ -48,30 +48,3 @@ def event_of(raw: str) -> str | None:
         return None
     name = data.get("hook_event_name") if isinstance(data, dict) else None
     return name if isinstance(name, str) else None
-
-
-def tool_use_id_in_transcript(transcript_path: str | None, tool_name: str, tool_input: dict[str, Any]) -> str | None:
-    """The id of the last `tool_use` of `tool_name` with exactly `tool_input` in the transcript (JSONL).
-
-    PermissionRequest input has no `tool_use_id`; without it, two identical calls in one session
-    would share one request (and the second would reuse the first's decision).
-    """
-    if not transcript_path:
-        return None
-    found = None
-    try:
-        with open(transcript_path, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    continue
-                message = entry.get("message") if isinstance(entry, dict) and entry.get("type") == "assistant" else None
-                content = message.get("content") if isinstance(message, dict) else None
-                for block in content if isinstance(content, list) else ():
-                    if isinstance(block, dict) and block.get("type") == "tool_use" and block.get("name") == tool_name \
-                            and block.get("input") == tool_input and isinstance(block.get("id"), str):
-                        found = block["id"]
-    except OSError:
-        return None
-    return found

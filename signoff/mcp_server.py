@@ -51,6 +51,9 @@ class Defaults:
     approvers: tuple[str, ...] = ()
     risk: str = "high"
     prompt_wait: float | None = None  # None: until decided (or the server's own timeout)
+    # Diff a permission prompt's Write/Edit against the file on this machine: only `signoff mcp` over
+    # stdio, beside the agent. Off by default: in the server (/mcp) the path would name the server's file.
+    read_files: bool = False
     requested_by: str = field(default_factory=lambda: f"MCP client on {socket.gethostname()}")
 
     @classmethod
@@ -186,7 +189,7 @@ def build_server(client_factory: ClientFactory | None = None,
             async with factory(ctx) as client:
                 handle = await client.submit(
                     tool_name, input, summary=claude_tools.summary(tool_name, input),
-                    preview=claude_tools.preview(tool_name, input),
+                    preview=claude_tools.preview(tool_name, input, read_files=chosen.read_files),
                     params_schema=claude_tools.input_schema(tool_name, input), risk=chosen.risk,
                     channel=chosen.channel, approvers=list(chosen.approvers),
                     idempotency_key=f"claude-code-prompt:{call_id}" if call_id else None,
@@ -228,6 +231,6 @@ def run_stdio(argv: list[str]) -> int:
     approvers = tuple(a.strip() for a in args.approvers.split(",") if a.strip())
     server = build_server(lambda ctx: AsyncSignoffClient(retry_for=args.retry_for),
                           Defaults(channel=args.channel, approvers=approvers, risk=args.risk,
-                                   prompt_wait=args.prompt_wait))
+                                   prompt_wait=args.prompt_wait, read_files=True))
     server.run("stdio")
     return 0

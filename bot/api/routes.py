@@ -152,7 +152,7 @@ async def list_approvals(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     if "idempotency_key" in request.query:
         # The request an agent submitted under a key it can derive again (e.g. a Claude Code session + tool call).
-        found = await service.find_by_idempotency_key(request.query["idempotency_key"])
+        found = await _find_by_key(request, service, request.query["idempotency_key"])
         return web.json_response({"items": [request_json(found)] if found else [], "next_cursor": None})
     raw_status = request.query.get("status")
     try:
@@ -165,6 +165,25 @@ async def list_approvals(request: web.Request) -> web.Response:
     page, more = items[:limit], len(items) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
     return web.json_response({"items": [request_json(r) for r in page], "next_cursor": next_cursor})
+
+
+async def _find_by_key(request: web.Request, service: Service, given: str) -> Any:
+    """The request the calling token submitted under Idempotency-Key `given`, or None.
+
+    The key is scoped exactly as submit scopes it (`owners.scoped_key`): an agent token's `k` is
+    stored as `<token name>:k`, so it finds its own request and never another token's. An admin
+    token's keys are stored as given: it finds its own by the key it sent, and an agent token's by
+    the stored form `<token name>:<key>`. A request the token may not see is not there (as for get).
+    """
+    if not 1 <= len(given) <= 255:
+        raise InvalidInput("idempotency_key must be 1 to 255 characters",
+                           details=[{"field": "idempotency_key", "message": "1 to 255 characters"}])
+    key = owners.scoped_key(request, given)
+    assert key is not None
+    found = await service.find_by_idempotency_key(key)
+    if found is None or not owners.may_see(request, found.extra.get(owners.OWNER)):
+        return None
+    return found
 
 
 async def cancel_approval(request: web.Request) -> web.Response:
