@@ -2,7 +2,7 @@
 
     POST /slack/events   events, interactivity, slash commands (signature verified by slack_sdk)
     /api/v1/...          agent API (bearer token)
-    GET  /healthz        liveness + database check
+    GET  /healthz        up or down (database check); details with SIGNOFF_METRICS_TOKEN or an admin API token
     GET  /metrics        Prometheus text format
 """
 
@@ -471,16 +471,39 @@ def _kind(text: str) -> str:
     return "command" if "command=" in text else "other"
 
 
+def _may_see_details(settings: Settings, request: web.Request) -> bool:
+    """A bearer token that is SIGNOFF_METRICS_TOKEN or an admin API token (compared with every one)."""
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    presented = given.strip().encode("utf-8", "surrogateescape")
+    secrets = [t.secret for t in settings.api_token_specs if t.admin]
+    if settings.metrics_token:
+        secrets.append(settings.metrics_token)
+    matched = [s for s in secrets if hmac.compare_digest(presented, s.encode())]
+    return scheme.lower() == "bearer" and bool(presented) and bool(matched)
+
+
 async def healthz(request: web.Request) -> web.Response:
+    """Up or down for anyone (`{"status": "ok"}`, or 503); the database and Slack's state (the workspace,
+    the bot, the last undelivered request) only for SIGNOFF_METRICS_TOKEN or an admin API token."""
     signoff = request.app[SIGNOFF]
+    details = _may_see_details(signoff.settings, request)
+    if not details and "details" in request.query:
+        return web.json_response({"error": {"code": "unauthorized", "message": "/healthz details need "
+                                            "SIGNOFF_METRICS_TOKEN or an admin API token (Authorization: Bearer ...)"}},
+                                 status=401, headers={"WWW-Authenticate": 'Bearer realm="signoff"'})
     try:
         await signoff.store.statuses(["healthz"])
     except Exception as exc:  # the point of a health check is to say so
-        return web.json_response({"ok": False, "database": f"{type(exc).__name__}",
+        if not details:
+            return web.json_response({"status": "unavailable"}, status=503)
+        return web.json_response({"status": "unavailable", "ok": False, "database": f"{type(exc).__name__}",
                                   "slack": signoff.slack_health.to_json()}, status=503)
+    if not details:
+        return web.json_response({"status": "ok"})
     # Slack's state is reported, not judged: a refused token is the operator's to fix, and taking the
     # process out of a load balancer would close the agent API as well.
-    return web.json_response({"ok": True, "database": signoff.store.dialect, "slack": signoff.slack_health.to_json()})
+    return web.json_response({"status": "ok", "ok": True, "database": signoff.store.dialect,
+                              "slack": signoff.slack_health.to_json()})
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:

@@ -25,7 +25,7 @@ async def test_a_quiet_sandbox_serves_the_page_and_says_where_everything_is(demo
     async with aiohttp.ClientSession() as http:
         async with http.get(demo.url + "/") as resp:
             page = await resp.text()
-        async with http.get(demo.url + "/healthz") as resp:
+        async with http.get(demo.url + "/healthz", headers={"Authorization": f"Bearer {demo.api_token}"}) as resp:
             assert (await resp.json())["database"] == "sqlite"
     assert resp.status == 200 and "Alice Approver (approver)" in page and "No messages yet." in page
     text = banner(demo)
