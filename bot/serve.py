@@ -107,6 +107,8 @@ async def serve(settings: Settings) -> None:
     if not slack.unreachable:
         signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
         signoff.slack_health.ok()
+    if slack.installation is not None and signoff.team is not None:
+        signoff.team.learned(slack.installation)
     runner = web.AppRunner(signoff.web_app, access_log=None)
     await runner.setup()  # starts the background jobs
     await web.SockSite(runner, sock).start()
@@ -166,6 +168,8 @@ async def _retry_slack(settings: Settings, signoff: Any) -> None:
         if not slack.unreachable:
             signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
             signoff.slack_health.ok()
+            if slack.installation is not None and signoff.team is not None:
+                signoff.team.learned(slack.installation)
             log.info("Slack answers: workspace %r as @%s", slack.team, slack.bot)
             return
         delay = min(delay * 2, SLACK_RETRY_MAX_SECONDS)

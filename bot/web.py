@@ -66,6 +66,7 @@ from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.failures import SlackHealth, connect_socket_mode
+from bot.slack.team import InstalledTeam
 from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
@@ -122,6 +123,7 @@ class Signoff:
     policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
     # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
+    team: InstalledTeam | None = None  # the workspace the bot is installed in (bot/slack/team.py)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -277,6 +279,13 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         for inline in (False, True)
     )
     grants = Grants(grant_store, clock, store)
+
+    async def auth_test() -> dict[str, Any]:
+        answer = (await listener_client.auth_test()).data
+        return answer if isinstance(answer, dict) else {}
+
+    team = InstalledTeam(auth_test)
+    bolt.use(team.middleware())  # Socket Mode's requests reach Bolt directly; HTTP's are checked in slack_events
     grant_interactions = GrantInteractions(interactions, grants, home)
     home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
     for app in (bolt, clicks):
@@ -296,7 +305,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
-                      background=background)
+                      background=background, team=team)
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
@@ -352,6 +361,8 @@ async def slack_events(request: web.Request) -> web.Response:
         # Signed, so from Slack (or whoever holds the secret): ack, so nothing is retried; read nothing.
         log.warning("dropped a signed Slack payload of the wrong shape: %s", malformed)
         return web.Response(status=200)
+    if signoff.team is not None and (refused := await signoff.team.check(bolt_request.body)) is not None:
+        return web.Response(status=refused)  # addressed to another workspace (acked), or ours is not known yet
     if bolt_request.body.get("type") == "block_actions":
         # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out;
         # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks
