@@ -101,7 +101,7 @@ class SlackEmulator(Faults, ChatMethods, ConversationMethods, ViewMethods):
 
     async def start(self) -> None:
         """Serve on 127.0.0.1 with an ephemeral port; sets ``url``."""
-        app = web.Application()
+        app = web.Application(middlewares=[local_only])
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/socket", self.socket_mode.handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
