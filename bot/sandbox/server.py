@@ -39,6 +39,7 @@ from bot.sandbox.chat import ChatMethods
 from bot.sandbox.conversations import ConversationMethods
 from bot.sandbox.errors import ApiError
 from bot.sandbox.faults import Delay, Fault, Faults
+from bot.sandbox.local_only import local_only
 from bot.sandbox.scopes import missing_scope
 from bot.sandbox.socket_mode import SocketModeServer
 from bot.sandbox.state import Call
