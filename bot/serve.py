@@ -120,6 +120,8 @@ async def serve(settings: Settings) -> None:
     if not slack.unreachable:
         signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
         signoff.slack_health.ok()
+    if slack.installation is not None and signoff.team is not None:
+        signoff.team.learned(slack.installation)
     runner = app_runner(signoff.web_app, settings)
     await runner.setup()  # starts the background jobs
     await web.SockSite(runner, sock).start()
@@ -179,6 +181,8 @@ async def _retry_slack(settings: Settings, signoff: Any) -> None:
         if not slack.unreachable:
             signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
             signoff.slack_health.ok()
+            if slack.installation is not None and signoff.team is not None:
+                signoff.team.learned(slack.installation)
             log.info("Slack answers: workspace %r as @%s", slack.team, slack.bot)
             return
         delay = min(delay * 2, SLACK_RETRY_MAX_SECONDS)

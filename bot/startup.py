@@ -25,6 +25,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.engine import make_url
 
 from bot.slack.failures import permanent_failure
+from bot.slack.team import Installation
 from storage.urls import async_url
 
 # Values people leave in from examples (the README's first command uses the first two).
@@ -233,6 +234,7 @@ class SlackCheck:
     bot: str | None = None
     url: str | None = None
     unreachable: str | None = None
+    installation: Installation | None = None  # ids: only requests addressed to it are handled (bot/slack/team.py)
 
 
 async def check_slack(settings: Any, *, session: aiohttp.ClientSession | None = None) -> SlackCheck:
@@ -256,7 +258,9 @@ async def check_slack(settings: Any, *, session: aiohttp.ClientSession | None = 
                 return _refused(exc, "SLACK_APP_TOKEN", "apps.connections.open")
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 return SlackCheck(unreachable=f"{type(exc).__name__}: {exc}")
-        return SlackCheck(team=identity.get("team"), bot=identity.get("user"), url=identity.get("url"))
+        return SlackCheck(team=identity.get("team"), bot=identity.get("user"), url=identity.get("url"),
+                          installation=Installation.from_auth_test(
+                              identity.data if isinstance(identity.data, dict) else {}))
     finally:
         if own:
             await session.close()

@@ -2,7 +2,7 @@
 
     POST /slack/events   events, interactivity, slash commands (signature verified by slack_sdk)
     /api/v1/...          agent API (bearer token)
-    GET  /healthz        liveness + database check
+    GET  /healthz        up or down (database check); details with SIGNOFF_METRICS_TOKEN or an admin API token
     GET  /metrics        Prometheus text format
 """
 
@@ -66,6 +66,7 @@ from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
 from bot.slack.failures import SlackHealth, connect_socket_mode
+from bot.slack.team import InstalledTeam
 from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
@@ -122,6 +123,7 @@ class Signoff:
     policy: PolicyHolder | None = None  # the policy file in force; SIGHUP reloads it
     # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
+    team: InstalledTeam | None = None  # the workspace the bot is installed in (bot/slack/team.py)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
@@ -277,6 +279,13 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         for inline in (False, True)
     )
     grants = Grants(grant_store, clock)
+
+    async def auth_test() -> dict[str, Any]:
+        answer = (await listener_client.auth_test()).data
+        return answer if isinstance(answer, dict) else {}
+
+    team = InstalledTeam(auth_test)
+    bolt.use(team.middleware())  # Socket Mode's requests reach Bolt directly; HTTP's are checked in slack_events
     grant_interactions = GrantInteractions(interactions, grants, home)
     home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
     for app in (bolt, clicks):
@@ -296,7 +305,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
-                      background=background)
+                      background=background, team=team)
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
@@ -352,6 +361,8 @@ async def slack_events(request: web.Request) -> web.Response:
         # Signed, so from Slack (or whoever holds the secret): ack, so nothing is retried; read nothing.
         log.warning("dropped a signed Slack payload of the wrong shape: %s", malformed)
         return web.Response(status=200)
+    if signoff.team is not None and (refused := await signoff.team.check(bolt_request.body)) is not None:
+        return web.Response(status=refused)  # addressed to another workspace (acked), or ours is not known yet
     if bolt_request.body.get("type") == "block_actions":
         # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out;
         # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks
@@ -471,16 +482,39 @@ def _kind(text: str) -> str:
     return "command" if "command=" in text else "other"
 
 
+def _may_see_details(settings: Settings, request: web.Request) -> bool:
+    """A bearer token that is SIGNOFF_METRICS_TOKEN or an admin API token (compared with every one)."""
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    presented = given.strip().encode("utf-8", "surrogateescape")
+    secrets = [t.secret for t in settings.api_token_specs if t.admin]
+    if settings.metrics_token:
+        secrets.append(settings.metrics_token)
+    matched = [s for s in secrets if hmac.compare_digest(presented, s.encode())]
+    return scheme.lower() == "bearer" and bool(presented) and bool(matched)
+
+
 async def healthz(request: web.Request) -> web.Response:
+    """Up or down for anyone (`{"status": "ok"}`, or 503); the database and Slack's state (the workspace,
+    the bot, the last undelivered request) only for SIGNOFF_METRICS_TOKEN or an admin API token."""
     signoff = request.app[SIGNOFF]
+    details = _may_see_details(signoff.settings, request)
+    if not details and "details" in request.query:
+        return web.json_response({"error": {"code": "unauthorized", "message": "/healthz details need "
+                                            "SIGNOFF_METRICS_TOKEN or an admin API token (Authorization: Bearer ...)"}},
+                                 status=401, headers={"WWW-Authenticate": 'Bearer realm="signoff"'})
     try:
         await signoff.store.statuses(["healthz"])
     except Exception as exc:  # the point of a health check is to say so
-        return web.json_response({"ok": False, "database": f"{type(exc).__name__}",
+        if not details:
+            return web.json_response({"status": "unavailable"}, status=503)
+        return web.json_response({"status": "unavailable", "ok": False, "database": f"{type(exc).__name__}",
                                   "slack": signoff.slack_health.to_json()}, status=503)
+    if not details:
+        return web.json_response({"status": "ok"})
     # Slack's state is reported, not judged: a refused token is the operator's to fix, and taking the
     # process out of a load balancer would close the agent API as well.
-    return web.json_response({"ok": True, "database": signoff.store.dialect, "slack": signoff.slack_health.to_json()})
+    return web.json_response({"status": "ok", "ok": True, "database": signoff.store.dialect,
+                              "slack": signoff.slack_health.to_json()})
 
 
 async def metrics_endpoint(request: web.Request) -> web.Response:

@@ -73,7 +73,13 @@ def _loopback_client(ctx: Any) -> AsyncSignoffClient:
 
 def _authorized(request: web.Request, tokens: tuple[str, ...] | list[str]) -> bool:
     given = _token(request)
-    return given is not None and any(hmac.compare_digest(given.encode(), t.encode()) for t in tokens)
+    if given is None:
+        return False
+    # aiohttp decodes header bytes as UTF-8 with surrogate escapes: encoding back the same way gives the
+    # bytes that were sent, whatever they are (not UTF-8, not latin-1), so a bad header is a 401, never a 500.
+    presented = given.encode("utf-8", "surrogateescape")
+    # Compared with every token (no early exit), so the time taken says nothing about which matched.
+    return any([hmac.compare_digest(presented, t.encode()) for t in tokens])
 
 
 async def asgi_handler(app: Asgi, request: web.Request) -> web.StreamResponse:
@@ -85,7 +91,7 @@ async def asgi_handler(app: Asgi, request: web.Request) -> web.StreamResponse:
         "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
         "method": request.method, "scheme": request.scheme, "path": request.path,
         "raw_path": request.raw_path.split("?", 1)[0].encode(), "query_string": request.query_string.encode(),
-        "root_path": "", "headers": [(k.lower().encode("latin-1"), v.encode("latin-1"))
+        "root_path": "", "headers": [(k.lower().encode("utf-8", "surrogateescape"), v.encode("utf-8", "surrogateescape"))
                                      for k, v in request.headers.items()],
         "server": (sockname[0], sockname[1]) if sockname else None,
         "client": (peer[0], peer[1]) if peer else None,

@@ -1,6 +1,7 @@
 """`signoff demo`: the bot, the Slack emulator and the sandbox page in one process, on SQLite.
 
-Everything lives on one port (default 3000, loopback only):
+Everything lives on one port (default 3000, loopback only; `Host` must be a loopback name and a browser's
+write must come from the page itself: bot/sandbox/local_only.py):
 
     /                     the page: be an approver, a manager or an outsider and click
     /slack/events         the bot, as in production; the page signs what it sends like Slack
@@ -30,6 +31,7 @@ import aiohttp
 from aiohttp import web
 
 from bot.sandbox.demo_model import NOTES_BEFORE, NOTES_PATH, TASK, demo_reply
+from bot.sandbox.local_only import local_only
 from bot.sandbox.model import FakeAnthropic
 from bot.sandbox.page.actions import PageActions
 from bot.sandbox.page.routes import SandboxPage
@@ -120,6 +122,7 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
     store = await SqlStore.open(settings.database_url)
     await upgrade(settings.database_url, engine=store.write_engine)
     signoff = await build(settings, store=store)
+    signoff.web_app.middlewares.insert(0, local_only)  # loopback Host only, no cross-site writes
     url = f"http://127.0.0.1:{port}"
     slack.attach(signoff.web_app, url)
     client = SlackClient(url, signing_secret, fake=slack)

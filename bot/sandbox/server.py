@@ -39,6 +39,7 @@ from bot.sandbox.chat import ChatMethods
 from bot.sandbox.conversations import ConversationMethods
 from bot.sandbox.errors import ApiError
 from bot.sandbox.faults import Delay, Fault, Faults
+from bot.sandbox.local_only import local_only
 from bot.sandbox.scopes import missing_scope
 from bot.sandbox.socket_mode import SocketModeServer
 from bot.sandbox.state import Call
@@ -101,7 +102,7 @@ class SlackEmulator(Faults, ChatMethods, ConversationMethods, ViewMethods):
 
     async def start(self) -> None:
         """Serve on 127.0.0.1 with an ephemeral port; sets ``url``."""
-        app = web.Application()
+        app = web.Application(middlewares=[local_only])
         app.router.add_route("*", "/api/{method}", self._handle)
         app.router.add_get("/socket", self.socket_mode.handle)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)

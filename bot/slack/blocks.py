@@ -31,7 +31,7 @@ from bot.slack.modals import (
     reject_modal,
     respond_modal,
 )
-from bot.slack.text import slack_date
+from bot.slack.text import slack_date, visible
 from bot.slack.previews import (
     clip,
     cut,
@@ -143,7 +143,7 @@ def _long_summary(req: Request) -> list[dict[str, Any]]:
     """The whole summary under the header, when the header could only show its start."""
     if len(one_line(neutralise(req.summary))) <= HEADER_MAX:
         return []
-    return [rich_text(rt_section(rt_text(cut(req.summary, SUMMARY_BUDGET))))]
+    return [rich_text(rt_section(rt_text(cut(visible(req.summary), SUMMARY_BUDGET))))]
 
 
 def _context_line(req: Request, now: datetime) -> dict[str, Any]:
@@ -174,8 +174,8 @@ def _params(req: Request) -> list[dict[str, Any]]:
     used = 0
     for name, value in list(params.items())[:PARAMS_SHOWN_MAX]:
         item = rt_section(
-            rt_text(clip(str(name), 100), bold=True),
-            rt_text(": " + cut(show_value(value), PARAM_VALUE_MAX)),
+            rt_text(clip(visible(str(name)), 100), bold=True),  # marked first: budgets count what shows
+            rt_text(": " + cut(visible(show_value(value)), PARAM_VALUE_MAX)),
         )
         size = text_length(item)
         if used + size > PARAMS_BUDGET:
@@ -191,7 +191,7 @@ def _params(req: Request) -> list[dict[str, Any]]:
 def _reasoning(req: Request) -> list[dict[str, Any]]:
     if not req.context or not req.context.strip():
         return []
-    return [_titled_quote("Agent's reasoning", cut(req.context.strip(), REASONING_BUDGET))]
+    return [_titled_quote("Agent's reasoning", cut(visible(req.context.strip()), REASONING_BUDGET))]
 
 
 def _titled_quote(title: str, text: str) -> dict[str, Any]:

@@ -2,6 +2,12 @@
 
 The edit form is planned once from the action's effective schema (`_plan`) and the same plan
 drives both the view and the parsing of its submission, so the two cannot drift apart.
+
+An initial value shows invisible characters as markers (`⟨U+202E⟩`, `⟨U+200B×3⟩`, and a literal `⟨`
+as `⟨U+27E8⟩`: `bot.slack.text.editable`), so a person never approves one unknowingly. What a text or
+JSON input submits is read back with `from_editable`: each such marker becomes the characters it
+names, so an untouched field keeps its exact value, a deleted marker removes its character and a
+typed one adds it; any other text is taken as typed.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from bot.domain.edits import ROOT, effective_schema, json_equal, validate_params
 from bot.domain.linear import EDIT_SECONDS, EDIT_STEPS, BudgetExceeded
 from bot.domain.model import Request
 from bot.slack.previews import clip, plain
+from bot.slack.text import editable, from_editable, visible
 
 REJECT_VIEW = "signoff_reject"
 RESPOND_VIEW = "signoff_respond"
@@ -191,7 +198,7 @@ def _kind(prop: Any, value: Any) -> str:
         return "select" if _selectable(prop["enum"]) else _json_kind(value)
     declared = prop.get("type")
     if declared == "string" and (value is None or isinstance(value, str)):
-        return "text" if value is None or len(value) <= INPUT_TEXT_MAX else "kept"
+        return "text" if value is None or len(editable(value)) <= INPUT_TEXT_MAX else "kept"
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     if declared in ("integer", "number") and (value is None or is_number):
         # An integer field holding 2.5 gets a decimal box: rounding it silently would be an edit.
@@ -215,8 +222,9 @@ def _selectable(options: Any) -> bool:
 
 
 def _as_json(value: Any) -> str:
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return text if len(text) <= INPUT_TEXT_MAX else json.dumps(value, ensure_ascii=False)
+    """`value` as the JSON a person edits: invisible characters as markers (`editable`)."""
+    text = editable(json.dumps(value, indent=2, ensure_ascii=False))
+    return text if len(text) <= INPUT_TEXT_MAX else editable(json.dumps(value, ensure_ascii=False))
 
 
 def _fits(text: str) -> bool:
@@ -258,14 +266,15 @@ def _text_element(field: _Field, value: Any, present: bool) -> dict[str, Any]:
         "action_id": VALUE_ACTION,
         "multiline": len(text) > SHORT_TEXT_MAX or "\n" in text or long_box,
     }
-    if text:
-        element["initial_value"] = text
+    shown = editable(text)  # a person never approves an invisible character unknowingly
+    if shown:
+        element["initial_value"] = shown
     # Limits only when the current value satisfies them: Slack may refuse a view whose
     # initial value breaks its own limits, and the schema check reports it on submit anyway.
-    if max_length is not None and 1 <= max_length <= INPUT_TEXT_MAX and len(text) <= max_length:
+    if max_length is not None and 1 <= max_length <= INPUT_TEXT_MAX and len(shown) <= max_length:
         element["max_length"] = max_length
     if min_length is not None and 1 <= min_length <= min(INPUT_TEXT_MAX, max_length or INPUT_TEXT_MAX):
-        if not text or len(text) >= min_length:
+        if not shown or len(shown) >= min_length:
             element["min_length"] = min_length
     return element
 
@@ -387,7 +396,7 @@ def _parse_json(raw: Any) -> Any:
     if not isinstance(raw, str) or not raw.strip():
         raise _InputError("is required")
     try:
-        return json.loads(raw)
+        return json.loads(from_editable(raw))
     except json.JSONDecodeError as exc:
         raise _InputError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
 
@@ -418,7 +427,7 @@ def _parse_decimal(raw: str) -> int | float:
 
 
 _READERS = {
-    "text": lambda raw: raw,
+    "text": from_editable,  # the markers the form showed (or the person typed) back into characters
     "integer": _parse_integer,
     "number": _parse_decimal,
     "select": _parse_json,
@@ -437,7 +446,7 @@ def _errors_by_block(errors: dict[str, str], fields: list[_Field]) -> dict[str, 
         else:
             text = message if name == ROOT else f"{name}: {message}"
             by_block[first] = f"{by_block[first]}; {text}" if first in by_block else text
-    return {block: clip(message, 300) for block, message in by_block.items()}
+    return {block: clip(visible(message), 300) for block, message in by_block.items()}
 
 
 # --------------------------------------------------------------------------- shared

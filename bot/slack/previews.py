@@ -6,6 +6,8 @@ Everything an agent writes is untrusted. Three rules keep it from speaking for S
   as mrkdwn. `neutralise` still breaks every `<!...>`, `<@...>`, `<#...>` and `<scheme:...>`
   sequence with a zero-width space, so the token never exists, even in the raw JSON.
 * Where mrkdwn is unavoidable it is passed through `escape_mrkdwn` first.
+* Invisible characters (bidi overrides, zero-width spaces, other format controls) are shown as
+  markers such as `⟨U+202E⟩` (`bot.slack.text.visible`), before budgets are counted.
 * Markdown previews go through `safe_markdown`: HTML-escaped and with every link rewritten as
   `label (url)` so the real destination is always on screen.
 
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.domain.model import Preview
-from bot.slack.text import ELLIPSIS, ZWSP, clip, count, cut, escape_mrkdwn, more, neutralise, one_line
+from bot.slack.text import ELLIPSIS, ZWSP, clip, count, cut, escape_mrkdwn, more, neutralise, one_line, visible
 
 __all__ = ["ELLIPSIS", "ZWSP", "clip", "count", "cut", "escape_mrkdwn", "more", "neutralise", "one_line"]
 
@@ -145,7 +147,20 @@ def render_preview(preview: Preview, budget: int) -> list[dict[str, Any]]:
     """Blocks for `preview` using at most `budget` characters of text."""
     budget = max(budget, PREVIEW_MIN_BUDGET)
     render = _RENDERERS.get(preview.kind, _render_json_of_data)
-    return render(preview.data if isinstance(preview.data, dict) else {"value": preview.data}, budget)
+    # Invisible characters marked before anything is measured or cut: the budget counts what shows.
+    data = _shown(preview.data if isinstance(preview.data, dict) else {"value": preview.data})
+    return render(data, budget)
+
+
+def _shown(value: Any) -> Any:
+    """`value` with `visible` applied to every string in it (keys too)."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, dict):
+        return {visible(k) if isinstance(k, str) else k: _shown(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_shown(v) for v in value]
+    return value
 
 
 def _code_block(caption: list[dict[str, Any]], lines: Sequence[str], budget: int) -> list[dict[str, Any]]:

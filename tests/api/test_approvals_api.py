@@ -683,10 +683,48 @@ async def test_callback_url_needs_a_webhook_secret(db_url: str, slack: SlackEmul
 
 
 async def test_healthz(app: App) -> None:
-    async with app.session.get(app.url + "/healthz") as resp:
+    async with app.session.get(app.url + "/healthz", headers=app.headers) as resp:
         assert resp.status == 200 and resp.content_type == "application/json"
         body = await resp.json()
     assert body["ok"] is True and body["database"] == store_of(app).dialect
+
+
+async def health(app: App, token: str | None, query: str = "") -> tuple[int, Any]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as session, session.get(app.url + "/healthz" + query, headers=headers) as resp:
+        return resp.status, await resp.json()
+
+
+async def test_healthz_says_up_or_down_to_anyone_and_the_details_only_to_an_admin_or_metrics_token(
+        db_url: str, slack: SlackEmulator) -> None:
+    """The workspace, the bot and an undelivered request's id and channel are for the operator."""
+    app = await start_app(db_url, slack, SIGNOFF_API_TOKENS=f"ops:{API_TOKEN}:admin,bot:agent-token-2:agent",
+                          SIGNOFF_METRICS_TOKEN="metrics-token-3")
+    try:
+        assert app.signoff is not None
+        app.signoff.slack_health.identity = {"team": "Acme Corp", "bot": "signoff"}  # what serve's auth.test sets
+        slack.error("chat.postMessage", "channel_not_found")
+        req = await app.submit()
+        await eventually(lambda: _undelivered(app), "the card's failure to be recorded")
+        for token in (None, "agent-token-2", "not-a-token"):
+            status, body = await health(app, token)
+            assert (status, body) == (200, {"status": "ok"}), token
+            status, body = await health(app, token, "?details=1")
+            assert status == 401 and body["error"]["code"] == "unauthorized", token
+            assert req["id"] not in json.dumps(body) and "Acme" not in json.dumps(body)
+        for token in (API_TOKEN, "metrics-token-3"):
+            status, body = await health(app, token, "?details=1")
+            assert status == 200 and body["status"] == "ok" and body["database"] == store_of(app).dialect
+            assert body["slack"]["team"] == "Acme Corp" and body["slack"]["bot"] == "signoff"
+            assert body["slack"]["last_undelivered"]["request_id"] == req["id"]
+            assert body["slack"]["last_undelivered"]["channel"] == "C1"
+    finally:
+        await app.stop()
+
+
+async def _undelivered(app: App) -> bool:
+    assert app.signoff is not None
+    return app.signoff.slack_health.last_undelivered is not None
 
 
 async def metrics_text(app: App) -> str:

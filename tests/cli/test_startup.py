@@ -138,7 +138,8 @@ async def test_start_up_line_then_sigterm_says_what_it_drains(slack: SlackEmulat
         line = await server.line('"serving on ')
         assert f"serving on http://127.0.0.1:{port} (database: " in line
         assert "Slack: HTTP (Slack sends to /slack/events), workspace 'Fake Team' as @signoff)" in line
-        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+        async with aiohttp.ClientSession() as session, session.get(
+                f"http://127.0.0.1:{port}/healthz", headers={"Authorization": f"Bearer {API_TOKEN}"}) as resp:
             health = await resp.json()
         assert health["slack"]["state"] == "ok" and health["slack"]["team"] == "Fake Team"
         assert await server.stop() == 0

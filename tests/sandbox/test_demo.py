@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -25,7 +26,7 @@ async def test_a_quiet_sandbox_serves_the_page_and_says_where_everything_is(demo
     async with aiohttp.ClientSession() as http:
         async with http.get(demo.url + "/") as resp:
             page = await resp.text()
-        async with http.get(demo.url + "/healthz") as resp:
+        async with http.get(demo.url + "/healthz", headers={"Authorization": f"Bearer {demo.api_token}"}) as resp:
             assert (await resp.json())["database"] == "sqlite"
     assert resp.status == 200 and "Alice Approver (approver)" in page and "No messages yet." in page
     text = banner(demo)
@@ -71,3 +72,38 @@ async def test_a_typed_at_name_reaches_the_bot_as_slack_sends_it(demo: Demo) -> 
         async with http.get(demo.url + "/sandbox/pane", params={"user": APPROVER}) as resp:
             mine = (await resp.json())["main"]
     assert "also go to" in mine and "cannot tell who" not in mine, mine
+
+
+def said(demo: Demo, text: str) -> bool:
+    assert demo.client.fake is not None
+    return any(text in (m.text or "") for m in demo.client.fake.messages.values())
+
+
+async def test_the_sandbox_refuses_other_hosts_and_writes_from_other_sites(demo: Demo) -> None:
+    """DNS rebinding (a foreign name for 127.0.0.1) and a cross-site form post would act as any sandbox person."""
+    act = {"kind": "message", "user": APPROVER, "channel": CHANNEL, "text": "posted by another site"}
+    body = json.dumps(act)
+    port = demo.url.rsplit(":", 1)[1]
+    refused = [
+        {"Host": f"rebound.attacker.example:{port}"},  # DNS rebinding: the page's own origin, a foreign name
+        {"Origin": "https://attacker.example", "Content-Type": "text/plain"},  # <form enctype="text/plain">
+        {"Origin": "null", "Content-Type": "text/plain"},  # a sandboxed frame's post
+        {"Sec-Fetch-Site": "cross-site", "Content-Type": "application/x-www-form-urlencoded"},
+        {"Sec-Fetch-Site": "same-site", "Origin": f"http://other.localhost:{port}"},
+    ]
+    async with aiohttp.ClientSession() as http:
+        for headers in refused:
+            async with http.post(demo.url + "/sandbox/act", data=body, headers=headers) as resp:
+                assert resp.status == 403 and (await resp.json())["error"]["code"] == "forbidden", headers
+        for path in ("/", "/sandbox/slack/api/auth.test", "/healthz"):  # reads too, with a foreign Host
+            async with http.get(demo.url + path, headers={"Host": f"attacker.example:{port}"}) as resp:
+                assert resp.status == 403, path
+        assert not said(demo, "posted by another site")
+        # The page itself (a browser's same-origin fetch), localhost and plain clients still work.
+        for headers in ({"Origin": demo.url, "Sec-Fetch-Site": "same-origin"},
+                        {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"}, {}):
+            async with http.post(demo.url + "/sandbox/act", json=act, headers=headers) as resp:
+                assert resp.status == 200, headers
+        async with http.get(demo.url + "/", headers={"Host": f"[::1]:{port}"}) as resp:
+            assert resp.status == 200
+    assert said(demo, "posted by another site")

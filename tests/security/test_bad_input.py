@@ -50,7 +50,7 @@ async def test_a_catastrophic_pattern_never_stalls_the_event_loop(app: App) -> N
     body = approval_body(action={"name": "t", "params": {"x": "a" * 40 + "!"}, "params_schema": schema})
     submit = asyncio.create_task(app.api("POST", APPROVALS, json=body))
     status, health = await asyncio.wait_for(app.api("GET", "/healthz", auth=False), 30)
-    assert status == 200 and health["ok"]
+    assert status == 200 and health == {"status": "ok"}
     status, answer = await asyncio.wait_for(submit, 30)
     assert status == 400 and "must match the pattern" in answer["error"]["message"]
     # patternProperties and additionalProperties consult the patterns too.

@@ -46,7 +46,7 @@ async def poll(app: App, request_id: str) -> dict[str, Any]:
 
 
 async def healthz(app: App) -> dict[str, Any]:
-    async with app.session.get(app.url + "/healthz") as resp:
+    async with app.session.get(app.url + "/healthz", headers=app.headers) as resp:  # details: an admin token
         assert resp.status == 200
         return await resp.json()
 
