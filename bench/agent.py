@@ -41,7 +41,7 @@ from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus,
 from storage.run_store import SqlRunStore
 from storage.sql import SqlStore
 from bot.sandbox.model import FakeAnthropic, Reply, message, text, tool_use
-from bench.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET
+from bench.harness import API_TOKEN, SIGNING_SECRET, UNCAPPED, WEBHOOK_SECRET
 
 DEFAULT_PG_URL = "postgresql://postgres:postgres@127.0.0.1/postgres"
 SIZES = (10, 100, 1000)
@@ -181,7 +181,7 @@ async def click_phase(db_url: str, workdir: Path, engine: str, clicks: int, warm
         "DATABASE_URL": db_url, "SIGNOFF_API_TOKENS": API_TOKEN, "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET,
         "ANTHROPIC_BASE_URL": model.fake.url, "ANTHROPIC_API_KEY": "bench", "SIGNOFF_MODEL": "claude-bench",
         "SIGNOFF_WORKSPACE": str(workdir / f"workspace-{engine}"), "SIGNOFF_EMAIL_OUTBOX": str(workdir / f"outbox-{engine}"),
-        "SIGNOFF_LOG_LEVEL": "WARNING",
+        "SIGNOFF_LOG_LEVEL": "WARNING", **UNCAPPED,
     }
     server = Server(f"signoff-agent-{engine}", ["bot", "serve"], env, workdir)
     client = Client()

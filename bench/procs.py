@@ -14,7 +14,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 
 from storage.migrate import upgrade
-from bench.harness import API_TOKEN, SIGNING_SECRET, WEBHOOK_SECRET, free_port, wait_until_healthy
+from bench.harness import API_TOKEN, SIGNING_SECRET, UNCAPPED, WEBHOOK_SECRET, free_port, wait_until_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -65,6 +65,7 @@ def signoff_server(name: str, db_url: str, slack_url: str, log_dir: Path) -> Ser
         "DATABASE_URL": db_url,
         "SIGNOFF_API_TOKENS": API_TOKEN,
         "SIGNOFF_WEBHOOK_SECRET": WEBHOOK_SECRET,
+        **UNCAPPED,
     }
     return Server(name, ["bot", "serve"], env, log_dir)
 
