@@ -7,6 +7,7 @@ the same answer as for an id that does not exist; an `admin` token reaches every
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from aiohttp import web
@@ -14,6 +15,7 @@ from aiohttp import web
 from bot.api.tokens import ApiToken
 from bot.errors import NotFound
 
+MAX_KEY = 255  # the stored idempotency key's width
 OWNER = "api_token"  # the key in request.extra / the run_created audit data
 TOKEN = web.RequestKey("api_token", ApiToken)
 
@@ -32,7 +34,12 @@ def scoped_key(request: web.Request, key: str | None) -> str | None:
     if key is None:
         return None
     token = token_of(request)
-    return key if token.admin else f"{token.name}:{key}"
+    if token.admin:
+        return key
+    scoped = f"{token.name}:{key}"
+    # Keys are stored in 255 characters: a long key under its token's prefix is kept as its digest, so
+    # the longest key an agent may send is stored (and found again) instead of overflowing the column.
+    return scoped if len(scoped) <= MAX_KEY else "sha256:" + hashlib.sha256(scoped.encode()).hexdigest()
 
 
 def may_see(request: web.Request, owner: Any) -> bool:

@@ -67,3 +67,21 @@ async def test_a_key_of_the_wrong_length_is_a_400(scoped: App) -> None:
         status, body = await scoped.api("GET", f"/api/v1/approvals?idempotency_key={key}", headers=as_(A))
         assert status == 400 and body["error"]["code"] == "invalid_request", body
         assert "idempotency_key must be 1 to 255 characters" in body["error"]["message"]
+
+
+async def test_the_longest_key_an_agent_may_send_is_stored_and_found_again(scoped: App) -> None:
+    """255 characters is the documented limit: under its token's prefix the key used to overflow the
+    stored column (a 500 on PostgreSQL); now it is kept as a digest and found again."""
+    app = scoped
+    key = "k" * 255
+    status, first = await app.api("POST", "/api/v1/approvals", json=approval_body(),
+                                  headers=as_(A, **{"Idempotency-Key": key}))
+    assert status == 201, first
+    status, again = await app.api("POST", "/api/v1/approvals", json=approval_body(),
+                                  headers=as_(A, **{"Idempotency-Key": key}))
+    assert (status, again["id"]) == (200, first["id"])
+    assert await lookup(app, A, key) == [first["id"]]
+    assert await lookup(app, B, key) == []
+    status, other = await app.api("POST", "/api/v1/approvals", json=approval_body(),
+                                  headers=as_(B, **{"Idempotency-Key": key}))
+    assert status == 201 and other["id"] != first["id"]
