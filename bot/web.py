@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import logging
 import time
@@ -41,6 +40,7 @@ from bot.api import grants as grants_api
 from bot.api import longpoll
 from bot.api import routes as api
 from bot.api import run_routes
+from bot.api.tokens import bearer, matching
 from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.clock import Clock, FileClock, SystemClock
@@ -461,10 +461,7 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
 
 
 def _may_scrape(settings: Settings, request: web.Request) -> bool:
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    if settings.metrics_token and scheme.lower() == "bearer" and hmac.compare_digest(
-            given.strip().encode("utf-8", "surrogateescape"), settings.metrics_token.encode()):
+    if settings.metrics_token and matching(bearer(request.headers.get("Authorization")), [settings.metrics_token]):
         return True
     try:
         peer = ipaddress.ip_address((request.remote or "").split("%", 1)[0])
@@ -484,13 +481,10 @@ def _kind(text: str) -> str:
 
 def _may_see_details(settings: Settings, request: web.Request) -> bool:
     """A bearer token that is SIGNOFF_METRICS_TOKEN or an admin API token (compared with every one)."""
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    presented = given.strip().encode("utf-8", "surrogateescape")
     secrets = [t.secret for t in settings.api_token_specs if t.admin]
     if settings.metrics_token:
         secrets.append(settings.metrics_token)
-    matched = [s for s in secrets if hmac.compare_digest(presented, s.encode())]
-    return scheme.lower() == "bearer" and bool(presented) and bool(matched)
+    return bool(matching(bearer(request.headers.get("Authorization")), secrets))
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import importlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from bot.api.tokens import bearer, matching
 from bot.settings import Settings
 from signoff.client import AsyncSignoffClient
 
@@ -72,14 +72,7 @@ def _loopback_client(ctx: Any) -> AsyncSignoffClient:
 
 
 def _authorized(request: web.Request, tokens: tuple[str, ...] | list[str]) -> bool:
-    given = _token(request)
-    if given is None:
-        return False
-    # aiohttp decodes header bytes as UTF-8 with surrogate escapes: encoding back the same way gives the
-    # bytes that were sent, whatever they are (not UTF-8, not latin-1), so a bad header is a 401, never a 500.
-    presented = given.encode("utf-8", "surrogateescape")
-    # Compared with every token (no early exit), so the time taken says nothing about which matched.
-    return any([hmac.compare_digest(presented, t.encode()) for t in tokens])
+    return bool(matching(bearer(request.headers.get("Authorization")), tokens))
 
 
 async def asgi_handler(app: Asgi, request: web.Request) -> web.StreamResponse:

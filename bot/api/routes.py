@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -17,6 +16,7 @@ from bot.api.duties_in import parse_duties
 from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
 from bot.api.suggestions_in import suggestion_extra
 from bot.api.rate import SubmitRate
+from bot.api.tokens import bearer, matching
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.api.validation import ParamsChecker, check_body
 from bot.domain.choices import EXTRA_KEY
@@ -72,13 +72,9 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     if not request.path.startswith("/api/"):
         return await handler(request)
     tokens = request.app[SETTINGS].api_token_specs
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    # A header of non-UTF-8 bytes arrives as surrogate escapes: compare bytes, never fail to encode.
-    presented = given.strip().encode("utf-8", "surrogateescape")
-    # Compare with every token (no early exit), so the time taken says nothing about which matched.
-    matches = [t for t in tokens if hmac.compare_digest(presented, t.secret.encode())]
-    if scheme.lower() != "bearer" or not given or not matches:
+    presented = bearer(request.headers.get("Authorization"))
+    matches = [tokens[i] for i in matching(presented, [t.secret for t in tokens])]
+    if not matches:
         response = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer ...)")
         response.headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
         return response

@@ -15,6 +15,8 @@ token gets 404 for it, as if it did not exist.
 
 from __future__ import annotations
 
+import hmac
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 SCOPES = ("agent", "admin")
@@ -60,3 +62,24 @@ def parse_tokens(raw: str) -> tuple[ApiToken, ...]:
     if len(set(names)) != len(names):
         raise ValueError("token names must be unique")
     return tuple(tokens)
+
+
+def bearer(header: str | None) -> bytes | None:
+    """The token an `Authorization: Bearer ...` header presents, as the bytes that were sent (None: none).
+
+    aiohttp decodes header bytes as UTF-8 with surrogate escapes: encoding back the same way gives the
+    bytes that were sent, whatever they are (not UTF-8, not latin-1), so a bad header is refused, never a 500.
+    """
+    scheme, _, given = (header or "").partition(" ")
+    given = given.strip()
+    if scheme.lower() != "bearer" or not given:
+        return None
+    return given.encode("utf-8", "surrogateescape")
+
+
+def matching(presented: bytes | None, secrets: Sequence[str]) -> list[int]:
+    """The indexes of `secrets` equal to `presented`, compared with every one (no early exit), so the
+    time taken says nothing about which matched."""
+    if presented is None:
+        return []
+    return [i for i, secret in enumerate(secrets) if hmac.compare_digest(presented, secret.encode())]
