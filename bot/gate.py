@@ -25,6 +25,7 @@ from typing import Any
 
 from bot import effects
 from bot.access import Directory
+from bot.domain.duties import able_to_approve
 from bot.domain.durations import compact
 from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
 from bot.domain.model import AuditEvent, Decision, Kind, Outcome, Request, Status, Via, iso
@@ -177,11 +178,9 @@ def _check_quorum(approvers: Sequence[str], members: Sequence[str], quorum: int,
                   whose: str) -> None:
     """A quorum that the approvers can never reach is a 400, not a card that waits forever. `members`:
     of the listed user groups, when known (else a list with a group is not checked)."""
-    if not approvers or (any(a.startswith("S") for a in approvers) and not members):
+    people = able_to_approve(approvers, members, None if spec.requester_may_approve else spec.requester_user)
+    if not approvers or people is None:
         return
-    people = {a for a in approvers if not a.startswith("S")} | set(members)
-    if spec.requester_user and not spec.requester_may_approve:
-        people.discard(spec.requester_user)
     if quorum > len(people):
         message = (f"needs {quorum} distinct approvers but {whose} only {len(people)} "
                    f"{'person' if len(people) == 1 else 'people'} able to approve")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.api.schemas import ApprovalIn
-from bot.domain.duties import default_may_approve, requester_user_of
+from bot.domain.duties import able_to_approve, default_may_approve, requester_user_of
 from bot.errors import InvalidInput
 
 
@@ -32,11 +32,8 @@ def parse_duties(body: ApprovalIn, group_members: tuple[str, ...], *, policy: bo
     requester = requester_user_of(body.requested_by, body.requester_user)
     may_approve = default_may_approve(requester, body.requester_may_approve)
     if body.approvers and body.quorum > 1 and not policy:
-        people = {a for a in body.approvers if not a.startswith("S")} | set(group_members)
-        groups_unknown = any(a.startswith("S") for a in body.approvers) and not group_members
-        if requester and not may_approve:
-            people.discard(requester)
-        if len(people) < body.quorum and not groups_unknown:
+        people = able_to_approve(body.approvers, group_members, None if may_approve else requester)
+        if people is not None and len(people) < body.quorum:
             message = (f"needs {body.quorum} distinct approvers but only {len(people)} "
                        f"{'person is' if len(people) == 1 else 'people are'} able to approve"
                        + (" (the requester may not approve)" if requester and not may_approve else ""))

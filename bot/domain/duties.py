@@ -9,6 +9,7 @@ own request is never a conflict of interest. Pure.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from bot.domain.model import Request
 
@@ -37,3 +38,16 @@ def approve_refusal(request: Request, user_id: str) -> str | None:
         return ("You asked for this yourself, and this request needs someone else to approve it "
                 "(separation of duties), so your approval was not recorded. You can still reject it.")
     return None
+
+
+def able_to_approve(approvers: Iterable[str], members: Iterable[str], excluded: str | None) -> set[str] | None:
+    """The people who can give a vote: users listed directly and the known members of listed user
+    groups, less `excluded` (a requester who may not approve). None when a group is listed and its
+    members are not known: the count cannot be told, so no quorum is refused on it."""
+    listed = tuple(approvers)
+    known = set(members)
+    if any(a.startswith("S") for a in listed) and not known:
+        return None
+    people = {a for a in listed if not a.startswith("S")} | known
+    people.discard(excluded or "")
+    return people
