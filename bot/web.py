@@ -40,6 +40,7 @@ from bot.api import grants as grants_api
 from bot.api import longpoll
 from bot.api import routes as api
 from bot.api import run_routes
+from bot.api.slow_body import body_deadline
 from bot.api.tokens import bearer, matching
 from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
@@ -227,7 +228,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         return await gate.still_delegate(request, user, clock.now())
 
     service = Service(store, clock=clock, waiters=waiters, directory=directory, metrics=metrics,
-                      default_timing=settings.default_timing(), gate=gate,
+                      default_timing=settings.default_timing(), gate=gate, max_pending=settings.max_pending_per_token,
                       access=Access(directory, still_delegate=still_delegate))
     timers = Timers(service, clock)
     home = Home(store, clock)
@@ -296,7 +297,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         batch.register(app, BatchInteractions(interactions))
 
     web_app = web.Application(client_max_size=MAX_BODY_BYTES,
-                              middlewares=[api.json_errors, api.bearer_auth, longpoll.cap_long_polls])
+                              middlewares=[body_deadline(settings.body_timeout_seconds), api.json_errors, api.bearer_auth,
+                                           longpoll.cap_long_polls])
     limits = web_app[longpoll.LIMITS] = longpoll.LongPollLimits(settings.longpoll_per_token, settings.longpoll_max)
     metrics.long_polls.set_function(lambda: limits.held)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
