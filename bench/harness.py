@@ -30,7 +30,8 @@ SIGNING_SECRET = "bench-signing-secret"
 API_TOKEN = "bench-api-token-1"
 # The bench measures throughput from one token: the per-token submit cap (a 429 past 10 a second)
 # would measure the cap instead. bench.abuse measures the cap itself.
-UNCAPPED = {"SIGNOFF_SUBMIT_RATE_PER_TOKEN": "100000", "SIGNOFF_SUBMIT_BURST_PER_TOKEN": "1000000"}
+UNCAPPED = {"SIGNOFF_SUBMIT_RATE_PER_TOKEN": "100000", "SIGNOFF_SUBMIT_BURST_PER_TOKEN": "1000000",
+            "SIGNOFF_MAX_PENDING_PER_TOKEN": "100000000"}
 WEBHOOK_SECRET = "bench-webhook-secret"
 
 

@@ -56,6 +56,14 @@ class RunsUnavailable(SignoffError):
     status = 409
 
 
+class TooManyPending(SignoffError):
+    """The calling token already has its most pending requests (SIGNOFF_MAX_PENDING_PER_TOKEN): 429."""
+
+    code = "too_many_pending"
+    status = 429
+    retry_after = 30  # a slot frees when a person decides or a request times out: no exact time to give
+
+
 class Conflict(SignoffError):
     """The request is not in a state that allows this (e.g. redelivering a pending request's webhook)."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from functools import partial
@@ -32,11 +33,12 @@ from bot.domain.model import (
 )
 from bot.delivery_state import is_undelivered
 from bot.domain.batch import Choice, Item, decide_items
+from bot.domain.grants import OWNER_KEY
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing
 from bot.domain.transitions import next_status
 from bot.domain.votes import Tally, Vote, cast, votes_json
-from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound
+from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound, TooManyPending
 from bot import effects
 from bot.access import Access, Directory
 from bot.group_commit import SharedUnits
@@ -94,8 +96,11 @@ class Service:
         default_timing: Timing | None = None,
         gate: SubmitGate | None = None,
         access: Access | None = None,
+        max_pending: int | None = None,
     ) -> None:
         self.store = store
+        self.max_pending = max_pending  # per API token (SIGNOFF_MAX_PENDING_PER_TOKEN); None: no cap
+        self._staging: Counter[str] = Counter()  # per token: pending requests counted, not committed yet
         self.metrics = metrics or Metrics()
         self.clock = clock or SystemClock()
         self.waiters = waiters or Waiters()
@@ -200,12 +205,38 @@ class Service:
             assert request is not None  # record_defaults: every evaluated API request is recorded
         else:
             request = self.new_request(spec, idempotency_key=idempotency_key, body_hash=body_hash)
-        if self.gate is not None:
-            await self.gate.write(self, checked)
-        else:
-            async with self.store.unit() as unit:
-                await self.stage(unit, request, people=spec.approver_users)
+        owner = request.extra.get(OWNER_KEY) if self.max_pending is not None and request.is_pending else None
+        if owner is not None:
+            self._staging[owner] += 1  # counted before the read: two submits at once both see each other
+        try:
+            if owner is not None:
+                await self._within_cap(owner)
+            if self.gate is not None:
+                await self.gate.write(self, checked)
+            else:
+                async with self.store.unit() as unit:
+                    await self.stage(unit, request, people=spec.approver_users)
+        finally:
+            if owner is not None:
+                self._staging[owner] -= 1
+                if not self._staging[owner]:
+                    del self._staging[owner]
         return request
+
+    async def _within_cap(self, owner: str) -> None:
+        """TooManyPending unless the token `owner` has fewer than `max_pending` pending requests, those
+        this process is writing right now included: in one process it is never passed (a request that
+        commits meanwhile may be counted twice: the cap errs on the safe side). Behind N replicas it can be passed by what the others
+        have in flight at that moment. A decision or a timeout frees a slot."""
+        assert self.max_pending is not None
+        # Read before the count: a request that commits meanwhile is then counted twice, never missed.
+        others = self._staging[owner] - 1
+        pending = await self.store.count_pending(owner) + others
+        if pending >= self.max_pending:
+            raise TooManyPending(
+                f"this token has {pending} requests waiting for a person, the most it may have at once "
+                f"({self.max_pending}); retry once some are decided, cancelled or timed out",
+                details=[{"field": "Authorization", "message": f"at most {self.max_pending} pending requests per token"}])
 
     def new_request(
         self, spec: ApprovalSpec, *, idempotency_key: str | None = None, body_hash: str | None = None

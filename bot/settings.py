@@ -113,6 +113,9 @@ class Settings:
     validation_budget_ms: int = 1000  # SIGNOFF_VALIDATION_BUDGET_MS
     submit_rate_per_token: float = 10.0  # SIGNOFF_SUBMIT_RATE_PER_TOKEN: approvals a second (bot/api/rate.py)
     submit_burst_per_token: int = 50  # SIGNOFF_SUBMIT_BURST_PER_TOKEN: taken at once before the rate applies
+    max_pending_per_token: int = 1000  # SIGNOFF_MAX_PENDING_PER_TOKEN: a token's requests waiting at once (429 past it)
+    # A request's body, once its headers are in, must arrive within this long (a slow body is cut off: 408).
+    body_timeout_seconds: float = 30.0  # SIGNOFF_BODY_TIMEOUT_SECONDS
     longpoll_max: int = 2000
     fetch_url_risk: str = "high"  # the demo agent's fetch_url gate (SIGNOFF_FETCH_URL_RISK)
     # Who may start runs, approve their cards, write into / cancel them (bot/agent/access.py).
@@ -326,6 +329,8 @@ def _parse(env: Mapping[str, str]) -> Settings:
         validation_budget_ms=number("SIGNOFF_VALIDATION_BUDGET_MS", 1000, int, 10, 60_000),
         submit_rate_per_token=number("SIGNOFF_SUBMIT_RATE_PER_TOKEN", 10.0, float, 0.01, 100_000),
         submit_burst_per_token=number("SIGNOFF_SUBMIT_BURST_PER_TOKEN", 50, int, 1, 1_000_000),
+        max_pending_per_token=number("SIGNOFF_MAX_PENDING_PER_TOKEN", 1000, int, 1, 100_000_000),
+        body_timeout_seconds=number("SIGNOFF_BODY_TIMEOUT_SECONDS", 30.0, float, 0.1, 3600),
         log_level=level,
         **_timers(get, number),
         **_agent(get, number),

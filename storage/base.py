@@ -441,6 +441,10 @@ class Store(abc.ABC):
     async def statuses(self, request_ids: Iterable[str]) -> dict[str, Status]: ...
 
     @abc.abstractmethod
+    async def count_pending(self, owner: str) -> int:
+        """How many pending requests the API token named `owner` made (committed ones)."""
+
+    @abc.abstractmethod
     async def audit_events(self, request_id: str) -> list[AuditEvent]: ...
 
     @abc.abstractmethod

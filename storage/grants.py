@@ -110,11 +110,11 @@ class GrantStore:
                                 ) -> list[tuple[Grant, tuple[str, ...]]]:
         """Live grants, newest first, each with the approvers of the request it was made on (() when
         that request listed none or is gone): who may see and revoke it (bot.grants). `owner`: only
-        grants made on requests of that API token (`extra.api_token`), in the query, before the limit."""
+        grants made on requests of that API token (`requests.owner`), in the query, before the limit."""
         stmt = sa.select(grants, requests.c.approvers.label("origin_approvers")).select_from(
             grants.outerjoin(requests, requests.c.id == grants.c.request_id)).where(_live(now))
         if owner is not None:
-            stmt = stmt.where(requests.c.extra["api_token"].as_string() == owner)
+            stmt = stmt.where(requests.c.owner == owner)
         stmt = stmt.order_by(grants.c.created_at.desc(), grants.c.id).limit(limit)
         return [(_grant(r), tuple(str(a) for a in r.origin_approvers or ())) for r in await self._all(stmt)]
 

@@ -96,6 +96,11 @@ requests = sa.Table(
     sa.Column("requester_user", sa.String(40)),
     sa.Column("votes", Json),
     sa.Column("items", Json),
+    # The API token that made it (migration 0008; extra["api_token"] too): its pending requests counted
+    # at submit (SIGNOFF_MAX_PENDING_PER_TOKEN) on an index of pending rows only.
+    sa.Column("owner", sa.String(100)),
+    sa.Index("ix_requests_owner_pending", "owner", sqlite_where=sa.text("status = 'pending'"),
+             postgresql_where=sa.text("status = 'pending'")),
     sa.Index("ix_requests_status_created", "status", "created_at", "id"),
     sa.Index("ux_requests_idempotency_key", "idempotency_key", unique=True),
     sa.Index("ix_requests_next_due_at", "next_due_at"),

@@ -445,6 +445,10 @@ class SqlStore(Store):
         async with self.engine.connect() as conn:
             return {r.id: Status(r.status) for r in (await conn.execute(stmt)).all()}
 
+    async def count_pending(self, owner: str) -> int:
+        async with self.engine.connect() as conn:
+            return int((await conn.execute(q.COUNT_PENDING, {"b_owner": owner})).scalar_one())
+
     async def audit_events(self, request_id: str) -> list[AuditEvent]:
         stmt = sa.select(audit_events).where(audit_events.c.request_id == request_id).order_by(audit_events.c.id)
         async with self.engine.connect() as conn:

@@ -110,3 +110,8 @@ def update_requests_statement(names: tuple[str, ...]) -> Any:
             .values(version=sa.bindparam("b_version"), **{n: sa.bindparam(f"b_{n}") for n in names})
         )
     return stmt
+
+# A token's pending requests (SIGNOFF_MAX_PENDING_PER_TOKEN): on the partial index ix_requests_owner_pending.
+COUNT_PENDING = sa.select(sa.func.count()).select_from(requests).where(
+    # The status written out, not bound: a partial index is used only for a predicate the planner sees.
+    requests.c.owner == sa.bindparam("b_owner"), sa.text("requests.status = 'pending'"))

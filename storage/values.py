@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.domain.batch import items_json
+from bot.domain.grants import OWNER_KEY
 from bot.domain.model import AuditEvent, Decision, Request
 from bot.domain.votes import votes_json
 from storage.base import OutboxItem
@@ -38,6 +39,7 @@ def request_values(request: Request) -> dict[str, Any]:
         "requester_may_approve": request.requester_may_approve,
         "confirm": request.confirm,
         "requester_user": request.requester_user,
+        "owner": request.extra.get(OWNER_KEY),
         **mutable_columns(request),
     }
 

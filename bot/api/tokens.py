@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 SCOPES = ("agent", "admin")
 MIN_TOKEN_CHARS = 8
+MAX_NAME_CHARS = 100  # a name is stored with what its token creates (requests.owner is 100 wide)
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ def parse_tokens(raw: str) -> tuple[ApiToken, ...]:
             raise ValueError(f"entry {index} is not name:token:scope")
         if not token.name:
             raise ValueError(f"entry {index} has no name")
+        if len(token.name) > MAX_NAME_CHARS:
+            raise ValueError(f"entry {index}: a token's name is at most {MAX_NAME_CHARS} characters")
         if token.scope not in SCOPES:
             raise ValueError(f"entry {index} ({token.name}): scope must be one of {', '.join(SCOPES)}")
         if len(token.secret) < MIN_TOKEN_CHARS:
