@@ -172,3 +172,27 @@ def test_sqlites_datetime_text_is_what_sqlalchemys_own_processor_writes() -> Non
         assert fast(value) == generic(value), value
     with pytest.raises(ValueError, match="naive"):
         fast(datetime(2026, 1, 1))
+
+
+async def test_upgrading_to_0008_fills_each_requests_owner_from_its_token(empty_db_url: str) -> None:
+    from storage.migrate import upgrade
+    from storage.values import request_values
+
+    await upgrade(empty_db_url, "0007_channel_pace")
+    store = await SqlStore.open(empty_db_url)
+    try:
+        made = {"apr_a": {"api_token": "agent-a"}, "apr_b": {"api_token": "agent-a"}, "apr_c": {}}
+        old = sa.table("requests", *(sa.column(c.name, c.type) for c in requests.columns if c.name != "owner"))
+        async with store.write_engine.begin() as conn:  # rows as 0007 had them: no owner column yet
+            for request_id, extra in made.items():
+                row = request_values(make_request(request_id, extra=extra))
+                del row["owner"]
+                await conn.execute(old.insert().values(**row))
+        await upgrade(empty_db_url)
+        assert await store.count_pending("agent-a") == 2
+        async with store.engine.connect() as conn:
+            owners = dict((await conn.execute(sa.select(requests.c.id, requests.c.owner))).all())
+        assert owners == {"apr_a": "agent-a", "apr_b": "agent-a", "apr_c": None}
+        assert await schema_diff(store) == []
+    finally:
+        await store.close()
