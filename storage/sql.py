@@ -446,6 +446,19 @@ class SqlStore(Store):
             return {r.id: Status(r.status) for r in (await conn.execute(stmt)).all()}
 
     async def count_pending(self, owner: str) -> int:
+        # On every submit that waits for a person: read as get_request reads (no pool checkout).
+        if self._reader is not None:
+            try:
+                return int(self._reader.scalar(q.COUNT_PENDING_SQL["?"], (owner,)))
+            except sqlite3.OperationalError as exc:  # it met a lock: read through the pool, which waits for it
+                if not busy(exc):
+                    raise
+        if self._raw is not None:
+            sql = q.COUNT_PENDING_SQL["$1"]
+
+            async def again() -> Any:
+                return (await driver_rows(self.engine, sql, (owner,)))[0]
+            return int((await self._raw.fetchrow(sql, (owner,), again))[0])
         async with self.engine.connect() as conn:
             return int((await conn.execute(q.COUNT_PENDING, {"b_owner": owner})).scalar_one())
 

@@ -115,3 +115,6 @@ def update_requests_statement(names: tuple[str, ...]) -> Any:
 COUNT_PENDING = sa.select(sa.func.count()).select_from(requests).where(
     # The status written out, not bound: a partial index is used only for a predicate the planner sees.
     requests.c.owner == sa.bindparam("b_owner"), sa.text("requests.status = 'pending'"))
+# The same at the driver level (the SQLite reader's and asyncpg's placeholders).
+COUNT_PENDING_SQL = {mark: f"SELECT count(*) FROM requests WHERE owner = {mark} AND status = 'pending'"
+                     for mark in ("?", "$1")}

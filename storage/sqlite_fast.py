@@ -162,6 +162,12 @@ class Reader:
         rows = self._conn.execute(self._read.sql, (request_id,)).fetchall()
         return self._read.request(rows[0]) if rows else None
 
+    def scalar(self, sql: str, params: Sequence[Any]) -> Any:
+        """The first column of the first row of driver-level `sql` (e.g. a count), read the same way."""
+        if self._conn is None:
+            self._conn = sqlite3.connect(self._filename, timeout=0, check_same_thread=False, isolation_level=None)
+        return self._conn.execute(sql, tuple(params)).fetchone()[0]
+
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
