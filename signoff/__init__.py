@@ -19,11 +19,12 @@ from signoff.errors import (
     SignoffRequestError,
     SignoffUnavailable,
     StillPending,
+    UndeliverableError,
 )
 from signoff.models import Actor, Answer, Answers, Change, Decision, ItemDecision
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
     "Expired", "ItemDecision", "ParamsChanged", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
-    "StillPending", "Submission", "require_approval",
+    "StillPending", "Submission", "UndeliverableError", "require_approval",
 ]

@@ -1,6 +1,7 @@
-"""What the sync and async clients share: configuration, request bodies, reading answers, retry pacing.
+"""What the sync and async clients share: configuration, request bodies, reading answers.
 
-No I/O here; `client.py` does the calls. Kept apart so the two clients cannot drift.
+No I/O here; `client.py` does the calls, `_pace.py` says how fast. Kept apart so the two clients
+cannot drift.
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from typing import Any
 
 import httpx2
 
-from signoff.errors import SignoffError, SignoffRequestError
+from signoff.errors import SignoffError, SignoffRequestError, UndeliverableError
 
 MAX_LONG_POLL = 50.0  # the server allows up to 60 s per long-poll; stay under it
 DEFAULT_RETRY_FOR = 60.0
-FIRST_BACKOFF, MAX_BACKOFF = 0.2, 5.0
 CONNECT_TIMEOUT = 10.0
 READ_MARGIN = 15.0  # a long-poll's read timeout: its wait plus this
 
@@ -132,14 +132,27 @@ def retryable(response: httpx2.Response) -> bool:
     return response.status_code == 429 or response.status_code >= 500
 
 
-def retry_after(response: httpx2.Response | None, backoff: float) -> float:
-    """The pause before the next try: the server's Retry-After when it gave one (bounded), else `backoff`."""
-    if response is not None:
-        try:
-            return max(0.0, min(float(response.headers.get("Retry-After", "")), MAX_BACKOFF))
-        except ValueError:
-            pass
-    return backoff
+# Slack refused the channel itself: asking again with a channel the bot is in is the fix.
+CHANNEL_ERRORS = frozenset({"channel_not_found", "not_in_channel", "is_archived"})
+
+
+def undeliverable(body: Mapping[str, Any]) -> UndeliverableError | None:
+    """The error for a pending request whose card Slack refused for good (`delivery.status` `failed`),
+    else None. Nobody can see such a request: a wait on it would wait for nothing."""
+    delivery = body.get("delivery")
+    if body.get("status") != "pending" or not isinstance(delivery, dict) or delivery.get("status") != "failed":
+        return None
+    request_id = str(body.get("id"))
+    reason = str(delivery.get("error") or "refused")
+    channel = delivery.get("channel") or body.get("channel")
+    why = str(delivery.get("message") or f"Slack answered {delivery.get('method') or 'the post'} with {reason}")
+    fix = (" Ask again with a channel the bot is in (`channel=`, `--channel` or SIGNOFF_CHANNEL)."
+           if reason in CHANNEL_ERRORS else "")
+    what = "question" if body.get("kind") == "question" else "approval"
+    message = (f"the {what} card for {request_id} could not be posted in Slack ({reason}): {why}. Nobody can "
+               f"see the request, so it is not approved.{fix}")
+    return UndeliverableError(message, request_id=request_id, reason=reason,
+                              channel=str(channel) if channel else None, delivery=dict(delivery))
 
 
 def read_json(response: httpx2.Response, *, allow_conflict: bool = False) -> dict[str, Any]:

@@ -3,7 +3,8 @@
     signoff wait ID [--timeout S]   (or --claude-result run.json: the call a Claude Code run deferred)
                                     block until the request is decided; print the decision JSON;
                                     exit 0 approved, 1 rejected, 2 expired or cancelled,
-                                    3 no decision (still pending after --timeout, or the server unreachable)
+                                    3 no decision (still pending after --timeout, or the server unreachable),
+                                    4 undeliverable (Slack refused the card for good: nobody can decide it)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
     signoff mcp                     the MCP server over stdio
     signoff langgraph resume --graph module:function [--db checkpoints.db] [--once]
@@ -16,12 +17,41 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from signoff.errors import SignoffError
+from signoff.errors import SignoffError, UndeliverableError
 
 EXIT_BY_OUTCOME = {"approved": 0, "answered": 0, "rejected": 1, "expired": 2, "cancelled": 2}
 EXIT_NO_DECISION = 3
+EXIT_UNDELIVERABLE = 4
+
+
+def _since(iso_time: str | None) -> str:
+    """`2026-12-05T14:00:00Z (3m 20s ago)`, or what the server gave when it cannot be read."""
+    if not iso_time:
+        return "an unknown time"
+    try:
+        then = datetime.fromisoformat(iso_time.replace("Z", "+00:00"))
+    except ValueError:
+        return iso_time
+    seconds = max(0, int((datetime.now(UTC) - then).total_seconds()))
+    ago = f"{seconds // 60}m {seconds % 60}s" if seconds >= 60 else f"{seconds}s"
+    return f"{iso_time} ({ago} ago)"
+
+
+def pending_note(body: dict[str, Any], timeout: float | None) -> str:
+    """What a request still pending after `--timeout` is waiting for: its card, where, since when."""
+    card = body.get("card")
+    delivery = (body.get("delivery") or {}).get("status")
+    where = (f"its card is in channel {card.get('channel')}" if isinstance(card, dict)
+             else f"its card for channel {body.get('channel') or '(the default channel)'} is not posted yet "
+                  f"(delivery: {delivery or 'unknown'})")
+    who = ", ".join(body.get("approvers") or []) or "anyone allowed in that channel"
+    return (f"{body.get('id')} is still pending after {timeout:g}s: waiting for a person ({who}) to decide "
+            f"\"{body.get('summary')}\"; {where}; requested {_since(body.get('created_at'))}. "
+            f"Run `signoff wait {body.get('id')}` again to keep waiting.")
 
 
 def _deferred_call(path: str) -> tuple[str, str]:
@@ -52,12 +82,17 @@ def _wait(args: argparse.Namespace) -> int:
             elif not request_id:
                 raise SignoffError("give a request id, or --claude-result FILE")
             found = client.decision(request_id, args.timeout)
+            pending = client.get(request_id) if found is None else None
+    except UndeliverableError as exc:
+        print(f"signoff wait: {exc.message}", file=sys.stderr)
+        print(json.dumps({"id": exc.request_id, "outcome": None, "error": exc.code, "delivery": exc.delivery}))
+        return EXIT_UNDELIVERABLE
     except (SignoffError, OSError, ValueError) as exc:
         print(f"signoff wait: {getattr(exc, 'message', None) or exc}", file=sys.stderr)
         return EXIT_NO_DECISION
     args.id = request_id
     if found is None:
-        print(f"signoff wait: {args.id} is still pending after {args.timeout:g}s", file=sys.stderr)
+        print(f"signoff wait: {pending_note(pending or {'id': args.id}, args.timeout)}", file=sys.stderr)
         print(json.dumps({"id": args.id, "outcome": None}))
         return EXIT_NO_DECISION
     print(json.dumps(found.to_json()))
@@ -99,7 +134,8 @@ def _langgraph_resume(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="signoff", description="Signoff's agent-side commands.")
     sub = root.add_subparsers(dest="command", required=True)
-    wait = sub.add_parser("wait", help="wait for a request's decision; exit 0 approved, 1 rejected, 2 expired/cancelled")
+    wait = sub.add_parser("wait", help="wait for a request's decision; exit 0 approved, 1 rejected, "
+                                       "2 expired/cancelled, 3 no decision, 4 undeliverable")
     wait.add_argument("id", nargs="?", help="the request id (apr_... or qst_...)")
     wait.add_argument("--claude-result", metavar="FILE",
                       help="instead of an id: the JSON of a `claude -p --output-format json` run that deferred a "

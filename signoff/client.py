@@ -5,7 +5,12 @@ Invariants:
   once per call) on every retry, so a submit whose response was lost is retried without a second card.
 - Waiting is long-polling the same request id; a dropped connection or a 5xx reconnects to that
   request (never resubmits), with backoff, for up to `retry_for` seconds of consecutive failures,
-  then raises `SignoffUnavailable`.
+  then raises `SignoffUnavailable`. No loop here asks faster than `signoff._pace` allows: a poll
+  back early while still pending, a 5xx, a refused connection or a 429 (whatever its Retry-After)
+  is followed by a pause, never at once.
+- A request whose card Slack refused for good (the server's `delivery.status` is `failed`) ends
+  every wait with `UndeliverableError`: nobody can see it, so waiting on would wait for nothing.
+  `request_approval` and `ask` cancel it first (they made it; nobody should approve it later).
 - Only an approved `Decision` is ever returned by `request_approval`; every other ending raises
   (`Rejected`, `Expired`, `Cancelled`), and when the caller's own `timeout` runs out the request is
   cancelled on the server first (so nobody approves something no one waits for) and `Expired` raised.
@@ -23,7 +28,8 @@ from urllib.parse import urlencode
 import httpx2
 
 import signoff._protocol as p
-from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending
+from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
+from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
 from signoff.models import Answers, Decision, final_decision
 
 Json = dict[str, Any]
@@ -35,6 +41,20 @@ def _give_up(started: float, pause: float, retry_for: float) -> bool:
 
 def _timed_out_message(timeout: float | None) -> str:
     return f"no decision within {timeout:g}s; the request was cancelled"
+
+
+def _ended(body: Json) -> Decision | None:
+    """The request's final decision, None while it is pending; `UndeliverableError` if nobody can see it."""
+    found = final_decision(body)
+    if found is None and (refused := p.undeliverable(body)) is not None:
+        raise refused
+    return found
+
+
+def _unavailable(url: str, method: str, path: str, problem: str, response: httpx2.Response | None) -> str:
+    asked = response.headers.get("Retry-After") if response is not None else None
+    later = f" (its last answer said Retry-After: {asked})" if asked else ""
+    return f"Signoff at {url} did not answer {method} {path}: {problem}{later}"
 
 
 def raise_unless_approved(decision: Decision) -> Decision:
@@ -194,17 +214,24 @@ class SignoffClient:
         return items["items"][0] if items.get("items") else None
 
     def decision(self, request_id: str, timeout: float | None = None) -> Decision | None:
-        """The final decision whatever it is, or None if still pending when `timeout` runs out (None: wait on)."""
+        """The final decision whatever it is, or None if still pending when `timeout` runs out (None: wait on).
+
+        Raises `UndeliverableError` when Slack refused the request's card for good (nobody can decide it)."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        pace = PollPace()
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - time.monotonic()
-            body = self.get(request_id, wait=max(0.0, min(left, p.MAX_LONG_POLL)))
-            found = final_decision(body)
-            if found is not None or (deadline is not None and time.monotonic() >= deadline):
+            asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), time.monotonic()
+            found = _ended(self.get(request_id, wait=asked))
+            now = time.monotonic()
+            if found is not None or (deadline is not None and now >= deadline):
                 return found
+            pause = pace.pause(asked, now - sent)
+            time.sleep(pause if deadline is None else min(pause, deadline - now))
 
     def wait(self, request_id: str, timeout: float | None = None) -> Decision:
-        """The approved decision; `Rejected`/`Expired`/`Cancelled` otherwise; `StillPending` after `timeout`."""
+        """The approved decision; `Rejected`/`Expired`/`Cancelled` otherwise; `StillPending` after `timeout`;
+        `UndeliverableError` if its card could not be posted (the request is left as it is)."""
         found = self.decision(request_id, timeout)
         if found is None:
             raise StillPending(f"{request_id} is still pending after {timeout:g}s", request_id=request_id)
@@ -221,7 +248,13 @@ class SignoffClient:
     # -- plumbing ---------------------------------------------------------------
 
     def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
-        found = self.decision(request_id, timeout)
+        try:
+            found = self.decision(request_id, timeout)
+        except UndeliverableError as exc:
+            found = self.cancel(request_id, exc.cancel_reason)
+            if found.outcome == "cancelled":
+                raise exc.cancelled() from None
+            return found  # decided (from the App Home, say) before the cancel: that decision stands
         if found is not None:
             return found
         found = self.cancel(request_id, _timed_out_message(timeout))
@@ -232,7 +265,7 @@ class SignoffClient:
     def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
               timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
         headers = {"Idempotency-Key": key} if key else None
-        started, backoff = time.monotonic(), p.FIRST_BACKOFF
+        started, backoff = time.monotonic(), FIRST_BACKOFF
         while True:
             response = None
             try:
@@ -243,11 +276,11 @@ class SignoffClient:
                 problem = f"HTTP {response.status_code}"
             except httpx2.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
-            pause = p.retry_after(response, backoff)
+            pause = retry_pause(response, backoff)
             if _give_up(started, pause, self.config.retry_for):
-                raise SignoffUnavailable(f"Signoff at {self.config.url} did not answer {method} {path}: {problem}")
+                raise SignoffUnavailable(_unavailable(self.config.url, method, path, problem, response))
             time.sleep(pause)  # backoff between retries of a failed call, not a poll: waiting is the long-poll
-            backoff = min(backoff * 2, p.MAX_BACKOFF)
+            backoff = next_backoff(backoff)
 
 
 class AsyncSignoffClient:
@@ -342,12 +375,16 @@ class AsyncSignoffClient:
     async def decision(self, request_id: str, timeout: float | None = None) -> Decision | None:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
+        pace = PollPace()
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - loop.time()
-            body = await self.get(request_id, wait=max(0.0, min(left, p.MAX_LONG_POLL)))
-            found = final_decision(body)
-            if found is not None or (deadline is not None and loop.time() >= deadline):
+            asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), loop.time()
+            found = _ended(await self.get(request_id, wait=asked))
+            now = loop.time()
+            if found is not None or (deadline is not None and now >= deadline):
                 return found
+            pause = pace.pause(asked, now - sent)
+            await asyncio.sleep(pause if deadline is None else min(pause, deadline - now))
 
     async def wait(self, request_id: str, timeout: float | None = None) -> Decision:
         found = await self.decision(request_id, timeout)
@@ -363,7 +400,13 @@ class AsyncSignoffClient:
         return found
 
     async def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
-        found = await self.decision(request_id, timeout)
+        try:
+            found = await self.decision(request_id, timeout)
+        except UndeliverableError as exc:
+            found = await self.cancel(request_id, exc.cancel_reason)
+            if found.outcome == "cancelled":
+                raise exc.cancelled() from None
+            return found
         if found is not None:
             return found
         found = await self.cancel(request_id, _timed_out_message(timeout))
@@ -374,7 +417,7 @@ class AsyncSignoffClient:
     async def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
                     timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
         headers = {"Idempotency-Key": key} if key else None
-        started, backoff = time.monotonic(), p.FIRST_BACKOFF
+        started, backoff = time.monotonic(), FIRST_BACKOFF
         while True:
             response = None
             try:
@@ -385,8 +428,8 @@ class AsyncSignoffClient:
                 problem = f"HTTP {response.status_code}"
             except httpx2.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
-            pause = p.retry_after(response, backoff)
+            pause = retry_pause(response, backoff)
             if _give_up(started, pause, self.config.retry_for):
-                raise SignoffUnavailable(f"Signoff at {self.config.url} did not answer {method} {path}: {problem}")
+                raise SignoffUnavailable(_unavailable(self.config.url, method, path, problem, response))
             await asyncio.sleep(pause)  # backoff between retries of a failed call; waiting is the long-poll
-            backoff = min(backoff * 2, p.MAX_BACKOFF)
+            backoff = next_backoff(backoff)

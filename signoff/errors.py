@@ -5,6 +5,7 @@
     ├── Expired                  nobody decided in time (server timeout, or the caller's own `timeout`)
     ├── Cancelled                the request was withdrawn before anyone decided
     ├── StillPending             `wait(..., timeout=)` ran out while the request is still open
+    ├── UndeliverableError       Slack refused the request's card for good: nobody can see it (not approved)
     ├── SignoffUnavailable       the server could not be reached or kept failing (network, 5xx, 429)
     └── SignoffRequestError      the server refused the request itself (4xx: bad input, bad token, unknown id)
 
@@ -77,6 +78,34 @@ class StillPending(SignoffError):
     """The caller's own wait ran out; the request is still open on the server (wait again later)."""
 
     code = "pending"
+
+
+class UndeliverableError(SignoffError):
+    """Slack refused the request's card for good (the server's `delivery.status` is `failed`): nobody
+    can see the request, so nobody will decide it. Treat it as not approved.
+
+    `reason` is Slack's error (`channel_not_found`, `not_in_channel`, `is_archived`, `missing_scope`,
+    `invalid_auth`, ...), `channel` the channel it was for, `delivery` the server's whole `delivery`
+    object, and `message` says what failed and how to fix it."""
+
+    code = "undeliverable"
+
+    def __init__(self, message: str, *, request_id: str | None, reason: str | None,
+                 channel: str | None = None, delivery: Any = None) -> None:
+        super().__init__(message, request_id=request_id)
+        self.reason = reason
+        self.channel = channel
+        self.delivery = delivery
+
+    @property
+    def cancel_reason(self) -> str:
+        """What a client that gives up on the request records as the reason it cancels it."""
+        return f"its card could not be posted in Slack ({self.reason}); cancelled by the agent's client"
+
+    def cancelled(self) -> UndeliverableError:
+        """The same error, saying the request was cancelled (by the client that made it)."""
+        return UndeliverableError(f"{self.message} The request was cancelled.", request_id=self.request_id,
+                                  reason=self.reason, channel=self.channel, delivery=self.delivery)
 
 
 class SignoffUnavailable(SignoffError):

@@ -18,7 +18,8 @@ Invariants:
   one tool call. The real CLI loses a call deferred again on resume, and all but the last deferred
   call of a turn with several; those get a `deny` saying the request is still waiting instead.
 - Answers within `--wait` seconds (keep it below the hook's `timeout` in settings.json: a hook that
-  times out does not block the call).
+  times out does not block the call). A card Slack refused for good is a deny at once, naming why;
+  the waiting is the client's, paced by `signoff._pace`.
 - As a PermissionRequest hook (`signoff.hook_permission`) it answers in that event's shape, sends
   Claude's `permission_suggestions` with the request, and returns the one a person accepted
   ("Approve & always allow ...") in `updatedPermissions`. It never defers there.
@@ -46,7 +47,7 @@ import signoff.claude_tools as claude_tools
 from signoff.client import SignoffClient, Submission
 from signoff.hook_permission import EVENT as PERMISSION_REQUEST
 from signoff.hook_permission import as_permission_request, event_of
-from signoff.errors import SignoffRequestError
+from signoff.errors import SignoffRequestError, UndeliverableError
 from signoff.models import Decision
 
 DEFAULT_WAIT = 50.0
@@ -174,7 +175,11 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
             if earlier is None:
                 raise
             handle = Submission(str(earlier["id"]), earlier, False, client)
-        found = handle.decision or client.decision(handle.id, max(0.0, options.wait - (time.monotonic() - started)))
+        try:
+            found = handle.decision or client.decision(handle.id,
+                                                       max(0.0, options.wait - (time.monotonic() - started)))
+        except UndeliverableError as exc:  # nobody can see the card: deny now, saying why and how to fix it
+            return finish(deny(exc.message))
     if found is not None:
         return finish(from_decision(found), found)
     open_note = f"no decision in Slack within {options.wait:g}s; request {handle.id} is {STILL_WAITING}"

@@ -19,7 +19,11 @@ Invariants:
   had got past the interrupt, continues the graph from its last checkpoint (`invoke(None)`).
 - A thread paused at anything Signoff does not answer is left alone, and so is its whole resume.
 - New paused threads are found by re-reading the checkpointer (it cannot notify) every
-  `scan_every` seconds at most, while the long-polls wait for decisions.
+  `scan_every` seconds at most, while the long-polls wait for decisions. A round that brought no
+  decision (long-polls back early, Signoff restarting) is followed by the next no sooner than
+  `scan_every` after it began: the loop never spins.
+- A request whose card Slack refused for good is not long-polled (the server answers it at once):
+  one WARNING names it, its thread and the fix; the thread stays paused until the request ends.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ import inspect
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from signoff._protocol import undeliverable
 from signoff.errors import SignoffError, SignoffRequestError
 from signoff.langgraph_claims import Claims
 from signoff.langgraph_hitl import requests_for, resume_value
@@ -100,6 +106,7 @@ class Resumer:
         self._known: dict[str, tuple[str, ...]] = {}  # interrupt id -> the requests that answer it
         self._waiting: list[str] = []  # request ids the last round found still open
         self._polls: dict[str, concurrent.futures.Future[Any]] = {}
+        self._undelivered: set[str] = set()  # requests whose card Slack refused, already warned about
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -163,8 +170,13 @@ class Resumer:
         for paused in self.paused():
             bodies = {rid: self.client.get(rid) for rid in paused.request_ids}
             open_ids = [rid for rid, body in bodies.items() if final_decision(body) is None]
+            for rid in open_ids:
+                refused = undeliverable(bodies[rid])
+                if refused is not None and rid not in self._undelivered:
+                    self._undelivered.add(rid)
+                    log.warning("thread %s stays paused: %s", paused.thread_id, refused.message)
             if open_ids:
-                waiting.extend(open_ids)
+                waiting.extend(r for r in open_ids if r not in self._undelivered)
             elif self._resume(paused, bodies):
                 resumed.append(paused.thread_id)
         self._waiting = waiting
@@ -174,13 +186,15 @@ class Resumer:
         """Resume threads as their decisions arrive, until `stop` is set (or after one round with `once`)."""
         stop = stop or threading.Event()
         while not stop.is_set():
+            began = time.monotonic()
             try:
                 self.resume_ready()
             except SignoffError as exc:  # Signoff unreachable for a while: try again next round
                 log.warning("resume round failed: %s", exc)
             if once:
                 return
-            self.wait_for_decision(stop)
+            if not self.wait_for_decision(stop):
+                stop.wait(max(0.0, self.scan_every - (time.monotonic() - began)))
 
     def wait_for_decision(self, stop: threading.Event | None = None) -> bool:
         """Long-poll the requests the last round waited on, all at once; True as soon as one ends.

@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 import signoff.claude_tools as claude_tools
 from signoff.client import AsyncSignoffClient
-from signoff.errors import SignoffError
+from signoff.errors import SignoffError, UndeliverableError
 from signoff.models import Answers, Decision
 
 ClientFactory = Callable[[Any], AsyncSignoffClient]
@@ -112,8 +113,17 @@ def prompt_answer(decision: Decision) -> dict[str, Any]:
 
 async def _settle(client: AsyncSignoffClient, request_id: str, first: Decision | None,
                   timeout: float | None) -> Decision:
-    """The request's final decision; when `timeout` runs out, it is cancelled (or whoever won that race)."""
-    found = first or await client.decision(request_id, timeout)
+    """The request's final decision; when `timeout` runs out, it is cancelled (or whoever won that race).
+
+    A card Slack refused for good raises `UndeliverableError` (the tool's error result names the cause
+    and the fix) once the request is cancelled: nobody could see it, and nobody should approve it later."""
+    try:
+        found = first or await client.decision(request_id, timeout)
+    except UndeliverableError as exc:
+        ended = await client.cancel(request_id, exc.cancel_reason)
+        if ended.outcome != "cancelled":
+            return ended  # someone decided it first (from the App Home): that decision stands
+        raise exc.cancelled() from None
     return found if found is not None else await client.cancel(request_id, f"no decision within {timeout:g}s")
 
 
@@ -146,12 +156,15 @@ def build_server(client_factory: ClientFactory | None = None,
         chosen = defaults_for(ctx)
         risk, approvers = bar(chosen, risk, approvers)
         async with factory(ctx) as client:
-            handle = await client.submit(
-                action, params, summary=summary, preview=preview, risk=risk,
-                params_schema=params_schema, channel=channel or chosen.channel,
-                approvers=approvers, idempotency_key=idempotency_key,
-                context=context, requested_by=chosen.requested_by)
-            return decision_json(await _settle(client, handle.id, handle.decision, timeout_seconds))
+            try:
+                handle = await client.submit(
+                    action, params, summary=summary, preview=preview, risk=risk,
+                    params_schema=params_schema, channel=channel or chosen.channel,
+                    approvers=approvers, idempotency_key=idempotency_key,
+                    context=context, requested_by=chosen.requested_by)
+                return decision_json(await _settle(client, handle.id, handle.decision, timeout_seconds))
+            except SignoffError as exc:
+                raise _said(exc) from exc
 
     @server.tool(annotations=ToolAnnotations(title="Ask people questions in Slack", read_only_hint=False,
                                              destructive_hint=False, idempotent_hint=False, open_world_hint=True))
@@ -171,7 +184,7 @@ def build_server(client_factory: ClientFactory | None = None,
             except SignoffError as exc:
                 decision = getattr(exc, "decision", None)
                 if decision is None:
-                    raise
+                    raise _said(exc) from exc
                 return {"request_id": decision.request_id, "outcome": decision.outcome, "answers": None,
                         "comment": decision.comment}
             return answers_json(answers)
@@ -204,6 +217,12 @@ def build_server(client_factory: ClientFactory | None = None,
         return json.dumps(answer)
 
     return server
+
+
+def _said(exc: SignoffError) -> ToolError:
+    """The tool's error result, naming what went wrong (the server keeps any other exception's text to
+    itself and tells the model only "Error executing tool")."""
+    return ToolError(f"{type(exc).__name__}: {exc.message}")
 
 
 def _meta_tool_use_id(ctx: Any) -> str | None:

@@ -23,6 +23,7 @@ from signoff.langgraph import post_cards
 from signoff.langgraph_resume import Resumer
 from bot.sandbox.signed import plain_input
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
+from tests.fakes.flaky_proxy import FlakyProxy
 from tests.harness import API_TOKEN, ROOT, App
 from tests.integrations.lg_graphs import (
     calls,
@@ -280,3 +281,28 @@ async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
 def claim_states(db: str) -> list[str]:
     with sqlite3.connect(db) as conn:
         return [row[0] for row in conn.execute("SELECT state FROM signoff_resumes")]
+
+
+async def test_a_resumer_on_an_undeliverable_card_says_why_once_and_never_spins(
+        app: App, lg_env: dict[str, str], tmp_path: Path, proxy: FlakyProxy, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 34: the card of a paused thread goes to a channel Slack does not know. The long-poll on it
+    returns at once; the resumer warns once naming the cause and the fix, and keeps its pace."""
+    db, config = str(tmp_path / "checkpoints.db"), thread("agent-nowhere")
+    agent = hitl_agent(saver(db))
+    await asyncio.to_thread(agent.invoke, {"messages": [{"role": "user", "content": "tidy up"}]}, config)
+    with SignoffClient(proxy.url, API_TOKEN) as client:
+        resumer = Resumer(hitl_agent, saver(db), client=client, channel="C0123ABCD", approvers=["U1"], scan_every=1)
+        stop = threading.Event()
+        running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
+        try:
+            await until(lambda: any(r.name == "signoff.langgraph" and "channel_not_found" in r.getMessage()
+                                    for r in caplog.records))
+            await asyncio.sleep(3)  # three more rounds at scan_every=1; what is counted is the requests
+        finally:
+            stop.set()
+            await running
+            resumer.close()
+    warned = [r.getMessage() for r in caplog.records if "channel_not_found" in r.getMessage()
+              and r.name == "signoff.langgraph"]
+    assert len(warned) == 1 and "agent-nowhere" in warned[0] and "does not exist" in warned[0], warned
+    assert proxy.seen("GET /api/v1/approvals/") <= 12  # a look per round; before: thousands
