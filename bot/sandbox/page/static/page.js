@@ -79,9 +79,19 @@
     return raw;
   }
 
+  // Copy a <pre>'s text (the sandbox's `export` lines); where the clipboard is refused, select it instead.
+  function copy(id) {
+    const el = $(id);
+    const select = () => { const r = document.createRange(); r.selectNodeContents(el);
+                           const s = getSelection(); s.removeAllRanges(); s.addRange(r); };
+    if (navigator.clipboard) navigator.clipboard.writeText(el.textContent).then(() => toast("Copied"), select);
+    else select();
+  }
+
   document.addEventListener("click", (e) => {
     const t = e.target.closest("button, [data-open-thread]");
     if (!t) return;
+    if (t.dataset.copy) { copy(t.dataset.copy); return; }
     if (t.dataset.openThread) { S.thread = t.dataset.openThread; refresh(); return; }
     if (t.classList.contains("close-thread")) { S.thread = null; refresh(); return; }
     if (t.dataset.home) { S.home = true; S.thread = null; act({ kind: "home" }); return; }
