@@ -154,3 +154,25 @@ def test_a_reminder_and_an_escalation_appear_in_the_thread(browser: Any, demo: D
     expect(card).to_contain_text("Escalated to")
     card.get_by_role("button", name="Approve").click()  # escalated with add_as_approvers: Morgan may decide
     expect(card).to_contain_text("Approved")
+
+
+def test_the_page_shows_the_printed_export_lines_and_keeps_how_long_ago_true(browser: Any, demo: DemoProcess) -> None:
+    from playwright.sync_api import expect
+
+    printed = [line for line in demo.printed.splitlines() if line.startswith("export SIGNOFF_")]
+    assert len(printed) == 3
+    demo.api("POST", "/api/v1/approvals", {
+        "action": {"name": "deploy", "params": {"service": "web"}}, "summary": "Deploy the web service",
+        "channel": "CAPPROVALS", "approvers": ["UALICE"], "requested_by": "my-own-agent"})
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.set_default_timeout(WAIT_MS)
+    page.clock.install()  # the page's clock, driven below: no waiting for minutes to pass
+    page.goto(f"{demo.url}/?user=UALICE")
+    page.locator("#connect summary").click()
+    expect(page.locator("#exports")).to_be_visible()
+    assert page.locator("#exports").inner_text().splitlines() == printed
+    expect(page.locator("#connect")).to_contain_text("UALICE")
+    card = page.locator("section.channel article.msg", has_text="Deploy the web service")
+    expect(card).to_contain_text("requested just now")
+    page.clock.fast_forward("05:00")
+    expect(card).to_contain_text("requested 5 minutes ago")

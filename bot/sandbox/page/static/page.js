@@ -34,6 +34,7 @@
           if (atEnd[s.className] !== false) s.scrollTop = s.scrollHeight;
         });
       }
+      tick();
       if ($("nav").dataset.html !== p.nav) { $("nav").innerHTML = p.nav; $("nav").dataset.html = p.nav; }
       $("title").textContent = p.title;
       const root = $("modal-root");
@@ -46,6 +47,24 @@
       if (again) { again = false; refresh(); }
     }
   }
+
+  // "requested just now" stays true: every <time data-ago> is rewritten from the page's clock, on a tick and
+  // after each swap (the server renders with its own clock; nothing changes state when only time passes).
+  function ago(seconds) {
+    if (seconds < 0) return "in the future";
+    for (const [size, unit] of [[86400, "day"], [3600, "hour"], [60, "minute"]]) {
+      if (seconds >= size) { const n = Math.floor(seconds / size); return n + " " + unit + (n !== 1 ? "s" : "") + " ago"; }
+    }
+    return "just now";
+  }
+  function tick() {
+    const now = Date.now() / 1000;
+    document.querySelectorAll("time[data-ago]").forEach((t) => {
+      const text = t.dataset.fmt.replace("\ue000", ago(Math.floor(now - Number(t.dataset.ago))));
+      if (t.textContent !== text) t.textContent = text;
+    });
+  }
+  setInterval(tick, 15000);
 
   function toast(text) {
     const t = $("toast");
