@@ -95,6 +95,12 @@ def test_the_demo_run_edit_approve_reject_and_answer(browser: Any, demo: DemoPro
     expect(question).to_contain_text("Answered")
     expect(thread).to_contain_text("Done.")
     expect(root).to_contain_text("Completed")
+    # The last message says what became of each step in words, not the tool results the model read.
+    last = thread.locator("article.msg", has_text="Done.")
+    expect(last).to_contain_text("Emailed customers@example.com: “Release 2.4 is out today”")
+    expect(last).to_contain_text("RELEASE_NOTES.md was not changed")
+    expect(last).to_contain_text("alice chose #releases")
+    expect(last).not_to_contain_text("Slack user UALICE")
 
 
 def test_a_question_answered_by_a_thread_reply(browser: Any, demo: DemoProcess) -> None:
@@ -176,3 +182,19 @@ def test_the_page_shows_the_printed_export_lines_and_keeps_how_long_ago_true(bro
     expect(card).to_contain_text("requested just now")
     page.clock.fast_forward("05:00")
     expect(card).to_contain_text("requested 5 minutes ago")
+
+
+def test_a_run_started_on_the_page_says_it_plays_one_script_and_how_to_approve_it(browser: Any, demo: DemoProcess) -> None:
+    from playwright.sync_api import expect
+
+    page = open_as(browser, demo, "UALICE")
+    page.locator("#say").fill("/signoff run Rotate the database password")
+    page.locator("#say").press("Enter")
+    root = page.locator("section.channel article.msg", has_text="Rotate the database password")
+    root.locator("[data-open-thread]").click()
+    email = page.locator("section.thread article.msg", has_text="customers@example.com")
+    expect(email).to_contain_text("plays one script whatever the task")
+    email.get_by_role("button", name="Approve").click()  # Alice started it: separation of duties
+    note = page.locator("article.ephemeral", has_text="separation of duties")
+    expect(note).to_contain_text("pick another person under “You are”")
+    expect(email.get_by_role("button", name="Approve")).to_be_visible()  # nothing was decided
