@@ -31,8 +31,16 @@ QUESTION = {
 
 
 _SLACK_ID = re.compile(r" \(Slack user [A-Z0-9]+\)")
+_ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 ONE_SCRIPT = ("This sandbox's demo agent plays one script whatever the task: announce release 2.4 and update "
-              "the release notes (set ANTHROPIC_API_KEY before `signoff demo` to have Claude work on your task).")
+              "the release notes; it only takes an email address from your task (set ANTHROPIC_API_KEY before "
+              "`signoff demo` to have Claude work on your task).")
+
+
+def _email(task: str) -> dict[str, str]:
+    """The script's email, sent to the first address the task names (the task followed where it can)."""
+    found = _ADDRESS.search(task)
+    return {**EMAIL, "to": found.group(0).rstrip(".")} if found else EMAIL
 
 
 def _tools_used(body: dict[str, Any]) -> list[str]:
@@ -109,7 +117,7 @@ def demo_reply(body: dict[str, Any]) -> Reply:
         first = "First I will email the customers; a person checks the email before it goes."
         if _task(body).strip() != TASK:
             first = f"{ONE_SCRIPT}\n\n{first}"
-        return message(text(first), tool_use("send_email", EMAIL))
+        return message(text(first), tool_use("send_email", _email(_task(body))))
     if "write_file" not in used:
         return message(text("Next, the release notes get a 2.4 section."),
                        tool_use("write_file", {"path": NOTES_PATH, "content": NOTES_AFTER}))

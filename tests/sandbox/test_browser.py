@@ -188,11 +188,12 @@ def test_a_run_started_on_the_page_says_it_plays_one_script_and_how_to_approve_i
     from playwright.sync_api import expect
 
     page = open_as(browser, demo, "UALICE")
-    page.locator("#say").fill("/signoff run Rotate the database password")
+    page.locator("#say").fill("/signoff run Tell ops@example.com that the database password was rotated")
     page.locator("#say").press("Enter")
-    root = page.locator("section.channel article.msg", has_text="Rotate the database password")
+    root = page.locator("section.channel article.msg", has_text="the database password was rotated")
     root.locator("[data-open-thread]").click()
-    email = page.locator("section.thread article.msg", has_text="customers@example.com")
+    email = page.locator("section.thread article.msg", has_text="ops@example.com",  # the address from the task
+                         has=page.get_by_role("button", name="Approve"))
     expect(email).to_contain_text("plays one script whatever the task")
     email.get_by_role("button", name="Approve").click()  # Alice started it: separation of duties
     note = page.locator("article.ephemeral", has_text="separation of duties")
