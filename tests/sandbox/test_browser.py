@@ -178,6 +178,7 @@ def test_the_page_shows_the_printed_export_lines_and_keeps_how_long_ago_true(bro
     expect(page.locator("#exports")).to_be_visible()
     assert page.locator("#exports").inner_text().splitlines() == printed
     expect(page.locator("#connect")).to_contain_text("UALICE")
+    expect(page.locator("#connect")).to_contain_text("plays one script whatever the task")
     card = page.locator("section.channel article.msg", has_text="Deploy the web service")
     expect(card).to_contain_text("requested just now")
     page.clock.fast_forward("05:00")

@@ -42,7 +42,10 @@ class Connect:
             f'<pre id="exports">{lines}</pre>'
             '<button type="button" class="btn" data-copy="exports">Copy</button>'
             f"<p>Cards go to <code>{esc(self.channel)}</code> (#approvals). People: {people}.</p>"
-            "<p>The token stays the same when the sandbox restarts.</p></div></details>")
+            "<p>The token stays the same when the sandbox restarts. The demo agent (<code>/signoff run</code>) plays "
+            "one script whatever the task, taking only an email address from it; set ANTHROPIC_API_KEY before "
+            "<code>signoff demo</code> for Claude. Whoever starts a run cannot approve its cards: be someone else "
+            "under “You are”.</p></div></details>")
 
 
 class SandboxPage:
