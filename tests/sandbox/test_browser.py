@@ -179,6 +179,9 @@ def test_the_page_shows_the_printed_export_lines_and_keeps_how_long_ago_true(bro
     assert page.locator("#exports").inner_text().splitlines() == printed
     expect(page.locator("#connect")).to_contain_text("UALICE")
     expect(page.locator("#connect")).to_contain_text("plays one script whatever the task")
+    page.set_viewport_size({"width": 390, "height": 844})  # open on a phone: the long lines scroll in their box
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.set_viewport_size({"width": 1200, "height": 900})
     card = page.locator("section.channel article.msg", has_text="Deploy the web service")
     expect(card).to_contain_text("requested just now")
     page.clock.fast_forward("05:00")
