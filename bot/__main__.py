@@ -9,8 +9,9 @@
     signoff policy check FILE
     signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
                            validate the policy file; say what it decides for one call
-    signoff demo [--port 3000] [--no-agent]
-                           the bot, an emulated Slack and a page to click in, on this machine
+    signoff demo [--port 3000] [--no-agent] [--token T]
+                           the bot, an emulated Slack and a page to click in, on this machine; prints the
+                           `export SIGNOFF_URL=... SIGNOFF_TOKEN=... SIGNOFF_CHANNEL=...` lines for an agent
     signoff wait | hook | mcp | langgraph
                            agent-side commands (signoff/cli.py): wait for a decision, Claude Code hook, MCP server
 """
@@ -111,17 +112,24 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
     demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
     demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
+    demo.add_argument("--token", help="the agent API token to accept (default: one made on first use and kept in "
+                                      "$XDG_STATE_HOME/signoff/demo/token, ~/.local/state/signoff/demo/token, "
+                                      "so it stays the same across restarts)")
     return parser
 
 
-def _demo(port: int, *, agent: bool) -> int:
+def _demo(port: int, *, agent: bool, token: str | None) -> int:
     import os
 
     from bot.sandbox.demo import serve
+    from bot.sandbox.demo_token import DemoTokenError
 
     _logging(os.environ.get("SIGNOFF_LOG_LEVEL", "WARNING").upper())
     try:
-        asyncio.run(serve(port, os.environ, agent=agent))
+        asyncio.run(serve(port, os.environ, agent=agent, token=token, say=lambda text: print(text, flush=True)))
+    except DemoTokenError as exc:  # raised before anything starts
+        print(f"signoff: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:  # most often: the port is taken
         print(f"signoff: cannot serve the sandbox on 127.0.0.1:{port}: {exc.strerror or exc}; "
               f"try --port {port + 1}", file=sys.stderr)
@@ -161,7 +169,7 @@ def _server_side(argv: list[str] | None) -> int:
         return policy_cli.run(args)
     try:
         if args.command == "demo":
-            return _demo(args.port, agent=not args.no_agent)
+            return _demo(args.port, agent=not args.no_agent, token=args.token)
         if args.command == "db":
             from bot.startup import describe_database, upgrade_database
 

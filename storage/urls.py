@@ -11,6 +11,9 @@ class BadDatabaseURL(ValueError):
     pass
 
 
+_SQLITE_FILES = (".db", ".sqlite", ".sqlite3")
+
+
 def async_url(raw: str) -> URL:
     """`postgres://`, `postgresql://` -> asyncpg; `sqlite:///file` -> aiosqlite.
 
@@ -22,7 +25,9 @@ def async_url(raw: str) -> URL:
     try:
         url = make_url(raw)
     except Exception as exc:  # sqlalchemy raises ArgumentError with a long text
-        raise BadDatabaseURL(f"DATABASE_URL is not a database URL: {raw[:40]!r}") from exc
+        hint = f" (for a SQLite file write sqlite:///{raw})" if "://" not in raw and raw.endswith(_SQLITE_FILES) else (
+            " (write sqlite:///path/to/signoff.db or postgresql://user:password@host/db)")
+        raise BadDatabaseURL(f"DATABASE_URL is not a database URL: {raw[:40]!r}{hint}") from exc
     backend = url.get_backend_name()
     if backend == "postgresql":
         url = url.set(drivername="postgresql+asyncpg")

@@ -9,8 +9,10 @@ write must come from the page itself: bot/sandbox/local_only.py):
     /sandbox/slack/api/   the emulated Slack Web API (the bot's SLACK_API_URL)
 
 The database is a fresh SQLite file in a new temporary folder each start, removed at stop (the
-emulator's messages live in memory, so a kept database would point at cards that no longer exist). Tokens and secrets are
-made up at start; nothing is configured and nothing leaves the machine, except model calls when
+emulator's messages live in memory, so a kept database would point at cards that no longer exist). The
+agent API token is the one exception: `--token`, or one kept in the demo's folder (bot/sandbox/demo_token.py),
+so the `export SIGNOFF_TOKEN=...` line it prints keeps working after a restart. Slack's tokens and secrets
+are made up at start; nothing is configured and nothing leaves the machine, except model calls when
 ANTHROPIC_API_KEY is set (then the demo agent is Claude instead of the scripted model).
 """
 
@@ -21,6 +23,7 @@ import contextlib
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,11 +33,12 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from bot.sandbox import demo_token
 from bot.sandbox.demo_model import NOTES_BEFORE, NOTES_PATH, TASK, demo_reply
 from bot.sandbox.local_only import local_only
 from bot.sandbox.model import FakeAnthropic
 from bot.sandbox.page.actions import PageActions
-from bot.sandbox.page.routes import SandboxPage
+from bot.sandbox.page.routes import Connect, SandboxPage
 from bot.sandbox.server import SlackEmulator
 from bot.sandbox.signed import SlackClient
 
@@ -49,7 +53,7 @@ PEOPLE = [  # (id, name, real name, role)
 
 @dataclass
 class Demo:
-    """A running sandbox: where it listens, the agent API token, and how to stop it."""
+    """A running sandbox: where it listens, the agent API token (and where it is kept), and how to stop it."""
 
     url: str
     api_token: str
@@ -58,6 +62,7 @@ class Demo:
     runner: web.AppRunner
     model: FakeAnthropic | None
     client: SlackClient
+    token_file: Path | None = None  # None: chosen with --token, kept nowhere
 
     async def stop(self) -> None:
         await self.client.close()
@@ -77,6 +82,11 @@ def workspace() -> SlackEmulator:
     return slack
 
 
+def exports(url: str, token: str) -> list[str]:
+    """The lines an engineer pastes into a shell so every agent-side example talks to this sandbox."""
+    return [f"export SIGNOFF_URL={url}", f"export SIGNOFF_TOKEN={token}", f"export SIGNOFF_CHANNEL={CHANNEL}"]
+
+
 def demo_env(environ: Mapping[str, str], *, port: int, workdir: Path, slack: SlackEmulator,
              signing_secret: str, api_token: str, model_url: str | None) -> dict[str, str]:
     """The bot's settings: Slack, database and tokens are the sandbox's; other SIGNOFF_* settings pass."""
@@ -87,7 +97,7 @@ def demo_env(environ: Mapping[str, str], *, port: int, workdir: Path, slack: Sla
         "SLACK_SIGNING_SECRET": signing_secret,
         "SLACK_API_URL": f"http://127.0.0.1:{port}/sandbox/slack/api/",
         "DATABASE_URL": f"sqlite:///{workdir / 'signoff.db'}",
-        "SIGNOFF_API_TOKENS": api_token,
+        "SIGNOFF_API_TOKENS": f"{demo_token.AGENT_NAME}:{api_token}:agent",  # an agent's token, as any agent has
         "SIGNOFF_DEFAULT_CHANNEL": CHANNEL,
         "SIGNOFF_WORKSPACE": str(workdir / "workspace"),
         "SIGNOFF_EMAIL_OUTBOX": str(workdir / "outbox"),
@@ -100,41 +110,72 @@ def demo_env(environ: Mapping[str, str], *, port: int, workdir: Path, slack: Sla
     return env
 
 
-async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = True) -> Demo:
+async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = True, token: str | None = None) -> Demo:
+    """Start the sandbox on 127.0.0.1:`port`; the agent API token is `token`, or the one kept in the
+    demo's folder (made on first use). DemoTokenError names a token or token file that cannot be used."""
     from bot.settings import Settings
     from bot.web import build
     from storage.migrate import upgrade
     from storage.sql import SqlStore
 
-    workdir = Path(tempfile.mkdtemp(prefix="signoff-demo-"))
-    (workdir / "workspace").mkdir()
-    (workdir / "workspace" / NOTES_PATH).write_text(NOTES_BEFORE, encoding="utf-8")
-    slack = workspace()
-    signing_secret, api_token = secrets.token_hex(16), secrets.token_urlsafe(24)
-    model: FakeAnthropic | None = None
-    if not environ.get("ANTHROPIC_API_KEY"):
-        model = FakeAnthropic()
-        model.on_request(demo_reply)
-        await model.start()
-    env = demo_env(environ, port=port, workdir=workdir, slack=slack, signing_secret=signing_secret,
-                   api_token=api_token, model_url=model.url if model else None)
-    settings = Settings.from_env(env, dotenv=None)
-    store = await SqlStore.open(settings.database_url)
-    await upgrade(settings.database_url, engine=store.write_engine)
-    signoff = await build(settings, store=store)
-    signoff.web_app.middlewares.insert(0, local_only)  # loopback Host only, no cross-site writes
-    url = f"http://127.0.0.1:{port}"
-    slack.attach(signoff.web_app, url)
-    client = SlackClient(url, signing_secret, fake=slack)
-    labels = [(uid, f"{real} ({role})") for uid, _n, real, role in PEOPLE]
-    SandboxPage(slack, PageActions(slack, client), labels, CHANNEL).add_routes(signoff.web_app)
-    runner = web.AppRunner(signoff.web_app, access_log=None, shutdown_timeout=2.0)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    demo = Demo(url, api_token, workdir / "signoff.db", model is not None, runner, model, client)
-    if agent:
-        await seed(demo)
+    token_file = None
+    if token is None:
+        where = demo_token.folder(environ)
+        token, token_file = demo_token.stable(where), where / demo_token.TOKEN_FILE
+    api_token = demo_token.check(token)
+    async with contextlib.AsyncExitStack() as undo:  # a start that fails leaves nothing open behind it
+        sock = _listen(port)  # first, so a taken port is said before anything is made
+        undo.callback(sock.close)
+        workdir = Path(tempfile.mkdtemp(prefix="signoff-demo-"))
+        undo.callback(shutil.rmtree, workdir, ignore_errors=True)
+        (workdir / "workspace").mkdir()
+        (workdir / "workspace" / NOTES_PATH).write_text(NOTES_BEFORE, encoding="utf-8")
+        slack = workspace()
+        signing_secret = secrets.token_hex(16)
+        model: FakeAnthropic | None = None
+        if not environ.get("ANTHROPIC_API_KEY"):
+            model = FakeAnthropic()
+            model.on_request(demo_reply)
+            await model.start()
+            undo.push_async_callback(model.stop)
+        env = demo_env(environ, port=port, workdir=workdir, slack=slack, signing_secret=signing_secret,
+                       api_token=api_token, model_url=model.url if model else None)
+        settings = Settings.from_env(env, dotenv=None)
+        store = await SqlStore.open(settings.database_url)
+        undo.push_async_callback(store.close)
+        await upgrade(settings.database_url, engine=store.write_engine)
+        signoff = await build(settings, store=store)
+        signoff.web_app.middlewares.insert(0, local_only)  # loopback Host only, no cross-site writes
+        url = f"http://127.0.0.1:{port}"
+        slack.attach(signoff.web_app, url)
+        client = SlackClient(url, signing_secret, fake=slack)
+        undo.push_async_callback(client.close)
+        labels = [(uid, f"{real} ({role})") for uid, _n, real, role in PEOPLE]
+        connect = Connect(exports(url, api_token), CHANNEL, [(uid, name, role) for uid, name, _r, role in PEOPLE])
+        SandboxPage(slack, PageActions(slack, client), labels, CHANNEL, connect).add_routes(signoff.web_app)
+        runner = web.AppRunner(signoff.web_app, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()  # starts the bot; its cleanup stops it and closes its sessions and the store
+        undo.push_async_callback(runner.cleanup)
+        await web.SockSite(runner, sock).start()
+        demo = Demo(url, api_token, workdir / "signoff.db", model is not None, runner, model, client, token_file)
+        if agent:
+            await seed(demo)
+        undo.pop_all()  # started: Demo.stop() undoes it from now on
     return demo
+
+
+def _listen(port: int) -> socket.socket:
+    """A listening socket on 127.0.0.1:`port`; OSError (EADDRINUSE: the port is taken) before anything starts."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 async def seed(demo: Demo) -> None:
@@ -166,24 +207,30 @@ def sample_request(**overrides: Any) -> dict[str, Any]:
 
 
 def banner(demo: Demo) -> str:
-    people = ", ".join(f"{real} ({role})" for _u, _n, real, role in PEOPLE)
+    people = ", ".join(f"{real} ({role}, {uid})" for uid, _n, real, role in PEOPLE)
     model = "the scripted demo model (set ANTHROPIC_API_KEY to use Claude)" if demo.scripted_model else "Claude"
+    kept = (f"kept in {demo.token_file}, the same at every start" if demo.token_file is not None
+            else "chosen with --token")
     return "\n".join([
         f"Signoff sandbox: open {demo.url}/",
         f"  Slack:     emulated in this process, no workspace needed; be {people}",
+        f"  Channel:   #approvals, id {CHANNEL}: cards appear there",
         f"  Database:  SQLite at {demo.database} (a new temporary file each start, removed at stop)",
         f"  Agent:     the demo agent on {model}",
-        f"  Agent API: {demo.url}/api/v1/  bearer token {demo.api_token}",
-        f"    curl -s -X POST {demo.url}/api/v1/approvals -H 'Authorization: Bearer {demo.api_token}' \\",
-        "      -H 'Content-Type: application/json' -d '{\"action\": {\"name\": \"deploy\", \"params\": {}}, "
-        f"\"summary\": \"Deploy to production\", \"channel\": \"{CHANNEL}\"}}'",
+        f"  Agent API: {demo.url}/api/v1/  bearer token {demo.api_token} ({kept})",
+        "# to try an integration, paste:",
+        *exports(demo.url, demo.api_token),
+        "# then, for example:",
+        "curl -s -X POST \"$SIGNOFF_URL/api/v1/approvals\" -H \"Authorization: Bearer $SIGNOFF_TOKEN\" \\",
+        "  -H 'Content-Type: application/json' -d '{\"action\": {\"name\": \"deploy\", \"params\": {}}, "
+        f"\"summary\": \"Deploy to production\", \"channel\": \"{CHANNEL}\", \"approvers\": [\"{APPROVER}\"]}}'",
         "Stop with Ctrl-C.",
     ])
 
 
-async def serve(port: int, environ: Mapping[str, str], *, agent: bool,
+async def serve(port: int, environ: Mapping[str, str], *, agent: bool, token: str | None = None,
                 say: Callable[[str], Any] = print) -> None:
-    demo = await start_demo(port, environ, agent=agent)
+    demo = await start_demo(port, environ, agent=agent, token=token)
     say(banner(demo))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

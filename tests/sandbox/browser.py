@@ -46,7 +46,7 @@ class DemoProcess:
     workdir: Path
     proc: subprocess.Popen[str]
     log: Path
-
+    printed: str = ""  # what it printed once ready
     def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self.url + path, data=data, method=method, headers={
@@ -66,14 +66,16 @@ class DemoProcess:
             self.proc.stdout.close()
 
 
-def start_demo(tmp: Path, **env: str) -> DemoProcess:
+def start_demo(tmp: Path, *args: str, **env: str) -> DemoProcess:
+    """Start it in `tmp`, its token kept in `tmp`/state (XDG_STATE_HOME) unless `env` says otherwise."""
     port = free_port()
     log = tmp / "demo.log"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "ANTHROPIC_", "SLACK_"))}
-    full_env.update(PYTHONPATH=str(ROOT), **env)
+    full_env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp / "state"))
+    full_env.update(env)
     with open(log, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "demo", "--port", str(port)], cwd=tmp, env=full_env,
-                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+        proc = subprocess.Popen([sys.executable, "-m", "bot", "demo", "--port", str(port), *args], cwd=tmp,
+                                env=full_env, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     banner = []
     deadline = time.monotonic() + 120
@@ -89,4 +91,4 @@ def start_demo(tmp: Path, **env: str) -> DemoProcess:
         proc.wait(5)
         proc.stdout.close()
         raise AssertionError(f"signoff demo did not start:\n{text}\n{log.read_text()[-4000:]}")
-    return DemoProcess(f"http://127.0.0.1:{port}", token.group(1), Path(database.group(1)).parent, proc, log)
+    return DemoProcess(f"http://127.0.0.1:{port}", token.group(1), Path(database.group(1)).parent, proc, log, text)

@@ -95,6 +95,12 @@ def test_the_demo_run_edit_approve_reject_and_answer(browser: Any, demo: DemoPro
     expect(question).to_contain_text("Answered")
     expect(thread).to_contain_text("Done.")
     expect(root).to_contain_text("Completed")
+    # The last message says what became of each step in words, not the tool results the model read.
+    last = thread.locator("article.msg", has_text="Done.")
+    expect(last).to_contain_text("Emailed customers@example.com: “Release 2.4 is out today”")
+    expect(last).to_contain_text("RELEASE_NOTES.md was not changed")
+    expect(last).to_contain_text("alice chose #releases")
+    expect(last).not_to_contain_text("Slack user UALICE")
 
 
 def test_a_question_answered_by_a_thread_reply(browser: Any, demo: DemoProcess) -> None:
@@ -154,3 +160,46 @@ def test_a_reminder_and_an_escalation_appear_in_the_thread(browser: Any, demo: D
     expect(card).to_contain_text("Escalated to")
     card.get_by_role("button", name="Approve").click()  # escalated with add_as_approvers: Morgan may decide
     expect(card).to_contain_text("Approved")
+
+
+def test_the_page_shows_the_printed_export_lines_and_keeps_how_long_ago_true(browser: Any, demo: DemoProcess) -> None:
+    from playwright.sync_api import expect
+
+    printed = [line for line in demo.printed.splitlines() if line.startswith("export SIGNOFF_")]
+    assert len(printed) == 3
+    demo.api("POST", "/api/v1/approvals", {
+        "action": {"name": "deploy", "params": {"service": "web"}}, "summary": "Deploy the web service",
+        "channel": "CAPPROVALS", "approvers": ["UALICE"], "requested_by": "my-own-agent"})
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    page.set_default_timeout(WAIT_MS)
+    page.clock.install()  # the page's clock, driven below: no waiting for minutes to pass
+    page.goto(f"{demo.url}/?user=UALICE")
+    page.locator("#connect summary").click()
+    expect(page.locator("#exports")).to_be_visible()
+    assert page.locator("#exports").inner_text().splitlines() == printed
+    expect(page.locator("#connect")).to_contain_text("UALICE")
+    expect(page.locator("#connect")).to_contain_text("plays one script whatever the task")
+    page.set_viewport_size({"width": 390, "height": 844})  # open on a phone: the long lines scroll in their box
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    page.set_viewport_size({"width": 1200, "height": 900})
+    card = page.locator("section.channel article.msg", has_text="Deploy the web service")
+    expect(card).to_contain_text("requested just now")
+    page.clock.fast_forward("05:00")
+    expect(card).to_contain_text("requested 5 minutes ago")
+
+
+def test_a_run_started_on_the_page_says_it_plays_one_script_and_how_to_approve_it(browser: Any, demo: DemoProcess) -> None:
+    from playwright.sync_api import expect
+
+    page = open_as(browser, demo, "UALICE")
+    page.locator("#say").fill("/signoff run Tell ops@example.com that the database password was rotated")
+    page.locator("#say").press("Enter")
+    root = page.locator("section.channel article.msg", has_text="the database password was rotated")
+    root.locator("[data-open-thread]").click()
+    email = page.locator("section.thread article.msg", has_text="ops@example.com",  # the address from the task
+                         has=page.get_by_role("button", name="Approve"))
+    expect(email).to_contain_text("plays one script whatever the task")
+    email.get_by_role("button", name="Approve").click()  # Alice started it: separation of duties
+    note = page.locator("article.ephemeral", has_text="separation of duties")
+    expect(note).to_contain_text("pick another person under “You are”")
+    expect(email.get_by_role("button", name="Approve")).to_be_visible()  # nothing was decided

@@ -137,7 +137,7 @@ def _rich_el(el: dict[str, Any], ctx: Ctx) -> str:
         out = esc(str(el.get("unicode") and chr(int(str(el["unicode"]).split("-")[0], 16)) or f":{el.get('name')}:"))
     elif kind == "date":
         target = "!date^{}^{}".format(el.get("timestamp"), el.get("format", ""))
-        out = f"<time>{esc(mrkdwn.date_text(target, str(el.get('fallback', ''))))}</time>"
+        out = mrkdwn.date_html(target, str(el.get("fallback", "")))
     else:
         return ""
     style = el.get("style") or {}

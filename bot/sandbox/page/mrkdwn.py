@@ -22,6 +22,7 @@ _EMPHASIS = [
     (re.compile(r"(?<![\w~])~(?=\S)([^~\n]+?)(?<=\S)~(?![\w~])"), "del"),
 ]
 _SAFE_SCHEMES = ("http://", "https://", "mailto:")
+AGO_MARK = "\ue000"  # where page.js writes "N minutes ago" (a private-use character: never in Slack's text)
 
 
 def unslack(text: str) -> str:
@@ -95,12 +96,23 @@ def special(inner: str, names: Names) -> str:
     if target in ("!here", "!channel", "!everyone"):
         return f'<span class="mention">@{esc(target[1:])}</span>'
     if target.startswith("!date^"):
-        return f'<time>{esc(date_text(target, unslack(label)))}</time>'
+        return date_html(target, unslack(label))
     url = safe_url(unslack(target))
     shown = esc(unslack(label or target))
     if url is None:
         return shown
     return f'<a href="{esc(url)}" target="_blank" rel="noopener noreferrer">{shown}</a>'
+
+
+def date_html(target: str, fallback: str) -> str:
+    """A ``<time>``; one that says how long ago (``{ago}``) carries its moment and the rest of its text, so the
+    page's clock tick keeps "just now" true as time passes (page.js), with no change of state to refresh it."""
+    text = esc(date_text(target, fallback))
+    stamp, _, fmt = target.partition("^")[2].partition("^")
+    if "{ago}" not in fmt or not stamp.isdigit():
+        return f"<time>{text}</time>"
+    around = date_text(target.replace("{ago}", AGO_MARK), fallback)
+    return f'<time data-ago="{esc(stamp)}" data-fmt="{esc(around)}">{text}</time>' if AGO_MARK in around else f"<time>{text}</time>"
 
 
 def date_text(target: str, fallback: str, *, now: datetime | None = None) -> str:

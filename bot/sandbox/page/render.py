@@ -73,8 +73,14 @@ def message_html(slack: SlackEmulator, msg: Message, ctx: Ctx, *, in_thread: boo
             f'<div class="body">{body}</div>{link}</article>')
 
 
+SWITCH_HINT = ("In this sandbox, be someone else: pick another person under “You are” at the top of the page "
+               "(Alice approves, Morgan is her manager).")
+
+
 def ephemeral_html(slack: SlackEmulator, eph: dict[str, Any], ctx: Ctx) -> str:
     body = blocks_html(eph.get("blocks") or [], ctx) or mrkdwn.render(str(eph.get("text", "")), ctx.names)
+    if "separation of duties" in str(eph.get("text", "")) + str(eph.get("blocks", "")):  # bot.domain.duties' refusal
+        body += f'<p class="hint switch-person">{esc(SWITCH_HINT)}</p>'
     return (f'<article class="msg ephemeral" data-ts="{esc(str(eph.get("ts", "")))}">'
             f'<header>{_author(slack, slack.bot_user_id)} <span class="ts">{_time(str(eph.get("ts", "0")))}</span> '
             f'<span class="only-you">Only visible to you</span></header><div class="body">{body}</div></article>')

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -24,10 +25,34 @@ from bot.sandbox.server import SlackEmulator
 PING_SECONDS = 15.0
 
 
+@dataclass(frozen=True)
+class Connect:
+    """What an engineer needs to point an agent at this sandbox: the `export` lines and the ids to use."""
+
+    exports: list[str]
+    channel: str
+    people: list[tuple[str, str, str]]  # (user id, name, role)
+
+    def html(self) -> str:
+        lines = esc("\n".join(self.exports))
+        people = ", ".join(f"<code>{esc(uid)}</code> ({esc(name)}, {esc(role)})" for uid, name, role in self.people)
+        return (
+            '<details class="connect" id="connect"><summary>Connect an agent</summary><div class="connect-body">'
+            "<p>To try an integration, paste into a shell:</p>"
+            f'<pre id="exports">{lines}</pre>'
+            '<button type="button" class="btn" data-copy="exports">Copy</button>'
+            f"<p>Cards go to <code>{esc(self.channel)}</code> (#approvals). People: {people}.</p>"
+            "<p>The token stays the same when the sandbox restarts. The demo agent (<code>/signoff run</code>) plays "
+            "one script whatever the task, taking only an email address from it; set ANTHROPIC_API_KEY before "
+            "<code>signoff demo</code> for Claude. Whoever starts a run cannot approve its cards: be someone else "
+            "under “You are”.</p></div></details>")
+
+
 class SandboxPage:
     def __init__(self, slack: SlackEmulator, actions: PageActions, people: list[tuple[str, str]],
-                 default_channel: str) -> None:
+                 default_channel: str, connect: Connect | None = None) -> None:
         self.slack = slack
+        self.connect = connect
         self.actions = actions
         self.people = people  # (user id, label such as "Alice (approver)")
         self.default_channel = default_channel
@@ -59,7 +84,8 @@ class SandboxPage:
                           for uid, label in self.people)
         first = pane(self.slack, self.actions.modals, where)
         page = _PAGE.format(
-            boot=json.dumps(boot).replace("<", "\\u003c"), people=options, nav=nav(self.slack, where), main=first["main"],
+            boot=json.dumps(boot).replace("<", "\\u003c"), people=options,
+            connect=self.connect.html() if self.connect else "", nav=nav(self.slack, where), main=first["main"],
             modal=first["modal"], modal_key=esc(first["modal_key"]), title=esc(first["title"]))
         return web.Response(text=page, content_type="text/html", headers=_NO_STORE)
 
@@ -125,6 +151,7 @@ _PAGE = """<!doctype html>
   <strong class="brand">Signoff sandbox</strong>
   <span class="where" id="title">{title}</span>
   <label class="who">You are <select id="who">{people}</select></label>
+  {connect}
 </header>
 <div class="layout">
   <nav id="nav">{nav}</nav>

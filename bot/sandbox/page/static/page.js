@@ -34,6 +34,7 @@
           if (atEnd[s.className] !== false) s.scrollTop = s.scrollHeight;
         });
       }
+      tick();
       if ($("nav").dataset.html !== p.nav) { $("nav").innerHTML = p.nav; $("nav").dataset.html = p.nav; }
       $("title").textContent = p.title;
       const root = $("modal-root");
@@ -46,6 +47,24 @@
       if (again) { again = false; refresh(); }
     }
   }
+
+  // "requested just now" stays true: every <time data-ago> is rewritten from the page's clock, on a tick and
+  // after each swap (the server renders with its own clock; nothing changes state when only time passes).
+  function ago(seconds) {
+    if (seconds < 0) return "in the future";
+    for (const [size, unit] of [[86400, "day"], [3600, "hour"], [60, "minute"]]) {
+      if (seconds >= size) { const n = Math.floor(seconds / size); return n + " " + unit + (n !== 1 ? "s" : "") + " ago"; }
+    }
+    return "just now";
+  }
+  function tick() {
+    const now = Date.now() / 1000;
+    document.querySelectorAll("time[data-ago]").forEach((t) => {
+      const text = t.dataset.fmt.replace("\ue000", ago(Math.floor(now - Number(t.dataset.ago))));
+      if (t.textContent !== text) t.textContent = text;
+    });
+  }
+  setInterval(tick, 15000);
 
   function toast(text) {
     const t = $("toast");
@@ -79,9 +98,19 @@
     return raw;
   }
 
+  // Copy a <pre>'s text (the sandbox's `export` lines); where the clipboard is refused, select it instead.
+  function copy(id) {
+    const el = $(id);
+    const select = () => { const r = document.createRange(); r.selectNodeContents(el);
+                           const s = getSelection(); s.removeAllRanges(); s.addRange(r); };
+    if (navigator.clipboard) navigator.clipboard.writeText(el.textContent).then(() => toast("Copied"), select);
+    else select();
+  }
+
   document.addEventListener("click", (e) => {
     const t = e.target.closest("button, [data-open-thread]");
     if (!t) return;
+    if (t.dataset.copy) { copy(t.dataset.copy); return; }
     if (t.dataset.openThread) { S.thread = t.dataset.openThread; refresh(); return; }
     if (t.classList.contains("close-thread")) { S.thread = null; refresh(); return; }
     if (t.dataset.home) { S.home = true; S.thread = null; act({ kind: "home" }); return; }
