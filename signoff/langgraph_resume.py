@@ -106,7 +106,6 @@ class Resumer:
         self._known: dict[str, tuple[str, ...]] = {}  # interrupt id -> the requests that answer it
         self._waiting: list[str] = []  # request ids the last round found still open
         self._polls: dict[str, concurrent.futures.Future[Any]] = {}
-        self._undelivered: set[str] = set()  # requests whose card Slack refused, already warned about
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -169,14 +168,16 @@ class Resumer:
         waiting: list[str] = []
         for paused in self.paused():
             bodies = {rid: self.client.get(rid) for rid in paused.request_ids}
+            for rid, body in bodies.items():
+                refused = undeliverable(body) if final_decision(body) is None else None
+                if refused is not None:  # nobody can see it: not approved. The resumer asked, so it cancels
+                    self.client.cancel(rid, refused.cancel_reason)  # (a decision that came first stands)
+                    bodies[rid] = self.client.get(rid)
+                    log.warning("thread %s resumes as not approved: %s The request was cancelled.",
+                                paused.thread_id, refused.message)
             open_ids = [rid for rid, body in bodies.items() if final_decision(body) is None]
-            for rid in open_ids:
-                refused = undeliverable(bodies[rid])
-                if refused is not None and rid not in self._undelivered:
-                    self._undelivered.add(rid)
-                    log.warning("thread %s stays paused: %s", paused.thread_id, refused.message)
             if open_ids:
-                waiting.extend(r for r in open_ids if r not in self._undelivered)
+                waiting.extend(open_ids)
             elif self._resume(paused, bodies):
                 resumed.append(paused.thread_id)
         self._waiting = waiting

@@ -283,10 +283,11 @@ def claim_states(db: str) -> list[str]:
         return [row[0] for row in conn.execute("SELECT state FROM signoff_resumes")]
 
 
-async def test_a_resumer_on_an_undeliverable_card_says_why_once_and_never_spins(
+async def test_a_resumer_on_an_undeliverable_card_resumes_it_as_not_approved_and_never_spins(
         app: App, lg_env: dict[str, str], tmp_path: Path, proxy: FlakyProxy, caplog: pytest.LogCaptureFixture) -> None:
-    """Issue 34: the card of a paused thread goes to a channel Slack does not know. The long-poll on it
-    returns at once; the resumer warns once naming the cause and the fix, and keeps its pace."""
+    """Issue 34: the card of a paused thread goes to a channel Slack does not know. Nobody can see it,
+    so it is not approved: the resumer cancels the request it made, says why once (cause and fix) and
+    resumes the thread with neither tool run; it never polls in a tight loop meanwhile."""
     db, config = str(tmp_path / "checkpoints.db"), thread("agent-nowhere")
     agent = hitl_agent(saver(db))
     await asyncio.to_thread(agent.invoke, {"messages": [{"role": "user", "content": "tidy up"}]}, config)
@@ -295,9 +296,8 @@ async def test_a_resumer_on_an_undeliverable_card_says_why_once_and_never_spins(
         stop = threading.Event()
         running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
         try:
-            await until(lambda: any(r.name == "signoff.langgraph" and "channel_not_found" in r.getMessage()
-                                    for r in caplog.records))
-            await asyncio.sleep(3)  # three more rounds at scan_every=1; what is counted is the requests
+            await until(lambda: not hitl_agent(saver(db)).get_state(config).next)  # resumed to its end
+            await asyncio.sleep(2)  # two more rounds at scan_every=1; what is counted is the requests
         finally:
             stop.set()
             await running
@@ -305,4 +305,9 @@ async def test_a_resumer_on_an_undeliverable_card_says_why_once_and_never_spins(
     warned = [r.getMessage() for r in caplog.records if "channel_not_found" in r.getMessage()
               and r.name == "signoff.langgraph"]
     assert len(warned) == 1 and "agent-nowhere" in warned[0] and "does not exist" in warned[0], warned
+    assert "not approved" in warned[0] and "cancelled" in warned[0]
+    assert calls() == []  # neither tool ran
+    _, listed = await app.api("GET", "/api/v1/approvals?status=cancelled")
+    bodies = listed["items"]
+    assert len(bodies) == 1 and "could not be posted" in bodies[0]["decision"]["comment"]
     assert proxy.seen("GET /api/v1/approvals/") <= 12  # a look per round; before: thousands
