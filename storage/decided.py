@@ -31,6 +31,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from storage import sqlite_driver
 from storage.schema import audit_events, decisions, outbox, requests
 
 Processor = Callable[[Any], Any] | None
@@ -135,14 +136,13 @@ async def insert_decided(conn: AsyncConnection, request: dict[str, Any], decisio
     if not postgres:
         # The unit's own sqlite3 connection, inside its BEGIN IMMEDIATE: through the InlineConnection's
         # `_execute`, so a statement that meets another process's lock still waits on the worker thread.
-        driver: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
-        execute = driver._connection.execute
+        driver = sqlite_driver.aio(conn)
         statements = [(part.sql(1), part.values(row)) for part, row in zip(parts, (request, decision), strict=True)]
         if audit is not None:
             statements.append((audit.sql(len(audits)), [v for row in audits for v in audit.values(row)]))
         for sql, values in statements:
             try:
-                await driver._execute(execute, sql, values)
+                await sqlite_driver.execute(driver, sql, values)
             except sqlite3.IntegrityError as exc:  # as SQLAlchemy reports it (a taken idempotency key)
                 raise IntegrityError(sql, values, exc) from exc
         return

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from storage import sqlite_driver
 from storage.base import Expect, StaleRead
 from storage.decided import column_casts, placeholders, table_insert, TableInsert, typed_placeholders
 from storage.lone_unit import Deferred
@@ -81,11 +82,10 @@ async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: 
         return
     assert not expects, "SQLite: the caller reads on its own"
     # The unit's own sqlite3 connection inside its BEGIN IMMEDIATE, as storage/decided.py does.
-    driver: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
-    execute = driver._connection.execute
+    driver = sqlite_driver.aio(conn)
     for sql, params in zip(statements, values, strict=False):
         try:
-            await driver._execute(execute, sql, params)
+            await sqlite_driver.execute(driver, sql, params)
         except sqlite3.IntegrityError as exc:  # as SQLAlchemy reports it (a taken idempotency key)
             raise IntegrityError(sql, params, exc) from exc
     return None

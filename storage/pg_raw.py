@@ -33,7 +33,6 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from types import SimpleNamespace
 from typing import Any
 
 import asyncpg
@@ -43,6 +42,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.domain.json_codec import loads
+from storage import pg_driver
 
 log = logging.getLogger(__name__)
 
@@ -90,21 +90,8 @@ class RawPool:
 
     @classmethod
     async def open(cls, engine: AsyncEngine, size: int = SIZE) -> RawPool:
-        dialect: Any = engine.dialect
-        _, params = dialect.create_connect_args(engine.url)
-        for key in ("prepared_statement_name_func", "async_creator_fn"):
-            params.pop(key, None)  # SQLAlchemy's adapter's own options, not asyncpg.connect's
-        if "prepared_statement_cache_size" in params:  # e.g. 0 behind pgbouncer: asyncpg's own cache likewise
-            params["statement_cache_size"] = params.pop("prepared_statement_cache_size")
-
-        async def init(conn: asyncpg.Connection) -> None:
-            adapted = SimpleNamespace(_connection=conn)  # what the dialect's codec set-up reads
-            await dialect.setup_asyncpg_json_codec(adapted)
-            await dialect.setup_asyncpg_jsonb_codec(adapted)
-            if dialect._native_inet_types is False:
-                await dialect._disable_asyncpg_inet_codecs(adapted)
-
-        pool = await asyncpg.create_pool(min_size=0, max_size=size, init=init, reset=_no_reset, **params)
+        pool = await asyncpg.create_pool(min_size=0, max_size=size, init=pg_driver.codecs(engine), reset=_no_reset,
+                                         **pg_driver.connect_args(engine))
         return cls(engine, pool)
 
     def _sqlalchemy_error(self, context: Any) -> None:

@@ -5,7 +5,7 @@ Dialect differences stay in small private helpers:
   open with `BEGIN IMMEDIATE`, so writers queue instead of failing with
   "database is locked" when a read lock would have to be upgraded; a wait for
   another process on the same file happens on aiosqlite's worker thread with a
-  30 s busy timeout (statements themselves run on the loop: storage/sqlite_inline.py).
+  30 s busy timeout (statements themselves run on the loop: storage/sqlite_driver.py).
 - PostgreSQL claims outbox rows with `FOR UPDATE SKIP LOCKED` and announces
   request changes with NOTIFY, which is delivered only if the unit commits.
 """
@@ -25,6 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.votes import Vote
+from storage import sqlite_driver
 from storage.base import (
     CardPosted,
     DueRow,
@@ -64,7 +65,7 @@ from storage.pending import insert_pending
 from storage import pg_fast, sqlite_fast
 from storage.pg_fast import driver_rows
 from storage.lone_unit import lone_unit
-from storage.sqlite_inline import busy
+from storage.sqlite_driver import busy
 from storage import sql_statements as q
 from storage.sql_statements import NOTIFY_CHANNEL, due_requests_statement
 from storage.sqlite_engine import SqliteWriter, sqlite_engine
@@ -406,7 +407,7 @@ class SqlStore(Store):
         async with self._writer.connection() as conn:
             driver: Any = (await conn.get_raw_connection()).driver_connection
             # The sqlite3 connection itself: SQLAlchemy's execute would open a transaction (BEGIN IMMEDIATE).
-            return int(driver._connection.execute("PRAGMA data_version").fetchone()[0])
+            return int(sqlite_driver.sqlite3_of(driver).execute("PRAGMA data_version").fetchone()[0])
 
     async def get_request(self, request_id: str) -> Request | None:
         if self._reader is not None:

@@ -6,7 +6,7 @@ three inserts. Through SQLAlchemy Core each statement cost about three times SQL
 ~40 µs in sqlite3), so the decision and the reads behind every click, card and long-poll run here as
 plain sqlite3 calls instead, on the connection SQLAlchemy checked out (a unit's, inside its
 BEGIN IMMEDIATE; a reader's), through InlineConnection's `_execute` so a statement that meets another
-process's lock still waits on the worker thread (storage/sqlite_inline.py).
+process's lock still waits on the worker thread (storage/sqlite_driver.py).
 
 Invariant: the same rows and the same values as the SQLAlchemy statements they replace. Parameters
 go through each column type's own bind processor for the engine's dialect (JSON as SQLAlchemy
@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import Request
+from storage import sqlite_driver
 from storage.decided import table_insert
 from storage.rows import driver_statement, request_read
 from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests
@@ -34,9 +35,8 @@ from storage.schema import audit_events, decisions, home_users, outbox, request_
 
 async def execute(conn: AsyncConnection, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
     """`sql` on the connection's own sqlite3 connection (waiting for another process's lock off the loop)."""
-    driver: Any = conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
     try:
-        cursor: sqlite3.Cursor = await driver._execute(driver._connection.execute, sql, params)
+        cursor: sqlite3.Cursor = await sqlite_driver.execute(sqlite_driver.aio(conn), sql, params)
     except sqlite3.IntegrityError as exc:  # as SQLAlchemy reports it
         raise IntegrityError(sql, params, exc) from exc
     return cursor

@@ -1,4 +1,12 @@
-"""SQLite statements run on the event loop's thread, falling back to aiosqlite's thread only to wait.
+"""Every reach into aiosqlite's and SQLAlchemy's SQLite adapter's internals, in one place.
+
+Nothing else in Signoff touches a private attribute of these libraries: the rest of storage calls
+`aio`, `sqlite3_of` and `execute` here. `RELIED_ON` lists what this module uses that the libraries do
+not promise; `missing()` checks it (tests/storage/test_driver_internals.py, and every SQLite engine
+at creation), so an upgrade that removes one fails loudly at start-up, naming it, instead of deep in
+a request. pyproject.toml bounds aiosqlite and SQLAlchemy below their next major versions.
+
+SQLite statements run on the event loop's thread, falling back to aiosqlite's thread only to wait.
 
 aiosqlite runs every statement on a worker thread: a queue put, a thread wake-up, a GIL hand-off
 and a `call_soon_threadsafe` back, for statements that themselves take microseconds (a WAL-mode
@@ -26,8 +34,44 @@ from collections.abc import Callable
 from typing import Any
 
 import aiosqlite
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 BUSY_TIMEOUT_MS = 30_000
+
+# What this module relies on that aiosqlite does not promise (checked by `missing`).
+RELIED_ON: tuple[tuple[object, str, str], ...] = (
+    (aiosqlite.Connection, "_execute", "runs a call on the connection (inline here, else its thread)"),
+    (aiosqlite.Connection, "stop", "stops the worker thread"),
+    (aiosqlite.core, "_STOP_RUNNING_SENTINEL", "ends aiosqlite's worker thread"),
+)
+# Instance attributes aiosqlite sets in Connection.__init__ (checked on a live connection).
+INSTANCE_RELIED_ON = ("_connection", "_running", "_tx", "_thread")
+
+
+def missing(connection: object | None = None) -> list[str]:
+    """What of RELIED_ON (and, given a live aiosqlite connection, INSTANCE_RELIED_ON) this install lacks."""
+    gone = [f"{getattr(owner, '__name__', owner)}.{name} ({why})" for owner, name, why in RELIED_ON
+            if not hasattr(owner, name)]
+    if connection is not None:
+        gone += [f"aiosqlite.Connection().{name}" for name in INSTANCE_RELIED_ON if not hasattr(connection, name)]
+    return gone
+
+
+def aio(conn: AsyncConnection) -> Any:
+    """The aiosqlite connection (an InlineConnection) under a SQLAlchemy AsyncConnection."""
+    return conn.sync_connection.connection.driver_connection  # type: ignore[union-attr]
+
+
+def sqlite3_of(driver: Any) -> sqlite3.Connection:
+    """The sqlite3 connection under an aiosqlite one."""
+    conn: sqlite3.Connection = driver._connection
+    return conn
+
+
+def execute(driver: Any, sql: str, params: Any = ()) -> Any:
+    """`sql` on an aiosqlite connection's own sqlite3 connection, as aiosqlite runs a call (inline
+    here, on its thread only to wait for another process's lock): an awaitable of the cursor."""
+    return driver._execute(driver._connection.execute, sql, params)
 
 
 def busy(exc: sqlite3.OperationalError) -> bool:
@@ -97,6 +141,10 @@ def inline_creator(filename: str, **kwargs: Any) -> Callable[[], InlineConnectio
 
     def create() -> InlineConnection:
         conn = InlineConnection(connector, 64)
+        gone = missing(conn)
+        if gone:
+            raise RuntimeError("this aiosqlite lacks what storage/sqlite_driver.py relies on: " + ", ".join(gone)
+                               + "; install the versions pyproject.toml allows")
         conn._thread.daemon = True  # as SQLAlchemy's dialect does for aiosqlite's own connections
         return conn
 
