@@ -32,6 +32,15 @@ PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
 ENGINE = "postgresql" if PG_URL else "sqlite"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "postgres_only: a test of PostgreSQL alone; skipped, visibly, on SQLite")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if not PG_URL and item.get_closest_marker("postgres_only") is not None:
+        pytest.skip("PostgreSQL only: runs when SIGNOFF_TEST_DATABASE_URL names a PostgreSQL database")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     where = make_url(PG_URL).render_as_string(hide_password=True) if PG_URL else "SQLite files"
     return f"signoff test database: {ENGINE} ({where})"

@@ -87,12 +87,10 @@ async def _unit_pid(store: SqlStore) -> int:
         return int((await unit.conn.execute(sa.text("SELECT pg_backend_pid()"))).scalar_one())
 
 
+@pytest.mark.postgres_only  # two pools to keep in step: SQLite has one
 async def test_a_disconnect_in_sqlalchemys_pool_replaces_the_raw_pools_connections(db_url: str) -> None:
     store = await SqlStore.open(db_url)
     try:
-        if not PG_URL:  # one pool: nothing to keep in step
-            assert store._raw is None
-            return
         raw, unit = await _raw_pid(store), await _unit_pid(store)
         assert raw != unit
         await _terminate(f"pid = {unit}")  # only SQLAlchemy's connection dies
@@ -105,12 +103,10 @@ async def test_a_disconnect_in_sqlalchemys_pool_replaces_the_raw_pools_connectio
         await store.close()
 
 
+@pytest.mark.postgres_only  # two pools to keep in step: SQLite has one
 async def test_a_disconnect_in_the_raw_pool_replaces_sqlalchemys_connections(db_url: str) -> None:
     store = await SqlStore.open(db_url)
     try:
-        if not PG_URL:
-            assert store._raw is None
-            return
         unit = await _unit_pid(store)
         raw = await _raw_pid(store)
         assert store._raw is not None
@@ -144,15 +140,13 @@ async def _pg_admin_scalar(sql: str) -> Any:
         await conn.close()
 
 
+@pytest.mark.postgres_only  # two pools to keep in step: SQLite has one
 async def test_a_statement_asyncpg_refuses_on_a_live_connection_drops_no_pool(db_url: str) -> None:
     """A statement asyncpg will not send (more than 32767 arguments) is a refusal, not a lost
     connection: it runs again through SQLAlchemy, whose error comes back as it always did, and no
     pool drops its connections."""
     store = await SqlStore.open(db_url)
     try:
-        if not PG_URL:
-            assert store._raw is None
-            return
         raw, unit = await _raw_pid(store), await _unit_pid(store)
         many = 40_000
         sql = f"SELECT 1 WHERE 0 IN ({', '.join(f'${n}::int' for n in range(1, many + 1))})"
@@ -183,6 +177,7 @@ async def _outbox_rows(store: SqlStore) -> list[tuple[Any, ...]]:
                                                                 outbox.c.lease_until).order_by(outbox.c.id))).all()]
 
 
+@pytest.mark.postgres_only  # two pools to keep in step: SQLite has one
 @pytest.mark.parametrize("refusals", [1, 1_000])
 async def test_an_outbox_claim_the_server_refuses_writes_nothing_and_runs_once_more(db_url: str, refusals: int) -> None:
     """The claim runs on the raw pool; the server refusing it (here a trigger) wrote nothing, so it
@@ -191,9 +186,6 @@ async def test_an_outbox_claim_the_server_refuses_writes_nothing_and_runs_once_m
     claim leaves every outbox row as it was."""
     store = await SqlStore.open(db_url)
     try:
-        if not PG_URL:  # SQLite claims in a unit of its own: no second pool to fall back from
-            assert store._raw is None
-            return
         await Service(store).submit(spec(1))
         before = await _outbox_rows(store)
         assert [r[1] for r in before] == ["pending"]
