@@ -68,7 +68,14 @@ class Deferred:
     async def exec_driver_sql(self, *args: Any, **kwargs: Any) -> Any:
         return await (await self._real()).exec_driver_sql(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:  # begin_nested, sync_connection...: after a first statement
+    @asynccontextmanager
+    async def begin_nested(self) -> AsyncIterator[Any]:
+        """A savepoint (storage/sql.py's insert_vote), also as the unit's first statement: the
+        connection is checked out and the unit's transaction begun first, as `execute` does."""
+        async with (await self._real()).begin_nested() as nested:
+            yield nested
+
+    def __getattr__(self, name: str) -> Any:  # sync_connection...: after a first statement
         if self._conn is None:
             raise RuntimeError(f"{name} before the unit's first statement")
         return getattr(self._conn, name)

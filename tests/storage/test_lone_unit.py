@@ -160,3 +160,19 @@ async def test_a_unit_whose_connection_broke_leaves_the_next_unit_a_working_one(
         await unit.append_audit(AuditEvent(request.id, "kept", now))
     types = [e.type for e in await store.audit_events(request.id)]
     assert "kept" in types and "lost" not in types
+
+
+async def test_a_vote_as_a_lone_units_first_statement_is_stored_once(store: SqlStore) -> None:
+    """insert_vote opens a savepoint (begin_nested): in a lone unit that is also its first statement
+    (the connection not checked out yet), and a second vote by the same person is refused, not raised."""
+    from bot.domain.model import Vote
+
+    request, _ = await Service(store).submit(spec(5, quorum=2))
+    vote = Vote(Actor("U1", "ann"), datetime.now(UTC))
+    async with store.lone_unit() as unit:
+        assert await unit.insert_vote(request.id, vote) is True
+    async with store.lone_unit() as unit:
+        assert await unit.insert_vote(request.id, vote) is False
+    async with store.engine.connect() as conn:
+        voters = (await conn.exec_driver_sql(f"SELECT voter_id FROM votes WHERE request_id = '{request.id}'")).all()
+    assert [tuple(v) for v in voters] == [("U1",)]
