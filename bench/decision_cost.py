@@ -9,7 +9,7 @@ each is the check read and the decision's unit, as a click does after its ack.
 
 `--autocommit-units` measures a proposal, not what Signoff does: during the clicks every unit runs on
 the AUTOCOMMIT reader engine, so no BEGIN or COMMIT is sent. That is only safe for a unit of ONE
-statement (a lone decision on PostgreSQL, storage/decide_sql.py), which is all that runs here.
+statement (a lone decision on PostgreSQL, storage/postgres/decide.py), which is all that runs here.
 """
 
 from __future__ import annotations

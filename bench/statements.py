@@ -51,7 +51,7 @@ async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
             seen.append(" ".join(statement.split())[:110])
 
     # Every statement the store sends (`SqlStore.watch`): on PostgreSQL both pools' (SQLAlchemy's cursor
-    # events, storage/pg_raw.py's), on SQLite the writer's own sqlite3 trace (its driver SQL, BEGIN
+    # events, storage/postgres/raw.py's), on SQLite the writer's own sqlite3 trace (its driver SQL, BEGIN
     # IMMEDIATE and COMMIT too) and the read engine's cursor events. PostgreSQL's BEGIN and COMMIT come
     # from the transaction events (asyncpg sends them itself); the read engine is an OptionEngine of the
     # write engine there, whose events it already fires.

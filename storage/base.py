@@ -222,10 +222,10 @@ class Unit(abc.ABC):
         followed by `home(user)` for each App Home user among the request's people and `decider`
         (in sorted order). True if written; False if another writer got there first: nothing written.
         `final`: the caller writes nothing more in this change (in a lone unit, a one-statement write
-        may then be the whole unit: storage/lone_unit.py).
+        may then be the whole unit: storage/postgres/lone_unit.py).
 
         Works in any unit, several times per unit. The SQL store does it in ONE statement on
-        PostgreSQL (storage/decide_sql.py); this default is the sequence of the separate calls.
+        PostgreSQL (storage/postgres/decide.py); this default is the sequence of the separate calls.
         """
         assert decided.decision is not None
         if not await self.update_request(decided, expected_version=expected_version):
@@ -425,7 +425,7 @@ class Store(abc.ABC):
     def lone_unit(self) -> AbstractAsyncContextManager[Unit]:
         """A unit for ONE change (group commit's group of one). A store may run a change's only
         statement, if the change declares it its last (`decide_request(final=True)`), as a
-        transaction of its own (storage/lone_unit.py); by default, `unit()`."""
+        transaction of its own (storage/postgres/lone_unit.py); by default, `unit()`."""
         return self.unit()
 
     @abc.abstractmethod
@@ -455,7 +455,7 @@ class Store(abc.ABC):
                               cards: Sequence[tuple[CardPosted, datetime]] = ()) -> set[str]:
         """Deliveries that had nothing else to write: the cards they posted (`Unit.record_card`, each with
         its time), their audit rows and done marks (id, when), in one transaction (a store may send it
-        as one statement, storage/outbox_sql.py). Returns the ids of the requests whose card it stored."""
+        as one statement, storage/postgres/outbox.py). Returns the ids of the requests whose card it stored."""
         stored = set()
         async with self.unit() as unit:
             for card, at in cards:

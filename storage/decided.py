@@ -31,7 +31,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from storage import sqlite_driver
+from storage.sqlite import driver as sqlite_driver
 from storage.schema import audit_events, decisions, outbox, requests
 
 Processor = Callable[[Any], Any] | None

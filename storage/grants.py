@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.grants import Delegation, Grant, Scope, match_from_json
 from bot.domain.model import AuditEvent
-from storage import sqlite_fast
+from storage.sqlite import fast as sqlite_fast
 from storage.base import Unit
 from storage.grants_schema import delegations, grants
 from storage.schema import requests

@@ -11,7 +11,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from storage.sqlite_engine import sqlite_engine
+from storage.sqlite.engine import sqlite_engine
 from storage.urls import async_url
 
 MIGRATIONS = Path(__file__).parent / "migrations"

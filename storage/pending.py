@@ -28,10 +28,10 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from storage import sqlite_driver
+from storage.sqlite import driver as sqlite_driver
 from storage.base import Expect, StaleRead
 from storage.decided import column_casts, placeholders, table_insert, TableInsert, typed_placeholders
-from storage.lone_unit import Deferred
+from storage.postgres.lone_unit import Deferred
 from storage.schema import audit_events, outbox, request_people, requests
 
 _PEOPLE_TAIL = " ON CONFLICT (request_id, user_id, role) DO NOTHING"
@@ -51,7 +51,7 @@ async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: 
     `expects` (PostgreSQL only; SQLite's caller reads them itself): reads the caller relied on, verified
     in the statement's own snapshot by its final SELECT, which divides by zero when one of them no
     longer holds, so the statement fails and writes nothing: StaleRead is raised. With nothing else
-    to verify, a statement that fails can be the whole unit: `final` in a lone unit (storage/lone_unit.py)
+    to verify, a statement that fails can be the whole unit: `final` in a lone unit (storage/postgres/lone_unit.py)
     runs it as a transaction of its own."""
     dialect = conn.dialect
     parts = (table_insert(requests, request, dialect), table_insert(audit_events, audit, dialect),

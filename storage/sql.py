@@ -5,7 +5,7 @@ Dialect differences stay in small private helpers:
   open with `BEGIN IMMEDIATE`, so writers queue instead of failing with
   "database is locked" when a read lock would have to be upgraded; a wait for
   another process on the same file happens on aiosqlite's worker thread with a
-  30 s busy timeout (statements themselves run on the loop: storage/sqlite_driver.py).
+  30 s busy timeout (statements themselves run on the loop: storage/sqlite/driver.py).
 - PostgreSQL claims outbox rows with `FOR UPDATE SKIP LOCKED` and announces
   request changes with NOTIFY, which is delivered only if the unit commits.
 """
@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.votes import Vote
-from storage import sqlite_driver
+from storage.sqlite import driver as sqlite_driver
 from storage.base import (
     CardPosted,
     DueRow,
@@ -58,22 +58,23 @@ from storage.schema import (
 
 from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
 
-from storage.decide_sql import HOME_SENTINEL, decide_in_one
+from storage.postgres.decide import HOME_SENTINEL, decide_in_one
 from storage.decided import insert_decided, insert_decision_rows
-from storage.outbox_sql import finish_statement, stored_cards
+from storage.postgres.outbox import finish_statement, stored_cards
 from storage.pending import insert_pending
-from storage import pg_fast, sqlite_fast
-from storage.pg_fast import driver_rows
-from storage.lone_unit import lone_unit
-from storage.sqlite_driver import busy
+from storage.postgres import fast as pg_fast
+from storage.sqlite import fast as sqlite_fast
+from storage.postgres.fast import driver_rows
+from storage.postgres.lone_unit import lone_unit
+from storage.sqlite.driver import busy
 from storage import sql_statements as q
 from storage.sql_statements import NOTIFY_CHANNEL, due_requests_statement
-from storage.sqlite_engine import SqliteWriter, sqlite_engine
+from storage.sqlite.engine import SqliteWriter, sqlite_engine
 from storage.urls import async_url
 from storage.values import audit_values, decision_values, outbox_values, request_values
 
 if TYPE_CHECKING:
-    from storage.pg_raw import RawPool
+    from storage.postgres.raw import RawPool
 
 U = TypeVar("U", bound="SqlUnit")
 
@@ -85,7 +86,7 @@ class SqlUnit(Unit):
         self._postgres = conn.dialect.name == "postgresql"
 
     async def get_request(self, request_id: str) -> Request | None:
-        if not self._postgres:  # the hottest read: driver SQL (storage/sqlite_fast.py)
+        if not self._postgres:  # the hottest read: driver SQL (storage/sqlite/fast.py)
             return await sqlite_fast.get_request(self.conn, request_id)
         row = (await self.conn.execute(REQUEST_BY_ID, {"request_id": request_id})).first()
         return request_from_row(row) if row else None
@@ -182,7 +183,7 @@ class SqlUnit(Unit):
         if self._postgres:
             assert decided.decision is not None
             # The guarded UPDATE, the App Home read and every insert in one statement: the read and the
-            # UPDATE were two of the five round trips of a decision's unit (storage/decide_sql.py).
+            # UPDATE were two of the five round trips of a decision's unit (storage/postgres/decide.py).
             done = await decide_in_one(
                 self.conn, decided.id, expected_version, mutable_columns(decided),
                 decision_values(decided.id, decided.decision), audit_values(audit), [outbox_values(i) for i in items],
@@ -344,7 +345,7 @@ class SqlStore(Store):
         self.dialect = engine.dialect.name
         self.concurrent_writers = self.dialect == "postgresql"
         self._reader = reader  # SQLite: request reads without a pool checkout
-        self._raw = raw  # PostgreSQL: the hottest statements on asyncpg's own pool (storage/pg_raw.py)
+        self._raw = raw  # PostgreSQL: the hottest statements on asyncpg's own pool (storage/postgres/raw.py)
         # SQLite: one writer per file; our own writers queue here, on one connection.
         self._writer = SqliteWriter(self.write_engine) if self.dialect == "sqlite" else None
 
@@ -356,7 +357,7 @@ class SqlStore(Store):
             (filename,), _ = SQLiteDialect_aiosqlite().create_connect_args(url)
             reader = sqlite_fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
             return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
-        from storage.pg_raw import open_engines  # asyncpg: imported only where PostgreSQL is used
+        from storage.postgres.raw import open_engines  # asyncpg: imported only where PostgreSQL is used
 
         reads, writes, raw = await open_engines(url, pool_size)
         return cls(reads, writes, raw=raw)

@@ -1,5 +1,5 @@
 """The column values of the rows the SQL store writes, from domain objects (every write path builds
-them here, so the generic inserts, storage/decided.py, storage/pending.py and storage/decide_sql.py
+them here, so the generic inserts, storage/decided.py, storage/pending.py and storage/postgres/decide.py
 write the same values)."""
 
 from __future__ import annotations

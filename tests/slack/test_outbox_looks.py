@@ -81,7 +81,7 @@ async def test_a_card_post_and_its_update_each_cost_one_claim_and_no_read_of_the
         claims = [s for s in statements if s.startswith("UPDATE outbox SET attempts")]
         due_reads = [s for s in statements if s.startswith("SELECT min(") and "FROM outbox" in s]
         done_marks = [s for s in statements if s.startswith("UPDATE outbox SET status")  # or in one statement:
-                      or "AS (UPDATE outbox SET status = 'done'" in s]  # PostgreSQL, storage/outbox_sql.py
+                      or "AS (UPDATE outbox SET status = 'done'" in s]  # PostgreSQL, storage/postgres/outbox.py
         assert (len(claims), len(due_reads), len(done_marks)) == (2, 0, 2), [s[:150] for s in statements]
         assert [c.method for c in slack.calls if c.ok and c.method != "auth.test"] == [  # auth.test: team check
             "chat.postMessage", "chat.update"]

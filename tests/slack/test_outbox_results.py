@@ -47,14 +47,14 @@ async def enqueue(store: SqlStore, request: Request, clock: FakeClock) -> None:
 
 def count_statements(store: SqlStore, prefix: str) -> list[int]:
     """A counter of executions (an executemany is one) of statements starting with `prefix`, or holding
-    it as a CTE (PostgreSQL writes a group of plain results as one statement, storage/outbox_sql.py)."""
+    it as a CTE (PostgreSQL writes a group of plain results as one statement, storage/postgres/outbox.py)."""
     seen = [0]
 
     def on_execute(statement: str) -> None:
         if statement.lstrip().startswith(prefix) or f"AS ({prefix}" in statement:
             seen[0] += 1
 
-    store.watch(on_execute)  # both of PostgreSQL's pools (storage/pg_raw.py)
+    store.watch(on_execute)  # both of PostgreSQL's pools (storage/postgres/raw.py)
     return seen
 
 

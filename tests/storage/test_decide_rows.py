@@ -1,4 +1,4 @@
-"""`Unit.decide_request` (one statement on PostgreSQL, storage/decide_sql.py) writes exactly what the
+"""`Unit.decide_request` (one statement on PostgreSQL, storage/postgres/decide.py) writes exactly what the
 generic sequence writes (guarded update, App Home read, decision rows): the raw rows of both ways,
 every column as the database holds it, are the same; a lost guard writes nothing at all."""
 
@@ -17,7 +17,7 @@ from bot import effects
 from bot.domain.model import Actor, AuditEvent, Decision, Outcome, Request, Status, Via
 from storage.base import OutboxItem, Unit
 from storage.schema import outbox
-from storage.decide_sql import HOME_SENTINEL, home_forms
+from storage.postgres.decide import HOME_SENTINEL, home_forms
 from storage.sql import SqlStore
 from storage.sql_statements import NOTIFY_CHANNEL
 from storage.values import outbox_values

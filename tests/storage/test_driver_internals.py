@@ -1,6 +1,6 @@
 """What storage relies on inside aiosqlite, SQLAlchemy and asyncpg is there in the installed versions.
 
-storage/sqlite_driver.py and storage/pg_driver.py are the only modules that reach into those
+storage/sqlite/driver.py and storage/postgres/driver.py are the only modules that reach into those
 libraries' internals; each lists what it uses. When an upgrade removes one of them, these tests
 name it (and a server refuses to open its database, naming it), instead of a request failing later.
 """
@@ -15,8 +15,9 @@ from types import SimpleNamespace
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from storage import pg_driver, sqlite_driver
-from storage.sqlite_driver import inline_creator
+from storage.postgres import driver as pg_driver
+from storage.sqlite import driver as sqlite_driver
+from storage.sqlite.driver import inline_creator
 
 
 def test_aiosqlite_has_what_the_sqlite_driver_module_uses(tmp_path: Path) -> None:

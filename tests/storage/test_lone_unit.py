@@ -1,4 +1,4 @@
-"""A unit that holds one change (storage/lone_unit.py, `Store.lone_unit()`), on the real store of both
+"""A unit that holds one change (storage/postgres/lone_unit.py, `Store.lone_unit()`), on the real store of both
 engines. On PostgreSQL a lone decision is one statement and its own transaction: nothing for the
 store to begin or commit, yet what it writes, who is woken and what runs after the commit are those
 of a unit. A lone unit of several statements is one transaction, rolled back as a whole when its
@@ -120,7 +120,7 @@ async def test_nothing_follows_the_statement_a_change_declared_its_last(store: S
 
 
 async def test_a_task_writing_unit_after_unit_lets_other_tasks_run(store: SqlStore) -> None:
-    """SQLite's statements run on the loop (storage/sqlite_driver.py), so a unit must still yield to it
+    """SQLite's statements run on the loop (storage/sqlite/driver.py), so a unit must still yield to it
     somewhere (its pool checkout does), or a writer in a loop would starve every other task: a unit on a
     held writer connection did, and bench.all's raw tx/s writers never stopped."""
     service = Service(store)

@@ -1,5 +1,5 @@
 """Deliveries that had nothing else to write end in ONE statement on PostgreSQL (`Store.outbox_finished`,
-storage/outbox_sql.py) and in a unit on SQLite: their audit rows and their done marks, both or neither,
+storage/postgres/outbox.py) and in a unit on SQLite: their audit rows and their done marks, both or neither,
 as the unit wrote them. The outbox dispatcher takes that way for a group of such results."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 itself: at most one call fails, and every call after it works, with no pre-ping per checkout.
 
 On PostgreSQL the store has two pools: asyncpg's own for reads, submits and lone decisions
-(storage/pg_raw.py) and SQLAlchemy's for units. Both hold live connections when the first test
+(storage/postgres/raw.py) and SQLAlchemy's for units. Both hold live connections when the first test
 terminates every backend of the database; then a mix of calls runs over both pools: at most one of
 them fails (as a disconnect), whichever pool meets a dead connection first. That holds because a
 disconnect in either pool makes the other drop its connections too: the last two tests kill only
@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 
 from bot.domain.model import Actor, Outcome, Via
 from bot.service import Service
-from storage.pg_fast import driver_rows
+from storage.postgres.fast import driver_rows
 from storage.schema import outbox
 from storage.sql import SqlStore
 from tests.conftest import PG_URL, _pg_admin

@@ -1,6 +1,6 @@
 """SQLite statements run on the event loop, but a wait for another process's lock never blocks it.
 
-storage/sqlite_driver.py runs statements inline with a busy timeout of 0; a statement that meets a
+storage/sqlite/driver.py runs statements inline with a busy timeout of 0; a statement that meets a
 lock held elsewhere (here: another connection's write transaction, as a second replica would hold)
 must wait for it on aiosqlite's worker thread, with the event loop free meanwhile, and then succeed.
 """
@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from bot.domain.model import AuditEvent
 from storage.schema import audit_events
 from storage.migrate import upgrade
-from storage import sqlite_fast
+from storage.sqlite import fast as sqlite_fast
 from storage.sql import SqlStore
 from tests.storage.test_contract import make_request
 
@@ -111,7 +111,7 @@ def test_a_connection_dropped_after_its_loop_closed_stops_its_thread_quietly(sql
     import threading
     import warnings
 
-    from storage.sqlite_driver import inline_creator
+    from storage.sqlite.driver import inline_creator
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -1,4 +1,4 @@
-"""The store's hot statements (storage/sqlite_fast.py on SQLite: driver SQL) read and write exactly what
+"""The store's hot statements (storage/sqlite/fast.py on SQLite: driver SQL) read and write exactly what
 the SQLAlchemy statements do: a read request equals the one SQLAlchemy's REQUEST_BY_ID maps, a guarded
 update leaves the same raw row as SQLAlchemy's guarded UPDATE, a lost guard writes nothing, and the
 App Home users are the same set. On PostgreSQL the same checks hold for its (SQLAlchemy) path."""

@@ -1,6 +1,6 @@
 """A unit that holds ONE change (a lone decision): no BEGIN and COMMIT when the change is one statement.
 
-A person's decision on PostgreSQL is one statement (storage/decide_sql.py); in a unit of its own it
+A person's decision on PostgreSQL is one statement (storage/postgres/decide.py); in a unit of its own it
 still cost BEGIN and COMMIT, two of its three round trips, each 1-2 ms of wall time on a loaded
 machine where the database server shares the CPUs. `Store.lone_unit()` is the unit group commit
 (bot/group_commit.SharedUnits) opens for a group of one change. Its connection is checked out, and
@@ -29,7 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncTransactio
 from storage.base import Unit
 
 if TYPE_CHECKING:
-    from storage.pg_raw import RawPool
+    from storage.postgres.raw import RawPool
 
 U = TypeVar("U", bound=Unit)
 
@@ -85,7 +85,7 @@ class Deferred:
         if self._conn is not None or self.sole_ran:
             return (await (await self._real()).exec_driver_sql(sql, tuple(params))).one()
         self.sole_ran = True
-        if self._raw is not None:  # storage/pg_raw.py; held until the unit ends, as SQLAlchemy's would be
+        if self._raw is not None:  # storage/postgres/raw.py; held until the unit ends, as SQLAlchemy's would be
             row = await self._raw.fetchrow(sql, params, lambda: self._sqlalchemy_sole(sql, params), hold=self._stack)
             if row is None:
                 raise NoResultFound("No row was found when one was required")

@@ -6,8 +6,8 @@ a statement and a check-in are three such calls. Measured in-process on loopback
 through `AsyncEngine.connect()` cost 330-480 µs of CPU; through this pool 170-210 µs. An approval on
 PostgreSQL ran about eleven such calls. Eight of them now run here: the request read (every
 long-poll, click and card delivery reads its request), a lone unit's sole statement (a submit's
-insert, a person's decision: storage/lone_unit.py), the outbox's claim and its results' one
-statement (storage/outbox_sql.py).
+insert, a person's decision: storage/postgres/lone_unit.py), the outbox's claim and its results' one
+statement (storage/postgres/outbox.py).
 
 Only statements that run outside any transaction come here (autocommit: one statement is its own
 transaction), so SQLAlchemy never tracks a transaction on these connections.
@@ -42,7 +42,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from bot.domain.json_codec import loads
-from storage import pg_driver
+from storage.postgres import driver as pg_driver
 
 log = logging.getLogger(__name__)
 

@@ -13,15 +13,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.util import await_only
 
 from bot.domain.json_codec import loads
-from storage import sqlite_driver
-from storage.sqlite_driver import inline_creator
+from storage.sqlite import driver as sqlite_driver
+from storage.sqlite.driver import inline_creator
 from storage.urls import async_url
 
 
 def sqlite_engine(database_url: str, *, begin: str | None = "BEGIN IMMEDIATE") -> AsyncEngine:
     """An engine on a SQLite file in WAL mode; `begin` is the statement that opens a transaction.
 
-    Statements run on the event loop's thread (storage/sqlite_driver.py): only a wait for another
+    Statements run on the event loop's thread (storage/sqlite/driver.py): only a wait for another
     process's lock goes to aiosqlite's worker thread.
     """
     url = async_url(database_url)
@@ -48,7 +48,7 @@ def _configure_sqlite(engine: AsyncEngine, *, begin: str | None) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
         cursor = dbapi_connection.cursor()
         # Busy timeout 0: a statement that would wait for another process's lock fails at once and is
-        # run again, with the full timeout, on the connection's worker thread (storage/sqlite_driver.py).
+        # run again, with the full timeout, on the connection's worker thread (storage/sqlite/driver.py).
         cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
@@ -96,13 +96,13 @@ class SqliteWriter:
 
     def traced(self, conn: AsyncConnection) -> None:
         """sqlite3's own trace on `conn` while anyone watches, none otherwise: it sees SQLAlchemy's
-        statements and the driver SQL of storage/sqlite_fast.py alike."""
+        statements and the driver SQL of storage/sqlite/fast.py alike."""
         sqlite_driver.sqlite3_of(sqlite_driver.aio(conn)).set_trace_callback(self._trace if self.watchers else None)
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
         """The writer connection, this unit's alone until the block ends."""
-        # One turn of the loop first: the statements run on the loop (storage/sqlite_driver.py) and an
+        # One turn of the loop first: the statements run on the loop (storage/sqlite/driver.py) and an
         # uncontended lock does not yield, so a task writing unit after unit would starve every other
         # task (the pool checkout this replaces yielded).
         await asyncio.sleep(0)

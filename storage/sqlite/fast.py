@@ -6,7 +6,7 @@ three inserts. Through SQLAlchemy Core each statement cost about three times SQL
 ~40 µs in sqlite3), so the decision and the reads behind every click, card and long-poll run here as
 plain sqlite3 calls instead, on the connection SQLAlchemy checked out (a unit's, inside its
 BEGIN IMMEDIATE; a reader's), through InlineConnection's `_execute` so a statement that meets another
-process's lock still waits on the worker thread (storage/sqlite_driver.py).
+process's lock still waits on the worker thread (storage/sqlite/driver.py).
 
 Invariant: the same rows and the same values as the SQLAlchemy statements they replace. Parameters
 go through each column type's own bind processor for the engine's dialect (JSON as SQLAlchemy
@@ -27,7 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import Request
-from storage import sqlite_driver
+from storage.sqlite import driver as sqlite_driver
 from storage.decided import table_insert
 from storage.rows import driver_statement, request_read
 from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests

@@ -143,7 +143,7 @@ def inline_creator(filename: str, **kwargs: Any) -> Callable[[], InlineConnectio
         conn = InlineConnection(connector, 64)
         gone = missing(conn)
         if gone:
-            raise RuntimeError("this aiosqlite lacks what storage/sqlite_driver.py relies on: " + ", ".join(gone)
+            raise RuntimeError("this aiosqlite lacks what storage/sqlite/driver.py relies on: " + ", ".join(gone)
                                + "; install the versions pyproject.toml allows")
         conn._thread.daemon = True  # as SQLAlchemy's dialect does for aiosqlite's own connections
         return conn

@@ -1,4 +1,4 @@
-"""PostgreSQL: the request read as driver SQL on asyncpg's own pool (storage/pg_raw.py).
+"""PostgreSQL: the request read as driver SQL on asyncpg's own pool (storage/postgres/raw.py).
 
 A read through SQLAlchemy Core cost about 0.5 ms of CPU (execution context, result set-up, the
 adapter's cursor, a greenlet for each of checkout, statement and check-in) against 0.15-0.25 ms for
@@ -24,7 +24,7 @@ from bot.domain.model import Request
 from storage.rows import request_read
 
 if TYPE_CHECKING:
-    from storage.pg_raw import RawPool
+    from storage.postgres.raw import RawPool
 
 
 async def get_request(raw: RawPool, engine: AsyncEngine, request_id: str) -> Request | None:

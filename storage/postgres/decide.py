@@ -32,7 +32,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from storage.decided import table_insert, json_text
-from storage.lone_unit import Deferred
+from storage.postgres.lone_unit import Deferred
 from storage.schema import UTCDateTime, audit_events, decisions, home_users, outbox, request_people, requests
 
 HOME_SENTINEL = "\x00user\x00"  # a user id no Slack user has (PostgreSQL text cannot even hold it)

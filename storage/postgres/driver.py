@@ -1,6 +1,6 @@
 """Every reach into SQLAlchemy's asyncpg dialect internals, in one place.
 
-storage/pg_raw.py opens asyncpg's own pool with the connections SQLAlchemy would open: the dialect's
+storage/postgres/raw.py opens asyncpg's own pool with the connections SQLAlchemy would open: the dialect's
 connect arguments and its json/jsonb (and inet) codecs. The dialect's codec set-up is not a public
 API: `RELIED_ON` lists what is used, and `missing()` checks it (tests/storage/test_driver_internals.py,
 and every raw pool at opening), so an upgrade that removes one fails loudly at start-up, naming it.
@@ -24,7 +24,7 @@ RELIED_ON = ("create_connect_args", "setup_asyncpg_json_codec", "setup_asyncpg_j
 
 def missing(dialect: Any) -> list[str]:
     """What of RELIED_ON this SQLAlchemy's asyncpg dialect lacks, and whether asyncpg's pool still
-    takes `reset=` (storage/pg_raw.py's connections skip the reset round trip)."""
+    takes `reset=` (storage/postgres/raw.py's connections skip the reset round trip)."""
     gone = [f"{type(dialect).__name__}.{name}" for name in RELIED_ON if not hasattr(dialect, name)]
     if "reset" not in inspect.signature(asyncpg.create_pool).parameters:
         gone.append("asyncpg.create_pool(reset=...)")
@@ -47,7 +47,7 @@ def codecs(engine: AsyncEngine) -> Callable[[asyncpg.Connection], Awaitable[None
     dialect: Any = engine.dialect
     gone = missing(dialect)
     if gone:
-        raise RuntimeError("this SQLAlchemy/asyncpg lacks what storage/pg_driver.py relies on: " + ", ".join(gone)
+        raise RuntimeError("this SQLAlchemy/asyncpg lacks what storage/postgres/driver.py relies on: " + ", ".join(gone)
                            + "; install the versions pyproject.toml allows")
 
     async def init(conn: asyncpg.Connection) -> None:
