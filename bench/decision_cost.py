@@ -40,7 +40,7 @@ def autocommit_units(store: SqlStore) -> None:
     @asynccontextmanager
     async def unit() -> AsyncIterator[SqlUnit]:
         async with store.engine.connect() as conn:
-            made = SqlUnit(conn)
+            made = store.unit_class(conn)
             yield made
         store._finish_unit(made)
 

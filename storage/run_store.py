@@ -291,9 +291,10 @@ class SqlRunStore(RunStore):
     def __init__(self, store: SqlStore) -> None:
         self.store = store
         self.engine = store.engine
+        self._unit = store.units_of(SqlRunUnit)  # on the engine's own unit
 
     def unit(self) -> AbstractAsyncContextManager[SqlRunUnit]:
-        return self.store.unit_of(SqlRunUnit)
+        return self.store.unit_of(self._unit)
 
     async def _all(self, stmt: Any) -> list[Any]:
         async with self.engine.connect() as conn:

@@ -159,7 +159,7 @@ class RowLock:
         """PostgreSQL: until the server's UPDATE of the row waits on our lock (SQLite cannot tell)."""
         if self.pg is None:
             return
-        for _ in range(500):
+        for _ in range(3000):
             waiting = await self.pg.fetchval(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
                 "AND wait_event_type = 'Lock' AND query ILIKE 'UPDATE tool_executions%'")

@@ -1,0 +1,149 @@
+"""The store on SQLite: one writer per file, statements on the event loop, driver SQL on hot paths.
+
+- SQLite allows one writer at a time. Write units take this process's writer (storage/sqlite/engine.py:
+  one connection, queued in-process) and open with `BEGIN IMMEDIATE`, so writers queue instead of
+  failing with "database is locked" when a read lock would have to be upgraded; a wait for another
+  process on the same file happens on aiosqlite's worker thread with a 30 s busy timeout (statements
+  themselves run on the loop: storage/sqlite/driver.py).
+- The hottest statements skip SQLAlchemy's per-statement cost and run as driver SQL on the unit's own
+  sqlite3 connection (storage/sqlite/fast.py); a request read on a file needs no pool checkout at all
+  (`fast.Reader`). Each returns exactly what SQLAlchemy's statement would (tests/storage/test_sqlite_fast.py).
+- A lone unit is the ordinary unit: with one writer there is no round trip to save.
+- Other processes' commits are seen through `PRAGMA data_version` (`foreign_data_version`), not NOTIFY.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.dialects.sqlite.aiosqlite import SQLiteDialect_aiosqlite
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bot.domain.model import AuditEvent, Decision, Request
+from storage import sql_statements as q
+from storage.base import OutboxItem
+from storage.rows import mutable_columns, outbox_from_row
+from storage.schema import audit_events
+from storage.sql import SqlStore, SqlUnit
+from storage.sqlite import driver, fast
+from storage.sqlite.engine import SqliteWriter, sqlite_engine
+from storage.urls import async_url
+from storage.values import audit_values, decision_values, outbox_values
+
+
+class SqliteUnit(SqlUnit):
+    postgres = False
+
+    async def get_request(self, request_id: str) -> Request | None:
+        return await fast.get_request(self.conn, request_id)  # the hottest read: driver SQL
+
+    async def update_request(self, request: Request, *, expected_version: int) -> bool:
+        return await fast.update_request(self.conn, request.id, expected_version, mutable_columns(request))
+
+    async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
+                              items: Sequence[OutboxItem]) -> None:
+        # No round trips to save, but SQLAlchemy's cost per statement: driver SQL.
+        self.enqueued += await fast.record_decision(
+            self.conn, decision_values(request_id, decision), audit_values(audit), [outbox_values(i) for i in items])
+
+    async def outbox_done_many(self, done: Sequence[tuple[int, datetime]]) -> None:
+        if done:
+            await fast.outbox_done(self.conn, done)
+
+    async def home_users_of(self, request_id: str, also: Iterable[str] = ()) -> set[str]:
+        return await fast.home_users_of(self.conn, request_id, list(dict.fromkeys(also)))
+
+    async def append_audits(self, events: Sequence[AuditEvent]) -> None:
+        if events:
+            await fast.insert_rows(self.conn, audit_events, [audit_values(e) for e in events])
+
+    async def store_card(self, request_id: str, channel: str, ts: str, now: datetime) -> bool:
+        # One statement, no read: the guard is `card_ts IS NULL`, so a second post's ts never replaces it.
+        params = {"rid": request_id, "b_channel": channel, "b_ts": ts, "b_now": now}
+        return (await fast.run(self.conn, q.STORE_CARD, params)).rowcount == 1
+
+    def _insert_ignore_keys(self, table: sa.Table, values: dict[str, Any], keys: list[str]) -> Any:
+        return sqlite_insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
+
+
+class SqliteStore(SqlStore):
+    """The store on a SQLite file. Open with `await SqlStore.open("sqlite:///...")`."""
+
+    unit_class = SqliteUnit
+
+    def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine, reader: fast.Reader | None = None) -> None:
+        super().__init__(engine, write_engine)
+        self._reader = reader  # request reads without a pool checkout (a file; not :memory:)
+        self._writer = SqliteWriter(self.write_engine)  # one writer per file: our own writers queue here
+
+    @classmethod
+    async def connect(cls, database_url: str) -> SqliteStore:
+        url = async_url(database_url)
+        read = sqlite_engine(database_url, begin=None)  # reads: one statement, one snapshot
+        (filename,), _ = SQLiteDialect_aiosqlite().create_connect_args(url)
+        reader = fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
+        return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
+
+    def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
+        """SQLAlchemy's statements on the read engine, and the writer's own trace (its driver SQL too)."""
+        def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            seen(statement)
+
+        engine = self.engine.sync_engine
+        sa.event.listen(engine, "before_cursor_execute", before)
+        self._writer.watchers.append(seen)
+
+        def stop() -> None:
+            sa.event.remove(engine, "before_cursor_execute", before)
+            self._writer.watchers.remove(seen)
+        return stop
+
+    def _unit_connection(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return self._writer.connection()
+
+    async def foreign_data_version(self) -> int:
+        """`PRAGMA data_version` on this process's writer connection. It changes only when ANOTHER
+        connection commits, and this process's other connections only read: so it moves with other
+        processes' commits, never with this process's own (which already woke their waiters). Read
+        between this process's write units (behind the write lock, no transaction)."""
+        async with self._writer.connection() as conn:
+            aio: Any = (await conn.get_raw_connection()).driver_connection
+            # The sqlite3 connection itself: SQLAlchemy's execute would open a transaction (BEGIN IMMEDIATE).
+            return int(driver.sqlite3_of(aio).execute("PRAGMA data_version").fetchone()[0])
+
+    async def get_request(self, request_id: str) -> Request | None:
+        if self._reader is not None:
+            try:
+                return self._reader.get_request(request_id)
+            except sqlite3.OperationalError as exc:  # it met a lock: read through the pool, which waits for it
+                if not driver.busy(exc):
+                    raise
+        return await super().get_request(request_id)
+
+    async def count_pending(self, owner: str) -> int:
+        # On every submit that waits for a person: read as get_request reads (no pool checkout).
+        if self._reader is not None:
+            try:
+                return int(self._reader.scalar(q.COUNT_PENDING_SQL["?"], (owner,)))
+            except sqlite3.OperationalError as exc:  # it met a lock: read through the pool, which waits for it
+                if not driver.busy(exc):
+                    raise
+        return await super().count_pending(owner)
+
+    async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
+        params = {"b_now": now, "b_limit": limit, "b_lease": now + timedelta(seconds=lease_seconds)}
+        async with self.unit() as unit:  # behind this process's write lock, in a BEGIN IMMEDIATE
+            rows = await fast.mapped(unit.conn, q.CLAIM_OUTBOX[False], params)
+        return sorted((outbox_from_row(r) for r in rows), key=lambda i: i.id or 0)
+
+    async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+        await self._writer.close()
+        await super().close()
