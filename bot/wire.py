@@ -13,6 +13,7 @@ from bot.delivery_state import delivery_json
 from bot.domain.batch import offered
 from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Item, Request, Via
+from bot.domain.outcomes import OUTCOME_KEY
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
 from bot.domain.suggestions import ACCEPTED_KEY
@@ -52,6 +53,8 @@ def request_json(request: Request) -> dict[str, Any]:
         "requester_user": request.requester_user,
         "votes": [v.to_json() for v in request.votes],
         "items": [item_json(i) for i in request.items] if request.items else None,
+        # What happened when the decided action ran, if it did not succeed (bot/domain/outcomes.py).
+        "outcome": request.extra.get(OUTCOME_KEY),
         # Issue 12, present only when they apply: how the policy file evaluated it; what the agent asked
         # for above policy (bot/gate.py); delegates added.
         # ...and the Claude permission suggestions the agent sent (bot/domain/suggestions.py).
@@ -135,6 +138,7 @@ def run_json(run: Run, executions: Iterable[ToolExecution]) -> dict[str, Any]:
         "cancel_requested": run.cancel_requested,
         "result": run.result,
         "error": run.error,
+        "failed_steps": run.failed_steps,
         "created_at": iso(run.created_at),
         "updated_at": iso(run.updated_at),
         "tool_calls": [

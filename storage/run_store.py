@@ -144,7 +144,7 @@ def _run_from_row(row: Any) -> Run:
         agent=m["agent"], requested_by=m["requested_by"], root_ts=m["root_ts"], step_count=m["step_count"],
         next_seq=m["next_seq"], turn_seq=m["turn_seq"], version=m["version"],
         cancel_requested=bool(m["cancel_requested"]), cancelled_by=m["cancelled_by"], result=m["result"],
-        error=m["error"], lease_owner=m["lease_owner"], lease_until=m["lease_until"], created_at=m["created_at"],
+        error=m["error"], failed_steps=m["failed_steps"], lease_owner=m["lease_owner"], lease_until=m["lease_until"], created_at=m["created_at"],
         updated_at=m["updated_at"],
     )
 
@@ -153,7 +153,7 @@ def _loop_columns(run: Run) -> dict[str, Any]:
     return {
         "status": run.status.value, "phase": run.phase.value, "step_count": run.step_count,
         "next_seq": run.next_seq, "turn_seq": run.turn_seq, "result": run.result, "error": run.error,
-        "updated_at": run.updated_at,
+        "failed_steps": run.failed_steps, "updated_at": run.updated_at,
     }
 
 

@@ -31,6 +31,7 @@ runs = sa.Table(
     sa.Column("cancelled_by", sa.String(200)),
     sa.Column("result", sa.Text),
     sa.Column("error", sa.Text),
+    sa.Column("failed_steps", sa.Integer, nullable=False, server_default="0"),  # migration 0009
     sa.Column("lease_owner", sa.String(64)),
     sa.Column("lease_until", UTCDateTime),
     sa.Column("created_at", UTCDateTime, nullable=False),

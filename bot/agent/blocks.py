@@ -45,6 +45,8 @@ RUN_STATUS_LABEL = {
 def root_message(run: Run) -> dict[str, Any]:
     """The run's top-level message: task, status, step count and (while it runs) Cancel."""
     status = RUN_STATUS_LABEL[run.status]
+    if run.status is RunStatus.COMPLETED and run.failed_steps:
+        status = f"⚠️ {finished_with_failures(run.failed_steps)}"
     if run.cancel_requested and not run.status.is_final:
         status = "🚫 Cancelling…"
     steps = f"{run.step_count} step{'s' if run.step_count != 1 else ''}"
@@ -91,11 +93,18 @@ def note_message(emoji: str, text: str, *, detail: str | None = None) -> dict[st
 
 def final_message(run: Run, text: str) -> dict[str, Any]:
     """The model's last words, posted in the thread when the run completes."""
-    heading = f"✅ Done after {run.step_count} step{'s' if run.step_count != 1 else ''}."
+    steps = f"{run.step_count} step{'s' if run.step_count != 1 else ''}"
+    heading = f"✅ Done after {steps}."
+    if run.failed_steps:  # an approved action failed when it ran: not a success, whatever the model says
+        heading = f"⚠️ {finished_with_failures(run.failed_steps)} (after {steps}); see the cards above."
     blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": heading}}]
     if text.strip():
         blocks.append(rich_text(rt_section(rt_text(cut(text.strip(), RESULT_MAX)))))
     return {"text": heading, "blocks": blocks}
+
+
+def finished_with_failures(count: int) -> str:
+    return f"Finished with {count} failed step{'s' if count != 1 else ''}"
 
 
 # --------------------------------------------------------------------------- question cards

@@ -19,7 +19,8 @@ from email.utils import format_datetime, make_msgid
 from pathlib import Path
 from typing import Annotated, Any
 
-from bot.agent.tools import ToolContext, ToolError, Toolset
+from bot.agent.tools import EMAIL, URI, ToolContext, ToolError, Toolset
+from bot.domain.formats import is_email
 from bot.domain.model import Preview, Risk
 from bot.egress import MAX_REDIRECTS, EgressRefused, guarded_session, request
 
@@ -115,7 +116,7 @@ def demo_toolset(*, fetch_risk: Risk = Risk.HIGH) -> Toolset:
 
     # High (a person approves) by default: what a GET returns goes to the model and the thread.
     @tools.tool(risk=fetch_risk, read_only=True, timeout=60, summary=lambda p: f"Fetch {p.get('url')}")
-    async def fetch_url(ctx: ToolContext, url: Annotated[str, "an http(s) URL"]) -> str:
+    async def fetch_url(ctx: ToolContext, url: Annotated[str, "an http(s) URL", URI]) -> str:
         """Fetch a web page or API with GET and return its status and text."""
         return await _guarded(ctx, "GET", url, follow_redirects=MAX_REDIRECTS)
 
@@ -145,19 +146,20 @@ def demo_toolset(*, fetch_risk: Risk = Risk.HIGH) -> Toolset:
                 summary=lambda p: f"Send an email to {p.get('to')}: {p.get('subject')}")
     def send_email(
         ctx: ToolContext,
-        to: Annotated[str, "recipient addresses, comma-separated"],
+        to: Annotated[str, "the recipient's email address", EMAIL],
         subject: str,
         body: str,
         cc: Annotated[str | None, "more addresses, comma-separated"] = None,
     ) -> str:
         """Send an email (it is written to the outbox folder as an .eml file)."""
-        recipients = _addresses(to)
-        if not recipients or any("@" not in a for a in recipients):
-            raise ToolError(f"{to!r} is not a list of email addresses")
+        recipients = [to.strip(), *_addresses(cc)]
+        bad = [a for a in recipients if not is_email(a)]
+        if bad:
+            raise ToolError(f"not an email address: {', '.join(repr(a) for a in bad)}; nothing was sent")
         now = datetime.now(UTC)
         message = EmailMessage()
         message["From"] = SENDER
-        message["To"] = ", ".join(recipients)
+        message["To"] = to.strip()
         if cc:
             message["Cc"] = ", ".join(_addresses(cc))
         message["Subject"] = subject
@@ -176,7 +178,7 @@ def demo_toolset(*, fetch_risk: Risk = Risk.HIGH) -> Toolset:
                 summary=lambda p: f"POST to {p.get('url')}")
     async def call_webhook(
         ctx: ToolContext,
-        url: Annotated[str, "the webhook's http(s) URL"],
+        url: Annotated[str, "the webhook's http(s) URL", URI],
         payload: Annotated[dict[str, Any], "the JSON body to POST"],
     ) -> str:
         """POST a JSON payload to a webhook (for example to trigger a deploy). Not safe to repeat."""

@@ -120,6 +120,14 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def output_text(result: Any) -> str:
+    """The tool's own output in a stored result (without the note on who approved it)."""
+    if isinstance(result, list):
+        texts = [str(b.get("text", "")) for b in result if isinstance(b, dict)]
+        return texts[-1] if texts else ""
+    return "" if result is None else str(result)
+
+
 async def run_tool(tool: Tool, ctx: ToolContext, params: dict[str, Any]) -> tuple[str, bool]:
     """(result text, is_error) of running `tool`; a failure is a result the model can read."""
     try:

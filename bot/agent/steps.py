@@ -42,6 +42,7 @@ from bot.agent.messages import (
     intervention_text,
     model_error,
     normalise,
+    output_text,
     run_tool,
     to_api_messages,
 )
@@ -69,7 +70,9 @@ from bot.domain.runs import (
     RunStatus,
     ToolExecution,
 )
+from bot.domain.outcomes import RanStatus, RunOutcome, failed_after_decision, ran_after_decision
 from bot.gate import Checked, PolicyGate, policy_gate
+from bot.outcomes import record_run_outcome
 from bot.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.run_store import RunStore, RunUnit
@@ -215,6 +218,8 @@ class Steps:
         reasoning = "\n\n".join(b["text"] for b in content if b["type"] == "text").strip()
         prepared = [self._prepare(run, agent, position, block, reasoning) for position, block in enumerate(uses)]
         checks = await self._policy(prepared)
+        # The run ends here: count its calls that ran after a decision and failed (read before the unit).
+        failed = [] if uses else failed_after_decision(await self.runs.executions(run.id))
         now = self.clock.now()
         seq = run.next_seq
         async with self._unit(run.id, owner) as unit:
@@ -261,9 +266,9 @@ class Steps:
                 run = run.evolve(phase=Phase.TOOLS, turn_seq=seq, status=RunStatus.RUNNING)
                 run = await self._save(unit, run, "step", tool_calls=[e.name for e in executions])
             else:
-                run = run.evolve(status=RunStatus.COMPLETED, result=reasoning)
+                run = run.evolve(status=RunStatus.COMPLETED, result=reasoning, failed_steps=len(failed))
                 await unit.enqueue(effects.note(run.id, "final", blocks.final_message(run, reasoning), now))
-                run = await self._save(unit, run, "run_completed", steps=run.step_count)
+                run = await self._save(unit, run, "run_completed", steps=run.step_count, failed_steps=len(failed))
         self._remember(run.id, messages)
         return StepResult.CONTINUE if uses else StepResult.DONE
 
@@ -466,10 +471,15 @@ class Steps:
             await unit.enqueue(effects.note(run.id, f"unknown:{done.tool_use_id}", blocks.note_message("⚠️", text), at))
             await unit.append_audit(AuditEvent(run.id, "tool_outcome_unknown", at, None, {
                 "tool_use_id": done.tool_use_id, "tool": done.name}))
-            return
-        await unit.append_audit(AuditEvent(run.id, "tool_finished", at, None, {
-            "tool_use_id": done.tool_use_id, "tool": done.name, "is_error": done.is_error,
-            "attempt": done.attempts}))
+        else:
+            await unit.append_audit(AuditEvent(run.id, "tool_finished", at, None, {
+                "tool_use_id": done.tool_use_id, "tool": done.name, "is_error": done.is_error,
+                "attempt": done.attempts}))
+        if done.is_error and ran_after_decision(done):  # the card said approved: it must say what happened
+            assert done.request_id is not None
+            outcome = (RunOutcome(RanStatus.UNKNOWN, "Signoff restarted while it ran; it was not run again", at)
+                       if done.result == UNKNOWN_OUTCOME else RunOutcome.failed(output_text(done.result), at))
+            await record_run_outcome(unit, done.request_id, done.tool_use_id, outcome)
 
     async def _deliver(self, unit: RunUnit, run: Run, executions: list[ToolExecution]) -> list[RunMessage]:
         """One user message with a tool_result for every tool_use of the turn, in the turn's order."""

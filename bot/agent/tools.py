@@ -12,8 +12,9 @@
 
 The input JSON Schema comes from the type hints (str, int, float, bool, list[...], dict,
 Literal[...], X | None, Annotated[T, "description"]); parameter descriptions come from
-`Annotated` or the docstring's Args section. A parameter typed `ToolContext` receives the
-run's context and is not part of the schema.
+`Annotated` or the docstring's Args section, a str's `format` from `Annotated[str, EMAIL]`
+(EMAIL, URI, DATE_TIME, DATE: a person's edit in Slack must match it). A parameter typed
+`ToolContext` receives the run's context and is not part of the schema.
 
 Risk decides the gate (low: allowed and audited; medium: allowed with an FYI in the thread;
 high and critical: a person decides). Without an explicit risk, `read_only` means low,
@@ -36,6 +37,7 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin, overload
 
 import jsonschema
 
+from bot.domain.formats import KNOWN as KNOWN_FORMATS
 from bot.domain.model import Preview, Risk
 from bot.egress import EgressPolicy
 
@@ -59,6 +61,22 @@ class ToolContext:
     http_timeout: float = 30.0
     egress: EgressPolicy = field(default_factory=EgressPolicy)  # where URLs the model chose may lead
 
+
+@dataclass(frozen=True)
+class Format:
+    """A str parameter's JSON Schema `format`: `Annotated[str, "the recipient", EMAIL]`.
+
+    The model reads it in the tool's schema, and a person's edit in Slack is checked against it
+    (bot/domain/formats.py says what each accepts)."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if self.name not in KNOWN_FORMATS:
+            raise ValueError(f"format {self.name!r} is not one of {', '.join(KNOWN_FORMATS)}")
+
+
+EMAIL, URI, DATE_TIME, DATE = Format("email"), Format("uri"), Format("date-time"), Format("date")
 
 PreviewFn = Callable[[ToolContext, dict[str, Any]], Preview | None]
 SummaryFn = Callable[[dict[str, Any]], str]
@@ -261,6 +279,11 @@ def _schema_for(hint: Any, where: str) -> dict[str, Any]:
         text = next((a for a in args[1:] if isinstance(a, str)), None)
         if text:
             prop["description"] = text
+        fmt = next((a for a in args[1:] if isinstance(a, Format)), None)
+        if fmt is not None:
+            if prop.get("type") != "string":
+                raise TypeError(f"{where}: a format applies to a str parameter")
+            prop["format"] = fmt.name  # the edit form checks a person's edit against it
         return prop
     if hint in _SIMPLE:
         return {"type": _SIMPLE[hint]}

@@ -24,6 +24,13 @@ ROOT = ""  # the key `validate_params` uses for an error about the parameters as
 
 _MESSAGE_MAX = 200  # a validation message is read in a modal, next to one field
 
+_FORMAT_TEXT = {
+    "email": "must be an email address, like name@example.com",
+    "uri": "must be a full URL, like https://example.com/page",
+    "date-time": "must be a date and time, like 2026-12-05T14:30:00Z",
+    "date": "must be a date, like 2026-12-05",
+}
+
 _TYPE_NAMES = {
     "string": "a string",
     "integer": "an integer",
@@ -191,7 +198,7 @@ def _message(error: ValidationError) -> str:
         "uniqueItems": "must not contain duplicates",
         "multipleOf": f"must be a multiple of {value}",
         "pattern": f"must match the pattern {value}",
-        "format": f"must be a valid {value}",
+        "format": _FORMAT_TEXT.get(str(value), f"must be a valid {value}"),
         "const": f"must be {_show(value)}",
         "maxProperties": f"must have at most {value} fields",
         "minProperties": f"must have at least {value} fields",

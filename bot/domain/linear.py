@@ -32,6 +32,8 @@ from jsonschema import FormatChecker
 from jsonschema.exceptions import ValidationError
 from jsonschema.validators import extend
 
+from bot.domain.formats import is_email
+
 MAX_DEPTH = 32  # nesting of parameters and of a params_schema (objects and lists)
 MAX_PATTERN_CHARS = 1000
 MAX_SCHEMA_NODES = 5000  # objects, lists and values in one params_schema
@@ -220,6 +222,7 @@ def linear(cls: Any) -> Any:
     checker = FormatChecker()
     checker.checkers = dict(cls.FORMAT_CHECKER.checkers)
     checker.checkers["regex"] = (_regex_format, ())
+    checker.checkers["email"] = (is_email, ())  # jsonschema's own only looks for an "@" (bot/domain/formats.py)
     keywords = {**cls.VALIDATORS, "pattern": _pattern, "patternProperties": _pattern_properties,
                 "additionalProperties": _additional_properties, "uniqueItems": _unique_items}
     extended = extend(cls, validators={name: _charged(fn) for name, fn in keywords.items()},  # type: ignore[no-untyped-call]

@@ -72,6 +72,8 @@ class Run:
     cancelled_by: str | None = None
     result: str | None = None
     error: str | None = None
+    # Completed runs: how many calls ran after a decision and failed (bot.domain.outcomes).
+    failed_steps: int = 0
     lease_owner: str | None = None
     lease_until: datetime | None = None
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from bot.domain.batch import Item, choice_refusal, offered, pages
 from bot.domain.model import Outcome, Request, Via
+from bot.domain.outcomes import outcome_of
 from bot.slack import blocks as card
 from bot.slack.duties import duty_notes
 from bot.slack.previews import clip, escape_mrkdwn, neutralise, one_line, plain, show_value, text_length
@@ -43,6 +44,7 @@ APPROVE_VALUE = "approve"
 
 _OUTCOME_MARK = {Outcome.APPROVED: "✅", Outcome.REJECTED: "❌"}
 REPLY_MARK = "↩️"
+FAILED_MARK = "⚠️"
 
 
 def page_count(req: Request) -> int:
@@ -99,7 +101,7 @@ def _fallback(req: Request, page: int, total: int) -> str:
     return f"{status}: {summary}{suffix}"
 
 
-def item_line(index: int, item: Item) -> str:
+def item_line(index: int, item: Item, *, failed: bool = False) -> str:
     """'3. send_email · to: a@example.com, subject: Hi' (plain text: agent content)."""
     params = item.final_params
     shown = [f"{k}: {clip(one_line(show_value(v)), PARAM_VALUE_MAX)}" for k, v in list(params.items())[:ITEM_PARAMS_SHOWN]]
@@ -111,12 +113,19 @@ def item_line(index: int, item: Item) -> str:
     mark = _OUTCOME_MARK.get(item.outcome) if item.outcome else None
     if item.via is Via.REPLY:
         mark = REPLY_MARK
+    if failed:  # approved, then it did not succeed when it ran (its note says how)
+        mark = FAILED_MARK
     return clip(neutralise(f"{mark} {line}" if mark else line), ITEM_LINE_MAX)
 
 
 def _note_text(req: Request, index: int) -> str | None:
     """The reason or reply an item was decided with, unless it is the whole batch's own comment."""
     item = req.items[index]
+    ran = outcome_of(req.extra, item=item.key) if item.key else None
+    if ran is not None:
+        actor = item.decided_by or (req.decision.decided_by if req.decision else None)
+        who = one_line(actor.name or actor.id) if actor is not None else "policy"
+        return f"{FAILED_MARK} Approved by {who}, {card.ran_text(ran)}: {one_line(ran.error)}"
     comment = (item.comment or "").strip()
     if item.outcome is None or not comment:
         return None
@@ -127,7 +136,8 @@ def _note_text(req: Request, index: int) -> str | None:
 
 def _item_blocks(req: Request, index: int) -> list[dict[str, Any]]:
     item = req.items[index]
-    line = {"type": "section", "text": plain(item_line(index, item), limit=ITEM_LINE_MAX)}
+    failed = item.key is not None and outcome_of(req.extra, item=item.key) is not None
+    line = {"type": "section", "text": plain(item_line(index, item, failed=failed), limit=ITEM_LINE_MAX)}
     if not req.is_pending or item.outcome is not None:
         return [line]
     allowed = offered(item)

@@ -19,6 +19,7 @@ from typing import Any
 
 from bot.domain.choices import allowed_decisions
 from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
+from bot.domain.outcomes import RanStatus, RunOutcome, any_failed, outcome_of
 from bot.slack.duties import duty_notes, progress_text
 from bot.slack.modals import (
     EDIT_VIEW,
@@ -86,6 +87,7 @@ CHANGES_SHOWN_MAX = 10
 CHANGE_VALUE_MAX = 150
 CHANGES_BUDGET = 1200
 COMMENT_BUDGET = 1000
+RAN_ERROR_BUDGET = 1000
 PREVIEW_MAX = 6000
 
 RISK_EMOJI = {Risk.LOW: "🟢", Risk.MEDIUM: "🟡", Risk.HIGH: "🟠", Risk.CRITICAL: "🔴"}
@@ -131,6 +133,8 @@ def _fallback(req: Request, outcome: Outcome | None) -> str:
     summary = escape_mrkdwn(clip(one_line(req.summary), FALLBACK_SUMMARY_MAX)) or "an action"
     if outcome is None:
         return f"Approval needed: {summary}"
+    if outcome is Outcome.APPROVED and any_failed(req.extra):
+        return f"{OUTCOME_LABEL[outcome][1]}, then failed when run: {summary}"
     return f"{OUTCOME_LABEL[outcome][1]}: {summary}"
 
 
@@ -244,12 +248,22 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
             line += f" · approved by {progress_text(decision.votes, len(decision.votes)).split(': ', 1)[-1]}"
     section = {"type": "section", "text": {"type": "mrkdwn", "text": clip(line, SECTION_TEXT_MAX)}}
     blocks: list[dict[str, Any]] = [section]
+    ran = outcome_of(req.extra)
+    if ran is not None and decision is not None:  # what happened when it ran (bot.domain.outcomes)
+        said = f"⚠️ *{label} {_who(decision)}, {ran_text(ran)}:*"
+        blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": clip(said, SECTION_TEXT_MAX)}})
+        blocks.append(rich_text(rt_quote(cut(ran.error, RAN_ERROR_BUDGET) or "(no error text)")))
     if decision is not None and decision.changes:
         blocks.append(_changes(decision))
     if decision is not None and decision.comment and decision.comment.strip():
         title = "Reply" if decision.via is Via.REPLY else "Reason" if outcome is Outcome.REJECTED else "Comment"
         blocks.append(_titled_quote(title, cut(decision.comment.strip(), COMMENT_BUDGET)))
     return blocks
+
+
+def ran_text(ran: RunOutcome) -> str:
+    """'then failed when run' (what follows "Approved by X")."""
+    return "then failed when run" if ran.status is RanStatus.FAILED else "then its outcome is unknown"
 
 
 def _who(decision: Decision) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from bot.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Kind, Request
+from bot.domain.outcomes import any_failed
 from bot import effects
 from bot.effects import Handler
 from bot.outbox import Dead, Done, Result
@@ -73,6 +74,8 @@ def _item_blocks(entry: InboxEntry, now: datetime, links: dict[str, str]) -> lis
 def _decided_block(req: Request, links: dict[str, str]) -> dict[str, Any]:
     assert req.decision is not None
     emoji, label = OUTCOME_LABEL[req.decision.outcome]
+    if any_failed(req.extra):  # approved, then it (or an item of its batch) failed when it ran
+        emoji, label = "⚠️", "Failed when run"
     when = slack_date(req.decision.decided_at, "{date_short_pretty} at {time}")
     return _note(f"{emoji} {label} · {_link(req, links)} · {when}")
 
@@ -142,7 +145,7 @@ def _fingerprint(inbox: Inbox) -> tuple[Any, ...]:
         return tuple((e.request.id, e.request.version, e.can_decide) for e in entries)
 
     return (ids(inbox.waiting), inbox.waiting_total, ids(inbox.escalated), inbox.escalated_total,
-            tuple(r.id for r in inbox.decided), inbox.decided_total)
+            tuple((r.id, r.version) for r in inbox.decided), inbox.decided_total)
 
 
 # --------------------------------------------------------------------------- I/O

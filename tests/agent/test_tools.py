@@ -9,7 +9,7 @@ import pytest
 
 from bot.agent.demo_tools import demo_toolset
 from bot.agent.questions import ask_human_tool, check_questions
-from bot.agent.tools import ToolContext, ToolError, Toolset, input_schema
+from bot.agent.tools import DATE, DATE_TIME, EMAIL, Format, ToolContext, ToolError, Toolset, input_schema
 from bot.domain.model import Risk
 
 
@@ -88,6 +88,30 @@ def test_demo_tools_are_tiered_and_declared_for_the_api() -> None:
     for definition in tools.definitions():
         assert definition["input_schema"]["type"] == "object" and definition["description"]
     assert "ctx" not in tools.get("send_email").input_schema["properties"]  # type: ignore[union-attr]
+
+
+def test_a_format_comes_from_annotated_and_the_demo_tools_declare_theirs() -> None:
+    formats = {(t.name, name): prop.get("format") for t in demo_toolset()
+               for name, prop in t.input_schema["properties"].items() if prop.get("format")}
+    assert formats == {("send_email", "to"): "email", ("fetch_url", "url"): "uri", ("call_webhook", "url"): "uri"}
+    tools = Toolset()
+
+    @tools.tool
+    def remind(when: Annotated[str, "when to remind", DATE_TIME], day: Annotated[str | None, DATE] = None) -> str:
+        """Set a reminder."""
+        return "ok"
+
+    props = tools.get("remind").input_schema["properties"]  # type: ignore[union-attr]
+    assert props["when"] == {"type": "string", "description": "when to remind", "format": "date-time"}
+    assert props["day"] == {"type": "string", "format": "date"}
+
+    def count(n: Annotated[int, EMAIL]) -> int:
+        return n
+
+    with pytest.raises(TypeError, match="str parameter"):
+        input_schema(count)
+    with pytest.raises(ValueError, match="not one of"):
+        Format("phone")
 
 
 async def test_workspace_paths_cannot_escape(tmp_path: Path) -> None:

@@ -155,6 +155,7 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         # Issue 12: one approver, no requester who is a Slack user, no typed confirmation, no batch.
         "quorum": 1, "requester_may_approve": True, "confirm": None, "requester_user": None, "votes": [],
         "items": None,
+        "outcome": None,  # issue 34: what happened when the decided action ran, if it did not succeed
     }
     assert list(body["action"]["params"]) == list(params)  # the agent's order is kept
     assert body["created_at"].endswith("Z") and body["created_at"] == body["updated_at"]
