@@ -40,6 +40,7 @@ from bot.domain.model import AuditEvent
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
 from storage.run_store import SqlRunStore
 from storage.sql import SqlStore
+from storage.stores import open_store
 from bot.sandbox.model import FakeAnthropic, Reply, message, text, tool_use
 from bench.harness import API_TOKEN, SIGNING_SECRET, UNCAPPED, WEBHOOK_SECRET
 
@@ -108,7 +109,7 @@ async def _persist_step(runs: SqlRunStore, run: Run) -> float:
 
 
 async def persist_phase(db_url: str, count: int) -> list[PersistResult]:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     runs = SqlRunStore(store)
     results = []
     try:

@@ -78,6 +78,7 @@ from bench.spy import Spy, summary
 from bot.domain.grants import Grant
 from bot.policy_file import parse_policy
 from storage.sql import SqlStore
+from storage.stores import open_store
 
 POLICY = """\
 rules:
@@ -373,7 +374,7 @@ async def run_engine(engine: str, args: argparse.Namespace, workdir: Path) -> Fi
         add_auto(fig, allowed / auto_s, tx_per_s, cpu_auto)
 
         # -- a fresh server on many pending requests ------------------------------------------------
-        store = await SqlStore.open(db_url)
+        store = await open_store(db_url)
         try:
             await sweep_bench._fill(store, args.pending, 0)
         finally:

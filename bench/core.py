@@ -39,7 +39,7 @@ Figures, per engine (latencies in ms; warm-up rounds are never counted):
    just before and is warmed up for 3 s (a fresh process is slow for its first ~2.5 s).
 6. End to end: `--clickers` agents, each: submit -> long-poll -> the card appears -> click -> the
    long-poll returns approved, for `--e2e-seconds` after a warm-up round; approvals/s beside the raw
-   committed transactions/s of the same database (small INSERTs through SqlStore.open's engines and,
+   committed transactions/s of the same database (small INSERTs through open_store's engines and,
    on SQLite, its single-writer lock) at the same concurrency, measured after the servers stopped.
 """
 

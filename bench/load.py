@@ -23,6 +23,7 @@ from slack_sdk.signature import SignatureVerifier
 
 from bench.fake_slack import Post, SlackHandle
 from storage.sql import SqlStore
+from storage.stores import open_store
 from bot.sandbox.signed import Response, SlackClient
 from bench.harness import API_TOKEN, SIGNING_SECRET, approval_body
 
@@ -399,7 +400,7 @@ async def e2e_phase(client: Client, server_url: str, slack: SlackHandle, agents:
 async def tx_rate(db_url: str, concurrency: int, seconds: float = 3.0, warmup: float = 0.5) -> tuple[float, int]:
     """Committed small INSERT transactions per second through `SqlStore.open` (same engines, pool and
     SQLite write lock as the server) from `concurrency` tasks; (tx/s, commits counted)."""
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     table = sa.Table(
         "bench_tx", sa.MetaData(),
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),

@@ -35,13 +35,14 @@ from bot.sandbox import SlackEmulator
 from bot.service import ApprovalSpec
 from bot.web import SIGNOFF, build
 from storage.sql import SqlStore
+from storage.stores import open_store
 
 
 async def count(db_url: str, submits: int, *, show: bool) -> list[int]:
     slack = SlackEmulator()
     await slack.start()
     slack.add_channel("C1", "approvals")
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     app = await start_app(db_url, slack, store=store)
     signoff, url = app.runner.app[SIGNOFF], app.url
     seen: list[str] | None = None

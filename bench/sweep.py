@@ -37,6 +37,7 @@ from bot.service import Service
 from bot.timers import Timers, batch_for
 from storage.schema import audit_events, outbox, requests
 from storage.sql import SqlStore
+from storage.stores import open_store
 from storage.sweep_sql import claim_statement
 
 NOW = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
@@ -108,7 +109,7 @@ async def _due_query_ms(store: SqlStore) -> float:
 async def run(engine: str, pending: int, due: int, pg_url: str, repeat: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         async with scratch_database(engine, pg_url=pg_url, workdir=Path(tmp)) as url:
-            store = await SqlStore.open(url)
+            store = await open_store(url)
             try:
                 started = time.perf_counter()
                 await _fill(store, pending, due)

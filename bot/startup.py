@@ -163,6 +163,7 @@ async def open_database(database_url: str, *, migrate: bool, must_exist: bool = 
     """
     from storage.migrate import current_revision, head_revision, upgrade
     from storage.sql import SqlStore
+    from storage.stores import open_store
 
     path = sqlite_path(database_url)
     _no_directory(database_url)
@@ -172,7 +173,7 @@ async def open_database(database_url: str, *, migrate: bool, must_exist: bool = 
                            "DATABASE_URL")
     store = None
     try:
-        store = await SqlStore.open(database_url)
+        store = await open_store(database_url)
         if migrate:
             await upgrade(database_url, engine=store.write_engine)
         current = await current_revision(store.engine)
@@ -197,11 +198,12 @@ async def upgrade_database(database_url: str) -> Revisions:
     """`signoff db upgrade`: migrate, and say from which revision to which."""
     from storage.migrate import current_revision, upgrade
     from storage.sql import SqlStore
+    from storage.stores import open_store
 
     _no_directory(database_url)
     store = None
     try:
-        store = await SqlStore.open(database_url)
+        store = await open_store(database_url)
         before = await current_revision(store.engine)
         await upgrade(database_url, engine=store.write_engine)
         return Revisions(before, await current_revision(store.engine))

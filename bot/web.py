@@ -82,6 +82,7 @@ from bot.timers import Timers
 from storage.grants import GrantStore
 from storage.pace_store import PaceStore
 from storage.sql import SqlStore
+from storage.stores import open_store
 
 if TYPE_CHECKING:
     from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -213,7 +214,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     """Wire one process: every part is made here, and every outbox kind gets its handler here."""
     clock = clock or _clock(settings)
     policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
-    store = store or await SqlStore.open(settings.database_url)
+    store = store or await open_store(settings.database_url)
     metrics = Metrics()
     waiters = Waiters()
     # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the

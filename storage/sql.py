@@ -2,9 +2,9 @@
 
 One implementation per engine extends it, owning its fast paths: storage/sqlite/store.py (one writer
 per file, statements on the event loop, driver SQL for the hottest ones) and storage/postgres/store.py
-(the raw asyncpg pool, whole changes in one statement, NOTIFY). `SqlStore.open(url)` is the one place
-that chooses between them. The unit and store here are complete on their own (every statement through
-SQLAlchemy); an engine's class overrides a method only to make it faster or to add what the engine
+(the raw asyncpg pool, whole changes in one statement, NOTIFY). `storage.stores.open_store(url)` is
+the one place that chooses between them. The unit and store here are complete on their own (every
+statement through SQLAlchemy); an engine's class overrides a method only to make it faster or to add what the engine
 alone has (a NOTIFY), never to change what it stores: the equivalence tests in tests/storage hold
 both engines to the same results.
 """
@@ -256,8 +256,8 @@ class SqlUnit(Unit):
 
 
 class SqlStore(Store):
-    """The store on SQLAlchemy. Open with `await SqlStore.open(database_url)`, which returns the
-    engine's own implementation (storage/sqlite/store.py or storage/postgres/store.py)."""
+    """The store on SQLAlchemy. Open with `await storage.stores.open_store(database_url)`, which returns
+    the engine's own implementation (storage/sqlite/store.py or storage/postgres/store.py)."""
 
     unit_class: type[SqlUnit] = SqlUnit
 
@@ -265,17 +265,6 @@ class SqlStore(Store):
         self.engine = engine  # reads
         self.write_engine = write_engine or engine  # units
         self.dialect = engine.dialect.name
-
-    @classmethod
-    async def open(cls, database_url: str, *, pool_size: int = 15) -> SqlStore:
-        """The store for `database_url`: the one place that chooses an engine's implementation."""
-        if async_url(database_url).get_backend_name() == "sqlite":
-            from storage.sqlite.store import SqliteStore
-
-            return await SqliteStore.connect(database_url)
-        from storage.postgres.store import PostgresStore  # asyncpg: imported only where PostgreSQL is used
-
-        return await PostgresStore.connect(database_url, pool_size=pool_size)
 
     def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
         """Call `seen(sql)` for every statement this store sends (to count them). Returns the call

@@ -25,6 +25,7 @@ from sqlalchemy.engine import make_url
 
 from storage.migrate import upgrade
 from storage.sql import SqlStore
+from storage.stores import open_store
 from bot.sandbox import SlackEmulator
 from tests.harness import App, start_app
 
@@ -183,7 +184,7 @@ async def db_url(template_db: str, pg_clones: PgClones | None, tmp_path: Path) -
 @pytest_asyncio.fixture
 async def store(db_url: str) -> AsyncIterator[SqlStore]:
     """The storage layer itself, on the test's database."""
-    opened = await SqlStore.open(db_url)
+    opened = await open_store(db_url)
     try:
         yield opened
     finally:

@@ -117,6 +117,7 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
     from bot.web import build
     from storage.migrate import upgrade
     from storage.sql import SqlStore
+    from storage.stores import open_store
 
     token_file = None
     if token is None:
@@ -141,7 +142,7 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
         env = demo_env(environ, port=port, workdir=workdir, slack=slack, signing_secret=signing_secret,
                        api_token=api_token, model_url=model.url if model else None)
         settings = Settings.from_env(env, dotenv=None)
-        store = await SqlStore.open(settings.database_url)
+        store = await open_store(settings.database_url)
         undo.push_async_callback(store.close)
         await upgrade(settings.database_url, engine=store.write_engine)
         signoff = await build(settings, store=store)

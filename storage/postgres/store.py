@@ -83,7 +83,7 @@ class PostgresUnit(SqlUnit):
 
 
 class PostgresStore(SqlStore):
-    """The store on PostgreSQL. Open with `await SqlStore.open("postgresql://...")`."""
+    """The store on PostgreSQL. Open with `await storage.stores.open_store("postgresql://...")`."""
 
     unit_class = PostgresUnit
     concurrent_writers = True

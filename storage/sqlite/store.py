@@ -73,7 +73,7 @@ class SqliteUnit(SqlUnit):
 
 
 class SqliteStore(SqlStore):
-    """The store on a SQLite file. Open with `await SqlStore.open("sqlite:///...")`."""
+    """The store on a SQLite file. Open with `await storage.stores.open_store("sqlite:///...")`."""
 
     unit_class = SqliteUnit
 

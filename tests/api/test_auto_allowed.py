@@ -16,6 +16,7 @@ from bot.domain.grants import FieldMatch, Grant, Scope
 from bot.sandbox import SlackEmulator
 from storage.grants import GrantStore
 from storage.sql import SqlStore
+from storage.stores import open_store
 from tests.harness import App, approval_body, policy_app
 
 POLICY = """\
@@ -85,7 +86,7 @@ async def test_idempotency_key_and_bad_input(papp: App) -> None:
 async def test_a_grant_from_another_process_applies_to_the_next_request(papp: App, db_url: str) -> None:
     _, before = await submit(papp, read("/srv/x"))
     assert before["decision"]["via"] == "policy"  # this process has now cached read_file's (empty) grant index
-    other = await SqlStore.open(db_url)  # another replica's store on the same database
+    other = await open_store(db_url)  # another replica's store on the same database
     try:
         grants = GrantStore(other)
         now = datetime.now(UTC)

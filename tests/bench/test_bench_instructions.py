@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from bench.instructions import parse_refs
 from storage.schema import decisions
 from storage.sql import SqlStore
+from storage.stores import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ async def test_the_flow_approves_each_request_and_updates_its_card(db_url: str) 
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "3 approvals"
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         async with store.engine.connect() as conn:
             outcomes = (await conn.execute(sa.select(decisions.c.outcome))).scalars().all()

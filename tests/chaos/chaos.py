@@ -34,6 +34,7 @@ import sqlalchemy as sa
 
 from storage.schema import audit_events, decisions, outbox
 from storage.sql import SqlStore
+from storage.stores import open_store
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.sandbox.signed import SlackClient
@@ -252,7 +253,7 @@ class Chaos:
     async def settle(self, timeout: float = 180) -> None:
         """No more kills: click until every request is decided; let every waiter, run and webhook finish."""
         deadline = time.monotonic() + timeout
-        store = await SqlStore.open(self.db_url)
+        store = await open_store(self.db_url)
         try:
             while True:
                 await self.person()
@@ -285,7 +286,7 @@ class Chaos:
     # -- the invariants ---------------------------------------------------------------------
 
     async def check(self) -> None:
-        store = await SqlStore.open(self.db_url)
+        store = await open_store(self.db_url)
         try:
             async with store.engine.connect() as conn:
                 ids = [r[0] for r in (await conn.execute(sa.text("SELECT id FROM requests"))).all()]

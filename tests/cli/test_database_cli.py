@@ -74,8 +74,9 @@ async def test_serve_db_upgrade_and_run_say_it_in_one_line(tmp_path: Path) -> No
 async def test_schema_behind_is_one_line(db_url: str) -> None:
     """PostgreSQL under `serve`, and `run` on any engine: an old schema is refused (SQLite `serve` migrates)."""
     from storage.sql import SqlStore
+    from storage.stores import open_store
 
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         async with store.write_engine.begin() as conn:
             await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0001'")

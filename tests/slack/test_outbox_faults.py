@@ -297,8 +297,9 @@ async def test_sigterm_right_after_a_burst_of_acked_clicks_decides_every_one(ser
     assert "not yet handled" not in server.log_path.read_text()  # type: ignore[union-attr]
 
     from storage.sql import SqlStore
+    from storage.stores import open_store
 
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         statuses = {(await store.get_request(r["id"])).status.value for r in requests}  # type: ignore[union-attr]
     finally:

@@ -16,6 +16,7 @@ import pytest
 from storage.base import Store
 from storage.run_store import RunStore, RunUnit, SqlRunStore
 from storage.sql import SqlStore
+from storage.stores import open_store
 
 __all__ = ["BACKENDS", "Backend", "Closer", "RunStore", "RunUnit", "Store"]
 
@@ -35,14 +36,14 @@ def sql_backend(request: pytest.FixtureRequest) -> Backend:
     """SqlStore / SqlRunStore on the engine `db_url` gives (SQLite, or PostgreSQL when configured)."""
     db_url: str = request.getfixturevalue("db_url")
 
-    async def open_store() -> Store:
-        return await SqlStore.open(db_url)
+    async def open_sql_store() -> Store:
+        return await open_store(db_url)
 
     async def open_run_store() -> tuple[RunStore, Closer]:
-        store = await SqlStore.open(db_url)
+        store = await open_store(db_url)
         return SqlRunStore(store), store.close
 
-    return Backend(open_store, open_run_store)
+    return Backend(open_sql_store, open_run_store)
 
 
 BACKENDS: dict[str, Callable[[pytest.FixtureRequest], Backend]] = {"sql": sql_backend}

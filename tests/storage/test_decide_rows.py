@@ -19,6 +19,7 @@ from storage.base import OutboxItem, Unit
 from storage.schema import outbox
 from storage.postgres.decide import HOME_SENTINEL, home_forms
 from storage.sql import SqlStore
+from storage.stores import open_store
 from storage.sql_statements import NOTIFY_CHANNEL
 from storage.values import outbox_values
 from tests.storage.test_contract import T0, full_request
@@ -76,7 +77,7 @@ def comparable(text: str, request_id: str) -> str:
 
 
 async def test_a_decision_writes_what_the_sequence_writes(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         ways = {"generic": ["apr_generic_a", "apr_generic_b"], "one": ["apr_one_a", "apr_one_b"]}
         await setup(store, [r for ids in ways.values() for r in ids])
@@ -117,7 +118,7 @@ async def test_a_decision_writes_what_the_sequence_writes(db_url: str) -> None:
 
 
 async def test_a_lost_guard_writes_nothing(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     listener = None
     try:
         await setup(store, ["apr_lost", "apr_won"])
@@ -147,7 +148,7 @@ async def test_a_lost_guard_writes_nothing(db_url: str) -> None:
 
 async def test_a_home_item_sql_cannot_build_takes_the_sequence(db_url: str) -> None:
     """A home item using the user id twice is not expressible as one splice: written the generic way."""
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         await setup(store, ["apr_odd_home"])
 

@@ -13,6 +13,7 @@ from bot.domain.model import Actor, AuditEvent, Decision, Outcome, Request, Stat
 from storage.base import DuplicateIdempotencyKey, Unit
 from storage.schema import audit_events, decisions, outbox, requests
 from storage.sql import SqlStore
+from storage.stores import open_store
 from tests.storage.test_contract import T0, full_request
 
 
@@ -43,7 +44,7 @@ async def rows(store: SqlStore, request_id: str) -> list[Any]:
 
 
 async def test_decided_rows_are_the_generic_inserts_rows(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         slow, slow_events = decided("apr_generic_0001", "key-generic")
         fast, fast_events = decided("apr_decided_0001", "key-decided")
@@ -62,7 +63,7 @@ async def test_decided_rows_are_the_generic_inserts_rows(db_url: str) -> None:
 
 
 async def test_a_taken_idempotency_key_writes_nothing(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         first, events = decided("apr_decided_0002", "key-taken")
         async with store.unit() as unit:
@@ -86,7 +87,7 @@ async def outbox_rows(store: SqlStore, request_id: str) -> list[Any]:
 async def test_a_decisions_rows_are_the_generic_inserts_rows(db_url: str) -> None:
     """`record_decision` (one statement on PostgreSQL) writes what the separate inserts write: the
     decision, its audit row and its outbox items, a dedupe_key already taken skipped as by `enqueue`."""
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         written = {}
         for way, request_id in (("generic", "apr_generic_0004"), ("one", "apr_decided_0004")):

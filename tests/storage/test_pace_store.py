@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 from storage.pace_store import PaceStore
 from storage.sql import SqlStore
+from storage.stores import open_store
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -32,7 +33,7 @@ async def test_a_slot_is_taken_once_per_interval_and_a_429_holds_the_channel(sto
 
 
 async def test_replicas_asking_at_once_get_one_slot_between_them(db_url: str) -> None:
-    stores = [await SqlStore.open(db_url) for _ in range(2)]  # two processes' handles on one database
+    stores = [await open_store(db_url) for _ in range(2)]  # two processes' handles on one database
     try:
         paces = [PaceStore(s) for s in stores]
         for round_ in range(3):

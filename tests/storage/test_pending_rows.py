@@ -17,6 +17,7 @@ from storage.base import DuplicateIdempotencyKey, Expect, StaleRead, Unit
 from storage.grants import DELEGATION_STAMP, GRANT_STAMP, GrantStore
 from storage.schema import outbox, request_people
 from storage.sql import SqlStore
+from storage.stores import open_store
 from tests.storage.test_contract import T0, full_request
 from tests.storage.test_decided_rows import rows as request_rows
 from tests.storage.test_shared_decisions import count_commits
@@ -53,7 +54,7 @@ async def rows(store: SqlStore, request_id: str) -> str:
 
 
 async def test_pending_rows_are_the_generic_calls_rows(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         async with store.unit() as unit:
             for user in ("U1", "U3"):
@@ -82,7 +83,7 @@ async def test_pending_rows_are_the_generic_calls_rows(db_url: str) -> None:
 
 
 async def test_no_people_and_nobody_at_home(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         for way, request_id in (("generic", "apr_generic_0002"), ("one", "apr_pending_0002")):
             request, audit = pending(request_id, None)
@@ -98,7 +99,7 @@ async def test_no_people_and_nobody_at_home(db_url: str) -> None:
 
 @pytest.mark.parametrize("generic", [False, True])
 async def test_a_taken_idempotency_key_writes_nothing(db_url: str, generic: bool) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         async with store.unit() as unit:
             await unit.open_home("U1", T0)
@@ -124,7 +125,7 @@ async def test_a_taken_idempotency_key_writes_nothing(db_url: str, generic: bool
 async def test_a_moved_stamp_raises_stale_read_and_writes_nothing(db_url: str, generic: bool) -> None:
     """`expect` (the gate's delegation stamp): read with the write (in its statement on PostgreSQL); if
     it moved, StaleRead and the unit rolls back; if not, the rows are written."""
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     grants = GrantStore(store)
     try:
         async with store.unit() as unit:
@@ -153,7 +154,7 @@ async def test_a_lone_pending_submit_verifies_both_stamps_and_writes_nothing_if_
     """The gate's pending submit on its own (`lone_unit`, `final`): on PostgreSQL ONE statement, its own
     transaction, that verifies the tool's grant stamp and the delegation stamp in its snapshot; a moved
     one fails the statement (StaleRead) and nothing of it is written. On SQLite the unit reads both first."""
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     grants = GrantStore(store)
     try:
         request, audit = pending(f"apr_pending_lone_{moved}", None)

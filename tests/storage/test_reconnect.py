@@ -27,6 +27,7 @@ from bot.service import Service
 from storage.postgres.fast import driver_rows
 from storage.schema import outbox
 from storage.sql import SqlStore
+from storage.stores import open_store
 from tests.conftest import PG_URL, _pg_admin
 from tests.storage.test_lone_unit import spec
 
@@ -36,7 +37,7 @@ async def _terminate(where: str) -> None:
 
 
 async def test_the_store_recovers_after_the_database_drops_its_connections(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     service = Service(store)
     try:
         first, _ = await service.submit(spec(1))  # every pool now holds a live connection
@@ -89,7 +90,7 @@ async def _unit_pid(store: SqlStore) -> int:
 
 @pytest.mark.postgres_only  # two pools to keep in step: SQLite has one
 async def test_a_disconnect_in_sqlalchemys_pool_replaces_the_raw_pools_connections(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         raw, unit = await _raw_pid(store), await _unit_pid(store)
         assert raw != unit
@@ -105,7 +106,7 @@ async def test_a_disconnect_in_sqlalchemys_pool_replaces_the_raw_pools_connectio
 
 @pytest.mark.postgres_only  # two pools to keep in step: SQLite has one
 async def test_a_disconnect_in_the_raw_pool_replaces_sqlalchemys_connections(db_url: str) -> None:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         unit = await _unit_pid(store)
         raw = await _raw_pid(store)
@@ -145,7 +146,7 @@ async def test_a_statement_asyncpg_refuses_on_a_live_connection_drops_no_pool(db
     """A statement asyncpg will not send (more than 32767 arguments) is a refusal, not a lost
     connection: it runs again through SQLAlchemy, whose error comes back as it always did, and no
     pool drops its connections."""
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         raw, unit = await _raw_pid(store), await _unit_pid(store)
         many = 40_000
@@ -184,7 +185,7 @@ async def test_an_outbox_claim_the_server_refuses_writes_nothing_and_runs_once_m
     runs once more through SQLAlchemy: after one refusal that claim answers, and a claim refused
     every time raises SQLAlchemy's error. Either way no pool drops its connections, and a refused
     claim leaves every outbox row as it was."""
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         await Service(store).submit(spec(1))
         before = await _outbox_rows(store)

@@ -30,6 +30,7 @@ from storage.base import OutboxItem, Reminded
 from storage.migrate import current_revision, head_revision
 from storage.schema import audit_events, metadata, outbox, requests
 from storage.sql import SqlStore
+from storage.stores import open_store
 from tests.conftest import PG_URL, _pg_admin, _pg_url_for
 from tests.harness import ROOT
 from tests.storage.test_contract import T0, full_request, insert, make_request
@@ -37,7 +38,7 @@ from tests.storage.test_contract import T0, full_request, insert, make_request
 
 @pytest_asyncio.fixture
 async def sql_store(db_url: str) -> AsyncIterator[SqlStore]:
-    store = await SqlStore.open(db_url)
+    store = await open_store(db_url)
     try:
         yield store
     finally:
@@ -89,7 +90,7 @@ async def test_signoff_db_upgrade_twice_is_idempotent(empty_db_url: str, tmp_pat
     first = await asyncio.to_thread(signoff_db_upgrade, empty_db_url, tmp_path)
     assert first.returncode == 0, first.stderr
     assert first.stdout.endswith(f" created at {head_revision()}\n")  # it says what it did
-    store = await SqlStore.open(empty_db_url)
+    store = await open_store(empty_db_url)
     try:
         request = full_request()
         await insert(store, request)
@@ -179,7 +180,7 @@ async def test_upgrading_to_0008_fills_each_requests_owner_from_its_token(empty_
     from storage.values import request_values
 
     await upgrade(empty_db_url, "0007_channel_pace")
-    store = await SqlStore.open(empty_db_url)
+    store = await open_store(empty_db_url)
     try:
         made = {"apr_a": {"api_token": "agent-a"}, "apr_b": {"api_token": "agent-a"}, "apr_c": {}}
         old = sa.table("requests", *(sa.column(c.name, c.type) for c in requests.columns if c.name != "owner"))

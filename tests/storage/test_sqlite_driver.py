@@ -21,6 +21,7 @@ from storage.schema import audit_events
 from storage.migrate import upgrade
 from storage.sqlite import fast as sqlite_fast
 from storage.sql import SqlStore
+from storage.stores import open_store
 from tests.storage.test_contract import make_request
 
 
@@ -33,7 +34,7 @@ async def sqlite_file(tmp_path: Path) -> str:
 
 
 async def test_a_write_waits_for_another_process_lock_off_the_loop(sqlite_file: str) -> None:
-    store = await SqlStore.open(f"sqlite:///{sqlite_file}")
+    store = await open_store(f"sqlite:///{sqlite_file}")
     other = sqlite3.connect(sqlite_file, isolation_level=None)
     try:
         async with store.unit() as unit:  # the writer connection exists and is warm
@@ -60,7 +61,7 @@ async def test_a_write_waits_for_another_process_lock_off_the_loop(sqlite_file: 
 
 
 async def test_reads_run_while_another_process_writes(sqlite_file: str) -> None:
-    store = await SqlStore.open(f"sqlite:///{sqlite_file}")
+    store = await open_store(f"sqlite:///{sqlite_file}")
     other = sqlite3.connect(sqlite_file, isolation_level=None)
     try:
         other.execute("BEGIN IMMEDIATE")
@@ -79,7 +80,7 @@ async def test_a_request_read_that_meets_a_lock_reads_through_the_pool(sqlite_fi
     """The request read runs on a connection of its own and never waits (storage/sqlite_fast.Reader).
     When SQLite answers it SQLITE_BUSY (here: its file is held exclusively by another connection, as
     during another process's WAL recovery), the store reads through its pool instead."""
-    store = await SqlStore.open(f"sqlite:///{sqlite_file}")
+    store = await open_store(f"sqlite:///{sqlite_file}")
     locked_path = tmp_path / "locked.db"
     locked_path.write_bytes(Path(sqlite_file).read_bytes())
     holder = sqlite3.connect(locked_path, isolation_level=None)
