@@ -100,9 +100,10 @@ EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\n```\w*\n(.*?)\n```", re.S)
 
 
 def doc_examples() -> dict[str, tuple[Path, str]]:
-    """Every code block the docs mark with `<!-- example: NAME -->`: name -> (page, code). Names are unique."""
+    """Every code block the README and the docs mark with `<!-- example: NAME -->`: name -> (page, code).
+    Names are unique."""
     found: dict[str, tuple[Path, str]] = {}
-    for page in sorted(DOCS.rglob("*.md")):
+    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
         for match in EXAMPLE.finditer(page.read_text()):
             assert match.group(1) not in found, f"example {match.group(1)!r} is marked twice"
             found[match.group(1)] = (page, match.group(2))
@@ -110,7 +111,7 @@ def doc_examples() -> dict[str, tuple[Path, str]]:
 
 
 def readme_example(name: str) -> str:
-    """The code block the docs (docs/integrations/*.md, docs/api.md) mark with `<!-- example: NAME -->`."""
+    """The code block the README or a docs page (docs/integrations/*.md, docs/api.md) marks `<!-- example: NAME -->`."""
     found = doc_examples().get(name)
     assert found, f"the docs have no example {name!r}"
     return found[1]
