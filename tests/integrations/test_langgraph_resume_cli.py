@@ -93,17 +93,29 @@ async def test_the_console_script_imports_the_app_from_its_folder_and_says_what_
     assert lines[1] == f"signoff langgraph resume: resumed thread refund-1: {first} approved by alice"
 
     second = await pause(app, tmp_path, env, "refund-2", "b@example.com")
-    await app.click(second, "U1", action="signoff_reject", user_name="alice")  # opens the reason form
-    view = (await app.slack.wait_for("views.open"))[-1].args["view"]
-    await app.slack_client.view_submission(user="U1", user_name="alice", callback_id=view["callback_id"],
-                                           private_metadata=view["private_metadata"],
-                                           values={"reason": {"value": plain_input("not this one")}})
-    assert (await decided(app, second))["status"] == "rejected"
+    await reject(app, second, "not this one")
+    code, out, err = await run(command, tmp_path, env)
+    assert code == 0, err
+    assert out.splitlines()[1:] == [f"signoff langgraph resume: resumed thread refund-2: {second} not approved "
+                                    "(rejected by alice): not this one"], out
+
+    third = await pause(app, tmp_path, env, "refund-3", "c@example.com")
+    await reject(app, third, "nor this one")
     code, out, err = await run([*command, "--quiet"], tmp_path, env)
     assert code == 0, err
     assert out == ""  # --quiet: nothing printed, yet the thread was resumed
     code, out, _ = await run([sys.executable, "-c", "import sqlite3, myapp; from langgraph.checkpoint.sqlite import "
                               "SqliteSaver; g = myapp.build_graph(SqliteSaver(sqlite3.connect('checkpoints.db', "
                               "check_same_thread=False))); print(g.get_state({'configurable': {'thread_id': "
-                              "'refund-2'}}).values['sent'])"], tmp_path, env)
-    assert code == 0 and out.strip() == "not sent: not this one", out  # the resume ran, as not approved
+                              "'refund-3'}}).values['sent'])"], tmp_path, env)
+    assert code == 0 and out.strip() == "not sent: nor this one", out  # the resume ran, as not approved
+
+
+async def reject(app: App, request_id: str, reason: str) -> None:
+    before = len(app.slack.calls_to("views.open"))
+    await app.click(request_id, "U1", action="signoff_reject", user_name="alice")  # opens the reason form
+    view = (await app.slack.wait_for("views.open", count=before + 1))[-1].args["view"]
+    await app.slack_client.view_submission(user="U1", user_name="alice", callback_id=view["callback_id"],
+                                           private_metadata=view["private_metadata"],
+                                           values={"reason": {"value": plain_input(reason)}})
+    assert (await decided(app, request_id))["status"] == "rejected"
