@@ -117,7 +117,10 @@ def _no_example_left_running() -> Iterator[None]:
         proc = STARTED.pop()
         if proc.poll() is None:
             proc.kill()
-        proc.communicate()
+        proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None and not pipe.closed:
+                pipe.close()
 
 
 def start(script: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
@@ -403,14 +406,16 @@ class Printed:
             time.sleep(0.05)  # test-side: the resumer is another process
 
     def stop(self) -> str:
+        """Ctrl-C's cousin (SIGTERM); what it wrote on stderr. Its stdout is the reader's alone."""
         self.proc.terminate()
         try:
-            _, err = self.proc.communicate(timeout=30)
+            self.proc.wait(30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
+            self.proc.wait()
         self.reader.join(10)
-        return err
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
 
 
 def test_the_node_example_pauses_and_the_resumer_line_finishes_it(sandbox: Sandbox, tmp_path: Path) -> None:
