@@ -7,8 +7,10 @@
                                     4 undeliverable (Slack refused the card for good: nobody can decide it)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
     signoff mcp                     the MCP server over stdio
-    signoff langgraph resume --graph module:function [--db checkpoints.db] [--once]
-                                    resume paused LangGraph threads with Signoff's decisions
+    signoff langgraph resume --graph module:function [--db checkpoints.db] [--once] [--quiet]
+                                    resume paused LangGraph threads with Signoff's decisions (run from
+                                    the app's folder: it is imported from there); says what it
+                                    watches and each thread it resumes, unless --quiet
 """
 
 from __future__ import annotations
