@@ -7,8 +7,10 @@
                                     4 undeliverable (Slack refused the card for good: nobody can decide it)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
     signoff mcp                     the MCP server over stdio
-    signoff langgraph resume --graph module:function [--db checkpoints.db] [--once]
-                                    resume paused LangGraph threads with Signoff's decisions
+    signoff langgraph resume --graph module:function [--db checkpoints.db] [--once] [--quiet]
+                                    resume paused LangGraph threads with Signoff's decisions (run from
+                                    the app's folder: it is imported from there); says what it
+                                    watches and each thread it resumes, unless --quiet
 """
 
 from __future__ import annotations
@@ -115,8 +117,9 @@ def _langgraph_resume(args: argparse.Namespace) -> int:
     card = {"channel": args.channel, "approvers": args.approver or None, "risk": args.risk,
             "requested_by": args.requested_by}
     try:
+        report = None if args.quiet else (lambda line: print(f"signoff langgraph resume: {line}", flush=True))
         resumer = Resumer(load_factory(args.graph), checkpointer, client=SignoffClient(args.url, args.token),
-                          scan_every=args.scan_every, **card)
+                          scan_every=args.scan_every, report=report, **card)
     except SignoffError as exc:
         print(f"signoff langgraph resume: {exc.message}", file=sys.stderr)
         return 2
@@ -156,6 +159,8 @@ def parser() -> argparse.ArgumentParser:
     resume.add_argument("--requested-by")
     resume.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
     resume.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
+    resume.add_argument("--quiet", action="store_true",
+                        help="print nothing on start and per resumed thread (warnings still go to stderr)")
     return root
 
 

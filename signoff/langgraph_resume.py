@@ -23,7 +23,10 @@ Invariants:
   decision (long-polls back early, Signoff restarting) is followed by the next no sooner than
   `scan_every` after it began: the loop never spins.
 - A request whose card Slack refused for good is not long-polled (the server answers it at once):
-  one WARNING names it, its thread and the fix; the thread stays paused until the request ends.
+  one WARNING names it, its thread and the fix; the resumer cancels it and resumes the thread as
+  not approved.
+- `report` (the CLI passes `print` unless --quiet) gets one line when the resumer starts (what it
+  watches) and one per thread it resumes (the thread, each request, approved or not and why).
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ class Resumer:
 
     def __init__(self, graph_factory: Callable[..., Any], checkpointer: Any = None, *,
                  client: SignoffClient | None = None, claims: Claims | None = None, scan_every: float = 5.0,
-                 **card: Any) -> None:
+                 report: Callable[[str], None] | None = None, **card: Any) -> None:
         takes_arg = bool(inspect.signature(graph_factory).parameters)
         self.graph = graph_factory(checkpointer) if takes_arg else graph_factory()
         chosen = checkpointer if checkpointer is not None else getattr(self.graph, "checkpointer", None)
@@ -101,6 +104,7 @@ class Resumer:
         self.claims = claims or Claims.beside(self.checkpointer)
         self.scan_every = scan_every
         self.card = card
+        self.report = report or (lambda _line: None)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix="signoff-wait")
         self._quiet: dict[str, str] = {}  # thread -> latest checkpoint seen not waiting on Signoff
         self._known: dict[str, tuple[str, ...]] = {}  # interrupt id -> the requests that answer it
@@ -111,6 +115,15 @@ class Resumer:
         self._pool.shutdown(wait=False, cancel_futures=True)
         if self._owns_client:
             self.client.close()
+
+    def describe(self) -> str:
+        """The checkpointer, in words: its SQLite file where it has one."""
+        conn = getattr(self.checkpointer, "conn", None)
+        if isinstance(conn, sqlite3.Connection):
+            for _seq, name, path in conn.execute("PRAGMA database_list").fetchall():
+                if name == "main" and path:
+                    return f"the checkpoints in {path}"
+        return f"the checkpointer {type(self.checkpointer).__name__}"
 
     # -- finding paused threads ---------------------------------------------------------
 
@@ -186,6 +199,9 @@ class Resumer:
     def run(self, *, stop: threading.Event | None = None, once: bool = False) -> None:
         """Resume threads as their decisions arrive, until `stop` is set (or after one round with `once`)."""
         stop = stop or threading.Event()
+        self.report(f"watching {self.describe()} for threads paused at a Signoff interrupt "
+                    f"({'one round' if once else f'every {self.scan_every:g} s, until stopped'}); "
+                    f"decisions from {getattr(getattr(self.client, 'config', None), 'url', 'Signoff')}")
         while not stop.is_set():
             began = time.monotonic()
             try:
@@ -229,7 +245,11 @@ class Resumer:
             self.claims.finish(paused.key)  # resumed by someone before us: nothing left to do
             return False
         values = {item.id: resume_value(item, [bodies[r] for r in ids]) for item, ids in paused.parts}
-        return self._invoke(paused.key, Command(resume=values), config)
+        if not self._invoke(paused.key, Command(resume=values), config):
+            return False
+        outcomes = "; ".join(f"{rid} {outcome_words(bodies[rid])}" for rid in paused.request_ids)
+        self.report(f"resumed thread {paused.thread_id}: {outcomes}")
+        return True
 
     def _invoke(self, key: str, command: Any, config: dict[str, Any]) -> bool:
         try:
@@ -262,13 +282,35 @@ class Resumer:
         return continued
 
 
+def outcome_words(body: Any) -> str:
+    """A request's end in a few words: "approved by alice", "rejected by bob: too late", "expired"."""
+    decision = final_decision(body)
+    if decision is None:
+        return "still pending"
+    who = f" by {decision.decided_by.name or decision.decided_by.id}" if decision.decided_by else ""
+    if decision.outcome == "approved":
+        edited = f" with edits to {', '.join(c.field for c in decision.changes)}" if decision.changes else ""
+        return f"approved{who}{edited}"
+    why = decision.comment
+    return f"not approved ({decision.outcome}{who}){f': {why}' if why else ''}"
+
+
 def load_factory(spec: str) -> Callable[..., Any]:
-    """`module:function` -> the function (the CLI's --graph)."""
+    """`module:function` -> the function (the CLI's --graph).
+
+    The working directory goes first on `sys.path`, as `python -m` puts it: `--graph myapp:build_graph`
+    run next to myapp.py imports it (a console script's path holds only its own folder).
+    """
     import importlib
+    import os
+    import sys
 
     module_name, _, name = spec.partition(":")
     if not module_name or not name:
         raise SignoffError(f"--graph takes module:function, not {spec!r}")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

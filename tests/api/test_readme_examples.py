@@ -1,4 +1,4 @@
-"""The README's request-body and timing examples, sent as written: they work once the ids they name
+"""The Agent API page's (docs/api.md) request-body and timing examples, sent as written: they work once the ids they name
 exist in the workspace and the server has a webhook secret, and otherwise fail the way the README
 says (a 400 naming the field), never half-way."""
 
@@ -12,7 +12,7 @@ from typing import Any
 from bot.sandbox import SlackEmulator
 from tests.harness import start_app
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()  # moved there from the README
 
 
 def example(after: str) -> dict[str, Any]:

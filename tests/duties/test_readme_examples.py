@@ -1,4 +1,4 @@
-"""The README's examples for quorum, typed confirmation, separation of duties and batches, as written."""
+"""The Agent API page's (docs/api.md) examples for quorum, typed confirmation, separation of duties and batches, as written."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ IDS = {"U0123ALICE": "U1", "U0456BOB": "U2", "U0789CAROL": "U3", "S0456OPS": "SO
 
 
 def readme_section(title: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"### {title}")
-    end = text.index("\n### ", start + 1)
+    """A section of the Agent API page (docs/api.md; it was the README's)."""
+    text = (ROOT / "docs" / "api.md").read_text()
+    start = text.index(f"## {title}")
+    end = text.index("\n## ", start + 1)
     return text[start:end]
 
 

@@ -69,11 +69,10 @@ async def test_prompt_tool_approve_with_edits_then_deny(app: App, model: FakeCla
 
 
 async def test_readme_http_config_as_the_prompt_tool(app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
-    """The README's /mcp config and command: the CLI talks streamable HTTP to the main server."""
+    """The MCP page's /mcp config (written by its shell snippet) and command: the CLI talks streamable HTTP to the main server."""
     cli = cli_for(app, model, tmp_path)
-    app.slack.add_channel("C0123ABCD", "approvals")
-    config = readme_example("mcp-http").replace("http://127.0.0.1:3000", app.url)
-    (cli.work / "mcp.json").write_text(config.replace("choose-a-long-random-token", API_TOKEN))
+    code, out, err = await cli.shell(readme_example("mcp-http"))  # writes mcp.json from SIGNOFF_* as pasted
+    assert code == 0 and app.url in (cli.work / "mcp.json").read_text(), (out, err)
     readme = cli.work / "README.md"
     model.script(message(tool_use("Write", {"file_path": str(readme), "content": "# Tidy\n"}, id="toolu_http_1")),
                  message(text("Tidied.")))
@@ -81,7 +80,7 @@ async def test_readme_http_config_as_the_prompt_tool(app: App, model: FakeClaude
     request_id = await pending_id(app)
     _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
     assert body["requested_by"] == "MCP client over HTTP" and body["action"]["name"] == "Write"
-    assert body["channel"] == "C0123ABCD"  # from the configured URL
+    assert body["channel"] == "C1"  # SIGNOFF_CHANNEL, written into the configured URL
     await app.click(request_id, "U1", user_name="alice")
     code, out, err = await running
     assert code == 0 and "Tidied." in out, (out, err)

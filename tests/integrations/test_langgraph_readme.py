@@ -1,5 +1,6 @@
-"""The README's LangGraph and LangChain examples, run as written: each file started as a program that
-pauses and exits, then resumed by the README's `signoff langgraph resume` lines in another process."""
+"""The LangGraph page's (docs/integrations/langgraph.md) examples, run as written: each file started as a
+program that pauses and exits, then resumed by the page's `signoff langgraph resume` lines in another
+process, started in the app's folder with no PYTHONPATH (as a person runs them)."""
 
 from __future__ import annotations
 
@@ -15,24 +16,19 @@ from typing import Any
 import pytest
 
 from bot.sandbox.signed import plain_input
-from tests.harness import API_TOKEN, ROOT, App
+from tests.harness import API_TOKEN, App
 from tests.integrations.claude_cli import readme_example
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.integrations.test_langgraph import decided, submit_modal, until
-
-# The names the HITL example leaves to the reader: a chat model and two tools (scripted for the test).
-HITL_PRELUDE = ("from tests.integrations.lg_graphs import TWO_CALLS, ScriptedModel, delete_file, send_email\n"
-                "model = ScriptedModel(messages=iter(()), tool_calls=TWO_CALLS)\n")
-
 
 @pytest.fixture
 def workdir(app: App, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """An application directory and the environment its processes run with."""
     app.slack.add_channel("C0123ABCD", "approvals")
     app.slack.add_user("U0123ALICE", "alice")
-    env = {**os.environ, "SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, "LG_CALLS": str(tmp_path / "calls"),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
-           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(SIGNOFF_URL=app.url, SIGNOFF_TOKEN=API_TOKEN, SIGNOFF_CHANNEL="C0123ABCD",
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
     return tmp_path, env
 
 
@@ -92,7 +88,7 @@ async def test_the_node_example_pauses_exits_and_resumes_with_the_edit(app: App,
 async def test_the_hitl_example_offers_each_tool_its_decisions_and_resumes(
         app: App, workdir: tuple[Path, dict[str, str]]) -> None:
     tmp, env = workdir
-    (tmp / "agentapp.py").write_text(HITL_PRELUDE + readme_example("langchain-hitl"))
+    (tmp / "agentapp.py").write_text(readme_example("langchain-hitl"))
     assert await (await start([sys.executable, "agentapp.py"], tmp, env)).wait() == 0
     [batch] = await pending(app, 1)  # one interrupt with two actions: one card
     assert [i["action"]["name"] for i in batch["items"]] == ["send_email", "delete_file"]
@@ -112,7 +108,7 @@ async def test_the_hitl_example_offers_each_tool_its_decisions_and_resumes(
         await until(lambda: not state_of(tmp / "agentapp.py", "build_agent", "tidy-42").next, timeout=60)
     finally:
         assert await finish(resumer) == 0
-    calls = [json.loads(line) for line in (tmp / "calls").read_text().splitlines()]
-    assert calls == [{"tool": "send_email", "args": {"to": "a@example.com", "subject": "Hi"}}]
     final = state_of(tmp / "agentapp.py", "build_agent", "tidy-42").values["messages"][-1]
-    assert "delete_file[error]: User rejected the tool call for `delete_file` with reason: Keep the report" in final.content
+    assert "send_email: sent to customer@example.com: Tidied" in final.content  # approved: the tool ran
+    assert "delete_file: User rejected the tool call for `delete_file` with reason: Keep the report" in final.content
+    assert "deleted" not in final.content

@@ -66,16 +66,35 @@ class DemoProcess:
             self.proc.stdout.close()
 
 
-def start_demo(tmp: Path, *args: str, **env: str) -> DemoProcess:
-    """Start it in `tmp`, its token kept in `tmp`/state (XDG_STATE_HOME) unless `env` says otherwise."""
+HEADER = "# to try an integration, paste:"
+
+
+def exported(demo: DemoProcess) -> dict[str, str]:
+    """The three `export` lines after the header, as the shell would read them; checks their exact shape."""
+    lines = demo.printed.splitlines()
+    assert HEADER in lines, demo.printed
+    at = lines.index(HEADER)
+    names = [line.split("=", 1)[0] for line in lines[at + 1:at + 4]]
+    assert names == ["export SIGNOFF_URL", "export SIGNOFF_TOKEN", "export SIGNOFF_CHANNEL"], demo.printed
+    return {line.split("=", 1)[0].removeprefix("export "): line.split("=", 1)[1] for line in lines[at + 1:at + 4]}
+
+
+def start_demo(tmp: Path, *args: str, program: list[str] | None = None, **env: str) -> DemoProcess:
+    """Start it in `tmp`, its token kept in `tmp`/state (XDG_STATE_HOME) unless `env` says otherwise.
+
+    `program`: how to start it (default `python -m bot demo`; the docs' tests give the console script)."""
     port = free_port()
     log = tmp / "demo.log"
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("SIGNOFF_", "ANTHROPIC_", "SLACK_"))}
-    full_env.update(PYTHONPATH=str(ROOT), XDG_STATE_HOME=str(tmp / "state"))
+    if program is None:
+        full_env.update(PYTHONPATH=str(ROOT))
+    else:
+        full_env.pop("PYTHONPATH", None)
+    full_env.update(XDG_STATE_HOME=str(tmp / "state"))
     full_env.update(env)
+    command = [*(program or [sys.executable, "-m", "bot"]), "demo", "--port", str(port), *args]
     with open(log, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "bot", "demo", "--port", str(port), *args], cwd=tmp,
-                                env=full_env, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        proc = subprocess.Popen(command, cwd=tmp, env=full_env, stdout=subprocess.PIPE, stderr=stderr, text=True)
     assert proc.stdout is not None
     banner = []
     deadline = time.monotonic() + 120

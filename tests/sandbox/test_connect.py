@@ -15,19 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from tests.harness import ROOT
-from tests.sandbox.browser import DemoProcess, start_demo
-
-HEADER = "# to try an integration, paste:"
-
-
-def exported(demo: DemoProcess) -> dict[str, str]:
-    """The three lines after the header, as the shell would read them; checks their exact shape."""
-    lines = demo.printed.splitlines()
-    assert HEADER in lines, demo.printed
-    at = lines.index(HEADER)
-    names = [line.split("=", 1)[0] for line in lines[at + 1:at + 4]]
-    assert names == ["export SIGNOFF_URL", "export SIGNOFF_TOKEN", "export SIGNOFF_CHANNEL"], demo.printed
-    return {line.split("=", 1)[0].removeprefix("export "): line.split("=", 1)[1] for line in lines[at + 1:at + 4]}
+from tests.sandbox.browser import exported, start_demo
 
 
 def submit_with(env: dict[str, str]) -> dict[str, object]:
