@@ -25,7 +25,7 @@ clock; the load average is printed beside every engine's figures. Per engine, in
              Slack's pace) for `--card-seconds`, open loop. Submit -> card posted p50, and the part of
              it beyond Slack's pace (posted minus the later of the submit and the channel's previous
              post + 1 s): what queues inside Signoff.
-  raw tx/s   bench.load.tx_rate (small committed INSERTs through SqlStore.open) after the server stops.
+  raw tx/s   bench.load.tx_rate (small committed INSERTs through storage.stores.open_store) after the server stops.
   pending    `--pending` pending requests written in bulk, a fresh server on them: its RSS (beside a
              fresh server's RSS on the empty database at the start); then `--polls` concurrent
              GET ?wait=30 on those requests: the server's RSS while they wait.

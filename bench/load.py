@@ -398,7 +398,7 @@ async def e2e_phase(client: Client, server_url: str, slack: SlackHandle, agents:
 
 
 async def tx_rate(db_url: str, concurrency: int, seconds: float = 3.0, warmup: float = 0.5) -> tuple[float, int]:
-    """Committed small INSERT transactions per second through `SqlStore.open` (same engines, pool and
+    """Committed small INSERT transactions per second through `open_store` (same engines, pool and
     SQLite write lock as the server) from `concurrency` tasks; (tx/s, commits counted)."""
     store = await open_store(db_url)
     table = sa.Table(

@@ -37,7 +37,7 @@ def declared() -> list[Requirement]:
 
 def test_the_lock_says_how_to_refresh_it() -> None:
     assert REFRESH in (ROOT / "requirements.txt").read_text()
-    assert f"`{REFRESH}`" in (ROOT / "README.md").read_text()
+    assert f"`{REFRESH}`" in (ROOT / "docs" / "deploy.md").read_text()
 
 
 def test_every_dependency_is_pinned_within_its_bounds() -> None:

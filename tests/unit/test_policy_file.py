@@ -146,9 +146,9 @@ def test_serve_refuses_a_bad_policy_with_one_line(tmp_path: Path) -> None:
 
 
 def test_readme_policy_example_and_explain(tmp_path: Path) -> None:
-    """The README's policy file loads, and `policy explain` prints what the README shows."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Policy\n"):]
+    """The policy page's file loads, and `policy explain` prints what the page shows."""
+    readme = (ROOT / "docs" / "policy.md").read_text()
+    section = readme[readme.index("# Policy\n"):]
     example = section[section.index("```yaml\n") + 8:section.index("```\n", section.index("```yaml\n"))]
     path = tmp_path / "policy.yaml"
     path.write_text(example)
