@@ -5,6 +5,6 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 try:
-    __version__ = version("signoff")
+    __version__ = version("signoff-server")
 except PackageNotFoundError:  # run from a checkout that was never installed
     __version__ = "0+unknown"

@@ -13,7 +13,7 @@
                            the bot, an emulated Slack and a page to click in, on this machine; prints the
                            `export SIGNOFF_URL=... SIGNOFF_TOKEN=... SIGNOFF_CHANNEL=...` lines for an agent
     signoff wait | hook | mcp | langgraph
-                           agent-side commands (signoff/cli.py): wait for a decision, Claude Code hook, MCP server
+                           agent-side commands (client/signoff/cli.py): wait for a decision, Claude Code hook, MCP server
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import logging
 import sys
 from typing import Any
 
-AGENT_SIDE = ("wait", "hook", "mcp", "langgraph")  # handed to signoff/cli.py before the server is imported
+AGENT_SIDE = ("wait", "hook", "mcp", "langgraph")  # handed to client/signoff/cli.py before the server is imported
 
 
 class JsonFormatter(logging.Formatter):

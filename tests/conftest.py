@@ -69,7 +69,7 @@ def _compile_sources() -> None:
     each of them compiled Signoff's sources again: 0.15 s of every start. Nothing is compiled again
     once the files are current."""
     root = Path(__file__).resolve().parent.parent
-    for package in ("bot", "storage", "signoff"):
+    for package in ("bot", "storage", "client/signoff"):
         compileall.compile_dir(root / package, quiet=1)
 
 

@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("bot", "storage", "signoff", "bench")
 
 
+FOLDERS = {"signoff": ROOT / "client" / "signoff"}  # the agent side is its own distribution, in client/
+
+
 def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = list(path.relative_to(ROOT / "client" if "client" in path.relative_to(ROOT).parts[:1] else ROOT)
+                 .with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -32,7 +36,8 @@ def _module_name(path: Path) -> str:
 def _modules() -> dict[str, Path]:
     found = {}
     for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py") if (ROOT / package).is_dir() else ():
+        folder = FOLDERS.get(package, ROOT / package)
+        for path in folder.rglob("*.py") if folder.is_dir() else ():
             if "migrations" in path.parts:
                 continue  # Alembic's scripts are loaded by Alembic, not imported
             found[_module_name(path)] = path

@@ -36,7 +36,7 @@ def test_known_settings_are_quiet() -> None:
 def test_every_setting_the_code_reads_is_known() -> None:
     """A new SIGNOFF_* setting must be added to KNOWN_SETTINGS, or setting it would draw a warning."""
     named = set()
-    for folder in ("bot", "storage", "signoff"):
+    for folder in ("bot", "storage", "client/signoff"):
         for path in (ROOT / folder).rglob("*.py") if (ROOT / folder).is_dir() else ():
             named |= set(re.findall(r"\bSIGNOFF_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
     prefixes = {n for n in named if any(k.startswith(n + "_") for k in KNOWN_SETTINGS)}  # "SIGNOFF_REMIND_*"

@@ -12,7 +12,7 @@ from tests.harness import ROOT
 
 
 def test_importing_every_signoff_module_loads_nothing_of_the_server() -> None:
-    modules = sorted("signoff." + p.stem for p in Path(ROOT / "signoff").glob("*.py") if p.stem != "__init__")
+    modules = sorted("signoff." + p.stem for p in Path(ROOT / "client" / "signoff").glob("*.py") if p.stem != "__init__")
     code = ("import importlib, sys\n"
             f"for m in {modules!r}: importlib.import_module(m)\n"
             "print(','.join(sorted(m for m in sys.modules if m.split('.')[0] in ('bot', 'storage'))))")

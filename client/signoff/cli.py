@@ -134,6 +134,9 @@ def _langgraph_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+SERVER_COMMANDS = frozenset({"serve", "demo", "db", "run", "policy"})
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="signoff", description="Signoff's agent-side commands.")
     sub = root.add_subparsers(dest="command", required=True)
@@ -180,6 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from signoff.mcp_server import run_stdio
 
         return run_stdio(given[1:])
+    if given[:1] and given[0] in SERVER_COMMANDS:
+        # Only the server's install has them: this is the agent side alone (client/pyproject.toml).
+        print(f"signoff {given[0]}: a command of the Signoff server, which is not installed here (this is the "
+              "agent side alone). Install the server from the repository's root: pip install -e .", file=sys.stderr)
+        return 2
     args = parser().parse_args(given)
     if args.command == "wait":
         return _wait(args)
