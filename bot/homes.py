@@ -9,12 +9,26 @@ it (request id and version), so a repeated sweep tick or a retried unit enqueues
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
 from bot import effects
 from bot.domain.values import is_user_id
-from storage.base import OutboxItem, Unit
+from storage.base import OutboxItem, Store, Unit
+
+
+class HomeOpens:
+    """A person opens Signoff's App Home: remember them (their Home is kept up to date from now on)
+    and publish it."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def opened(self, user_id: str, now: datetime) -> None:
+        async with self.store.unit() as unit:
+            await unit.open_home(user_id, now)
+            await unit.enqueue(effects.publish_home(user_id, f"open:{uuid.uuid4().hex}", now))
 
 def user_ids(entries: Iterable[str]) -> list[str]:
     """The Slack user ids among `entries` (user groups, S..., are not people)."""

@@ -48,6 +48,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot import effects
+from bot.reads import Reads
 from bot.clock import Clock
 from bot.domain.model import AuditEvent
 from bot.group_commit import GroupCommit
@@ -111,10 +112,10 @@ Result = Done | Retry | Dead
 Handler = Callable[[OutboxItem], Awaitable[Result]]
 
 
-async def after_post(store: Store, ordered_by: str, post_kind: str, what: str) -> Result:
+async def after_post(reads: Reads, ordered_by: str, post_kind: str, what: str) -> Result:
     """For an item that needs a message which is not posted: wait while its post is still queued
     (it is ahead, and delivered in order); if the post gave up, there is nothing to do."""
-    items = await store.outbox_items(ordered_by)
+    items = await reads.outbox(ordered_by)
     if any(i.kind == post_kind and i.status == "pending" for i in items):
         return Retry(0.5, f"{what} not posted yet", waiting=True)
     return Done()

@@ -17,6 +17,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from bot.reads import Reads
 from bot.clock import Clock, SystemClock, new_id
 from bot.fresh import Fresh
 from bot.known import Known
@@ -99,6 +100,7 @@ class Service:
         max_pending: int | None = None,
     ) -> None:
         self.store = store
+        self.reads = Reads(store)  # what the edges read (they write only through the use cases)
         self.max_pending = max_pending  # per API token (SIGNOFF_MAX_PENDING_PER_TOKEN); None: no cap
         self._staging: Counter[str] = Counter()  # per token: pending requests counted, not committed yet
         self.metrics = metrics or Metrics()

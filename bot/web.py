@@ -71,6 +71,7 @@ from bot.slack.team import InstalledTeam
 from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
+from bot.homes import HomeOpens
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
 from bot.slack.grant_handlers import GrantInteractions
@@ -232,7 +233,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       default_timing=settings.default_timing(), gate=gate, max_pending=settings.max_pending_per_token,
                       access=Access(directory, still_delegate=still_delegate))
     timers = Timers(service, clock)
-    home = Home(store, clock)
+    home = Home(service.reads, HomeOpens(store), clock)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
     health = SlackHealth()
     pace = ChannelPace(clock, settings.slack_channel_pace_seconds, PaceStore(store))  # shared by replicas
@@ -257,7 +258,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         NoticeDelivery(service, call, clock, directory).handlers(),
         home_publisher.handlers(),
         agent.delivery.handlers(),
-        FyiDelivery(store, call, clock).handlers(),
+        FyiDelivery(service.reads, call, clock).handlers(),
     )
     dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
@@ -312,7 +313,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
-    signoff.watcher.checks.append(undelivered_check(store))
+    signoff.watcher.checks.append(undelivered_check(service.reads))
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings

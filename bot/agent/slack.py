@@ -128,7 +128,7 @@ class RunDelivery:
         return failure or Done()
 
     async def _before_root(self, run_id: str) -> Result:
-        return await after_post(self.run_service.service.store, run_id, effects.POST_ROOT, "the run's message")
+        return await after_post(self.run_service.service.reads, run_id, effects.POST_ROOT, "the run's message")
 
     async def _find(self, attempt: int, event_type: str, payload: dict[str, Any], *, channel: str,
                     ts: str | None = None, oldest: float | None = None) -> str | Result | None:
@@ -202,7 +202,7 @@ class RunInteractions:
             await self.tell(click.user_id, click.channel_id, f"This run {state}. Nothing was changed.")
 
     async def _question(self, click: Click) -> Request | None:
-        request = await self.service.store.get_request(click.request_id)
+        request = await self.service.reads.request(click.request_id)
         refusal = None
         if request is None or request.kind is not Kind.QUESTION:
             refusal = "This question does not exist. Nothing was changed."

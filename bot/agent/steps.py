@@ -367,7 +367,7 @@ class Steps:
         for execution in executions:
             if execution.status is not ExecStatus.WAITING:
                 continue
-            request = await self.service.store.get_request(execution.request_id or "")
+            request = await self.service.reads.request(execution.request_id or "")
             if request is not None and request.is_pending:
                 waiting = True
             else:
@@ -447,7 +447,7 @@ class Steps:
         assert tool is not None  # an unknown tool never gets past _prepare
         params = started.final_input if started.final_input is not None else started.input
         if started.gate is Gate.ASK:  # bound to what runs: only the approved parameters, by their hash
-            request = await self.service.store.get_request(started.request_id or "")
+            request = await self.service.reads.request(started.request_id or "")
             problem = approved_params_problem(request, started.tool_use_id, params)
             if problem is not None:
                 log.warning("run %s: refused to run %s: %s", run.id, started.tool_use_id, problem)

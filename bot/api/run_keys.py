@@ -54,6 +54,6 @@ async def start_once(runs: RunService, new: NewRun, *, owner: str, key: str | No
 async def check_run_owner(request: web.Request, runs: RunService, run_id: str) -> None:
     if owners.token_of(request).admin:
         return
-    events = await runs.service.store.audit_events(run_id)
+    events = await runs.service.reads.audit(run_id)
     owner = next((e.data.get(owners.OWNER) for e in events if e.type == "run_created"), None)
     owners.check(request, owner, "run", run_id)

@@ -45,7 +45,7 @@ class BatchPages:
     async def post(self, item: OutboxItem) -> Result:
         """The card; for a batch of several pages, the pages' posts join the unit storing its ts."""
         # The one read of this delivery, if the submit's commit left nothing to render (bot/fresh.py).
-        request = self.service.fresh.take(item) or await self.service.store.get_request(item.payload["request_id"])
+        request = self.service.fresh.take(item) or await self.service.reads.request(item.payload["request_id"])
         result = await self.cards.post(item, read=request)
         if not isinstance(result, Done) or request is None or not request.is_batch or page_count(request) < 2:
             return result
@@ -62,14 +62,14 @@ class BatchPages:
         return apply
 
     async def post_page(self, item: OutboxItem) -> Result:
-        request = await self.service.store.get_request(item.payload["request_id"])
+        request = await self.service.reads.request(item.payload["request_id"])
         page = int(item.payload["page"])
         if request is None:
             return Dead("request no longer exists")
         if page_ts(request, page):
             return Done()
         if not request.has_card:
-            return await after_post(self.service.store, request.id, effects.POST_CARD, "card")
+            return await after_post(self.service.reads, request.id, effects.POST_CARD, "card")
         assert request.card_channel is not None  # has_card
         thread = request.thread_ts or request.card_ts
         if item.uncertain:
@@ -115,7 +115,7 @@ class BatchPages:
         # One read for the card and its pages (none if the decision's commit left the request with its
         # card's ts, bot/fresh.py): a page ts stored after it enqueues another update anyway.
         request = self.service.fresh.take(item, usable=lambda r: r.has_card) \
-            or await self.service.store.get_request(item.payload["request_id"])
+            or await self.service.reads.request(item.payload["request_id"])
         result = await self.cards.update(item, read=request)
         if not isinstance(result, Done):
             return result

@@ -139,7 +139,7 @@ class CardDelivery:
 
     async def post(self, item: OutboxItem, read: Request | None = None) -> Result:
         """`read`: the request as the caller just read it (one read per delivery, not one per layer)."""
-        request = read if read is not None else await self.service.store.get_request(item.payload["request_id"])
+        request = read if read is not None else await self.service.reads.request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
         if request.card_ts:
@@ -190,11 +190,11 @@ class CardDelivery:
         return await find_message(self.call, attempt, is_card, channel=request.channel, oldest=f"{oldest:.6f}")
 
     async def update(self, item: OutboxItem, read: Request | None = None) -> Result:
-        request = read if read is not None else await self.service.store.get_request(item.payload["request_id"])
+        request = read if read is not None else await self.service.reads.request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
         if not request.has_card:
-            return await after_post(self.service.store, request.id, effects.POST_CARD, "card")
+            return await after_post(self.service.reads, request.id, effects.POST_CARD, "card")
         card = self.render(request, now=self.clock.now())
         _, failure = await self.call(
             "chat.update",

@@ -89,7 +89,7 @@ class GrantInteractions:
             sub = extract_submission(body)
         except BadPayload as exc:
             return None, {views.SCOPE: str(exc)}
-        request = await self.service.store.get_request(sub.request_id)
+        request = await self.service.reads.request(sub.request_id)
         if request is None or not request.is_pending:
             text = already_decided_text(request) if request is not None else "This request no longer exists."
             return None, {views.SCOPE: _plain(text)}

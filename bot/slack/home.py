@@ -13,11 +13,12 @@ publishing (a racing publish may have shown older data last), it publishes again
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.homes import HomeOpens
+from bot.reads import Reads
 from bot.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Kind, Request
@@ -29,7 +30,7 @@ from bot.slack.blocks import APPROVE, APPROVE_CONFIRM, OUTCOME_LABEL, REJECT, RI
 from bot.slack.text import slack_date
 from bot.slack.delivery import SlackCall
 from bot.slack.previews import clip, escape_mrkdwn, more, one_line, plain
-from storage.base import Inbox, InboxEntry, Store, Unit
+from storage.base import Inbox, InboxEntry, Unit
 
 SECTION_MAX = 20
 VIEW_MAX_BLOCKS = 100
@@ -154,20 +155,18 @@ def _fingerprint(inbox: Inbox) -> tuple[Any, ...]:
 class Home:
     """Reads a person's inbox; opens Home; answers `/signoff pending`."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
-        self.store = store
+    def __init__(self, reads: Reads, opens: HomeOpens, clock: Clock) -> None:
+        self.reads = reads
+        self.opens = opens
         self.clock = clock
 
     async def inbox(self, user_id: str) -> Inbox:
         now = self.clock.now()
-        return await self.store.inbox(user_id, limit=SECTION_MAX, decided_since=now - DECIDED_WINDOW)
+        return await self.reads.inbox(user_id, limit=SECTION_MAX, decided_since=now - DECIDED_WINDOW)
 
     async def opened(self, user_id: str) -> None:
         """`app_home_opened`: remember the user (their Home is kept up to date) and publish it."""
-        now = self.clock.now()
-        async with self.store.unit() as unit:
-            await unit.open_home(user_id, now)
-            await unit.enqueue(effects.publish_home(user_id, f"open:{uuid.uuid4().hex}", now))
+        await self.opens.opened(user_id, self.clock.now())
 
     async def pending(self, user_id: str) -> dict[str, Any]:
         return pending_message(await self.inbox(user_id), now=self.clock.now())

@@ -123,7 +123,7 @@ class Interactions:
     ) -> Request | Refusal:
         """`held`: the request to check instead of reading it (bot/known.py's, or one just read);
         `what`: the person's input, as a refusal names it ("your click was not recorded")."""
-        request = held if held is not None else await self.service.store.get_request(request_id)
+        request = held if held is not None else await self.service.reads.request(request_id)
         if request is None:
             return Refusal("This card points to a Signoff request that does not exist. Nothing was changed.")
         if click is not None and request.card_ts and click.message_ts and click.view_id is None:

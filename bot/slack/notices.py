@@ -140,20 +140,20 @@ def dm_text(req: Request, payload: dict[str, Any], permalink: str | None, now: d
 class NoticeDelivery:
     def __init__(self, service: Service, call: SlackCall, clock: Clock, directory: Directory | None) -> None:
         self.service = service
-        self.store = service.store
+        self.reads = service.reads
         self.call = call
         self.clock = clock
         self.directory = directory
 
     async def _card(self, item: OutboxItem) -> Request | Result:
         """The pending request whose card is posted, or the Result that ends/delays this item."""
-        request = await self.store.get_request(item.payload["request_id"])
+        request = await self.reads.request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
         if not request.is_pending:
             return Done()  # decided meanwhile: a reminder or escalation notice is moot
         if not request.has_card:
-            return await after_post(self.store, request.id, effects.POST_CARD, "card")  # no card: there is no thread
+            return await after_post(self.reads, request.id, effects.POST_CARD, "card")  # no card: there is no thread
         return request
 
     async def _post_in_thread(self, item: OutboxItem, request: Request, text: str) -> Result | None:
@@ -236,7 +236,7 @@ class NoticeDelivery:
         return apply
 
     async def dm(self, item: OutboxItem) -> Result:
-        request = await self.store.get_request(item.payload["request_id"])
+        request = await self.reads.request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
         if not request.is_pending:

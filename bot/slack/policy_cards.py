@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from bot import effects
+from bot.reads import Reads
 from bot.clock import Clock
 from bot.domain.choices import allowed_decisions
 from bot.domain.model import AuditEvent, Kind, Request, Risk
@@ -24,7 +25,7 @@ from bot.slack.notices import timer_notes
 from bot.slack.previews import clip, escape_mrkdwn, one_line
 from bot.slack.suggestion_cards import add_suggestion_buttons, suggestion_notes
 from bot.slack.text import slack_date
-from storage.base import OutboxItem, Store
+from storage.base import OutboxItem
 
 REMEMBER = "signoff_remember"  # "Approve & remember": opens the grant modal
 
@@ -78,8 +79,8 @@ def fyi_text(req: Request) -> str:
 
 
 class FyiDelivery:
-    def __init__(self, store: Store, call: SlackCall, clock: Clock) -> None:
-        self.store = store
+    def __init__(self, reads: Reads, call: SlackCall, clock: Clock) -> None:
+        self.reads = reads
         self.call = call
         self.clock = clock
 
@@ -87,7 +88,7 @@ class FyiDelivery:
         return {effects.POLICY_FYI: self}
 
     async def __call__(self, item: OutboxItem) -> Result:
-        request = await self.store.get_request(item.payload["request_id"])
+        request = await self.reads.request(item.payload["request_id"])
         if request is None:
             return Dead("request no longer exists")
         if item.uncertain:  # an earlier attempt may have posted: look before posting again

@@ -175,7 +175,7 @@ class TimerInteractions:
         not on the request's card stays refused."""
         if refusal.wrong_card:
             return refusal
-        request = await self.service.store.get_request(request_id)
+        request = await self.service.reads.request(request_id)
         if request is not None and request.is_pending and request.timers and user_id in request.timers.escalated_to:
             return request
         return refusal
@@ -227,7 +227,7 @@ class TimerInteractions:
                                                 step_back=choice.step_back, recheck=recheck)
         text = result.text
         if not isinstance(result, Moved):
-            request = await self.service.store.get_request(sub.request_id)
+            request = await self.service.reads.request(sub.request_id)
             if request is not None and not request.is_pending:
                 text = already_decided_text(request)
         if text:

@@ -14,7 +14,8 @@ from bot.delivery_state import DELIVERY_KEY, is_undelivered
 from bot import effects
 from bot.domain.values import iso
 from bot.wire import request_json
-from storage.base import Store, Unit
+from bot.reads import Reads
+from storage.base import Unit
 
 UNDELIVERED_EVENT = "approval.undelivered"
 
@@ -41,11 +42,11 @@ def mark_undelivered(request_id: str, details: dict[str, Any], now: datetime,
     return apply
 
 
-def undelivered_check(store: Store) -> Callable[[list[str]], Awaitable[list[str]]]:
+def undelivered_check(reads: Reads) -> Callable[[list[str]], Awaitable[list[str]]]:
     """For the SQLite cross-process watcher: which waited-on requests another process marked."""
 
     async def check(ids: list[str]) -> list[str]:
-        found = [await store.get_request(i) for i in ids]
+        found = [await reads.request(i) for i in ids]
         return [r.id for r in found if r is not None and is_undelivered(r)]
 
     return check
