@@ -19,7 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from bot.domain.model import Request
 from bot.domain.runs import Run
+from bot.wire import request_json
 from storage.base import OutboxItem
 
 # Requests and their cards
@@ -86,6 +88,16 @@ def post_page(request_id: str, page: int, now: datetime) -> OutboxItem:
 
 def webhook(request_id: str, key: str, now: datetime, *, url: str, body: dict[str, Any]) -> OutboxItem:
     return _of_request(WEBHOOK, request_id, key, now, url=url, body=body)
+
+
+def decided_webhook(request: Request, now: datetime) -> OutboxItem | None:
+    """The agent's `approval.decided` webhook of a decided request (None without a `callback_url`).
+    Its dedupe key is one per request, whoever decided (a person, policy, a grant, the clock), so a
+    retried unit or a second path to the same decision sends it once."""
+    if not request.callback_url:
+        return None
+    body = {"type": "approval.decided", "request": request_json(request)}
+    return webhook(request.id, f"webhook:{request.id}:decided", now, url=request.callback_url, body=body)
 
 
 def remind(request_id: str, number: int, of: int, now: datetime) -> OutboxItem:

@@ -37,7 +37,6 @@ from bot.group_commit import GroupCommit
 from bot.homes import user_ids
 from bot.policy_holder import PolicyHolder
 from bot.service import ApprovalSpec, Service, StaleCheck
-from bot.wire import request_json
 from storage.base import Expect, StaleRead, Unit
 from storage.grants import DELEGATION_STAMP, GRANT_STAMP, GrantStore
 
@@ -414,10 +413,9 @@ class PolicyGate:
                 "outcome": decision.outcome.value, "via": decision.via.value, "rule": evaluation.rule,
                 "grant_id": evaluation.grant_id, "tier": evaluation.tier.value, "reason": evaluation.reason,
                 "changes": []})])
-        if request.callback_url:
-            body = {"type": "approval.decided", "request": request_json(request)}
-            await unit.enqueue(effects.webhook(request.id, f"webhook:{request.id}:decided", decision.decided_at,
-                                               url=request.callback_url, body=body))
+        hook = effects.decided_webhook(request, decision.decided_at)
+        if hook is not None:
+            await unit.enqueue(hook)
         if evaluation.fyi and evaluation.outcome is Effect.ALLOW:
             await unit.enqueue(effects.policy_fyi(request.id, decision.decided_at))
         # Counted and woken only if the unit commits, like a person's decision.

@@ -502,13 +502,9 @@ class Service:
     def _decision_effects(request: Request, now: datetime) -> tuple[OutboxItem, ...]:
         """The outbox items of a decision: the card update, the agent's webhook. (The App Homes' items
         follow them: `Unit.decide_request` finds whose Home listed it, and the decider's.)"""
-        items = [effects.update_card(request.id, _decided_card(request.id), now)]
-        if request.callback_url:
-            assert request.decision is not None
-            body = {"type": "approval.decided", "request": request_json(request)}
-            items.append(effects.webhook(request.id, f"webhook:{request.id}:decided", now,
-                                         url=request.callback_url, body=body))
-        return tuple(items)
+        hook = effects.decided_webhook(request, now)
+        card = effects.update_card(request.id, _decided_card(request.id), now)
+        return (card,) if hook is None else (card, hook)
 
     async def redeliver(self, request_id: str) -> str:
         """Send the decided request's webhook again (a new delivery id); returns that id."""

@@ -32,3 +32,11 @@ def test_the_check_finds_a_store_reached_from_an_edge() -> None:
     made_up = ("from storage.base import Store\n\nasync def f(service):\n"
                "    return await service.store.get_request('x')\n")
     assert store_uses(made_up, "edge.py") == ["edge.py:1: imports Store", "edge.py:4: .store"]
+
+
+def test_the_decided_webhook_is_built_in_one_place() -> None:
+    """Its dedupe key makes it idempotent across the paths that decide (a person, policy at submit,
+    the clock): two constructors could drift apart."""
+    builders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "bot").rglob("*.py"))
+                if '"approval.decided"' in p.read_text()]
+    assert builders == ["bot/effects.py"]
