@@ -90,14 +90,16 @@ def webhook(request_id: str, key: str, now: datetime, *, url: str, body: dict[st
     return _of_request(WEBHOOK, request_id, key, now, url=url, body=body)
 
 
-def decided_webhook(request: Request, now: datetime) -> OutboxItem | None:
+def decided_webhook(request: Request, now: datetime, *, again: bool = False) -> OutboxItem | None:
     """The agent's `approval.decided` webhook of a decided request (None without a `callback_url`).
     Its dedupe key is one per request, whoever decided (a person, policy, a grant, the clock), so a
-    retried unit or a second path to the same decision sends it once."""
+    retried unit or a second path to the same decision sends it once; `again` (an operator's
+    redelivery) is a new delivery, keyed by its time."""
     if not request.callback_url:
         return None
     body = {"type": "approval.decided", "request": request_json(request)}
-    return webhook(request.id, f"webhook:{request.id}:decided", now, url=request.callback_url, body=body)
+    key = f"webhook:{request.id}:redeliver:{now.timestamp():.6f}" if again else f"webhook:{request.id}:decided"
+    return webhook(request.id, key, now, url=request.callback_url, body=body)
 
 
 def remind(request_id: str, number: int, of: int, now: datetime) -> OutboxItem:

@@ -45,7 +45,6 @@ from bot.access import Access, Directory
 from bot.group_commit import SharedUnits
 from bot.homes import home_candidates, user_ids
 from bot.metrics import Metrics
-from bot.wire import request_json
 from bot.notify import InFlight, Waiters
 from bot.service_types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
                                 LostRace as LostRace, StaleCheck as StaleCheck)
@@ -515,12 +514,13 @@ class Service:
             raise InvalidInput("this request has no callback_url", details=[{"field": "callback_url",
                                                                              "message": "not set"}])
         now = self.clock.now()
-        body = {"type": "approval.decided", "request": request_json(request)}
-        key = f"webhook:{request.id}:redeliver:{now.timestamp():.6f}"
+        hook = effects.decided_webhook(request, now, again=True)
+        assert hook is not None  # it has a callback_url
         async with self.store.unit() as unit:
-            await unit.enqueue(effects.webhook(request.id, key, now, url=request.callback_url, body=body))
-            await unit.append_audit(AuditEvent(request.id, "webhook_redeliver", now, None, {"delivery": key}))
-        return key
+            await unit.enqueue(hook)
+            await unit.append_audit(AuditEvent(request.id, "webhook_redeliver", now, None,
+                                               {"delivery": hook.dedupe_key}))
+        return hook.dedupe_key
 
     async def cancel(self, request_id: str, *, actor: Actor | None = None, reason: str | None = None) -> DecideResult:
         return await self.decide(request_id, Outcome.CANCELLED, via=Via.API, actor=actor, comment=reason)
