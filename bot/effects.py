@@ -22,7 +22,7 @@ from typing import Any
 from bot.domain.model import Request
 from bot.domain.runs import Run
 from bot.wire import request_json
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 
 # Requests and their cards
 POST_CARD = "slack.post_card"

@@ -31,7 +31,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 from bot.domain.model import Request
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 
 CAP = 1024
 

@@ -15,7 +15,8 @@ from datetime import datetime
 
 from bot import effects
 from bot.domain.values import is_user_id
-from storage.base import OutboxItem, Store, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import Store, Unit
 
 
 class HomeOpens:

@@ -53,7 +53,8 @@ from bot.clock import Clock
 from bot.domain.model import AuditEvent
 from bot.group_commit import GroupCommit
 from bot.metrics import Metrics
-from storage.base import CardPosted, OutboxItem, Store, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import CardPosted, Store, Unit
 
 # Webhooks go to the agent's receiver, not to Slack: one that retries for hours holds back no Slack
 # message of its request, and no Slack retry holds back the webhook.

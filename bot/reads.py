@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from bot.domain.model import AuditEvent, Request
-from storage.base import Inbox, OutboxItem, Store
+from bot.domain.outbox import OutboxItem
+from storage.base import Inbox, Store
 
 
 class Reads:

@@ -48,7 +48,8 @@ from bot.metrics import Metrics
 from bot.notify import InFlight, Waiters
 from bot.service_types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
                                 LostRace as LostRace, StaleCheck as StaleCheck)
-from storage.base import DuplicateIdempotencyKey, Expect, OutboxItem, Store, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import DuplicateIdempotencyKey, Expect, Store, Unit
 
 log = logging.getLogger(__name__)
 

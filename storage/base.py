@@ -16,10 +16,11 @@ import abc
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from bot.domain.outbox import OutboxItem
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.timing import TimerState, Timing
 from bot.domain.votes import Vote
@@ -53,45 +54,6 @@ class Expect:
     statement: Any
     value: tuple[Any, ...]
     params: tuple[Any, ...] = ()
-
-
-@dataclass(frozen=True)
-class OutboxItem:
-    """A side effect to perform after commit: a Slack call or a webhook.
-
-    `dedupe_key` is unique: enqueueing the same effect twice stores it once.
-    `attempts` counts claims, `failures` counts attempts that ended in a known
-    failure; a claimed item with more earlier attempts than failures may have
-    taken effect already (the process died mid-call), so its handler must check.
-    """
-
-    kind: str
-    dedupe_key: str
-    payload: dict[str, Any] = field(default_factory=dict)
-    request_id: str | None = None
-    id: int | None = None
-    status: str = "pending"
-    attempts: int = 0
-    failures: int = 0
-    next_attempt_at: datetime | None = None
-    last_error: str | None = None
-    created_at: datetime | None = None
-
-    @classmethod
-    def due(
-        cls, kind: str, dedupe_key: str, at: datetime, *, ordered_by: str | None, payload: dict[str, Any]
-    ) -> OutboxItem:
-        """An item to deliver from `at` on; items with the same `ordered_by` are delivered in order."""
-        return cls(kind=kind, dedupe_key=dedupe_key, payload=payload, request_id=ordered_by, created_at=at,
-                   next_attempt_at=at)
-
-    @property
-    def uncertain(self) -> bool:
-        """True when an earlier attempt of this (claimed) item ended without a known result."""
-        return self.attempts - 1 > self.failures
-
-    def evolve(self, **changes: Any) -> OutboxItem:
-        return replace(self, **changes)
 
 
 @dataclass(frozen=True)

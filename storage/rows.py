@@ -25,7 +25,7 @@ from bot.domain.model import (
 from bot.domain.batch import items_from_json, items_json
 from bot.domain.timing import TimerState, Timing
 from bot.domain.votes import votes_from_json, votes_json
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 from storage.schema import decisions, requests
 
 REQUEST_JOIN = requests.outerjoin(decisions, decisions.c.request_id == requests.c.id)

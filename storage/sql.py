@@ -24,7 +24,8 @@ from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.votes import Vote
 from storage import sql_statements as q
 from storage import sweep_sql
-from storage.base import DueRow, DuplicateIdempotencyKey, Expect, Inbox, OutboxItem, Reminded, Store, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import DueRow, DuplicateIdempotencyKey, Expect, Inbox, Reminded, Store, Unit
 from storage.decided import insert_decided
 from storage.inbox_sql import read_inbox
 from storage.pending import insert_pending

@@ -10,7 +10,7 @@ from bot.domain.batch import items_json
 from bot.domain.grants import OWNER_KEY
 from bot.domain.model import AuditEvent, Decision, Request
 from bot.domain.votes import votes_json
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 from storage.rows import mutable_columns
 
 

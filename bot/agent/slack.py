@@ -42,7 +42,7 @@ from bot.slack.listener_errors import failure_text
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import BadPayload, Click, extract_click
 from bot.slack.text import from_slack, groups_unknown_text
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,7 @@ from bot.metrics import Metrics
 from bot import effects
 from bot.effects import Handler
 from bot.outbox import Dead, Done, Result, Retry, backoff
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 
 TIMEOUT_SECONDS = 10.0
 DEFAULT_MAX_AGE = timedelta(hours=24)  # SIGNOFF_WEBHOOK_MAX_AGE

@@ -21,7 +21,8 @@ from bot.service import Service
 from bot.slack.batch_blocks import batch_page, page_count
 from bot.slack.delivery import CardDelivery
 from bot.slack.lookup import find_message, has_metadata
-from storage.base import CARD_TS_TRIES, OutboxItem, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import CARD_TS_TRIES, Unit
 
 POST_PAGE = effects.POST_PAGE
 PAGE_EVENT_TYPE = "signoff_card_page"

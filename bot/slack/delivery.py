@@ -34,7 +34,8 @@ from bot.slack.failures import TRANSIENT_ERRORS, SlackHealth, permanent_failure
 from bot.slack.lookup import find_message, has_metadata
 from bot.slack.undelivered import mark_undelivered
 from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace, posting_for
-from storage.base import CardPosted, OutboxItem
+from bot.domain.outbox import OutboxItem
+from storage.base import CardPosted
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from bot.slack.blocks import approval_card
 from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
 from bot.slack.text import clip, escape_mrkdwn, mention, one_line, slack_date
-from storage.base import OutboxItem, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import Unit
 
 log = logging.getLogger(__name__)
 

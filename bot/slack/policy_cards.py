@@ -25,7 +25,7 @@ from bot.slack.notices import timer_notes
 from bot.slack.previews import clip, escape_mrkdwn, one_line
 from bot.slack.suggestion_cards import add_suggestion_buttons, suggestion_notes
 from bot.slack.text import slack_date
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 
 REMEMBER = "signoff_remember"  # "Approve & remember": opens the grant modal
 

@@ -25,7 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request
 from storage import sql_statements as q
-from storage.base import CardPosted, Expect, OutboxItem
+from bot.domain.outbox import OutboxItem
+from storage.base import CardPosted, Expect
 from storage.decided import insert_decision_rows
 from storage.postgres import fast
 from storage.postgres.decide import HOME_SENTINEL, decide_in_one

@@ -27,7 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request
 from storage import sql_statements as q
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 from storage.rows import mutable_columns, outbox_from_row
 from storage.schema import audit_events
 from storage.sql import SqlStore, SqlUnit

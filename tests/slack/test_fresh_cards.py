@@ -8,7 +8,7 @@ import json
 from bot import effects
 from bot.fresh import Fresh
 from bot.slack.blocks import approval_card
-from storage.base import OutboxItem
+from bot.domain.outbox import OutboxItem
 from tests.harness import App
 from tests.slack.test_decisions import settle
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from bot.domain.model import AuditEvent, Request
 from bot.metrics import Metrics
 from bot.outbox import Dispatcher, Done, Handler, Result
-from storage.base import OutboxItem, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import Unit
 from storage.sql import SqlStore
 from tests.fakes.clock import FakeClock
 from tests.storage.run_values import make_request

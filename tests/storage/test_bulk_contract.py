@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.domain.model import AuditEvent
-from storage.base import OutboxItem, Store
+from bot.domain.outbox import OutboxItem
+from storage.base import Store
 from tests.storage.test_contract import T0, make_request
 
 

@@ -28,7 +28,8 @@ from bot.domain.model import (
     Status,
     Via,
 )
-from storage.base import DuplicateIdempotencyKey, OutboxItem, Store
+from bot.domain.outbox import OutboxItem
+from storage.base import DuplicateIdempotencyKey, Store
 from tests.storage.conftest import StoreFactory
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)

@@ -15,7 +15,8 @@ from sqlalchemy.engine import make_url
 
 from bot import effects
 from bot.domain.model import Actor, AuditEvent, Decision, Outcome, Request, Status, Via
-from storage.base import OutboxItem, Unit
+from bot.domain.outbox import OutboxItem
+from storage.base import Unit
 from storage.schema import outbox
 from storage.postgres.decide import HOME_SENTINEL, home_forms
 from storage.sql import SqlStore

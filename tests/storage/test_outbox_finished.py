@@ -15,7 +15,8 @@ from bot.domain.model import Action, AuditEvent, Risk
 from bot.metrics import Metrics
 from bot.outbox import Dispatcher, Done
 from bot.service import ApprovalSpec, Service
-from storage.base import CardPosted, OutboxItem
+from bot.domain.outbox import OutboxItem
+from storage.base import CardPosted
 from storage.schema import outbox, requests
 from storage.sql import SqlStore
 from tests.storage.test_shared_decisions import count_commits

@@ -26,7 +26,8 @@ from alembic.runtime.migration import MigrationContext
 import storage
 from bot.domain.model import AuditEvent
 from bot.domain.timing import Timing, initial_state
-from storage.base import OutboxItem, Reminded
+from bot.domain.outbox import OutboxItem
+from storage.base import Reminded
 from storage.migrate import current_revision, head_revision
 from storage.schema import audit_events, metadata, outbox, requests
 from storage.sql import SqlStore

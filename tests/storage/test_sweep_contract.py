@@ -12,7 +12,8 @@ from datetime import datetime, timedelta
 
 from bot.domain.model import AuditEvent, Outcome, Request, Status
 from bot.domain.timing import Timing, initial_state
-from storage.base import DueRow, OutboxItem, Reminded, Store
+from bot.domain.outbox import OutboxItem
+from storage.base import DueRow, Reminded, Store
 from tests.storage.conftest import StoreFactory
 from tests.storage.test_contract import T0, make_request
 
