@@ -35,7 +35,7 @@ from typing import Any
 from bench.fake_slack import SubprocessSlack
 from bench.load import Client, Dist, click_body, sign
 from bench.procs import Server, scratch_database
-from bot import effects
+from bot.outbox import effects
 from bot.domain.model import AuditEvent
 from bot.domain.runs import ExecStatus, Gate, Phase, Run, RunMessage, RunStatus, ToolExecution
 from storage.run_store import SqlRunStore

@@ -76,7 +76,7 @@ from bench.load import (
 from bench.procs import Server, scratch_database, signoff_server
 from bench.spy import Spy, summary
 from bot.domain.grants import Grant
-from bot.policy_file import parse_policy
+from bot.policy.file import parse_policy
 from storage.sql import SqlStore
 from storage.stores import open_store
 

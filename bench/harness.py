@@ -22,8 +22,8 @@ from aiohttp import web
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
-from bot.settings import Settings
-from bot.web import build
+from bot.process.settings import Settings
+from bot.process.app import build
 from storage.sql import SqlStore
 
 SIGNING_SECRET = "bench-signing-secret"

@@ -33,7 +33,7 @@ from typing import Any
 from bot.domain.grants import FieldMatch, Grant, GrantIndex, Scope
 from bot.domain.model import Risk
 from bot.domain.policy import Call, Policy, evaluate
-from bot.policy_file import parse_policy
+from bot.policy.file import parse_policy
 
 NOW = datetime(2030, 1, 7, 12, 0, tzinfo=UTC)
 FIELDS = ("to", "amount", "env", "path", "subject")

@@ -32,8 +32,8 @@ from bench.harness import API_TOKEN, approval_body, settings_for, start_app
 from bench.procs import scratch_database
 from bot.domain.model import Action, Risk
 from bot.sandbox import SlackEmulator
-from bot.service import ApprovalSpec
-from bot.web import SIGNOFF, build
+from bot.approvals.service import ApprovalSpec
+from bot.process.app import SIGNOFF, build
 from storage.sql import SqlStore
 from storage.stores import open_store
 

@@ -33,8 +33,8 @@ import sqlalchemy as sa
 
 from bench.procs import scratch_database
 from bot.domain.timing import Timing, initial_state
-from bot.service import Service
-from bot.timers import Timers, batch_for
+from bot.approvals.service import Service
+from bot.approvals.timers import Timers, batch_for
 from storage.schema import audit_events, outbox, requests
 from storage.sql import SqlStore
 from storage.stores import open_store

@@ -86,7 +86,8 @@ SIGNOFF_DEFAULT_CHANNEL and ANTHROPIC_API_KEY from the environment or .env; no S
 
 
 def _parser() -> argparse.ArgumentParser:
-    from bot import __version__, policy_cli
+    from bot import __version__
+    from bot.policy import cli as policy_cli
 
     parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.",
                                      epilog="Settings come from the environment and from .env in the working "
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return agent_main(given)
     # Start-up builds modules, SQLAlchemy's and Bolt's state: objects that live as long as the process.
     # Collecting while they are made finds nothing to free and took a fifth of `serve`'s start-up
-    # (0.3 s of 1.6 s). `serve` turns collection back on once it listens (bot/serve.py's _tune_gc,
+    # (0.3 s of 1.6 s). `serve` turns collection back on once it listens (bot/process/serve.py's _tune_gc,
     # which also freezes what start-up built); every other command, once it has parsed its arguments.
     gc.disable()
     try:
@@ -157,10 +158,10 @@ def main(argv: list[str] | None = None) -> int:
 def _server_side(argv: list[str] | None) -> int:
     # Imported here, not in main: the agent-side commands (a Claude Code hook runs once per tool call)
     # must not pay for loading the server's settings and SQLAlchemy.
-    from bot import policy_cli
+    from bot.policy import cli as policy_cli
     from bot.errors import SignoffError
-    from bot.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env
-    from bot.startup import StartupError, refuse_ephemeral_sqlite, upgrade_line
+    from bot.process.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env
+    from bot.process.startup import StartupError, refuse_ephemeral_sqlite, upgrade_line
 
     args = _parser().parse_args(argv)
     if args.command != "serve" or args.check:
@@ -171,7 +172,7 @@ def _server_side(argv: list[str] | None) -> int:
         if args.command == "demo":
             return _demo(args.port, agent=not args.no_agent, token=args.token)
         if args.command == "db":
-            from bot.startup import describe_database, upgrade_database
+            from bot.process.startup import describe_database, upgrade_database
 
             url = database_url_from_env()
             refuse_ephemeral_sqlite(url)
@@ -189,7 +190,7 @@ def _server_side(argv: list[str] | None) -> int:
         settings = Settings.from_env()
         _logging(settings.log_level)
         refuse_ephemeral_sqlite(settings.database_url)
-        from bot.serve import announce, check, serve
+        from bot.process.serve import announce, check, serve
 
         announce(settings)
         if args.check:

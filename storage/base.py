@@ -368,7 +368,7 @@ class Store(abc.ABC):
     dialect: str
     _outbox_listeners: list[Callable[[], None]]
     # Transactions write side by side (PostgreSQL), rather than one writer at a time (SQLite): grouping
-    # changes into one transaction then saves nothing but costs round trips (bot.group_commit).
+    # changes into one transaction then saves nothing but costs round trips (bot.approvals.group_commit).
     concurrent_writers: bool = False
 
     def on_outbox_commit(self, fn: Callable[[], None]) -> None:

@@ -109,7 +109,7 @@ class GrantStore:
     async def live_with_origins(self, now: datetime, *, limit: int, owner: str | None = None
                                 ) -> list[tuple[Grant, tuple[str, ...]]]:
         """Live grants, newest first, each with the approvers of the request it was made on (() when
-        that request listed none or is gone): who may see and revoke it (bot.grants). `owner`: only
+        that request listed none or is gone): who may see and revoke it (bot.approvals.grants). `owner`: only
         grants made on requests of that API token (`requests.owner`), in the query, before the limit."""
         stmt = sa.select(grants, requests.c.approvers.label("origin_approvers")).select_from(
             grants.outerjoin(requests, requests.c.id == grants.c.request_id)).where(_live(now))

@@ -165,7 +165,7 @@ class SqlUnit(Unit):
 
     async def notify(self, request_id: str) -> None:
         """Wake long-polls on this id (a request's or a run's) in other processes, once the unit commits:
-        PostgreSQL's NOTIFY; on SQLite other processes watch the file instead (bot/notify.py)."""
+        PostgreSQL's NOTIFY; on SQLite other processes watch the file instead (bot/live/waiters.py)."""
 
     # -- timers and the App Home inbox ------------------------------------------
 

@@ -19,10 +19,10 @@ import aiohttp
 from aiohttp import web
 
 from bench.harness import free_port, wait_until_healthy
-from bot.clock import Clock
-from bot.serve import app_runner
-from bot.settings import Settings
-from bot.web import Signoff, build
+from bot.process.clock import Clock
+from bot.process.serve import app_runner
+from bot.process.settings import Settings
+from bot.process.app import Signoff, build
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bot.access import GroupMembers, in_listed_group
+from bot.approvals.access import GroupMembers, in_listed_group
 from bot.domain.runs import Run
 
 

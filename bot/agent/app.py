@@ -1,4 +1,4 @@
-"""Assembles the agent runner into one Signoff process (called from `bot.web.build`)."""
+"""Assembles the agent runner into one Signoff process (called from `bot.process.app.build`)."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
 from bot.agent.messages import import_sdk
 from bot.agent.steps import Agent, StepConfig, Steps
-from bot.clock import Clock
+from bot.process.clock import Clock
 from bot.domain.model import Risk
-from bot.egress import EgressPolicy
-from bot.metrics import Metrics
-from bot.service import Service
-from bot.settings import Settings
+from bot.outbox.egress import EgressPolicy
+from bot.process.metrics import Metrics
+from bot.approvals.service import Service
+from bot.process.settings import Settings
 from bot.slack.delivery import SlackCall
 from storage.run_store import SqlRunStore
 from storage.sql import SqlStore
@@ -89,7 +89,7 @@ def build_agent(
     metrics: Metrics, agents: dict[str, Agent] | None = None,
 ) -> AgentRuntime:
     """The runner's parts. The caller wires its outbox handlers (`delivery.handlers()`), routes and
-    card renderer (`agent_slack.render_any`) with everything else (bot/web.py)."""
+    card renderer (`agent_slack.render_any`) with everything else (bot/process/app.py)."""
     agents = agents or {DEFAULT_AGENT: demo_agent(Risk(settings.fetch_url_risk))}
     runs = SqlRunStore(store)
     holder: dict[str, AgentRuntime] = {}

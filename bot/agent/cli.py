@@ -12,12 +12,12 @@ import getpass
 
 from bot.agent.app import DEFAULT_AGENT
 from bot.agent.run_service import RunService
-from bot.clock import SystemClock
+from bot.process.clock import SystemClock
 from bot.domain.runs import NewRun
 from bot.domain.values import CHANNEL_ID
-from bot.service import Service
-from bot.settings import RunSettings, SettingsError
-from bot.startup import open_database
+from bot.approvals.service import Service
+from bot.process.settings import RunSettings, SettingsError
+from bot.process.startup import open_database
 from storage.run_store import SqlRunStore
 
 

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from bot.agent.tools import EMAIL, URI, ToolContext, ToolError, Toolset
 from bot.domain.formats import is_email
 from bot.domain.model import Preview, Risk
-from bot.egress import MAX_REDIRECTS, EgressRefused, guarded_session, request
+from bot.outbox.egress import MAX_REDIRECTS, EgressRefused, guarded_session, request
 
 MAX_READ_BYTES = 200_000
 MAX_LIST = 500
@@ -80,7 +80,7 @@ def _addresses(value: Any) -> list[str]:
 
 
 async def _guarded(ctx: ToolContext, method: str, url: str, *, follow_redirects: int = 0, **kwargs: Any) -> str:
-    """The call through the egress guard (bot.egress); a refusal is a ToolError the model reads."""
+    """The call through the egress guard (bot.outbox.egress); a refusal is a ToolError the model reads."""
     try:
         async with guarded_session(ctx.egress, timeout=ctx.http_timeout) as session:
             reply = await request(session, ctx.egress, method, url, follow_redirects=follow_redirects,

@@ -19,7 +19,7 @@ from bot.domain.duties import default_may_approve, requester_user_of
 from bot.domain.model import Action, Request, Risk
 from bot.domain.params_hash import ParamsChanged, check_params
 from bot.domain.runs import Gate, Run, ToolExecution
-from bot.service import ApprovalSpec
+from bot.approvals.service import ApprovalSpec
 
 
 def run_duties(run: Run, risk: Risk, tool_name: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.agent.tools import Tool
 from bot.domain.model import Action, Kind, Risk
-from bot.service import ApprovalSpec
+from bot.approvals.service import ApprovalSpec
 from bot.slack.previews import clip, one_line
 
 ASK_HUMAN = "ask_human"

@@ -11,18 +11,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bot import effects
-from bot.access import GroupsUnknown
+from bot.outbox import effects
+from bot.approvals.access import GroupsUnknown
 from bot.domain.questions import answers_from_text
 from bot.agent.access import RunAccess
-from bot.clock import Clock, new_id
+from bot.process.clock import Clock, new_id
 from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via
 from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus
 from bot.errors import InvalidInput, NotFound
-from bot.checked import Recheck, decide_checked
-from bot.service import DecideResult, Service
+from bot.approvals.checked import Recheck, decide_checked
+from bot.approvals.service import DecideResult, Service
 from bot.slack.text import groups_unknown_text
-from bot.wire import run_json
+from bot.domain.wire import run_json
 from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class RunService:
         async with self.runs.unit() as unit:
             now = self.clock.now()
             await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", now)
-            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.notify).
+            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.live.waiters).
             await unit.append_audit(AuditEvent(run_id, "run_failed", now, None, {"error": error}))
 
     async def thread_reply(
@@ -173,7 +173,7 @@ class RunService:
 
     def asked(self, user_id: str) -> Recheck:
         """A person's answer is recorded only on a state of the question on which they are one of the
-        people asked (bot/checked.py); otherwise they are told NOT_ASKED."""
+        people asked (bot/approvals/checked.py); otherwise they are told NOT_ASKED."""
         async def recheck(state: Request) -> str | None:
             try:
                 return None if await self.service.may_decide(state, user_id) else NOT_ASKED

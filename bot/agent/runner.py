@@ -26,9 +26,9 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.agent.messages import internal_error_text
 from bot.agent.steps import LeaseLost, StepResult, Steps
-from bot.clock import Clock
+from bot.process.clock import Clock
 from bot.domain.model import Request
-from bot.service import Service
+from bot.approvals.service import Service
 from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class Runner:
         self.sweep_seconds = sweep_seconds
         self.owner = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # Long-polls on runs (GET /api/v1/runs/{id}?wait=) share the requests' waiters, so the
-        # cross-process watcher (bot/notify.py) wakes them too when another process ends the run.
+        # cross-process watcher (bot/live/waiters.py) wakes them too when another process ends the run.
         self.waiters = service.waiters
         self._again: dict[str, bool] = {}  # runs being driven here -> kicked again meanwhile
         self._tasks: set[asyncio.Task[None]] = set()

@@ -22,20 +22,20 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import effects
+from bot.outbox import effects
 from bot.agent import blocks
 from bot.domain.questions import answers_from_choices, questions_of
 from bot.agent.run_service import NOT_ASKED, RunService
-from bot.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
+from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
-from bot.clock import Clock
+from bot.process.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
 from bot.domain.runs import NewRun
 from bot.errors import NotFound
-from bot.metrics import Metrics
-from bot.outbox import Dead, Done, Result, after_post
-from bot.service import Service
-from bot.effects import Handler
+from bot.process.metrics import Metrics
+from bot.outbox.dispatcher import Dead, Done, Result, after_post
+from bot.approvals.service import Service
+from bot.outbox.effects import Handler
 from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
 from bot.slack.listener_errors import failure_text

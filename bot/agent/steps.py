@@ -27,7 +27,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot import effects
+from bot.outbox import effects
 from bot.agent import blocks
 from bot.agent.gates import (
     approved_params_problem,
@@ -49,8 +49,8 @@ from bot.agent.messages import (
 from bot.agent.access import RunAccess
 from bot.agent.questions import check_questions, question_spec
 from bot.agent.tools import ToolContext, Toolset
-from bot.clock import Clock
-from bot.egress import EgressPolicy
+from bot.process.clock import Clock
+from bot.outbox.egress import EgressPolicy
 from bot.domain.model import (
     Action,
     Actor,
@@ -71,9 +71,9 @@ from bot.domain.runs import (
     ToolExecution,
 )
 from bot.domain.outcomes import RanStatus, RunOutcome, failed_after_decision, ran_after_decision
-from bot.gate import Checked, PolicyGate, policy_gate
-from bot.outcomes import record_run_outcome
-from bot.service import ApprovalSpec, Service
+from bot.approvals.gate import Checked, PolicyGate, policy_gate
+from bot.approvals.outcomes import record_run_outcome
+from bot.approvals.service import ApprovalSpec, Service
 from bot.slack.previews import clip, escape_mrkdwn, one_line, show_value
 from storage.run_store import RunStore, RunUnit
 
@@ -278,7 +278,7 @@ class Steps:
         return gate
 
     async def _policy(self, prepared: list[tuple[ToolExecution, ApprovalSpec | None]]) -> dict[int, Checked]:
-        """Policy's verdict on each gated call (bot.gate): only when a policy file is loaded."""
+        """Policy's verdict on each gated call (bot.approvals.gate): only when a policy file is loaded."""
         gate = policy_gate(self.service)
         if gate is None:
             return {}

@@ -39,7 +39,7 @@ import jsonschema
 
 from bot.domain.formats import KNOWN as KNOWN_FORMATS
 from bot.domain.model import Preview, Risk
-from bot.egress import EgressPolicy
+from bot.outbox.egress import EgressPolicy
 
 MAX_RESULT_CHARS = 20_000
 

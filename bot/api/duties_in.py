@@ -27,7 +27,7 @@ def parse_duties(body: ApprovalIn, group_members: tuple[str, ...], *, policy: bo
 
     With an approver list, the people on it (users listed directly and members of listed user
     groups, minus a requester who may not approve) must be at least `quorum`. Under a policy file
-    (`policy`) a tier's approvers may stand in for the body's: the gate checks then (bot.gate).
+    (`policy`) a tier's approvers may stand in for the body's: the gate checks then (bot.approvals.gate).
     """
     requester = requester_user_of(body.requested_by, body.requester_user)
     may_approve = default_may_approve(requester, body.requester_may_approve)

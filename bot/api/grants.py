@@ -27,8 +27,8 @@ from bot.api.schemas import parse_body
 from bot.domain.grants import Grant
 from bot.domain.model import iso
 from bot.errors import Forbidden, InvalidInput, NotFound
-from bot.grants import Grants
-from bot.policy_holder import PolicyHolder
+from bot.approvals.grants import Grants
+from bot.policy.holder import PolicyHolder
 
 GRANTS = web.AppKey("grants", Grants)
 POLICY = web.AppKey("policy", PolicyHolder)

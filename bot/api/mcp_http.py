@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from bot.api.tokens import bearer, matching
-from bot.settings import Settings
+from bot.process.settings import Settings
 from signoff.client import AsyncSignoffClient
 
 if TYPE_CHECKING:

@@ -23,12 +23,12 @@ from bot.domain.choices import EXTRA_KEY
 from bot.domain.json_codec import dumps
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
-from bot.egress import EgressPolicy, EgressRefused, check_url
+from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import InvalidInput, SignoffError
-from bot.gate import policy_gate
-from bot.service import ApprovalSpec, Service
-from bot.wire import request_json
-from bot.settings import Settings
+from bot.approvals.gate import policy_gate
+from bot.approvals.service import ApprovalSpec, Service
+from bot.domain.wire import request_json
+from bot.process.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,7 @@ def channel_or_default(request: web.Request, channel: str | None) -> str:
 
 async def check_callback(request: web.Request, callback_url: str | None) -> None:
     """A callback_url is only accepted when the server can sign what it sends there, and when it
-    leads to a public address (or one SIGNOFF_EGRESS_ALLOW opens): see bot.egress."""
+    leads to a public address (or one SIGNOFF_EGRESS_ALLOW opens): see bot.outbox.egress."""
     if not callback_url:
         return
     settings = request.app[SETTINGS]

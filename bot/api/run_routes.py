@@ -19,7 +19,7 @@ from pydantic import Field, field_validator
 from bot.agent.questions import DESCRIPTION_MAX, HEADER_MAX, LABEL_MAX, QUESTION_MAX, check_questions, question_spec
 from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
-from bot.wire import question_json
+from bot.domain.wire import question_json
 from bot.api import owners
 from bot.api.run_keys import check_run_owner, start_once
 from bot.api.routes import SERVICE, SETTINGS, channel_or_default, check_callback, float_param, idempotency_key

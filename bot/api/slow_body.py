@@ -1,6 +1,6 @@
 """A request's body must arrive within a deadline once its headers are in (SIGNOFF_BODY_TIMEOUT_SECONDS).
 
-The header timeout (bot.serve.app_runner) closes a connection whose headers stall; aiohttp has no
+The header timeout (bot.process.serve.app_runner) closes a connection whose headers stall; aiohttp has no
 limit of its own on a body that trickles in after complete headers, so a client could hold a handler
 (and its token's share of costly checks) for as long as it kept sending a byte now and then.
 

@@ -9,7 +9,7 @@ Absent (or null): the server's default for that part (SIGNOFF_REMIND_*, SIGNOFF_
 SIGNOFF_TIMEOUT*). Durations: 90s, 15m, 4h, 2d. Each level's `after` counts from the previous
 level (level 1: from the request); after the last level the chain repeats `loops` more times.
 A request's timeout never approves: `approve` is a 400 ("only policy can make silence approve": a
-policy file's low tier may say so, bot.policy_file). A timeout that would end the request before
+policy file's low tier may say so, bot.policy.file). A timeout that would end the request before
 its first reminder or first escalation is refused. Every problem is a 400 naming its field.
 """
 
@@ -25,7 +25,7 @@ from bot.domain.durations import DurationError, parse_duration
 from bot.domain.model import Risk
 from bot.domain.timing import DEFAULT, TIMEOUT_OUTCOMES, Level, Timing, TimingError, combine
 from bot.errors import InvalidInput
-from bot.access import Directory
+from bot.approvals.access import Directory
 
 log = logging.getLogger(__name__)
 

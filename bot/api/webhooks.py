@@ -22,13 +22,13 @@ from typing import Any
 
 import aiohttp
 
-from bot.clock import Clock
+from bot.process.clock import Clock
 from bot.domain.model import AuditEvent
-from bot.egress import EgressPolicy, EgressRefused, Unresolvable, check_url
-from bot.metrics import Metrics
-from bot import effects
-from bot.effects import Handler
-from bot.outbox import Dead, Done, Result, Retry, backoff
+from bot.outbox.egress import EgressPolicy, EgressRefused, Unresolvable, check_url
+from bot.process.metrics import Metrics
+from bot.outbox import effects
+from bot.outbox.effects import Handler
+from bot.outbox.dispatcher import Dead, Done, Result, Retry, backoff
 from bot.domain.outbox import OutboxItem
 
 TIMEOUT_SECONDS = 10.0

@@ -1,7 +1,7 @@
 """An outbox item: a side effect committed with a state change and performed after the commit.
 
-A domain value: the use cases make items (bot/effects.py has the one constructor of each kind),
-storage stores and claims them, the dispatcher (bot/outbox.py) delivers them.
+A domain value: the use cases make items (bot/outbox/effects.py has the one constructor of each kind),
+storage stores and claims them, the dispatcher (bot/outbox/dispatcher.py) delivers them.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A `Timing` is what a request was given at submit time (from the API body or the server's
 defaults); a `TimerState` is how far along that timeline the request is. Given both and the
 time, `next_action` says what is due now (at most one thing), and the `after_*` functions give
-the state once it has happened. The sweep (bot/timers.py) claims a due row, asks the plan,
+the state once it has happened. The sweep (bot/approvals/timers.py) claims a due row, asks the plan,
 writes the new state: nothing here does I/O or reads a clock.
 
 Semantics (PagerDuty-style escalation policies, applied to approvals):

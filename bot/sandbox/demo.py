@@ -113,8 +113,8 @@ def demo_env(environ: Mapping[str, str], *, port: int, workdir: Path, slack: Sla
 async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = True, token: str | None = None) -> Demo:
     """Start the sandbox on 127.0.0.1:`port`; the agent API token is `token`, or the one kept in the
     demo's folder (made on first use). DemoTokenError names a token or token file that cannot be used."""
-    from bot.settings import Settings
-    from bot.web import build
+    from bot.process.settings import Settings
+    from bot.process.app import build
     from storage.migrate import upgrade
     from storage.sql import SqlStore
     from storage.stores import open_store

@@ -16,13 +16,13 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.access import PRE_ACK_LOOKUP_SECONDS
-from bot.batches import decide_item, decide_items_of
-from bot.checked import Recheck
+from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS
+from bot.approvals.batches import decide_item, decide_items_of
+from bot.approvals.checked import Recheck
 from bot.domain.batch import Choice, choice_refusal
 from bot.domain.duties import approve_refusal
 from bot.domain.model import Action, Actor, Outcome, Request, Via
-from bot.service import DecideResult
+from bot.approvals.service import DecideResult
 from bot.slack import blocks
 from bot.slack.batch_blocks import (
     BATCH_APPROVE,
@@ -109,7 +109,7 @@ class BatchInteractions:
         await self._report(click.user_id, click.channel_id, result)
 
     def _recheck(self, user_id: str, *, approving: bool, what: str = "click") -> Recheck:
-        """Whether `user_id` may still decide, on each state a choice is written on (bot/checked.py)."""
+        """Whether `user_id` may still decide, on each state a choice is written on (bot/approvals/checked.py)."""
         async def recheck(state: Request) -> str | None:
             refusal = await self.interactions.refusal(state, user_id, what=what)
             return approve_refusal(state, user_id) if refusal is None and approving else refusal

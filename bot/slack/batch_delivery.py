@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bot import effects
-from bot.clock import Clock
+from bot.outbox import effects
+from bot.process.clock import Clock
 from bot.domain.model import AuditEvent, Request
-from bot.effects import Handler
-from bot.outbox import Dead, Done, Result, after_post
-from bot.service import Service
+from bot.outbox.effects import Handler
+from bot.outbox.dispatcher import Dead, Done, Result, after_post
+from bot.approvals.service import Service
 from bot.slack.batch_blocks import batch_page, page_count
 from bot.slack.delivery import CardDelivery
 from bot.slack.lookup import find_message, has_metadata
@@ -45,7 +45,7 @@ class BatchPages:
 
     async def post(self, item: OutboxItem) -> Result:
         """The card; for a batch of several pages, the pages' posts join the unit storing its ts."""
-        # The one read of this delivery, if the submit's commit left nothing to render (bot/fresh.py).
+        # The one read of this delivery, if the submit's commit left nothing to render (bot/live/just_committed.py).
         request = self.service.fresh.take(item) or await self.service.reads.request(item.payload["request_id"])
         result = await self.cards.post(item, read=request)
         if not isinstance(result, Done) or request is None or not request.is_batch or page_count(request) < 2:
@@ -114,7 +114,7 @@ class BatchPages:
     async def update(self, item: OutboxItem) -> Result:
         """The card, then every posted page of a batch (chat.update is safe to repeat)."""
         # One read for the card and its pages (none if the decision's commit left the request with its
-        # card's ts, bot/fresh.py): a page ts stored after it enqueues another update anyway.
+        # card's ts, bot/live/just_committed.py): a page ts stored after it enqueues another update anyway.
         request = self.service.fresh.take(item, usable=lambda r: r.has_card) \
             or await self.service.reads.request(item.payload["request_id"])
         result = await self.cards.update(item, read=request)

@@ -20,15 +20,15 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.clock import Clock
+from bot.process.clock import Clock
 from bot.domain.grants import agent_of
 from bot.domain.model import AuditEvent, Request
 from bot.domain.values import Risk
-from bot.metrics import Metrics
-from bot.outbox import Dead, Done, Result, Retry, after_post, backoff, delivering
-from bot import effects
-from bot.effects import Handler
-from bot.service import Service
+from bot.process.metrics import Metrics
+from bot.outbox.dispatcher import Dead, Done, Result, Retry, after_post, backoff, delivering
+from bot.outbox import effects
+from bot.outbox.effects import Handler
+from bot.approvals.service import Service
 from bot.slack.blocks import approval_card
 from bot.slack.failures import TRANSIENT_ERRORS, SlackHealth, permanent_failure
 from bot.slack.lookup import find_message, has_metadata

@@ -96,7 +96,7 @@ def duty_notes(req: Request) -> list[str]:
 
 def asked_note(asked: Any) -> str | None:
     """The line saying the agent asked for a higher bar than policy's (`extra["asked"]`, written by
-    bot.gate.apply_evaluation from checked values; re-checked here, since it is read back from storage)."""
+    bot.approvals.gate.apply_evaluation from checked values; re-checked here, since it is read back from storage)."""
     if not isinstance(asked, dict):
         return None
     parts: list[str] = []

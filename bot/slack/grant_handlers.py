@@ -20,14 +20,14 @@ import aiohttp
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 
-from bot.access import PRE_ACK_LOOKUP_SECONDS, GroupMembers, GroupsUnknown, bounded
-from bot.checked import decide_checked
-from bot.clock import new_id
+from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupMembers, GroupsUnknown, bounded
+from bot.approvals.checked import decide_checked
+from bot.process.clock import new_id
 from bot.domain.duties import approve_refusal
 from bot.domain.grants import Grant, generalise
 from bot.domain.model import Actor, Outcome, Request, Via
-from bot.gate import policy_gate
-from bot.grants import Grants
+from bot.approvals.gate import policy_gate
+from bot.approvals.grants import Grants
 from bot.slack import grant_views as views
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, extract_click, extract_submission, user_of
@@ -171,7 +171,7 @@ class GrantInteractions:
         return admins, directory.group_members if directory is not None else None
 
     async def mine(self, user: str, *, within: float | None = None) -> list[Grant]:
-        """The grants `user` may see and revoke (bot.grants.Grants.manageable)."""
+        """The grants `user` may see and revoke (bot.approvals.grants.Grants.manageable)."""
         admins, members = self._rights()
         return await self.grants.manageable(user, admins=admins,
                                             members=bounded(members, within) if within is not None else members)

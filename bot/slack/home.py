@@ -17,15 +17,15 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.homes import HomeOpens
-from bot.reads import Reads
-from bot.clock import Clock
+from bot.approvals.homes import HomeOpens
+from bot.approvals.reads import Reads
+from bot.process.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Kind, Request
 from bot.domain.outcomes import any_failed
-from bot import effects
-from bot.effects import Handler
-from bot.outbox import Dead, Done, Result
+from bot.outbox import effects
+from bot.outbox.effects import Handler
+from bot.outbox.dispatcher import Dead, Done, Result
 from bot.slack.blocks import APPROVE, APPROVE_CONFIRM, OUTCOME_LABEL, REJECT, RISK_EMOJI
 from bot.slack.text import slack_date
 from bot.slack.delivery import SlackCall
@@ -179,7 +179,7 @@ class HomePublisher:
         self.home = home
         self.call = call
         self.clock = clock
-        self.tail: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None  # set by bot.web.build
+        self.tail: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None  # set by bot.process.app.build
 
     def handlers(self) -> dict[str, Handler]:
         return {effects.PUBLISH_HOME: self}

@@ -18,16 +18,16 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.access import GroupsUnknown, in_listed_group
-from bot.checked import RECHECKS, decide_checked
-from bot.clock import Clock
+from bot.approvals.access import GroupsUnknown, in_listed_group
+from bot.approvals.checked import RECHECKS, decide_checked
+from bot.process.clock import Clock
 from bot.domain.choices import allowed_decisions
 from bot.domain.choices import refusal as choices_refusal
 from bot.domain.duties import approve_refusal
 from bot.domain.edits import compute_changes
 from bot.domain.model import Actor, Kind, Outcome, Request, Via
-from bot.metrics import Metrics
-from bot.service import Service
+from bot.process.metrics import Metrics
+from bot.approvals.service import Service
 from bot.slack import blocks
 from bot.slack.duties import CONFIRM_VIEW, confirm_block, confirm_errors, confirm_modal, counted_text, duplicate_text
 from bot.slack.payloads import Click, Submission
@@ -121,7 +121,7 @@ class Interactions:
         self, request_id: str, user_id: str, click: Click | None = None, *, authorize: bool = True,
         decision: str | None = None, held: Request | None = None, what: str = "click", within: float | None = None,
     ) -> Request | Refusal:
-        """`held`: the request to check instead of reading it (bot/known.py's, or one just read);
+        """`held`: the request to check instead of reading it (bot/live/pending_states.py's, or one just read);
         `what`: the person's input, as a refusal names it ("your click was not recorded")."""
         request = held if held is not None else await self.service.reads.request(request_id)
         if request is None:
@@ -154,7 +154,7 @@ class Interactions:
 
     async def refusal(self, state: Request, user_id: str, *, decision: str | None = None,
                       what: str = "click") -> str | None:
-        """Why `user_id` may not make `decision` on the request as `state` has it, or None (bot/checked.py's
+        """Why `user_id` may not make `decision` on the request as `state` has it, or None (bot/approvals/checked.py's
         recheck: run again on every state a decision is about to be written on)."""
         checked = await self._check(state.id, user_id, decision=decision, held=state, what=what)
         if isinstance(checked, Refusal):
@@ -164,7 +164,7 @@ class Interactions:
     async def check(self, request_id: str, user_id: str, click: Click | None = None, *,
                     within: float | None = None, what: str = "click") -> Request | Refusal:
         """The pending request if `user_id` may act on it from `click`, else why not (for other modules).
-        `within`: before an ack, a user group's lookup gives up after that long (bot.access.bounded)."""
+        `within`: before an ack, a user group's lookup gives up after that long (bot.approvals.access.bounded)."""
         return await self._check(request_id, user_id, click, within=within, what=what)
 
     async def tell(self, user_id: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
@@ -209,7 +209,7 @@ class Interactions:
 
         The click is checked on a state of the request and decided on that version only
         (`only_on_read`): first on the request as this process last committed it, if it holds it
-        (bot/known.py: no read), else as read. If the request moved on since, nothing is written and
+        (bot/live/pending_states.py: no read), else as read. If the request moved on since, nothing is written and
         the click is checked again on the request as the decision found it, so a click is never
         decided on a state its check did not see (an escalation that took the clicker away, a card
         ts stored meanwhile). A refusal on a held state is not told: it is checked again as read."""
@@ -342,7 +342,7 @@ class Interactions:
 
     async def finish_submission(self, sub: Submission, request: Request, params: dict[str, Any]) -> None:
         """After the ack: decide the checked form, on a state of the request on which the person may
-        (their membership of a user group can need a Slack call, so it is checked here; bot/checked.py)."""
+        (their membership of a user group can need a Slack call, so it is checked here; bot/approvals/checked.py)."""
         channel = sub.channel_id or request.card_channel
         decision = _VIEW_DECISION.get(sub.callback_id, "reject")
 

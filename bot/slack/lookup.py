@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from bot.outbox import Dead, Result, Retry, backoff
+from bot.outbox.dispatcher import Dead, Result, Retry, backoff
 
 NOTICE_EVENT_TYPE = "signoff_notice"
 MAX_PAGES = 20  # 20 pages of 200 messages: far more than one item's crash window

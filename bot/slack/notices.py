@@ -17,16 +17,16 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from bot.clock import Clock
+from bot.process.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import AuditEvent, Request
 from bot.domain.timing import OUTCOME_WORDS, TimerState
-from bot import effects
-from bot.access import Directory
-from bot.homes import republish_homes, user_ids
-from bot.effects import Handler
-from bot.outbox import Dead, Done, Result, after_post
-from bot.service import Service
+from bot.outbox import effects
+from bot.approvals.access import Directory
+from bot.approvals.homes import republish_homes, user_ids
+from bot.outbox.effects import Handler
+from bot.outbox.dispatcher import Dead, Done, Result, after_post
+from bot.approvals.service import Service
 from bot.slack.batch_blocks import batch_page
 from bot.slack.blocks import approval_card
 from bot.slack.delivery import SlackCall

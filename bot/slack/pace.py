@@ -11,7 +11,7 @@ shared by every replica: a slot is taken with one guarded write, so two replicas
 channel together stay at its pace. Each process remembers the slots it learnt of, so a channel
 that is waiting costs no database write until its slot comes.
 
-Waiting callers queue per channel (`key`: the outbox item's id, `bot.outbox.delivering`), in the
+Waiting callers queue per channel (`key`: the outbox item's id, `bot.outbox.dispatcher.delivering`), in the
 order their items were enqueued: each is given its own turn, one interval after the one ahead of it,
 and nobody new goes ahead of them. So a backlog of N cards in one channel is put back once or twice
 per card (twice when the posts ahead of it ran late and it came back early), and the cards appear in
@@ -30,7 +30,7 @@ from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from bot.clock import Clock
+from bot.process.clock import Clock
 
 DEFAULT_INTERVAL_SECONDS = 1.0  # SIGNOFF_SLACK_CHANNEL_PACE_SECONDS
 INLINE_WAIT_SECONDS = 0.25

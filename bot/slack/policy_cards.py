@@ -11,12 +11,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from bot import effects
-from bot.reads import Reads
-from bot.clock import Clock
+from bot.outbox import effects
+from bot.approvals.reads import Reads
+from bot.process.clock import Clock
 from bot.domain.choices import allowed_decisions
 from bot.domain.model import AuditEvent, Kind, Request, Risk
-from bot.outbox import Dead, Done, Result
+from bot.outbox.dispatcher import Dead, Done, Result
 from bot.slack.batch_blocks import batch_page
 from bot.slack.blocks import DECIDE_BLOCK, RISK_EMOJI, approval_card
 from bot.slack.delivery import SlackCall

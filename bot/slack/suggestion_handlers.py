@@ -16,13 +16,13 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.checked import decide_checked
-from bot.clock import new_id
+from bot.approvals.checked import decide_checked
+from bot.process.clock import new_id
 from bot.domain.duties import approve_refusal
 from bot.domain.grants import Grant
 from bot.domain.model import Actor, Outcome, Request, Via
 from bot.domain.suggestions import ACCEPTED_KEY, offered, single_approval_refusal
-from bot.grants import Grants
+from bot.approvals.grants import Grants
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, Click, extract_click
 from bot.slack.suggestion_cards import SUGGEST_ACTION, accepted_text

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 from slack_sdk.errors import SlackApiError
 
-from bot.access import GroupsUnknown
+from bot.approvals.access import GroupsUnknown
 from bot.domain.values import is_user_id, iso
 from bot.slack.failures import permanent_failure
 

@@ -15,17 +15,17 @@ from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.access import PRE_ACK_LOOKUP_SECONDS
-from bot.checked import Recheck
+from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS
+from bot.approvals.checked import Recheck
 from bot.domain.model import Actor, Request
 from bot.domain.timing import TimerState, Timing, next_level
-from bot.metrics import Metrics
-from bot.service import Service
+from bot.process.metrics import Metrics
+from bot.approvals.service import Service
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import Click, Submission
 from bot.slack.previews import plain
 from bot.slack.text import clip, neutralise, one_line, strip_markup, when
-from bot.timers import Moved, Timers
+from bot.approvals.timers import Moved, Timers
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class TimerInteractions:
         await self.interactions.tell(click.user_id, click.channel_id, text)
 
     def _recheck(self, user_id: str, *, naming: bool, escalated: bool = True, what: str = "escalation") -> Recheck:
-        """The person's right to a move, checked again on every state it is written on (bot/checked.py):
+        """The person's right to a move, checked again on every state it is written on (bot/approvals/checked.py):
         approvers may snooze and escalate; the people it was escalated to may escalate on or hand back;
         naming a person (who becomes an approver) takes the right to decide."""
         async def recheck(state: Request) -> str | None:

@@ -1,4 +1,4 @@
-"""Marking a request whose card Slack refused for good (the state is read in bot.delivery_state).
+"""Marking a request whose card Slack refused for good (the state is read in bot.domain.delivery_state).
 
 In the outbox item's own unit: the request gets `extra["delivery"]`, other processes' long-polls are
 NOTIFYed, and an agent that gave a `callback_url` gets an `approval.undelivered` webhook.
@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
-from bot.delivery_state import DELIVERY_KEY, is_undelivered
-from bot import effects
+from bot.domain.delivery_state import DELIVERY_KEY, is_undelivered
+from bot.outbox import effects
 from bot.domain.values import iso
-from bot.wire import request_json
-from bot.reads import Reads
+from bot.domain.wire import request_json
+from bot.approvals.reads import Reads
 from storage.base import Unit
 
 UNDELIVERED_EVENT = "approval.undelivered"

@@ -77,7 +77,7 @@ class SqliteWriter:
     Invariants:
     - Every unit yields to the event loop before it starts (tests/storage/test_lone_unit.py).
     - One unit at a time, each on the same connection, so `PRAGMA data_version` read on it moves only
-      with other connections' commits (bot/notify.py), as when the pool held that one connection.
+      with other connections' commits (bot/live/waiters.py), as when the pool held that one connection.
     - A unit that ends still inside its transaction (its rollback failed or was cancelled), or on an
       invalidated connection, closes that connection: the next unit opens a new one.
     - The engine's pool allows one connection more than the held one, for whoever writes through the

@@ -17,7 +17,7 @@ from bot.agent.questions import question_spec
 from bot.domain.questions import answers_from_choices, answers_from_text
 from bot.domain.model import Actor, Decision, Outcome, Request, Status, Via
 from bot.domain.runs import Run, RunStatus
-from bot.service import Service
+from bot.approvals.service import Service
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 EVIL = "<!channel> <@U999> <https://evil.example|Approve here> " + "x" * 5000

@@ -251,7 +251,7 @@ async def test_a_thread_answer_reaches_the_agent_as_the_person_typed_it(agent: A
 async def test_an_answer_from_someone_taken_away_meanwhile_is_refused_and_writes_nothing(
         agent: AgentApp, how: str) -> None:
     """The answer is checked (who is in SOPS: Slack holds that answer) while another process takes
-    the person away; the answer is recorded only on a state on which they may (bot/checked.py)."""
+    the person away; the answer is recorded only on a state on which they may (bot/approvals/checked.py)."""
     app = agent.app
     assert app.signoff is not None
     agent.slack.add_usergroup("SOPS", ["U1"])

@@ -1,7 +1,7 @@
 """The auto-allowed path (policy allows, no card), over HTTP: what the agent, GET, the list and the
 audit trail show; idempotency; bad input writes nothing; and a grant made or revoked by another
 process applies to the very next request even though this process evaluated on its cached index
-(the gate verifies the index's stamp in the request's own transaction: bot/gate.py)."""
+(the gate verifies the index's stamp in the request's own transaction: bot/approvals/gate.py)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ async def test_a_grant_from_another_process_applies_to_the_next_request(papp: Ap
 
 
 async def test_concurrent_submissions_each_get_their_own_answer(papp: App) -> None:
-    """Submissions that share a transaction (bot.group_commit) still succeed or fail on their own:
+    """Submissions that share a transaction (bot.approvals.group_commit) still succeed or fail on their own:
     a key taken by another request in the same moment refuses that one only."""
     bodies = [read(f"/f/{n}") for n in range(20)]
     answers = await asyncio.gather(*(submit(papp, b) for b in bodies),

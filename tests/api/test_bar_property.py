@@ -23,10 +23,10 @@ from bot.domain.model import Action, Outcome, Risk
 from bot.domain.policy import TIER_ORDER, Call, Effect, Policy, evaluate
 from bot.domain.timing import DEFAULT, TIMEOUT_OUTCOMES, Timing, combine
 from bot.errors import InvalidInput
-from bot.gate import apply_evaluation, call_of
-from bot.policy_file import parse_policy
+from bot.approvals.gate import apply_evaluation, call_of
+from bot.policy.file import parse_policy
 from bot.sandbox import SlackEmulator
-from bot.service import ApprovalSpec
+from bot.approvals.service import ApprovalSpec
 from tests.fuzz.harness import in_thread
 from tests.harness import approval_body, policy_app
 

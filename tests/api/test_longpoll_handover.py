@@ -1,5 +1,5 @@
 """A long-poll woken while this process is deciding its request waits for the decision to hand the
-decided request over, instead of reading it back (bot/service.py `wait`).
+decided request over, instead of reading it back (bot/approvals/service.py `wait`).
 
 On PostgreSQL the race is real: a decision's NOTIFY goes out as it commits, on the listener's
 connection, while the statement's result travels on the writer's; the listener can hear it first
@@ -22,7 +22,7 @@ import asyncpg
 from sqlalchemy.engine import make_url
 
 from bot.domain.model import Outcome, Status, Via
-from bot.service import Service
+from bot.approvals.service import Service
 from storage.sql_statements import NOTIFY_CHANNEL
 from tests.harness import App
 from tests.slack.test_decisions import settle

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from bot.startup import StartupError, open_database
+from bot.process.startup import StartupError, open_database
 from storage.migrate import head_revision, upgrade
 from tests.cli.helpers import API_TOKEN, BOT_TOKEN, SIGNING_SECRET, assert_one_line, clean_env, signoff
 from tests.conftest import PG_URL

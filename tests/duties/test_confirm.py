@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.web import OPENS_VIEW
+from bot.process.app import OPENS_VIEW
 from tests.duties.helpers import card_text, settle, snapshot
 from bot.sandbox.signed import plain_input
 from tests.harness import App

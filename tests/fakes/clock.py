@@ -1,5 +1,5 @@
 """Clocks a test moves by hand: in this process (`FakeClock`), or for `signoff serve` subprocesses
-through the test-only SIGNOFF_CLOCK_FILE setting (`ClockFile`, read by bot.clock.FileClock)."""
+through the test-only SIGNOFF_CLOCK_FILE setting (`ClockFile`, read by bot.process.clock.FileClock)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ import pytest_asyncio
 from aiohttp import web
 
 from bot.domain.model import Action, Risk
-from bot.egress import EgressPolicy, EgressRefused, GuardedResolver, check_url, guarded_session, request
-from bot.service import ApprovalSpec
+from bot.outbox.egress import EgressPolicy, EgressRefused, GuardedResolver, check_url, guarded_session, request
+from bot.approvals.service import ApprovalSpec
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use

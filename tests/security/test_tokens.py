@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from bot.settings import Settings
+from bot.process.settings import Settings
 from bot.sandbox import SlackEmulator as FakeSlack
 from tests.harness import App, approval_body, start_app
 

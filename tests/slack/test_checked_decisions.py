@@ -1,5 +1,5 @@
 """A person's decision is recorded only on a state of the request on which they may decide it
-(bot/checked.py), on every path a person decides by: the Reject and Reply forms, Approve & remember,
+(bot/approvals/checked.py), on every path a person decides by: the Reject and Reply forms, Approve & remember,
 a Claude suggestion's one tap and a batch's Approve selected (the Approve button: tests/slack/test_known.py;
 a question's answer: tests/agent/test_questions.py).
 

@@ -1,12 +1,12 @@
 """A card's post and a decision's card update render the request their own commit wrote, without
-reading it back (bot/fresh.py), and a card still ends on the request's latest state."""
+reading it back (bot/live/just_committed.py), and a card still ends on the request's latest state."""
 
 from __future__ import annotations
 
 import json
 
-from bot import effects
-from bot.fresh import Fresh
+from bot.outbox import effects
+from bot.live.just_committed import Fresh
 from bot.slack.blocks import approval_card
 from bot.domain.outbox import OutboxItem
 from tests.harness import App

@@ -1,5 +1,5 @@
 """An Approve click on a request this process submitted and posted is checked on the request as the
-process last committed it (bot/known.py), with no read, and decided on that version only. A request
+process last committed it (bot/live/pending_states.py), with no read, and decided on that version only. A request
 another process wrote since is checked again on the row as read: a clicker that write took away is
 refused, one it kept still decides, once."""
 
@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from bot.domain.model import Action, Actor, Kind, Outcome, Request, Risk, Status, Via
-from bot.known import Known
-from bot.service import Service
+from bot.live.pending_states import Known
+from bot.approvals.service import Service
 from storage.base import CardPosted, Unit
 from tests.harness import App
 from tests.slack.test_decisions import settle, snapshot

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from bot import effects
-from bot.outbox import CONCURRENCY
+from bot.outbox import effects
+from bot.outbox.dispatcher import CONCURRENCY
 from bot.sandbox import SlackEmulator
 from tests.fakes.clock import FakeClock
 from tests.harness import App, start_app

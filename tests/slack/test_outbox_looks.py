@@ -62,7 +62,7 @@ async def test_an_item_put_back_is_looked_at_again_when_it_is_due(db_url: str, s
 
 async def test_a_card_post_and_its_update_each_cost_one_claim_and_no_read_of_the_next_due_time(
         db_url: str, slack: SlackEmulator) -> None:
-    """Per delivered card: one claiming statement (and no read of the request: bot/fresh.py); the next due time is
+    """Per delivered card: one claiming statement (and no read of the request: bot/live/just_committed.py); the next due time is
     read by the periodic look only (an hour away here), never after a claim that woke on a commit."""
     app = await start_app(db_url, slack, clock=FakeClock(), SIGNOFF_OUTBOX_SWEEP_SECONDS="3600")
     statements: list[str] = []

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from bot import effects
+from bot.outbox import effects
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.slack.pace import FLIGHT, STALE, ChannelPace
 from tests.fakes.clock import FakeClock

@@ -16,7 +16,7 @@ from tests.api.test_approvals_api import Receiver
 from bot.sandbox import SlackEmulator
 from tests.harness import App, start_app
 
-OUTBOX = "bot.outbox"
+OUTBOX = "bot.outbox.dispatcher"
 
 
 def lines(caplog: pytest.LogCaptureFixture, level: int, request_id: str) -> list[str]:

@@ -31,7 +31,7 @@ async def test_socket_mode_click_is_acked_and_decides(db_url: str, slack: SlackE
 
 
 def test_socket_mode_needs_an_app_level_token() -> None:
-    from bot.settings import Settings, SettingsError
+    from bot.process.settings import Settings, SettingsError
 
     env = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xoxb-wrong"}
     try:

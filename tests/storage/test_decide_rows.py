@@ -13,7 +13,7 @@ import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from bot import effects
+from bot.outbox import effects
 from bot.domain.model import Actor, AuditEvent, Decision, Outcome, Request, Status, Via
 from bot.domain.outbox import OutboxItem
 from storage.base import Unit

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from bot import effects
+from bot.outbox import effects
 from bot.domain.model import Actor, AuditEvent, Decision, Outcome, Request, Status, Via
 from storage.base import DuplicateIdempotencyKey, Unit
 from storage.schema import audit_events, decisions, outbox, requests

@@ -13,9 +13,9 @@ from functools import partial
 
 import pytest
 
-from bot import effects
+from bot.outbox import effects
 from bot.domain.model import Action, Actor, AuditEvent, Decision, Outcome, Risk, Status, Via
-from bot.service import ApprovalSpec, Service
+from bot.approvals.service import ApprovalSpec, Service
 from storage.sql import SqlStore
 from tests.storage.test_shared_decisions import count_commits
 

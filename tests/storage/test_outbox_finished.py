@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 
-from bot import effects
-from bot.clock import SystemClock
+from bot.outbox import effects
+from bot.process.clock import SystemClock
 from bot.domain.model import Action, AuditEvent, Risk
-from bot.metrics import Metrics
-from bot.outbox import Dispatcher, Done
-from bot.service import ApprovalSpec, Service
+from bot.process.metrics import Metrics
+from bot.outbox.dispatcher import Dispatcher, Done
+from bot.approvals.service import ApprovalSpec, Service
 from bot.domain.outbox import OutboxItem
 from storage.base import CardPosted
 from storage.schema import outbox, requests

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from bot import effects
+from bot.outbox import effects
 from bot.domain.grants import Grant, Scope
 from bot.domain.model import AuditEvent, Request
-from bot.homes import home_candidates
+from bot.approvals.homes import home_candidates
 from storage.base import DuplicateIdempotencyKey, Expect, StaleRead, Unit
 from storage.grants import DELEGATION_STAMP, GRANT_STAMP, GrantStore
 from storage.schema import outbox, request_people

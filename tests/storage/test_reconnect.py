@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 
 from bot.domain.model import Actor, Outcome, Via
-from bot.service import Service
+from bot.approvals.service import Service
 from storage.postgres.fast import driver_rows
 from storage.schema import outbox
 from storage.sql import SqlStore

@@ -1,4 +1,4 @@
-"""Decisions that arrive together share a unit (bot.group_commit.SharedUnits via Service.guarded) on
+"""Decisions that arrive together share a unit (bot.approvals.group_commit.SharedUnits via Service.guarded) on
 SQLite, one writer: fewer transactions than decisions. On PostgreSQL each is a lone unit, its one
 statement and no BEGIN or COMMIT, side by side. On the real store of both engines every decision is
 written exactly once, a race between two of them still ends with one winner, and a change that fails
@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import event
 
 from bot.domain.model import Action, Actor, Outcome, Risk, Via
-from bot.service import ApprovalSpec, Service
+from bot.approvals.service import ApprovalSpec, Service
 from storage.base import Unit
 from storage.sql import SqlStore
 

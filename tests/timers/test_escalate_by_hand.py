@@ -8,7 +8,7 @@ import pytest
 
 from bot.domain.model import Actor
 from bot.slack.directory import SlackDirectory
-from bot.timers import Refused
+from bot.approvals.timers import Refused
 from tests.fakes.clock import FakeClock
 from bot.sandbox.signed import checkboxes, plain_input, static_select
 from tests.harness import App
@@ -179,7 +179,7 @@ async def test_an_approver_who_stays_still_decides_and_a_manager_can_hand_back(t
 async def test_escalating_or_snoozing_by_someone_taken_away_meanwhile_is_refused_and_writes_nothing(
         tapp: App) -> None:
     """The move is checked (who is in SOPS: Slack holds that answer) while another process takes the
-    person away; it is written only on a state on which they may make it (bot/checked.py)."""
+    person away; it is written only on a state on which they may make it (bot/approvals/checked.py)."""
     app = tapp
     assert app.signoff is not None
     directory_of(app).ttl = 0  # every check asks Slack who is in the group

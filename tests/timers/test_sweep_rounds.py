@@ -1,4 +1,4 @@
-"""A sweep takes its due rows in rounds of `batch` (bot/timers.py: 100 on SQLite, 500 on PostgreSQL).
+"""A sweep takes its due rows in rounds of `batch` (bot/approvals/timers.py: 100 on SQLite, 500 on PostgreSQL).
 
 The replica tests (test_replicas.py) make fewer rows due than one PostgreSQL round takes; here two
 sweepers with small rounds run at once on the real database, so rounds follow rounds and the two
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from bot.timers import BATCH, PG_BATCH, Timers, batch_for
+from bot.approvals.timers import BATCH, PG_BATCH, Timers, batch_for
 from tests.fakes.clock import FakeClock
 from tests.harness import App
 from tests.timers.helpers import settle

@@ -191,7 +191,7 @@ def test_timing_json_round_trips() -> None:
 
 
 def test_settings_give_the_default_timing_and_name_a_bad_value() -> None:
-    from bot.settings import Settings, SettingsError
+    from bot.process.settings import Settings, SettingsError
 
     base = {"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s"}
     assert Settings.from_env(base, dotenv=None).default_timing() == Timing(

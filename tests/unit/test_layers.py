@@ -1,5 +1,5 @@
 """The edges never hold the store: Slack's listeners and deliveries, the agent API and the runner's
-Slack side read through `Reads` (bot/reads.py) and write through the use cases, which alone reach
+Slack side read through `Reads` (bot/approvals/reads.py) and write through the use cases, which alone reach
 storage. Read from the source with `ast`, so a test that is never run still counts."""
 
 from __future__ import annotations
@@ -39,4 +39,4 @@ def test_the_decided_webhook_is_built_in_one_place() -> None:
     the clock): two constructors could drift apart."""
     builders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "bot").rglob("*.py"))
                 if '"approval.decided"' in p.read_text()]
-    assert builders == ["bot/effects.py"]
+    assert builders == ["bot/outbox/effects.py"]

@@ -12,7 +12,7 @@ import pytest
 from bot.domain.grants import Delegation, FieldMatch, Grant, GrantIndex, Scope, delegates_for, generalise
 from bot.domain.model import Risk
 from bot.domain.policy import Call, Effect, evaluate, render_confirm
-from bot.policy_file import parse_policy
+from bot.policy.file import parse_policy
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ import pytest
 
 from bot.domain.model import Risk
 from bot.domain.policy import Effect
-from bot.policy_file import PolicyError, load_policy, parse_policy
+from bot.policy.file import PolicyError, load_policy, parse_policy
 from tests.harness import ROOT
 
 GOOD = """\

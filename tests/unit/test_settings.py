@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.settings import Settings, SettingsError, database_url_from_env
+from bot.process.settings import Settings, SettingsError, database_url_from_env
 from storage.urls import async_url
 from tests.harness import ROOT
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bot.settings import KNOWN_SETTINGS, Settings, unknown_settings
+from bot.process.settings import KNOWN_SETTINGS, Settings, unknown_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}

@@ -4,7 +4,7 @@ A use case never builds an `OutboxItem` by hand: it calls one of the constructor
 unit that makes the change, so the kind, the dedupe key's shape and the payload each effect's
 handler reads are written down once. Each delivery class hands over the handlers of the kinds
 it performs (`handlers()`), and `registry()` puts them together for the process, refusing a kind
-with no handler or with two (bot/web.py wires it).
+with no handler or with two (bot/process/app.py wires it).
 
 Items of one request (or one run) carry its id as `ordered_by`, so the dispatcher delivers them
 in order; App Home refreshes are not ordered behind anything (the Home is rendered fresh).
@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.domain.model import Request
 from bot.domain.runs import Run
-from bot.wire import request_json
+from bot.domain.wire import request_json
 from bot.domain.outbox import OutboxItem
 
 # Requests and their cards
@@ -46,7 +46,7 @@ POLICY_FYI = "policy.fyi"
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
                    UPDATE_ROOT, THREAD_NOTE, POLICY_FYI})
 
-Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox.py)
+Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox/dispatcher.py)
 
 
 class RegistryError(RuntimeError):

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import datetime
 
-from bot.access import GroupMembers, GroupsUnknown, in_listed_group
-from bot.clock import Clock
+from bot.approvals.access import GroupMembers, GroupsUnknown, in_listed_group
+from bot.process.clock import Clock
 from bot.domain.grants import Delegation, Grant
 from storage.base import Unit
 from storage.grants import GrantStore

@@ -30,9 +30,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import effects
+from bot.outbox import effects
 from bot.agent import slack as agent_slack
-from bot.access import Access
+from bot.approvals.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.domain.json_codec import dumps, loads
 from bot.domain.model import Request
@@ -44,17 +44,17 @@ from bot.api.slow_body import body_deadline
 from bot.api.tokens import bearer, matching
 from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
-from bot.clock import Clock, FileClock, SystemClock
-from bot.egress import EgressPolicy, guarded_session
-from bot.gate import PolicyGate
-from bot.grants import Grants
-from bot.jobs import SweepJob
-from bot.metrics import Metrics
-from bot.notify import CrossProcessWatcher, Waiters
-from bot.outbox import Dispatcher
-from bot.policy_holder import PolicyHolder
-from bot.service import Service
-from bot.settings import Settings
+from bot.process.clock import Clock, FileClock, SystemClock
+from bot.outbox.egress import EgressPolicy, guarded_session
+from bot.approvals.gate import PolicyGate
+from bot.approvals.grants import Grants
+from bot.process.jobs import SweepJob
+from bot.process.metrics import Metrics
+from bot.live.waiters import CrossProcessWatcher, Waiters
+from bot.outbox.dispatcher import Dispatcher
+from bot.policy.holder import PolicyHolder
+from bot.approvals.service import Service
+from bot.process.settings import Settings
 from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestion_handlers
 from bot.slack.backlog import Backlog, Work
 from bot.slack.form import parsed_request
@@ -71,7 +71,7 @@ from bot.slack.team import InstalledTeam
 from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.undelivered import undelivered_check
 from bot.slack.home import Home, HomePublisher
-from bot.homes import HomeOpens
+from bot.approvals.homes import HomeOpens
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
 from bot.slack.grant_handlers import GrantInteractions
@@ -79,7 +79,7 @@ from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
-from bot.timers import Timers
+from bot.approvals.timers import Timers
 from storage.grants import GrantStore
 from storage.pace_store import PaceStore
 from storage.sql import SqlStore
@@ -118,7 +118,7 @@ class Signoff:
     timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # Signoff's own agent runner
-    egress_http: aiohttp.ClientSession | None = None  # for agent/API-chosen URLs only (bot.egress)
+    egress_http: aiohttp.ClientSession | None = None  # for agent/API-chosen URLs only (bot.outbox.egress)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     backlog: Backlog = field(default_factory=Backlog)  # acked clicks' listener work, after a burst's acks
     slack_health: SlackHealth = field(default_factory=SlackHealth)  # how Slack answers lately (/healthz)
@@ -263,7 +263,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
     store.on_outbox_commit(dispatcher.wake)
-    dispatcher.on_card_stored(service.known.card_stored)  # a click checks the card it holds (bot/known.py)
+    dispatcher.on_card_stored(service.known.card_stored)  # a click checks the card it holds (bot/live/pending_states.py)
 
     # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
     # acks clicks and events itself and answers modals and commands when their listener calls

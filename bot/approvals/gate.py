@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from bot import effects
-from bot.access import Directory
+from bot.outbox import effects
+from bot.approvals.access import Directory
 from bot.domain.duties import able_to_approve
 from bot.domain.durations import compact
 from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
@@ -33,10 +33,10 @@ from bot.domain.params_hash import params_sha256
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
 from bot.domain.timing import DEFAULT, Timing
 from bot.errors import InvalidInput
-from bot.group_commit import GroupCommit
-from bot.homes import user_ids
-from bot.policy_holder import PolicyHolder
-from bot.service import ApprovalSpec, Service, StaleCheck
+from bot.approvals.group_commit import GroupCommit
+from bot.approvals.homes import user_ids
+from bot.policy.holder import PolicyHolder
+from bot.approvals.service import ApprovalSpec, Service, StaleCheck
 from storage.base import Expect, StaleRead, Unit
 from storage.grants import DELEGATION_STAMP, GRANT_STAMP, GrantStore
 
@@ -347,7 +347,7 @@ class PolicyGate:
 
     async def write(self, service: Service, checked: Checked) -> None:
         """Write the checked request in a unit of its own (Service.submit). A request decided at submit
-        (no card: the hottest path) shares its unit with the others decided meanwhile (bot.group_commit);
+        (no card: the hottest path) shares its unit with the others decided meanwhile (bot.approvals.group_commit);
         either way this returns once its unit committed."""
         request = checked.request
         assert request is not None

@@ -25,7 +25,7 @@ class FileClock:
 
     Selected by the test-only setting SIGNOFF_CLOCK_FILE, so a test can move the clock of
     `signoff serve` subprocesses (kill -9 and multi-replica tests of reminders and timeouts).
-    Production never sets it; `bot.web.build` logs a warning when it is used. Writers should
+    Production never sets it; `bot.process.app.build` logs a warning when it is used. Writers should
     replace the file atomically (write a temporary file, then rename); a half-written file
     reads as the last good value.
     """

@@ -11,10 +11,10 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from bot.clock import Clock, SystemClock
+from bot.process.clock import Clock, SystemClock
 from bot.domain.model import iso
 from bot.domain.policy import Policy
-from bot.policy_file import PolicyError, load_policy
+from bot.policy.file import PolicyError, load_policy
 
 log = logging.getLogger("signoff.policy")
 

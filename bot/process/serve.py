@@ -15,8 +15,8 @@ import logging
 import signal
 from typing import Any
 
-from bot.settings import Settings
-from bot.startup import (
+from bot.process.settings import Settings
+from bot.process.startup import (
     PLACEHOLDERS,
     SlackCheck,
     StartupError,
@@ -108,7 +108,7 @@ def app_runner(app: Any, settings: Settings) -> Any:
 async def serve(settings: Settings) -> None:
     from aiohttp import web
 
-    from bot.web import build
+    from bot.process.app import build
 
     sock, store, slack = await preflight(settings)
     try:

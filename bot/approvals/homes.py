@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
-from bot import effects
+from bot.outbox import effects
 from bot.domain.values import is_user_id
 from bot.domain.outbox import OutboxItem
 from storage.base import Store, Unit

@@ -43,7 +43,7 @@ class ApprovalSpec:
     # Who set the bar. `trusted`: Signoff's own runner, from operator config (the tool's declared risk,
     # SIGNOFF_RUN_APPROVERS, the Slack user who started the run). Otherwise an agent did (the API):
     # its `risk` is only `asked_risk` (None: it named none) and may only raise policy's tier, and
-    # approvers a policy tier names hold over the ones it lists (bot.gate.apply_evaluation).
+    # approvers a policy tier names hold over the ones it lists (bot.approvals.gate.apply_evaluation).
     trusted: bool = False
     asked_risk: Risk | None = None
 
@@ -89,7 +89,7 @@ class DecideResult:
     counted: bool = False  # a change was stored and the request is still pending (a quorum vote, batch items)
     duplicate: bool = False  # this person had already approved: nothing was written
     stale: bool = False  # `only_on_read` and the request had changed since: nothing was written
-    refused: str | None = None  # bot.checked: the person may not decide it as it is now (why); nothing written
+    refused: str | None = None  # bot.approvals.checked: the person may not decide it as it is now (why); nothing written
 
 
 class StaleCheck(Exception):

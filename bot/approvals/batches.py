@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bot import effects
+from bot.outbox import effects
 from bot.domain.batch import Choice, all_decided, decide_items, overall
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, Via
-from bot.checked import Recheck
-from bot.service import DecideResult, Service
+from bot.approvals.checked import Recheck
+from bot.approvals.service import DecideResult, Service
 from storage.base import Unit
 
 _RETRIES = 50
@@ -40,7 +40,7 @@ async def decide_items_of(
     decided ones keep their outcome anyway). `counted=True` in the result: items were decided and
     others still wait. `won=False`: nothing was written (everything chosen was decided already).
     `recheck(request)`: why the person may not decide it (`refused`, nothing written), run on every read
-    before anything is written on it (bot/checked.py): both writes below are guarded on that read.
+    before anything is written on it (bot/approvals/checked.py): both writes below are guarded on that read.
     """
     for _ in range(_RETRIES):
         request = await service.get(request_id)

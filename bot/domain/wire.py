@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from bot.delivery_state import delivery_json
+from bot.domain.delivery_state import delivery_json
 from bot.domain.batch import offered
 from bot.domain.choices import EXTRA_KEY, allowed_decisions
 from bot.domain.model import Item, Request, Via
@@ -56,7 +56,7 @@ def request_json(request: Request) -> dict[str, Any]:
         # What happened when the decided action ran, if it did not succeed (bot/domain/outcomes.py).
         "outcome": request.extra.get(OUTCOME_KEY),
         # Issue 12, present only when they apply: how the policy file evaluated it; what the agent asked
-        # for above policy (bot/gate.py); delegates added.
+        # for above policy (bot/approvals/gate.py); delegates added.
         # ...and the Claude permission suggestions the agent sent (bot/domain/suggestions.py).
         **{key: request.extra[key] for key in ("policy", "asked", "delegations", "suggestions", "session")
            if key in request.extra},

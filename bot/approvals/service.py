@@ -17,10 +17,10 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from bot.reads import Reads
-from bot.clock import Clock, SystemClock, new_id
-from bot.fresh import Fresh
-from bot.known import Known
+from bot.approvals.reads import Reads
+from bot.process.clock import Clock, SystemClock, new_id
+from bot.live.just_committed import Fresh
+from bot.live.pending_states import Known
 from bot.domain.model import (
     Actor,
     AuditEvent,
@@ -32,7 +32,7 @@ from bot.domain.model import (
     Status,
     Via,
 )
-from bot.delivery_state import is_undelivered
+from bot.domain.delivery_state import is_undelivered
 from bot.domain.batch import Choice, Item, decide_items
 from bot.domain.grants import OWNER_KEY
 from bot.domain.params_hash import params_sha256
@@ -40,13 +40,13 @@ from bot.domain.timing import Timing
 from bot.domain.transitions import next_status
 from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound, TooManyPending
-from bot import effects
-from bot.access import Access, Directory
-from bot.group_commit import SharedUnits
-from bot.homes import home_candidates, user_ids
-from bot.metrics import Metrics
-from bot.notify import InFlight, Waiters
-from bot.service_types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
+from bot.outbox import effects
+from bot.approvals.access import Access, Directory
+from bot.approvals.group_commit import SharedUnits
+from bot.approvals.homes import home_candidates, user_ids
+from bot.process.metrics import Metrics
+from bot.live.waiters import InFlight, Waiters
+from bot.approvals.types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
                                 LostRace as LostRace, StaleCheck as StaleCheck)
 from bot.domain.outbox import OutboxItem
 from storage.base import DuplicateIdempotencyKey, Expect, Store, Unit
@@ -69,7 +69,7 @@ class _AlreadyVoted(Exception):
 
 
 class SubmitGate(Protocol):
-    """Policy at submit (bot/gate.py's PolicyGate): what to write for a spec, and writing it."""
+    """Policy at submit (bot/approvals/gate.py's PolicyGate): what to write for a spec, and writing it."""
 
     async def check(
         self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
@@ -111,10 +111,10 @@ class Service:
         self.new_id = id_factory
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
-        self.gate = gate  # policy, grants and delegation at submit (bot/gate.py)
+        self.gate = gate  # policy, grants and delegation at submit (bot/approvals/gate.py)
         self._shared = SharedUnits(store)  # decisions waiting at the same time share a unit
         self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
-        self.known = Known()  # pending requests as last committed here, for a click's check (bot/known.py)
+        self.known = Known()  # pending requests as last committed here, for a click's check (bot/live/pending_states.py)
         self.in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
@@ -144,7 +144,7 @@ class Service:
         longer pending is returned `settled`, untouched. `read`: the request as the caller just read
         it, to save one read; if it is stale the guard fails and it is read again.
         `shared`: the unit may hold other shared changes that were waiting at the same time (group
-        commit, bot.group_commit.SharedUnits); `change` must then be safe to run again from the start.
+        commit, bot.approvals.group_commit.SharedUnits); `change` must then be safe to run again from the start.
         """
         request = read if read is not None and read.id == request_id else await self.get(request_id)
         for _attempt in range(retries):
@@ -267,7 +267,7 @@ class Service:
             final=final)
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
-        unit.after_commit(lambda: self.fresh.put(post.dedupe_key, request))  # the post renders it (bot/fresh.py)
+        unit.after_commit(lambda: self.fresh.put(post.dedupe_key, request))  # the post renders it (bot/live/just_committed.py)
         unit.after_commit(lambda: self.known.put(request))
         self.touch(unit, request.id)
 
@@ -292,7 +292,7 @@ class Service:
         self, request_id: str, timeout: float, *, check: Callable[[Request], object] | None = None
     ) -> Request:
         """Return as soon as the request leaves `pending` or its card is known undeliverable (nobody
-        will see it: bot.delivery_state), or when `timeout` seconds pass (not before).
+        will see it: bot.domain.delivery_state), or when `timeout` seconds pass (not before).
 
         `check(request)` runs on the first read, before any waiting (it raises to refuse the caller).
         A decision committed in this process hands the decided request to the waiter (what it wrote
@@ -343,7 +343,7 @@ class Service:
             return await unit.find_by_idempotency_key(key)
 
     async def may_decide(self, request: Request, user_id: str, *, within: float | None = None) -> bool:
-        """Whether `user_id` may decide `request` (see bot/access.py; `within`: a bound on group lookups)."""
+        """Whether `user_id` may decide `request` (see bot/approvals/access.py; `within`: a bound on group lookups)."""
         return await self.access.may_decide(request, user_id, within=within)
 
     def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
@@ -382,7 +382,7 @@ class Service:
         request's version guard and the votes table's (request, voter) key, in one transaction.
         `only_on_read`: decide on `read` as it is, or not at all: if the request changed since, nothing is
         written and `stale=True` comes back with the request as read now, for the caller to check again
-        (a click checked on the state bot/known.py held).
+        (a click checked on the state bot/live/pending_states.py held).
         `items`: a batch's items with their outcomes, decided on `read` (implies `only_on_read`: if the
         request changed since, nothing is written and the caller decides again on the fresh request).
         `also(unit)`: more writes that belong to this decision (a remembered grant), committed with
@@ -490,7 +490,7 @@ class Service:
         assert decided.decision is not None
         self.known.forget(decided.id)
         self.waiters.wake(decided.id, decided)  # after touch's wake-up: hands them the decided request
-        self.fresh.put(_decided_card(decided.id), decided)  # its card update renders it (bot/fresh.py)
+        self.fresh.put(_decided_card(decided.id), decided)  # its card update renders it (bot/live/just_committed.py)
         self.metrics.decisions.labels(decided.decision.outcome.value, decided.decision.via.value).inc()
         for fn in self._on_decided:
             try:

@@ -24,7 +24,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.metrics import Metrics
+from bot.process.metrics import Metrics
 from storage.schema import audit_events
 from storage.sql import SqlStore
 from storage.sql_statements import NOTIFY_CHANNEL

@@ -10,7 +10,7 @@ The card update and the Home refreshes have keys named for the call, so a replay
 
 from __future__ import annotations
 
-from bot import effects
+from bot.outbox import effects
 from bot.domain.model import AuditEvent
 from bot.domain.outcomes import RunOutcome, with_outcome
 from storage.base import Unit

@@ -1,6 +1,6 @@
 """Timer use cases: sweep due requests (remind, escalate, time out), snooze, escalate by hand, hand back.
 
-The database is the coordinator. Every process runs the same sweep (bot/jobs.py); a sweep claims
+The database is the coordinator. Every process runs the same sweep (bot/process/jobs.py); a sweep claims
 due rows in one unit (PostgreSQL: `FOR UPDATE SKIP LOCKED`, so replicas split the rows; SQLite:
 the unit is the one writer), asks the pure plan (bot/domain/timing.py) what is due, writes the new
 timer state with the version guard, and enqueues the Slack side effects in the same unit under
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.checked import Recheck, guarded_checked
-from bot.clock import Clock
+from bot.approvals.checked import Recheck, guarded_checked
+from bot.process.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, Via, iso
 from bot.domain.timing import (
@@ -46,9 +46,9 @@ from bot.domain.timing import (
     snoozed,
 )
 from bot.domain.transitions import IllegalTransition, next_status
-from bot import effects
-from bot.homes import republish_homes, user_ids
-from bot.service import Guarded, LostRace, Service
+from bot.outbox import effects
+from bot.approvals.homes import republish_homes, user_ids
+from bot.approvals.service import Guarded, LostRace, Service
 from storage.base import DueRow, Reminded, Unit
 
 log = logging.getLogger(__name__)

@@ -47,12 +47,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot import effects
-from bot.reads import Reads
-from bot.clock import Clock
+from bot.outbox import effects
+from bot.approvals.reads import Reads
+from bot.process.clock import Clock
 from bot.domain.model import AuditEvent
-from bot.group_commit import GroupCommit
-from bot.metrics import Metrics
+from bot.approvals.group_commit import GroupCommit
+from bot.process.metrics import Metrics
 from bot.domain.outbox import OutboxItem
 from storage.base import CardPosted, Store, Unit
 

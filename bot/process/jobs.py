@@ -2,7 +2,7 @@
 
 APScheduler 3 cannot share a job store between processes, so it is only a ticker here: every
 process runs the same job on its own in-memory store, and the database coordinates (the sweep
-claims due rows with guarded updates; see bot/timers.py). The first run is at start, so a process
+claims due rows with guarded updates; see bot/approvals/timers.py). The first run is at start, so a process
 that starts after an outage catches up at once. A sweep never overlaps itself in one process
 (`max_instances=1`); ticks missed while it runs are coalesced into one.
 """

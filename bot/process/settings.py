@@ -101,7 +101,7 @@ class Settings:
     webhook_max_age: timedelta = timedelta(hours=24)
     webhook_backoff_cap_seconds: float = 1800.0
     log_level: str = "INFO"
-    # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/egress.py).
+    # Issue 9: hosts and CIDRs an agent- or API-supplied URL may reach although not public (bot/outbox/egress.py).
     egress_allow: tuple[str, ...] = ()
     metrics_token: str | None = field(default=None, repr=False)  # SIGNOFF_METRICS_TOKEN
     metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # SIGNOFF_METRICS_ALLOW: CIDRs without a token
@@ -132,7 +132,7 @@ class Settings:
     timeout: timedelta | None = timedelta(hours=24)
     timeout_outcome: str = "expire"
     sweep_seconds: float = 15.0
-    clock_file: str | None = None  # TEST ONLY (SIGNOFF_CLOCK_FILE): see bot.clock.FileClock
+    clock_file: str | None = None  # TEST ONLY (SIGNOFF_CLOCK_FILE): see bot.process.clock.FileClock
     # Agent runner: model limits, the demo tools' folders, leases and recovery.
     anthropic_max_tokens: int = 4096
     anthropic_max_retries: int = 2

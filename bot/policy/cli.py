@@ -23,7 +23,7 @@ from typing import Any
 from bot.domain.duties import SLACK_USER_ID
 from bot.domain.model import Risk
 from bot.domain.policy import Call, Effect, evaluate
-from bot.policy_file import PolicyError, load_policy
+from bot.policy.file import PolicyError, load_policy
 
 
 def add_parser(sub: Any) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from bot.domain.model import Outcome, Request
-from bot.service import DecideResult, Guarded, Service
+from bot.approvals.service import DecideResult, Guarded, Service
 from storage.base import Unit
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """What the edges read: requests, their audit and outbox rows, a person's inbox. Read-only.
 
 The Slack listeners and deliveries, the agent API and the runner's Slack side read through here and
-write only through the use cases (bot/service.py, bot/timers.py, bot/homes.py, ...), which alone hold
+write only through the use cases (bot/approvals/service.py, bot/approvals/timers.py, bot/approvals/homes.py, ...), which alone hold
 the store; tests/unit/test_layers.py keeps the edges off the store.
 """
 

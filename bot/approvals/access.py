@@ -41,7 +41,7 @@ class GroupsUnknown(Exception):
         self.errors = errors  # why, group by group (Slack's errors, timeouts)
 
 
-# Of Slack's 3 s to acknowledge (bot/web.py answers within 2.5 s), what a user group's lookup may take
+# Of Slack's 3 s to acknowledge (bot/process/app.py answers within 2.5 s), what a user group's lookup may take
 # in a check that must answer before the ack (a command, a form's inline errors).
 PRE_ACK_LOOKUP_SECONDS = 1.5
 
@@ -89,7 +89,7 @@ class Access:
     ) -> None:
         self.directory = directory
         # False when the user is listed only as a delegate whose delegation has ended
-        # (bot.gate.PolicyGate.still_delegate): returning from being away ends a delegation.
+        # (bot.approvals.gate.PolicyGate.still_delegate): returning from being away ends a delegation.
         self.still_delegate = still_delegate
 
     async def may_decide(self, request: Request, user_id: str, *, within: float | None = None) -> bool:

@@ -41,7 +41,7 @@ from bot.domain.model import Risk
 from bot.domain.matching import ValueMatch
 from bot.domain.policy import DEFAULT_TIERS, Effect, Policy, Rule, TierSettings
 from bot.domain.timing import DEFAULT, TIMEOUT_OUTCOMES, Level
-from bot.settings import SettingsError
+from bot.process.settings import SettingsError
 
 TIERS = tuple(r.value for r in Risk)
 SLACK_APPROVER = re.compile(r"^[UWS][A-Z0-9]{1,39}$")

@@ -1,0 +1,1 @@
+"""The policy file: parsed and validated, held and reloaded by the process, and `signoff policy` offline."""
