@@ -13,6 +13,7 @@ Errors:
 from __future__ import annotations
 
 import abc
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -54,6 +55,18 @@ class Expect:
     statement: Any
     value: tuple[Any, ...]
     params: tuple[Any, ...] = ()
+
+
+class AuditTail(abc.ABC):
+    """The newest audit rows, read on one connection: each read is its own snapshot."""
+
+    @abc.abstractmethod
+    async def last_id(self) -> int:
+        """The id of the newest audit row (0: none)."""
+
+    @abc.abstractmethod
+    async def since(self, seen: int, limit: int) -> list[tuple[int, str]]:
+        """(id, request or run id) of the audit rows after `seen`, oldest first, at most `limit`."""
 
 
 @dataclass(frozen=True)
@@ -370,6 +383,23 @@ class Store(abc.ABC):
     # Transactions write side by side (PostgreSQL), rather than one writer at a time (SQLite): grouping
     # changes into one transaction then saves nothing but costs round trips (bot.approvals.group_commit).
     concurrent_writers: bool = False
+    # Other processes' commits are announced (PostgreSQL's NOTIFY: `listen`), or must be looked for
+    # (SQLite: `foreign_data_version`, then `audit_tail`).
+    announces_changes: bool = False
+
+    def listen(self, on_change: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
+        """Call `on_change(id)` for each request or run another process changes, while the block runs;
+        the event is set when the listening connection is lost. Only where `announces_changes`."""
+        raise NotImplementedError
+
+    async def foreign_data_version(self) -> int:
+        """A number that moves when another process commits. Only where changes are not announced."""
+        raise NotImplementedError
+
+    def audit_tail(self) -> AbstractAsyncContextManager[AuditTail]:
+        """A reader of the newest audit rows (each change of a request or a run appends one), on one
+        connection held for the block."""
+        raise NotImplementedError
 
     def on_outbox_commit(self, fn: Callable[[], None]) -> None:
         self.__dict__.setdefault("_outbox_listeners", []).append(fn)

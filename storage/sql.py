@@ -3,10 +3,10 @@
 One implementation per engine extends it, owning its fast paths: storage/sqlite/store.py (one writer
 per file, statements on the event loop, driver SQL for the hottest ones) and storage/postgres/store.py
 (the raw asyncpg pool, whole changes in one statement, NOTIFY). `storage.stores.open_store(url)` is
-the one place that chooses between them. The unit and store here are complete on their own (every
-statement through SQLAlchemy); an engine's class overrides a method only to make it faster or to add what the engine
-alone has (a NOTIFY), never to change what it stores: the equivalence tests in tests/storage hold
-both engines to the same results.
+the one place that chooses between them. What this module does, it does through SQLAlchemy on either
+engine; an engine's class adds what only it has (its INSERT ... ON CONFLICT, its outbox claim, its
+way of seeing other processes' commits) and overrides a method only to make it faster, never to
+change what it stores: the tests in tests/storage run every behaviour on both engines.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from bot.domain.votes import Vote
 from storage import sql_statements as q
 from storage import sweep_sql
 from bot.domain.outbox import OutboxItem
-from storage.base import DueRow, DuplicateIdempotencyKey, Expect, Inbox, Reminded, Store, Unit
+from storage.base import AuditTail, DueRow, DuplicateIdempotencyKey, Expect, Inbox, Reminded, Store, Unit
 from storage.decided import insert_decided
 from storage.inbox_sql import read_inbox
 from storage.pending import insert_pending
@@ -256,6 +256,24 @@ class SqlUnit(Unit):
         raise NotImplementedError
 
 
+class _SqlAuditTail(AuditTail):
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def last_id(self) -> int:
+        value = (await self._conn.execute(sa.select(sa.func.max(audit_events.c.id)))).scalar()
+        await self._conn.rollback()  # end the read transaction: the next read must see newer commits
+        return int(value or 0)
+
+    async def since(self, seen: int, limit: int) -> list[tuple[int, str]]:
+        rows = (await self._conn.execute(
+            sa.select(audit_events.c.id, audit_events.c.request_id)
+            .where(audit_events.c.id > seen).order_by(audit_events.c.id).limit(limit)
+        )).all()
+        await self._conn.rollback()
+        return [(int(row.id), str(row.request_id)) for row in rows]
+
+
 class SqlStore(Store):
     """The store on SQLAlchemy. Open with `await storage.stores.open_store(database_url)`, which returns
     the engine's own implementation (storage/sqlite/store.py or storage/postgres/store.py)."""
@@ -301,10 +319,10 @@ class SqlStore(Store):
     def _unit_connection(self) -> AbstractAsyncContextManager[AsyncConnection]:
         return self.write_engine.connect()
 
-    async def foreign_data_version(self) -> int:
-        """A number that moves when another process commits (SQLite's `PRAGMA data_version`);
-        engines that announce changes themselves (PostgreSQL's NOTIFY) have none."""
-        raise NotImplementedError(f"{self.dialect} announces changes itself")
+    @asynccontextmanager
+    async def audit_tail(self) -> AsyncIterator[AuditTail]:
+        async with self.engine.connect() as conn:
+            yield _SqlAuditTail(conn)
 
     async def get_request(self, request_id: str) -> Request | None:
         async with self.engine.connect() as conn:

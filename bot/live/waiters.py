@@ -19,15 +19,12 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-import sqlalchemy as sa
 
 from bot.process.metrics import Metrics
-from storage.schema import audit_events
-from storage.sql import SqlStore
-from storage.sql_statements import NOTIFY_CHANNEL
+from storage.base import AuditTail, Store
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +128,7 @@ class CrossProcessWatcher:
     requests are waited on (tests/api/test_longpoll_watcher.py holds 1 and 200 long-polls to show it).
     """
 
-    def __init__(self, store: SqlStore, waiters: Waiters, metrics: Metrics | None = None) -> None:
+    def __init__(self, store: Store, waiters: Waiters, metrics: Metrics | None = None) -> None:
         self.store = store
         self.waiters = waiters
         self.metrics = metrics or Metrics()
@@ -140,7 +137,7 @@ class CrossProcessWatcher:
         self.checks: list[Callable[[list[str]], Awaitable[Iterable[str]]]] = []
 
     async def start(self) -> None:
-        run = self._listen_postgres if self.store.dialect == "postgresql" else self._watch_sqlite
+        run = self._listen if self.store.announces_changes else self._watch
         self._task = asyncio.create_task(run(), name="signoff-cross-process-watcher")
 
     async def stop(self) -> None:
@@ -149,11 +146,11 @@ class CrossProcessWatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def _listen_postgres(self) -> None:
+    async def _listen(self) -> None:
         backoff = 0.1
         while True:
             try:
-                async with self._pg_listener() as closed:
+                async with self.store.listen(self._notified) as closed:
                     backoff = 0.1
                     # Anything decided while we were not listening: let every waiter re-check.
                     self.waiters.wake_all()
@@ -165,30 +162,15 @@ class CrossProcessWatcher:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
-    @contextlib.asynccontextmanager
-    async def _pg_listener(self) -> AsyncIterator[asyncio.Event]:
-        closed = asyncio.Event()
-        async with self.store.engine.connect() as conn:
-            raw = (await conn.get_raw_connection()).driver_connection
-            assert raw is not None
+    def _notified(self, changed_id: str) -> None:
+        self.metrics.longpoll_notifications.inc()
+        self.waiters.wake(changed_id)
 
-            def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
-                self.metrics.longpoll_notifications.inc()
-                self.waiters.wake(payload)
-
-            raw.add_termination_listener(lambda _c: closed.set())
-            await raw.add_listener(NOTIFY_CHANNEL, on_notify)
-            try:
-                yield closed
-            finally:
-                with contextlib.suppress(Exception):
-                    await raw.remove_listener(NOTIFY_CHANNEL, on_notify)
-
-    async def _watch_sqlite(self) -> None:
+    async def _watch(self) -> None:
         backoff = 0.1
         while True:
             try:
-                await self._watch_sqlite_once()
+                await self._watch_once()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a failed read must not end cross-process wake-ups for good
@@ -196,59 +178,53 @@ class CrossProcessWatcher:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
 
-    async def _watch_sqlite_once(self) -> None:
+    async def _watch_once(self) -> None:
         """Wake the waiters of whatever another process changed: read the audit rows appended since the
         last look (every change of a request or a run appends one, in its own transaction). The cost of
         a look is the number of changes, not the number of waiters."""
-        async with self.store.engine.connect() as conn:
-            last = await self._data_version(conn)
-            seen = await self._last_audit_id(conn)
+        async with self.store.audit_tail() as tail:
+            last = await self._data_version()
+            seen = await self._last_audit_id(tail)
             while True:
                 if not self.waiters.waited_ids():
                     self.waiters.changed.clear()
                     await self.waiters.changed.wait()
                     # Not a new baseline: changes committed while nobody waited (or between a new
                     # waiter's own read and now) are still after `seen`, and are looked at next.
-                    last = await self._data_version(conn)
+                    last = await self._data_version()
                     self.metrics.watch_looks.inc()  # a look, and counted as one that found a change
                     self.metrics.watch_changes.inc()
-                    seen = await self._wake_changed(conn, seen)
+                    seen = await self._wake_changed(tail, seen)
                     continue
                 await asyncio.sleep(SQLITE_CHECK_SECONDS)
-                version = await self._data_version(conn)
+                version = await self._data_version()
                 self.metrics.watch_looks.inc()
                 if version == last:
                     continue
                 last = version
                 self.metrics.watch_changes.inc()
-                seen = await self._wake_changed(conn, seen)
+                seen = await self._wake_changed(tail, seen)
 
-    async def _data_version(self, _conn: Any) -> int:
+    async def _data_version(self) -> int:
         # On the writer's connection, not the watcher's: a reader's data_version also moved with this
         # process's own commits, and each of those cost a read of the audit rows (bench.all --profile).
         version = await self.store.foreign_data_version()
         self.metrics.watch_queries.inc()  # after the read: a look's two counters move together
         return version
 
-    async def _last_audit_id(self, conn: Any) -> int:
+    async def _last_audit_id(self, tail: AuditTail) -> int:
         self.metrics.watch_queries.inc()
-        value = (await conn.execute(sa.select(sa.func.max(audit_events.c.id)))).scalar()
-        await conn.rollback()
-        return int(value or 0)
+        return await tail.last_id()
 
-    async def _wake_changed(self, conn: Any, seen: int) -> int:
+    async def _wake_changed(self, tail: AuditTail, seen: int) -> int:
         """One read of the audit rows after `seen`, then a wake-up per changed id (an in-memory lookup)."""
         self.metrics.watch_queries.inc()
-        rows = (await conn.execute(
-            sa.select(audit_events.c.id, audit_events.c.request_id)
-            .where(audit_events.c.id > seen).order_by(audit_events.c.id).limit(CHANGES_PER_LOOK)
-        )).all()
-        await conn.rollback()  # end the read transaction: the next look must see newer commits
+        rows = await tail.since(seen, CHANGES_PER_LOOK)
         if not rows:
             return seen
         if len(rows) == CHANGES_PER_LOOK:  # a backlog: let every waiter re-read, and skip past it
             self.waiters.wake_all()
-            return await self._last_audit_id(conn)
-        for row in rows:
-            self.waiters.wake(row.request_id)
-        return int(rows[-1].id)
+            return await self._last_audit_id(tail)
+        for _, changed_id in rows:
+            self.waiters.wake(changed_id)
+        return rows[-1][0]

@@ -13,8 +13,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -88,6 +90,7 @@ class PostgresStore(SqlStore):
 
     unit_class = PostgresUnit
     concurrent_writers = True
+    announces_changes = True
 
     def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine, raw: RawPool) -> None:
         super().__init__(engine, write_engine)
@@ -111,6 +114,25 @@ class PostgresStore(SqlStore):
             sa.event.remove(engine, "before_cursor_execute", before)
             self._raw.watchers.remove(seen)
         return stop
+
+    @asynccontextmanager
+    async def listen(self, on_change: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:
+        """LISTEN on a connection of its own; each NOTIFY's payload is the changed id."""
+        closed = asyncio.Event()
+        async with self.engine.connect() as conn:
+            raw = (await conn.get_raw_connection()).driver_connection
+            assert raw is not None
+
+            def on_notify(_conn: Any, _pid: int, _channel: str, payload: str) -> None:
+                on_change(payload)
+
+            raw.add_termination_listener(lambda _c: closed.set())
+            await raw.add_listener(NOTIFY_CHANNEL, on_notify)
+            try:
+                yield closed
+            finally:
+                with contextlib.suppress(Exception):
+                    await raw.remove_listener(NOTIFY_CHANNEL, on_notify)
 
     def lone_unit(self) -> AbstractAsyncContextManager[SqlUnit]:
         return lone_unit(self.write_engine, self.engine, self.unit_class, self._finish_unit, self._raw)
