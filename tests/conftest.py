@@ -27,7 +27,7 @@ from storage.migrate import upgrade
 from storage.sql import SqlStore
 from storage.stores import open_store
 from bot.sandbox import SlackEmulator
-from tests.harness import App, start_app
+from tests.support.app import App, start_app
 
 PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
 ENGINE = "postgresql" if PG_URL else "sqlite"

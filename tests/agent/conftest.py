@@ -10,7 +10,7 @@ import pytest_asyncio
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import FakeAnthropic
 from bot.sandbox import SlackEmulator
-from tests.harness import start_app
+from tests.support.app import start_app
 
 
 @pytest_asyncio.fixture

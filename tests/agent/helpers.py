@@ -10,7 +10,7 @@ from typing import Any
 
 from bot.sandbox.model import FakeAnthropic
 from bot.sandbox import Message
-from tests.harness import App
+from tests.support.app import App
 
 
 @dataclass

@@ -11,7 +11,7 @@ from tests.agent.helpers import AgentApp
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox.signed import checkboxes, plain_input
-from tests.harness import start_app
+from tests.support.app import start_app
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello,\nyour refund is on its way."}
 

@@ -4,7 +4,7 @@ and nothing is stored (no run left `running` with no message, forever)."""
 from __future__ import annotations
 
 from bot.sandbox import SlackEmulator
-from tests.harness import start_app
+from tests.support.app import start_app
 
 
 async def test_runs_are_refused_without_a_model_key(db_url: str, slack: SlackEmulator) -> None:

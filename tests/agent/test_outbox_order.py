@@ -12,11 +12,12 @@ from typing import Any
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
+from tests.support.outbox import settle
 from tests.agent.conftest import agent_env
 from tests.fakes.clock import FakeClock
-from tests.harness import App, start_app
-from tests.timers.helpers import settle
-from tests.waits import more_sweeps
+from tests.support.app import App, start_app
+
+from tests.support.waits import more_sweeps
 
 
 async def waiting_request(app: App, run_id: str) -> str:

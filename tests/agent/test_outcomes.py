@@ -9,8 +9,9 @@ from typing import Any
 from bot.sandbox import Message
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import checkboxes
+from tests.support.outbox import settle
 from tests.agent.helpers import AgentApp
-from tests.timers.helpers import settle
+
 
 OUTSIDE = {"path": "../outside.md", "content": "where it must not go\n"}  # refused when run: outside the workspace
 

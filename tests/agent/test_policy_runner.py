@@ -12,7 +12,7 @@ from bot.sandbox import SlackEmulator
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
-from tests.harness import start_app
+from tests.support.app import start_app
 
 POLICY = """\
 rules:

@@ -12,12 +12,13 @@ import pytest
 
 from bot.domain.model import Request, Status
 from bot.slack.directory import SlackDirectory
+from tests.support.outbox import drain
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import checkboxes, radio
 from tests.slack.test_checked_decisions import written_during_the_check
-from tests.slack.test_decisions import settle
-from tests.waits import long_poll_registered
+
+from tests.support.waits import long_poll_registered
 
 ONE = {"questions": [{"question": "Which environment?", "header": "Env", "options": [
     {"label": "staging"}, {"label": "production", "description": "live customers"}]}]}
@@ -49,7 +50,7 @@ async def question_to_sops(agent: AgentApp) -> tuple[str, Any, Request]:
     status, body = await app.api("POST", "/api/v1/questions", json={**ONE, "channel": "C1", "approvers": ["SOPS"]})
     assert status == 201
     card = await app.card(body["id"])
-    await settle(app)
+    await drain(app)
     before = await app.signoff.store.get_request(body["id"])
     assert before is not None
     return body["id"], card, before
@@ -214,7 +215,6 @@ async def test_only_the_people_asked_may_answer(agent: AgentApp) -> None:
     assert still["status"] == "pending"
 
 
-
 async def test_approve_button_with_a_question_id_is_refused(agent: AgentApp) -> None:
     """A forged (or App Home) Approve on a question: refused clearly, nothing written."""
     app = agent.app
@@ -262,7 +262,7 @@ async def test_an_answer_from_someone_taken_away_meanwhile_is_refused_and_writes
     await written_during_the_check(app, question_id, answer_by(agent, how, question_id, card), approvers=("U9",))
     [refusal] = await agent.slack.wait_for("chat.postEphemeral")
     assert "not one of the people asked" in refusal.args["text"]
-    await settle(app)
+    await drain(app)
     stored = await app.signoff.store.get_request(question_id)
     assert stored is not None and stored.status is Status.PENDING and stored.version == before.version + 1
     assert stored.decision is None

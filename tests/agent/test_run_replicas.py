@@ -10,7 +10,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.test_crash import Server
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator
-from tests.waits import long_poll_registered
+from tests.support.waits import long_poll_registered
 
 
 async def test_a_long_poll_on_a_run_returns_when_another_process_ends_it(

@@ -13,7 +13,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import FakeAnthropic, message, text
 from bot.sandbox import SlackEmulator
-from tests.harness import ROOT, app_env, start_app
+from tests.support.app import ROOT, app_env, start_app
 
 
 async def test_slash_command_starts_a_run_in_the_channel(agent: AgentApp) -> None:

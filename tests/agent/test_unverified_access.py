@@ -15,11 +15,12 @@ from bot.domain.model import Status
 from bot.sandbox import SlackEmulator
 from bot.sandbox.model import FakeAnthropic, message, tool_use
 from bot.slack.directory import SlackDirectory
+from tests.support.outbox import drain
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from tests.agent.test_questions import ONE, answer_by, question_to_sops
-from tests.harness import start_app
-from tests.slack.test_decisions import settle
+from tests.support.app import start_app
+
 from tests.slack.test_unverified_access import UNKNOWN, slack_answers_again
 
 LOOKUP = "usergroups.users.list"
@@ -56,7 +57,7 @@ async def test_an_answer_that_cannot_be_checked_is_told_and_writes_nothing(group
     await answer_by(grouped, how, question_id, card)()
     note = await note_to(grouped, "U1")
     assert UNKNOWN in note and "your answer was not recorded" in note
-    await settle(app)
+    await drain(app)
     assert await app.signoff.store.get_request(question_id) == before
     assert before.status is Status.PENDING
 
@@ -71,7 +72,7 @@ async def test_starting_a_run_that_cannot_be_checked_is_told_and_starts_nothing(
     response = await grouped.app.slack_client.command(user="U1", text="run tidy up", channel="C1")
     assert response.status == 200 and UNKNOWN in response.json()["text"]
     assert "your command was not recorded" in response.json()["text"]
-    await settle(grouped.app)
+    await drain(grouped.app)
     assert not grouped.slack.calls_to("chat.postMessage") and grouped.model.requests == []
 
 
@@ -99,7 +100,7 @@ async def test_writing_into_or_cancelling_a_run_that_cannot_be_checked_is_told_a
                                               block_id="run", channel=root.channel, message_ts=root.ts)
     note = await note_to(agent, "U3", count=2)
     assert UNKNOWN in note and "your click was not recorded" in note
-    await settle(agent.app)
+    await drain(agent.app)
     run = await agent.run(run_id)
     assert run["status"] == "waiting" and not run.get("cancel_requested"), run
     assert agent.app.signoff is not None and agent.app.signoff.agent is not None
@@ -121,7 +122,7 @@ async def test_a_run_command_whose_lookup_does_not_answer_is_acked_with_a_note(
     response = await grouped.app.slack_client.command(user="U1", text="run tidy up", channel="C1")
     assert response.status == 200 and UNKNOWN in response.json()["text"]
     grouped.slack.release_hung()
-    await settle(grouped.app)
+    await drain(grouped.app)
     assert not grouped.slack.calls_to("chat.postMessage") and grouped.model.requests == []
 
 
@@ -180,5 +181,5 @@ async def test_a_command_whose_check_outlasts_slacks_deadline_does_nothing_after
     grouped.slack.release_hung()  # Slack answers the lookup now: U1 is in SOPS
     note = await note_to(grouped, "U1")
     assert "took too long to answer Slack" in note and "stopped before acting on your command" in note
-    await settle(grouped.app)
+    await drain(grouped.app)
     assert not grouped.slack.calls_to("chat.postMessage") and grouped.model.requests == []

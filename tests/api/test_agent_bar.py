@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.harness import App, approval_body, policy_app
+from tests.support.app import App, approval_body, policy_app
 
 OPS, OTHER = "ops-bot-secret-1", "other-secret-22"
 TOKENS = f"ops-bot:{OPS}:agent,other:{OTHER}:agent"

@@ -18,8 +18,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot.api.webhooks import verify
 from bot.domain.params_hash import params_sha256
 from bot.sandbox import SlackEmulator
-from tests.harness import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
-from tests.waits import long_poll_registered
+from tests.support.outbox import drain
+from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
+from tests.support.waits import long_poll_registered
 
 APPROVALS = "/api/v1/approvals"
 
@@ -27,12 +28,6 @@ APPROVALS = "/api/v1/approvals"
 def store_of(app: App) -> Any:
     assert app.signoff is not None
     return app.signoff.store
-
-
-async def settle(app: App) -> None:
-    """Let the outbox deliver everything that is due now."""
-    assert app.signoff is not None
-    await app.signoff.dispatcher.drain()
 
 
 async def counts(app: App) -> tuple[int, int, int]:
@@ -265,7 +260,7 @@ INVALID: list[tuple[str, Any, list[str]]] = [
 
 async def test_every_validation_failure_is_400_naming_the_field_and_writes_nothing(app: App) -> None:
     await app.submit()  # something stored already, so "nothing written" is not trivially true
-    await settle(app)
+    await drain(app)
     before = await counts(app)
     for what, body, words in INVALID:
         if isinstance(body, bytes):
@@ -282,7 +277,7 @@ async def test_every_validation_failure_is_400_naming_the_field_and_writes_nothi
         if not isinstance(body, bytes) or body.strip() in (b"",):
             assert answer["error"]["details"], what
             assert all(set(d) == {"field", "message"} for d in answer["error"]["details"]), what
-    await settle(app)
+    await drain(app)
     assert await counts(app) == before
     assert len(app.slack.calls_to("chat.postMessage")) == 1
 
@@ -309,9 +304,9 @@ async def test_body_over_one_mebibyte_is_413_json(app: App) -> None:
 async def test_same_key_same_body_returns_the_first_request_and_posts_one_card(app: App) -> None:
     headers = {"Idempotency-Key": "agent-run-7:step-3"}
     status1, first = await app.api("POST", APPROVALS, json=approval_body(), headers=headers)
-    await settle(app)
+    await drain(app)
     status2, second = await app.api("POST", APPROVALS, json=approval_body(), headers=headers)
-    await settle(app)
+    await drain(app)
     assert (status1, status2) == (201, 200)
     assert second["id"] == first["id"]
     assert second["card"] is not None  # the stored request, as it is now
@@ -328,14 +323,14 @@ async def test_same_key_different_body_is_409_and_writes_nothing(app: App) -> No
     headers = {"Idempotency-Key": "k-1"}
     status, first = await app.api("POST", APPROVALS, json=approval_body(), headers=headers)
     assert status == 201
-    await settle(app)
+    await drain(app)
     before = await counts(app)
     status, answer = await app.api("POST", APPROVALS, json=approval_body(summary="Something else"),
                                    headers=headers)
     assert status == 409
     assert answer["error"]["code"] == "idempotency_key_reused"
     assert first["id"] in answer["error"]["message"]
-    await settle(app)
+    await drain(app)
     assert await counts(app) == before
     # Another key is another request.
     status, other = await app.api("POST", APPROVALS, json=approval_body(), headers={"Idempotency-Key": "k-2"})
@@ -349,7 +344,7 @@ async def test_twenty_concurrent_identical_requests_with_one_key_make_one_reques
     statuses = sorted(status for status, _ in results)
     assert statuses == [200] * 19 + [201], results
     assert len({body["id"] for _, body in results}) == 1
-    await settle(app)
+    await drain(app)
     assert (await counts(app))[0] == 1
     assert len(app.slack.calls_to("chat.postMessage")) == 1
 
@@ -438,7 +433,7 @@ async def test_cancel_then_cancel_again(app: App) -> None:
     assert again["request"]["id"] == req["id"] and again["request"]["status"] == "cancelled"
     assert again["request"]["decision"]["comment"] == "plan changed"
     # The card shows it and has no buttons left.
-    await settle(app)
+    await drain(app)
     [update] = app.slack.calls_to("chat.update", ok_only=True)
     assert not any(b["type"] == "actions" for b in update.args["blocks"])
     audit = [e.type for e in await store_of(app).audit_events(req["id"])]
@@ -584,9 +579,9 @@ async def test_webhook_is_signed_and_delivered_once(loopback_hooks: App) -> None
         assert req["callback_url"] == receiver.url
         await app.click(req["id"], "U1", user_name="alice")
         await receiver.wait_for(1)
-        await settle(app)
+        await drain(app)
         await eventually(lambda: _item_status(app, req["id"], "done"), "the webhook to be marked done")
-        await settle(app)
+        await drain(app)
         assert len(receiver.deliveries) == 1
     headers, raw = receiver.deliveries[0]
     body = check_signed(headers, raw)
@@ -620,11 +615,11 @@ async def test_webhook_retried_until_the_receiver_answers(clocked: tuple[App, Sh
             item = await webhook_item(app, req["id"])
             assert item.last_error == "HTTP 500"
             clock.advance(10)  # past the backoff: due now
-            await settle(app)
+            await drain(app)
         await receiver.wait_for(3)
         await eventually(lambda: _item_status(app, req["id"], "done"), "the webhook to be marked done")
         clock.advance(3600)
-        await settle(app)
+        await drain(app)
         assert len(receiver.deliveries) == 3
     item = await webhook_item(app, req["id"])
     assert item.attempts == 3
@@ -649,11 +644,11 @@ async def test_webhook_gives_up_after_max_attempts(clocked: tuple[App, ShiftedCl
             await receiver.wait_for(attempt)
             await eventually(lambda: _item_retry_scheduled(app, req["id"], attempt), f"retry {attempt} scheduled")
             clock.advance(10)
-            await settle(app)
+            await drain(app)
         await receiver.wait_for(3)
         await eventually(lambda: _item_status(app, req["id"], "dead"), "the webhook to be given up")
         clock.advance(3600)
-        await settle(app)
+        await drain(app)
         assert len(receiver.deliveries) == 3
     item = await webhook_item(app, req["id"])
     assert item.attempts == 3 and "HTTP 503" in (item.last_error or "")
@@ -750,7 +745,7 @@ async def test_metrics(clocked: tuple[App, ShiftedClock]) -> None:
     await app.slack.wait_for("chat.postMessage", ok_only=False)
     await eventually(lambda: _post_retry_scheduled(app, req["id"]), "the failed card post to be rescheduled")
     clock.advance(10)
-    await settle(app)
+    await drain(app)
     await app.click(req["id"], "U1")
     status, body = await app.api("GET", f"{APPROVALS}/{req['id']}?wait=5")
     assert status == 200 and body["status"] == "approved"

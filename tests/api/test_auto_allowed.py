@@ -17,7 +17,7 @@ from bot.sandbox import SlackEmulator
 from storage.grants import GrantStore
 from storage.sql import SqlStore
 from storage.stores import open_store
-from tests.harness import App, approval_body, policy_app
+from tests.support.app import App, approval_body, policy_app
 
 POLICY = """\
 rules:

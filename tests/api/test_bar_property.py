@@ -28,7 +28,7 @@ from bot.policy.file import parse_policy
 from bot.sandbox import SlackEmulator
 from bot.approvals.service import ApprovalSpec
 from tests.fuzz.harness import in_thread
-from tests.harness import approval_body, policy_app
+from tests.support.app import approval_body, policy_app
 
 HTTP_EXAMPLES = int(os.environ.get("SIGNOFF_BAR_HTTP_EXAMPLES", "40"))
 PURE_EXAMPLES = int(os.environ.get("SIGNOFF_BAR_PURE_EXAMPLES", "2000"))

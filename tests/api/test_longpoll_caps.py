@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from bot.api.longpoll import LIMITS
 from bot.sandbox import SlackEmulator as FakeSlack
-from tests.harness import API_TOKEN, App, start_app
+from tests.support.app import API_TOKEN, App, start_app
 
 OTHER_TOKEN = "test-api-token-2"
 

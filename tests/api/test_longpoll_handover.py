@@ -24,9 +24,10 @@ from sqlalchemy.engine import make_url
 from bot.domain.model import Outcome, Status, Via
 from bot.approvals.service import Service
 from storage.sql_statements import NOTIFY_CHANNEL
-from tests.harness import App
-from tests.slack.test_decisions import settle
-from tests.waits import long_poll_registered, metric, until_metric
+from tests.support.outbox import drain
+from tests.support.app import App
+
+from tests.support.waits import long_poll_registered, metric, until_metric
 
 REREADS = "signoff_longpoll_rereads_total"
 HEARD = "signoff_longpoll_notifications_total"
@@ -66,7 +67,7 @@ async def test_a_wake_up_while_this_process_decides_is_not_read_back(app: App, d
     assert app.signoff is not None
     req = await app.submit(approvers=["U1"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     waiter, rereads = await long_poll(app, req["id"])
     if app.signoff.store.dialect == "postgresql":
         locker, notifier = await connect(db_url), await connect(db_url)
@@ -105,7 +106,7 @@ async def test_a_wake_up_held_back_for_a_decision_that_fails_is_delivered_when_i
     service = app.signoff.service
     req = await app.submit(approvers=["U1"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     waiter, rereads = await long_poll(app, req["id"])
 
     async def heard_meanwhile_then_fail(_unit: object) -> None:
@@ -138,7 +139,7 @@ async def test_a_wake_up_that_comes_due_at_the_deadline_reads_the_request_rather
     service = app.signoff.service
     req = await app.submit(approvers=["U1"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     waiting = asyncio.create_task(service.wait(req["id"], 0.3))
     await asyncio.sleep(0)  # registered, and has read the request: pending
     service.in_flight.begin(req["id"])  # this process is deciding it (and will lose) ...

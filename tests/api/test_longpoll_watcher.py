@@ -19,8 +19,8 @@ import aiohttp
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, start_app
-from tests.waits import long_poll_registered, metrics, until_metric
+from tests.support.app import App, start_app
+from tests.support.waits import long_poll_registered, metrics, until_metric
 
 POLLS_PER_REQUEST = 5
 

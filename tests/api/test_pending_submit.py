@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from bot.sandbox import SlackEmulator
 from storage.schema import request_people
-from tests.harness import App, approval_body
+from tests.support.app import App, approval_body
 
 APPROVALS = "/api/v1/approvals"
 

@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, approval_body, policy_app
+from tests.support.app import App, approval_body, policy_app
 
 POLICY = """\
 rules:

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 
 from bot.sandbox import SlackEmulator
-from tests.harness import API_TOKEN, ServerProcess, approval_body
+from tests.support.app import API_TOKEN, ServerProcess, approval_body
 
 ONE_RULE = """\
 rules:

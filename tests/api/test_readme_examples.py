@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.sandbox import SlackEmulator
-from tests.harness import start_app
+from tests.support.app import start_app
 
 README = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()  # moved there from the README
 

@@ -7,18 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest_asyncio
 
-from tests.api.test_approvals_api import (
-    APPROVALS,
-    Receiver,
-    _item_retry_scheduled,
-    _item_status,
-    check_signed,
-    eventually,
-    settle,
-    webhook_item,
-)
+from tests.support.outbox import drain
+from tests.api.test_approvals_api import APPROVALS, Receiver, _item_retry_scheduled, _item_status, check_signed, eventually, webhook_item
 from bot.sandbox import SlackEmulator as FakeSlack
-from tests.harness import App, ShiftedClock, start_app
+from tests.support.app import App, ShiftedClock, start_app
 
 
 @pytest_asyncio.fixture
@@ -40,7 +32,7 @@ async def fail_then_advance(app: App, clock: ShiftedClock, request_id: str, rece
         assert item.next_attempt_at is not None
         assert (item.next_attempt_at - clock.now()).total_seconds() <= 1800  # the backoff is capped
         clock.advance(1800)
-        await settle(app)
+        await drain(app)
 
 
 async def test_a_receiver_down_for_hours_still_gets_the_decision_and_it_can_be_redelivered(
@@ -56,7 +48,7 @@ async def test_a_receiver_down_for_hours_still_gets_the_decision_and_it_can_be_r
 
         status, body = await app.api("POST", f"{APPROVALS}/{req['id']}/redeliver")
         assert status == 202 and body["delivery"] != f"webhook:{req['id']}:decided"
-        await settle(app)
+        await drain(app)
         await receiver.wait_for(14)
     first, again = receiver.deliveries[12], receiver.deliveries[13]
     assert check_signed(*first) == check_signed(*again)  # the same decision...

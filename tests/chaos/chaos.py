@@ -38,7 +38,7 @@ from storage.stores import open_store
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.sandbox.signed import SlackClient
-from tests.harness import API_TOKEN, SIGNING_SECRET, ServerProcess, approval_body
+from tests.support.app import API_TOKEN, SIGNING_SECRET, ServerProcess, approval_body
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness import ROOT
+from tests.support.app import ROOT
 
 # Real-looking values, so that no placeholder note is printed unless a test wants one.
 BOT_TOKEN = "xoxb-test"

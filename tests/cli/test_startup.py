@@ -14,7 +14,7 @@ import aiohttp
 
 from tests.cli.helpers import API_TOKEN, BOT_TOKEN, SIGNING_SECRET, assert_one_line, clean_env, signoff
 from bot.sandbox import SlackEmulator
-from tests.harness import free_port
+from tests.support.app import free_port
 
 
 def serve_env(slack: SlackEmulator, db_url: str, port: int, **extra: str) -> dict[str, str]:

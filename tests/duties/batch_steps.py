@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from bot.sandbox.signed import checkboxes
-from tests.harness import App
+from tests.support.app import App
 
 NAMES = {"U1": "alice", "U2": "bob"}
 

@@ -9,12 +9,13 @@ from typing import Any
 from slack_sdk.models.blocks import Block
 
 from bot.domain.params_hash import params_sha256
+from tests.support.outbox import drain, snapshot
 from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the runner scenario
 from tests.agent.helpers import AgentApp
-from tests.duties.helpers import ephemerals_to, settle, snapshot
+from tests.duties.helpers import ephemerals_to
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import checkboxes, plain_input
-from tests.harness import App, approval_body
+from tests.support.app import App, approval_body
 
 EMAIL_SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}, "subject": {"type": "string"}},
                 "required": ["to", "subject"]}
@@ -74,7 +75,7 @@ async def test_batch_of_twelve_ten_approved_two_rejected_per_item_in_api_and_car
     assert all(i["params"] == {"to": f"c{n}@example.com", "subject": f"Refund {n}"} for n, i in enumerate(items))
     assert all(i["params_sha256"] == params_sha256(i["params"]) for i in items)
     assert body["decision"]["decided_by"]["id"] == "U1"
-    await settle(app)
+    await drain(app)
     final = app.slack.messages[(card.channel, card.ts)]
     valid(final.blocks)
     lines = [b["text"]["text"] for b in final.blocks if b["type"] == "section" and "@example.com" in b["text"]["text"]]
@@ -105,7 +106,7 @@ async def test_edit_one_item_then_approve_and_reject_all(app: App) -> None:
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     assert body["status"] == "pending"
     assert body["items"][1]["changes"] == [{"field": "subject", "from": "Refund 1", "to": "Refund of $45"}]
-    await settle(app)
+    await drain(app)
     assert "(edited: subject)" in json.dumps(app.slack.messages[(card.channel, card.ts)].blocks, ensure_ascii=False)
 
     await app.slack_client.block_action(user="U2", action_id="signoff_batch_approve", value=req["id"],
@@ -133,7 +134,7 @@ async def test_edit_one_item_then_approve_and_reject_all(app: App) -> None:
 async def test_batch_of_sixty_is_paged_within_fifty_blocks_per_message_nothing_dropped(app: App) -> None:
     req = await submit_batch(app, 60)
     card = await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     replies = app.slack.channel_messages(card.channel, thread_ts=card.ts)
     pages = [card, *[m for m in replies if (m.metadata or {}).get("event_type") == "signoff_card_page"]]
     assert len(pages) == 3  # 20 actions a message
@@ -157,7 +158,7 @@ async def test_batch_of_sixty_is_paged_within_fifty_blocks_per_message_nothing_d
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
     assert body["status"] == "approved"
     assert [i["outcome"] for i in body["decision"]["items"]] == ["approved", "rejected"] * 30
-    await settle(app)
+    await drain(app)
     for message in pages:
         final = app.slack.messages[(message.channel, message.ts)]
         valid(final.blocks)
@@ -182,7 +183,7 @@ async def test_batch_requests_refuse_what_they_cannot_do(app: App) -> None:
 async def test_a_click_from_someone_else_or_on_a_foreign_message_writes_nothing(app: App) -> None:
     req = await submit_batch(app, 2, approvers=["U1"])
     card = await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     await app.slack_client.block_action(user="UOUT", action_id="signoff_batch_approve", value=req["id"],
                                         block_id="batch:0", channel=card.channel, message_ts=card.ts,
@@ -191,7 +192,7 @@ async def test_a_click_from_someone_else_or_on_a_foreign_message_writes_nothing(
                                         block_id="batch:7", channel=card.channel, message_ts=card.ts,
                                         state_values=ticked([0, 1]))
     await app.slack.wait_for("chat.postEphemeral", count=2)
-    await settle(app)
+    await drain(app)
     assert "not one of the approvers" in ephemerals_to(app, "UOUT")[0]
     assert "does not belong" in ephemerals_to(app, "U1")[0]
     assert await snapshot(app, req["id"]) == before

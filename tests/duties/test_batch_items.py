@@ -14,10 +14,11 @@ from bot.domain.params_hash import params_sha256
 from bot.sandbox.signed import plain_input
 from signoff import ItemDecision, ParamsChanged, SignoffClient
 from signoff.models import Decision
+from tests.support.outbox import drain, snapshot
 from tests.duties.batch_steps import approve_selected, click_item, controls, item_state, open_item, submit
-from tests.duties.helpers import ephemerals_to, settle, snapshot
+from tests.duties.helpers import ephemerals_to
 from tests.duties.test_batch import EMAIL_SCHEMA, valid
-from tests.harness import API_TOKEN, App, approval_body
+from tests.support.app import API_TOKEN, App, approval_body
 
 PICK, EDIT, REJECT, REPLY = "signoff_item_pick", "signoff_item_edit", "signoff_item_reject", "signoff_item_respond"
 # Action 1 offers the usual three; 2 no Edit; 3 approve or reply (and Reject, which every action offers
@@ -79,7 +80,7 @@ async def test_each_action_offers_its_own_decisions_and_records_its_own_outcome(
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     assert body["status"] == "pending" and [i["outcome"] for i in body["items"]] == [
         "rejected", None, "rejected", "approved"]
-    await settle(app)
+    await drain(app)
     waiting = app.slack.messages[(card.channel, card.ts)]
     valid(waiting.blocks)
     assert [controls(waiting, n) for n in range(4)] == [[], [PICK, REJECT], [], []]
@@ -95,7 +96,7 @@ async def test_each_action_offers_its_own_decisions_and_records_its_own_outcome(
     assert items[3]["changes"] == [{"field": "subject", "from": "Refund 3", "to": "Refund of $45"}]
     assert all(i["params_sha256"] == params_sha256(i["params"]) for i in items)
     assert [i["decided_by"]["id"] for i in items] == ["U1", "U2", "U1", "U1"]
-    await settle(app)
+    await drain(app)
     final = app.slack.messages[(card.channel, card.ts)]
     valid(final.blocks)
     shown = json.dumps(final.blocks, ensure_ascii=False)
@@ -126,7 +127,7 @@ def test_the_client_refuses_an_approved_action_whose_parameters_are_not_the_appr
 async def test_choices_an_action_does_not_offer_and_bad_input_write_nothing(app: App) -> None:
     req = await submit_mixed(app)
     card = await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     refusals = [
         (click_item(app, req["id"], 1, EDIT), ["Action 2 (send_email) cannot be edited"]),
@@ -157,7 +158,7 @@ async def test_choices_an_action_does_not_offer_and_bad_input_write_nothing(app:
     assert "at most 2000" in huge.json()["errors"]["reason"]
     outsider = await submit(app, reply, {"reason": {"value": plain_input("hi")}}, user="UOUT")
     assert "not one of the approvers" in outsider.json()["errors"]["reason"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
 
     # The agent API: decisions are per action.
@@ -239,7 +240,7 @@ async def test_an_action_form_whose_group_lookup_does_not_answer_gets_an_inline_
     app.slack.add_usergroup("SOPS", ["U1"])
     req = await submit_mixed(app, approvers=["SOPS"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     view = await open_item(app, req["id"], 0, REJECT)
     before = await snapshot(app, req["id"])
     directory = app.signoff.service.directory
@@ -253,5 +254,5 @@ async def test_an_action_form_whose_group_lookup_does_not_answer_gets_an_inline_
         assert body["response_action"] == "errors" and "Slack did not say who is in @SOPS" in body["errors"]["reason"]
     finally:
         app.slack.release_hung()
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before

@@ -15,7 +15,7 @@ from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the r
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import plain_input
-from tests.harness import App
+from tests.support.app import App
 
 
 def test_canonical_json_ignores_key_order_and_whitespace_and_keeps_unicode() -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from bot.process.app import OPENS_VIEW
-from tests.duties.helpers import card_text, settle, snapshot
+from tests.support.outbox import drain, snapshot
+from tests.duties.helpers import card_text
 from bot.sandbox.signed import plain_input
-from tests.harness import App
+from tests.support.app import App
 
 
 async def _open_confirm(app: App, request_id: str, user: str = "U1") -> dict:
@@ -24,12 +25,12 @@ async def test_wrong_text_is_an_inline_error_and_writes_nothing_right_text_appro
     req = await app.submit(confirm="drop prod-db")
     assert req["confirm"] == "drop prod-db"
     assert "Approving asks you to type a confirmation" in await card_text(app, req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
 
     view = await _open_confirm(app, req["id"])
     assert view["callback_id"] == "signoff_confirm" and "drop prod-db" in view["blocks"][-1]["label"]["text"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before  # the click itself decided nothing
 
     for wrong in ("", "drop prod", "DROP PROD-DB"):
@@ -40,7 +41,7 @@ async def test_wrong_text_is_an_inline_error_and_writes_nothing_right_text_appro
         answer = response.json()
         assert response.status == 200 and answer["response_action"] == "errors", wrong
         assert "Type exactly: drop prod-db" in answer["errors"]["confirm"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
 
     response = await app.slack_client.view_submission(
@@ -77,7 +78,7 @@ async def test_edit_and_approve_asks_for_the_confirmation_too(app: App) -> None:
     [opened] = await app.slack.wait_for("views.open")
     view = opened.args["view"]
     assert view["callback_id"] == "signoff_edit" and view["blocks"][-1]["block_id"] == "confirm"
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     values = {"p:to": {"value": plain_input("customer@example.com")},
               "p:subject": {"value": plain_input("Your refund of $45")},
@@ -87,7 +88,7 @@ async def test_edit_and_approve_asks_for_the_confirmation_too(app: App) -> None:
         values={**values, "confirm": {"typed": plain_input("send")}},
     )
     assert response.json()["response_action"] == "errors" and "confirm" in response.json()["errors"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
     response = await app.slack_client.view_submission(
         user="U1", callback_id="signoff_edit", private_metadata=view["private_metadata"],

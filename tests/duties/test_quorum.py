@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.duties.helpers import card_text, ephemerals_to, has_buttons, settle, snapshot, vote_rows
+from tests.support.outbox import drain, snapshot, vote_rows
+from tests.duties.helpers import card_text, ephemerals_to, has_buttons
 from bot.sandbox.signed import plain_input
-from tests.harness import App
+from tests.support.app import App
 
 
 async def test_quorum_two_one_person_twice_does_not_approve_two_people_do(app: App) -> None:
@@ -17,7 +18,7 @@ async def test_quorum_two_one_person_twice_does_not_approve_two_people_do(app: A
 
     await app.click(req["id"], "U1", user_name="alice")
     await app.slack.wait_for("chat.postEphemeral", count=1)
-    await settle(app)
+    await drain(app)
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     assert body["status"] == "pending" and [v["id"] for v in body["votes"]] == ["U1"]
     assert "Your approval counts: 1 of 2: <@U1>" in ephemerals_to(app, "U1")[-1]
@@ -30,7 +31,7 @@ async def test_quorum_two_one_person_twice_does_not_approve_two_people_do(app: A
     before = await snapshot(app, req["id"])
     await app.click(req["id"], "U1", user_name="alice")
     await app.slack.wait_for("chat.postEphemeral", count=2)
-    await settle(app)
+    await drain(app)
     assert "You already approved this request" in ephemerals_to(app, "U1")[-1]
     assert await snapshot(app, req["id"]) == before
 
@@ -41,7 +42,7 @@ async def test_quorum_two_one_person_twice_does_not_approve_two_people_do(app: A
     assert decision["decided_by"]["id"] == "U2" and decision["via"] == "button"
     assert [(v["id"], v["name"]) for v in decision["votes"]] == [("U1", "alice"), ("U2", "bob")]
     assert await vote_rows(app, req["id"]) == ["U1", "U2"]
-    await settle(app)
+    await drain(app)
     final = await card_text(app, req["id"])
     assert "Approved" in final and "<@U1>" in final and "<@U2>" in final
     assert not has_buttons(app, card.channel, card.ts)
@@ -53,7 +54,7 @@ async def test_twenty_concurrent_votes_on_quorum_three_count_exactly_three(app: 
         app.slack.add_user(uid, f"user{uid}")
     req = await app.submit(quorum=3, approvers=users)
     card = await app.card(req["id"])
-    await settle(app)
+    await drain(app)
 
     responses = await asyncio.gather(*[
         app.slack_client.block_action(user=u, user_name=f"user{u}", action_id="signoff_approve", value=req["id"],
@@ -63,7 +64,7 @@ async def test_twenty_concurrent_votes_on_quorum_three_count_exactly_three(app: 
     assert all(r.status == 200 for r in responses)
     # Everyone hears something: 2 "your approval counts", 17 "already approved"; the third voter decided.
     ephemerals = await app.slack.wait_for("chat.postEphemeral", count=19)
-    await settle(app)
+    await drain(app)
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     assert body["status"] == "approved"
     voters = [v["id"] for v in body["decision"]["votes"]]
@@ -111,7 +112,7 @@ async def test_quorum_larger_than_the_people_who_can_approve_is_a_400(app: App) 
 
 
 def _body(**overrides: object) -> dict[str, object]:
-    from tests.harness import approval_body
+    from tests.support.app import approval_body
 
     return approval_body(**overrides)
 

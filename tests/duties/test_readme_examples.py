@@ -10,7 +10,7 @@ from bot.domain.params_hash import check_params
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.duties.helpers import ephemerals_to
 from bot.sandbox.signed import plain_input
-from tests.harness import ROOT, App
+from tests.support.app import ROOT, App
 
 IDS = {"U0123ALICE": "U1", "U0456BOB": "U2", "U0789CAROL": "U3", "S0456OPS": "SOPS", "C0123ABCD": "C1"}
 

@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import json
 
+from tests.support.outbox import drain, snapshot
 from tests.agent.conftest import agent, model  # noqa: F401 - fixtures for the run scenario
 from tests.agent.helpers import AgentApp
-from tests.duties.helpers import ephemerals_to, settle, snapshot
+from tests.duties.helpers import ephemerals_to
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import plain_input
-from tests.harness import App
+from tests.support.app import App
 
 
 async def test_requester_cannot_approve_is_told_why_and_nothing_is_written(app: App) -> None:
     req = await app.submit(requested_by="U3", approvers=["U1", "U3"])
     assert req["requester_user"] == "U3" and req["requester_may_approve"] is False
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
 
     await app.click(req["id"], "U3", user_name="carol")
     await app.slack.wait_for("chat.postEphemeral", count=1)
     await app.click(req["id"], "U3", action="signoff_edit", user_name="carol")  # editing approves too
     await app.slack.wait_for("chat.postEphemeral", count=2)
-    await settle(app)
+    await drain(app)
     told = ephemerals_to(app, "U3")
     assert len(told) == 2 and all("separation of duties" in t for t in told)
     assert await snapshot(app, req["id"]) == before
@@ -60,7 +61,7 @@ async def test_an_edit_form_opened_before_is_refused_inline_for_the_requester(ap
     # The form's submission is checked again: an old modal cannot get round the rule.
     req = await app.submit(requested_by="U3", approvers=["U1", "U3"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     meta = json.dumps({"request_id": req["id"], "version": 1})
     response = await app.slack_client.view_submission(
@@ -69,7 +70,7 @@ async def test_an_edit_form_opened_before_is_refused_inline_for_the_requester(ap
     )
     assert response.status == 200 and response.json()["response_action"] == "errors"
     assert "separation of duties" in next(iter(response.json()["errors"].values()))
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
 
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.harness import FUZZ_SETTINGS, ErrorLog, in_thread
-from tests.harness import App, approval_body
+from tests.support.app import App, approval_body
 
 FIELDS = ["action", "name", "params", "params_schema", "summary", "context", "preview", "kind", "risk", "channel",
           "approvers", "callback_url", "requested_by", "reminders", "escalation", "timeout", "task", "agent",

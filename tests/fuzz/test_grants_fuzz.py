@@ -20,7 +20,7 @@ from bot.sandbox.signed import checkboxes, radio, static_select
 from tests.fuzz.harness import FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.fuzz.test_api_fuzz import json_values
 from tests.fuzz.test_slack_fuzz import quiet
-from tests.harness import App, approval_body, policy_app
+from tests.support.app import App, approval_body, policy_app
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"
 TOKENS = f"agent-a:{A}:agent,agent-b:{B}:agent,ops:{OPS}:admin"

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.harness import FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.fuzz.test_api_fuzz import json_values, rows
-from tests.harness import API_TOKEN, App
+from tests.support.app import API_TOKEN, App
 
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "resources/list", "prompts/list",
            "notifications/initialized", "nope", ""]

@@ -22,7 +22,7 @@ from bot.domain.policy import Call, Effect, Policy, Rule, evaluate
 from bot.sandbox import SlackEmulator
 from tests.fuzz.harness import EXAMPLES, FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.fuzz.test_api_fuzz import json_values
-from tests.harness import approval_body, policy_app
+from tests.support.app import approval_body, policy_app
 from tests.policy_props import matched, placed, retyped
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)

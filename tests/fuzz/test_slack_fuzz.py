@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.harness import FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.fuzz.test_api_fuzz import json_values
-from tests.harness import App
+from tests.support.app import App
 
 ACTIONS = ["signoff_approve", "signoff_approve_confirm", "signoff_reject", "signoff_edit", "signoff_snooze", "signoff_escalate",
            "signoff_run_cancel", "signoff_answer_submit", "signoff_answer_0_1", "signoff_pick_0", "other"]

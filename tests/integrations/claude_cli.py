@@ -21,7 +21,7 @@ import claude_agent_sdk
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient, ResultMessage
 
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.harness import ROOT
+from tests.support.app import ROOT
 
 CLAUDE = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
 RUN_TIMEOUT = 120.0

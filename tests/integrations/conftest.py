@@ -8,7 +8,7 @@ import pytest_asyncio
 
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.fakes.flaky_proxy import FlakyProxy
-from tests.harness import App
+from tests.support.app import App
 
 
 @pytest_asyncio.fixture

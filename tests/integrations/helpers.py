@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App
+from tests.support.app import App
 
 
 async def pending_id(app: App) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from bot.sandbox.signed import plain_input
-from tests.harness import API_TOKEN, App
+from tests.support.app import API_TOKEN, App
 from tests.integrations.claude_cli import ClaudeCli, readme_example
 from tests.integrations.helpers import cards, pending_id
 

@@ -24,7 +24,7 @@ from bot.sandbox.model import message, text, tool_use
 from signoff import AsyncSignoffClient
 from signoff.claude import can_use_tool
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.harness import API_TOKEN, App, ROOT, policy_app
+from tests.support.app import API_TOKEN, App, ROOT, policy_app
 from tests.integrations.claude_cli import ClaudeCli, readme_example, run_sdk, signoff_command
 from tests.integrations.helpers import cards, pending_id
 

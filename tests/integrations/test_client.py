@@ -26,7 +26,7 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.flaky_proxy import FlakyProxy
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import number_input, plain_input
-from tests.harness import API_TOKEN, ROOT, App, free_port, start_app
+from tests.support.app import API_TOKEN, ROOT, App, free_port, start_app
 from tests.integrations.helpers import cards, pending_id
 from tests.timers.helpers import tick
 

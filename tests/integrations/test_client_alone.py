@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import ROOT, App, start_app
+from tests.support.app import ROOT, App, start_app
 
 AGENT = "client-alone-agent-token"
 SERVER_ONLY = ("bot", "storage", "slack_bolt", "slack_sdk", "sqlalchemy", "aiosqlite", "asyncpg", "alembic",

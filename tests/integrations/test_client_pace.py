@@ -21,7 +21,7 @@ from mcp.client.stdio import stdio_client
 
 from signoff import AsyncSignoffClient, SignoffClient, StillPending, UndeliverableError, require_approval
 from tests.fakes.flaky_proxy import FlakyProxy
-from tests.harness import API_TOKEN, ROOT, App
+from tests.support.app import API_TOKEN, ROOT, App
 
 NOWHERE = "C0123ABCD"  # the README's example channel: the workspace has no such channel
 PARAMS = {"to": "customer@example.com", "amount": 40}

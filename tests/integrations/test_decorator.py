@@ -9,7 +9,7 @@ import pytest
 
 from signoff import AsyncSignoffClient, Rejected, SignoffClient, require_approval
 from bot.sandbox.signed import number_input, plain_input
-from tests.harness import API_TOKEN, App
+from tests.support.app import API_TOKEN, App
 from tests.integrations.helpers import pending_id
 
 

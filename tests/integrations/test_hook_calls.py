@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import ROOT, App, start_app
+from tests.support.app import ROOT, App, start_app
 from tests.integrations.claude_cli import signoff_command
 from tests.integrations.helpers import cards, pending_id
 

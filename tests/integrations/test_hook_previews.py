@@ -16,7 +16,7 @@ from signoff import hook
 from signoff.claude_tools import preview
 from bot.sandbox import SlackEmulator
 from bot.slack.delivery import CARD_EVENT_TYPE
-from tests.harness import API_TOKEN, ROOT, App, start_app
+from tests.support.app import API_TOKEN, ROOT, App, start_app
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude-code"
 SAMPLES = {

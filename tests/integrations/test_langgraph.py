@@ -24,7 +24,7 @@ from signoff.langgraph_resume import Resumer
 from bot.sandbox.signed import plain_input
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.fakes.flaky_proxy import FlakyProxy
-from tests.harness import API_TOKEN, ROOT, App
+from tests.support.app import API_TOKEN, ROOT, App
 from tests.integrations.lg_graphs import (
     calls,
     hitl_agent,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from bot.sandbox.signed import plain_input
-from tests.harness import API_TOKEN, App
+from tests.support.app import API_TOKEN, App
 from tests.integrations.claude_cli import readme_example
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.integrations.test_langgraph import decided, submit_modal, until

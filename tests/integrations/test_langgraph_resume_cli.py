@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from bot.sandbox.signed import plain_input
-from tests.harness import API_TOKEN, App
+from tests.support.app import API_TOKEN, App
 from tests.integrations.test_langgraph import decided
 
 SIGNOFF = Path(sys.executable).parent / "signoff"  # the console script pip installed beside this Python

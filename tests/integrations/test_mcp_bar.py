@@ -10,7 +10,7 @@ import httpx2
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.harness import API_TOKEN, App
+from tests.support.app import API_TOKEN, App
 from tests.integrations.test_mcp import structured
 
 

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, start_app
+from tests.support.app import App, start_app
 from tests.integrations.helpers import pending_id
 from tests.integrations.test_mcp import over_http
 

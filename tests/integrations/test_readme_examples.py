@@ -13,7 +13,7 @@ import pytest
 
 from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.harness import API_TOKEN, App
+from tests.support.app import API_TOKEN, App
 from tests.integrations.claude_cli import ClaudeCli, readme_example
 from tests.integrations.helpers import cards, pending_id
 

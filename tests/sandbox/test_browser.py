@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import ROOT
+from tests.support.app import ROOT
 from tests.sandbox.browser import CHROMIUM, CHROMIUM_ARGS, DemoProcess, require_chromium, start_demo
 
 SCREENSHOT = ROOT / "docs" / "sandbox.png"

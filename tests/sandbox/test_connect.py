@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.harness import ROOT
+from tests.support.app import ROOT
 from tests.sandbox.browser import exported, start_demo
 
 

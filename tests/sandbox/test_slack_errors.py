@@ -16,7 +16,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.sandbox import SlackEmulator
-from tests.harness import ROOT, App
+from tests.support.app import ROOT, App
 
 MANIFEST_SCOPES = set(yaml.safe_load(Path(ROOT / "manifest.yml").read_text())["oauth_config"]["scopes"]["bot"])
 

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import aiohttp
 import pytest
 
-from tests.harness import API_TOKEN, App, approval_body
+from tests.support.app import API_TOKEN, App, approval_body
 
 APPROVALS = "/api/v1/approvals"
 EVIL = "^(a+)+$"

@@ -21,7 +21,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator as FakeSlack
-from tests.harness import App, approval_body, start_app
+from tests.support.app import App, approval_body, start_app
 
 APPROVALS = "/api/v1/approvals"
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, approval_body, policy_app
+from tests.support.app import App, approval_body, policy_app
 from bot.sandbox.signed import radio, static_select
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, approval_body, start_app
+from tests.support.app import App, approval_body, start_app
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"
 TOKENS = f"agent-a:{A}:agent,agent-b:{B}:agent,ops:{OPS}:admin"

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.api.routes import CHECKER
 from bot.sandbox import SlackEmulator
-from tests.harness import API_TOKEN, App, approval_body, start_app
+from tests.support.app import API_TOKEN, App, approval_body, start_app
 from tests.security.test_bad_input import nothing_written
 
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, approval_body, start_app
+from tests.support.app import App, approval_body, start_app
 
 APPROVALS = "/api/v1/approvals"
 TOKENS = "flood:flood-secret-1,calm:calm-secret-1"

@@ -13,7 +13,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator as FakeSlack
-from tests.harness import start_app
+from tests.support.app import start_app
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import API_TOKEN, start_app
+from tests.support.app import API_TOKEN, start_app
 
 HEAD = ("POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         "Authorization: Bearer {token}\r\nContent-Length: 1000\r\n\r\n")

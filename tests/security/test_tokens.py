@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from bot.process.settings import Settings
 from bot.sandbox import SlackEmulator as FakeSlack
-from tests.harness import App, approval_body, start_app
+from tests.support.app import App, approval_body, start_app
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"
 TOKENS = f"agent-a:{A}:agent,agent-b:{B}:agent,ops:{OPS}:admin"

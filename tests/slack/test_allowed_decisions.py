@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 
 from bot.sandbox.signed import plain_input
-from tests.harness import App
-from tests.slack.test_decisions import settle, snapshot
+from tests.support.outbox import drain, snapshot
+from tests.support.app import App
 
 
 TIMER_BUTTONS = ("signoff_snooze", "signoff_escalate")  # for approvers, not decisions
@@ -26,7 +26,7 @@ async def test_the_card_offers_only_the_allowed_decisions_and_a_forged_edit_is_r
     assert req["allowed_decisions"] == ["approve", "reject"]
     card = await app.card(req["id"])
     assert button_ids(card) == ["signoff_approve", "signoff_reject"]
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     await app.click(req["id"], "U1", action="signoff_edit", user_name="alice")  # an old or forged button
     [note] = await app.slack.wait_for("chat.postEphemeral")
@@ -52,7 +52,7 @@ async def test_reply_instead_records_a_rejection_via_reply_with_the_answer(app: 
     _, body = await app.api("GET", f"/api/v1/approvals/{req['id']}?wait=10")
     assert body["status"] == "rejected"
     assert body["decision"]["via"] == "reply" and body["decision"]["comment"] == "Use the March figures."
-    await settle(app)
+    await drain(app)
     final = app.slack.messages[(card.channel, card.ts)]
     assert "Replied instead" in json.dumps(final.blocks) and button_ids(final) == []
 
@@ -74,7 +74,7 @@ async def test_a_person_can_always_reject_even_where_the_agent_left_reject_out(a
 
 
 async def test_bad_allowed_decisions_are_a_400_naming_the_field(app: App) -> None:
-    from tests.harness import approval_body
+    from tests.support.app import approval_body
 
     for bad in (["approve", "approve"], ["ignore"], []):
         status, body = await app.api("POST", "/api/v1/approvals", json=approval_body(allowed_decisions=bad))

@@ -24,10 +24,11 @@ from bot.domain.model import Status
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input, radio, static_select
 from bot.slack.directory import SlackDirectory
+from tests.support.outbox import drain
 from tests.duties.batch_steps import approve_selected
 from tests.duties.test_batch_items import submit_mixed
-from tests.harness import App, policy_app
-from tests.slack.test_decisions import settle
+from tests.support.app import App, policy_app
+
 from tests.slack.test_grants_flow import MAIL, POLICY
 from tests.slack.test_grants_flow import submit as submit_mail
 from tests.slack.test_known import another_process_writes
@@ -70,7 +71,7 @@ async def note_to(app: App, user: str) -> str:
 
 async def untouched_since_the_other_write(app: App, request_id: str, version: int) -> None:
     """Still pending at the other process's version: no decision, vote or grant of the person's."""
-    await settle(app)
+    await drain(app)
     assert app.signoff is not None
     stored = await app.signoff.store.get_request(request_id)
     assert stored is not None and stored.status is Status.PENDING and stored.version == version + 1
@@ -84,7 +85,7 @@ async def untouched_since_the_other_write(app: App, request_id: str, version: in
 async def shown(app: App, request_id: str) -> int:
     """Once the request's card is posted and its ts stored: the request's version."""
     await app.card(request_id)
-    await settle(app)
+    await drain(app)
     assert app.signoff is not None
     stored = await app.signoff.store.get_request(request_id)
     assert stored is not None
@@ -126,7 +127,7 @@ async def test_a_form_from_someone_still_an_approver_decides_once_on_the_row_as_
     _, decided = await papp.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
     assert decided["status"] == status and decided["decision"]["decided_by"]["id"] == "U1"
     assert decided["approvers"] == [GROUP, "U2"]  # decided on the row the other process wrote
-    await settle(papp)
+    await drain(papp)
     assert papp.signoff is not None
     stored = await papp.signoff.store.get_request(req["id"])
     assert stored is not None and stored.version == version + 2

@@ -8,21 +8,8 @@ import time
 from typing import Any
 
 from bot.sandbox.signed import checkboxes, number_input, plain_input, static_select
-from tests.harness import App
-
-
-async def settle(app: App) -> None:
-    """Let the outbox deliver everything that is due now."""
-    assert app.signoff is not None
-    await app.signoff.dispatcher.drain()
-
-
-async def snapshot(app: App, request_id: str) -> tuple[Any, ...]:
-    """Everything stored about a request, to prove a refused input changed nothing."""
-    assert app.signoff is not None
-    store = app.signoff.store
-    request = await store.get_request(request_id)
-    return (request, await store.audit_events(request_id), await store.outbox_items(request_id))
+from tests.support.outbox import drain, snapshot
+from tests.support.app import App
 
 
 async def test_fifty_approvers_click_at_once_one_decision(app: App) -> None:
@@ -31,7 +18,7 @@ async def test_fifty_approvers_click_at_once_one_decision(app: App) -> None:
         app.slack.add_user(uid, f"user{uid}")
     req = await app.submit(approvers=users)
     card = await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     updates_before = len(app.slack.calls_to("chat.update", ok_only=True))
 
     responses = await asyncio.gather(*[
@@ -42,7 +29,7 @@ async def test_fifty_approvers_click_at_once_one_decision(app: App) -> None:
     assert all(r.status == 200 for r in responses)
 
     ephemerals = await app.slack.wait_for("chat.postEphemeral", count=49)
-    await settle(app)
+    await drain(app)
     status, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     winner = body["decision"]["decided_by"]["id"]
     assert body["status"] == "approved" and winner in users
@@ -69,7 +56,7 @@ async def test_approve_racing_cancel_exactly_one_outcome(app: App) -> None:
             app.api("POST", f"/api/v1/approvals/{req['id']}/cancel", json={"reason": "agent gave up"}),
         )
         assert click.status == 200
-        await settle(app)
+        await drain(app)
         _, final = await app.api("GET", f"/api/v1/approvals/{req['id']}")
         audit = await app.signoff.store.audit_events(req["id"])  # type: ignore[union-attr]
         assert [e.type for e in audit].count("decided") == 1
@@ -91,7 +78,7 @@ def _cancel_losses(app: App) -> int:
 async def test_bad_signature_and_stale_timestamp_are_refused_and_write_nothing(app: App) -> None:
     req = await app.submit()
     card = await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     payload = {"type": "block_actions", "user": {"id": "U1"}, "actions": [
         {"action_id": "signoff_approve", "value": req["id"], "block_id": "decide", "type": "button"}],
@@ -109,7 +96,7 @@ async def test_bad_signature_and_stale_timestamp_are_refused_and_write_nothing(a
     unsigned = await app.slack_client.post_raw(raw, content_type="application/x-www-form-urlencoded",
                                                headers={"X-Slack-Signature": ""})
     assert unsigned.status == 401
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
     assert app.slack.calls_to("chat.postEphemeral") == []
 
@@ -117,14 +104,14 @@ async def test_bad_signature_and_stale_timestamp_are_refused_and_write_nothing(a
 async def test_non_approver_is_told_and_nothing_is_written(app: App) -> None:
     req = await app.submit(approvers=["U1"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     resp = await app.click(req["id"], "UOUT", user_name="mallory")
     assert resp.status == 200
     [note] = await app.slack.wait_for("chat.postEphemeral")
     assert note.args["user"] == "UOUT" and "not one of the approvers" in note.args["text"]
     assert "<@U1>" in note.args["text"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
 
 
@@ -142,7 +129,7 @@ async def test_unknown_request_and_forged_values_are_refused(app: App) -> None:
     other = await app.submit(summary="Another request")
     card = await app.card(req["id"])
     await app.card(other["id"])
-    await settle(app)
+    await drain(app)
     before = (await snapshot(app, req["id"]), await snapshot(app, other["id"]))
     send = app.slack_client.block_action
     common = {"user": "U1", "action_id": "signoff_approve", "block_id": "decide", "channel": card.channel,
@@ -157,7 +144,7 @@ async def test_unknown_request_and_forged_values_are_refused(app: App) -> None:
     assert any("does not exist" in t for t in texts)
     assert sum("does not carry a Signoff request id" in t for t in texts) == 2
     assert any("does not belong to the card" in t for t in texts)
-    await settle(app)
+    await drain(app)
     assert (await snapshot(app, req["id"]), await snapshot(app, other["id"])) == before
 
 
@@ -251,7 +238,7 @@ async def test_edit_modal_approves_with_changes(app: App) -> None:
 async def test_invalid_edit_gets_inline_errors_and_writes_nothing(app: App) -> None:
     req = await app.submit(action={"name": "refund", "params": EDIT_PARAMS, "params_schema": EDIT_SCHEMA})
     view = await open_edit(app, req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     resp = await app.slack_client.view_submission(
         user="U1", callback_id="signoff_edit", private_metadata=view["private_metadata"],
@@ -262,7 +249,7 @@ async def test_invalid_edit_gets_inline_errors_and_writes_nothing(app: App) -> N
     assert answer["response_action"] == "errors"
     assert set(answer["errors"]) == {"p:amount", "p:subject"}
     assert "100" in answer["errors"]["p:amount"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
 
 
@@ -289,7 +276,7 @@ async def test_forged_modal_metadata_is_refused(app: App) -> None:
     opened_on, other = await app.submit(), await app.submit(summary="Another request")
     await app.card(opened_on["id"])
     await app.card(other["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, other["id"])
     await app.click(opened_on["id"], "U1", action="signoff_reject", user_name="alice")
     [opened] = await app.slack.wait_for("views.open")
@@ -301,7 +288,7 @@ async def test_forged_modal_metadata_is_refused(app: App) -> None:
         values={"reason": {"value": plain_input("x")}},
     )
     assert resp.json()["response_action"] == "errors", resp.text
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, other["id"]) == before
     _, body = await app.api("GET", f"/api/v1/approvals/{other['id']}")
     assert body["status"] == "pending"
@@ -310,7 +297,7 @@ async def test_forged_modal_metadata_is_refused(app: App) -> None:
 async def test_non_approver_modal_submission_is_refused_after_ack(app: App) -> None:
     req = await app.submit(approvers=["U1"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     meta = json.dumps({"request_id": req["id"], "version": 2, "channel": "C1"})
     resp = await app.slack_client.view_submission(
@@ -320,14 +307,14 @@ async def test_non_approver_modal_submission_is_refused_after_ack(app: App) -> N
     assert resp.status == 200 and resp.text in ("", "{}")
     [note] = await app.slack.wait_for("chat.postEphemeral")
     assert note.args["user"] == "UOUT" and "not one of the approvers" in note.args["text"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
 
 
 async def test_oversize_modal_text_is_refused_inline(app: App) -> None:
     req = await app.submit()
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     meta = json.dumps({"request_id": req["id"], "version": 2, "channel": "C1"})
     resp = await app.slack_client.view_submission(
@@ -337,7 +324,7 @@ async def test_oversize_modal_text_is_refused_inline(app: App) -> None:
     answer = resp.json()
     assert answer["response_action"] == "errors"
     assert answer["errors"]["reason"] == "must be at most 2000 characters (this is 15000)"
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before
 
 
@@ -346,7 +333,7 @@ async def test_modal_and_command_answers_come_from_the_listeners_ack(app: App) -
     # errors, a help text), while the listener's work goes on after the answer.
     req = await app.submit(action={"name": "refund", "params": EDIT_PARAMS, "params_schema": EDIT_SCHEMA})
     view = await open_edit(app, req["id"])
-    await settle(app)
+    await drain(app)
     before = await snapshot(app, req["id"])
     bad = await app.slack_client.view_submission(
         user="U1", user_name="alice", callback_id="signoff_edit", private_metadata=view["private_metadata"],

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, ShiftedClock, approval_body, start_app
+from tests.support.app import App, ShiftedClock, approval_body, start_app
 
 APPROVALS = "/api/v1/approvals"
 

@@ -9,8 +9,8 @@ from bot.outbox import effects
 from bot.live.just_committed import Fresh
 from bot.slack.blocks import approval_card
 from bot.domain.outbox import OutboxItem
-from tests.harness import App
-from tests.slack.test_decisions import settle
+from tests.support.outbox import drain
+from tests.support.app import App
 
 
 async def test_a_card_and_its_decision_are_rendered_from_what_was_committed(app: App) -> None:
@@ -22,7 +22,7 @@ async def test_a_card_and_its_decision_are_rendered_from_what_was_committed(app:
     click = await app.click(req["id"], "U1")
     assert click.status == 200
     await app.slack.wait_for("chat.update", count=1)  # the click is acked first; its decision follows
-    await settle(app)
+    await drain(app)
     assert fresh.taken - before == 2  # the post and the decision's update: neither read the request back
     assert len(fresh) == 0
     # What Slack shows is what a read of the stored request renders.
@@ -44,7 +44,7 @@ async def test_a_decision_before_the_card_went_out_still_ends_on_the_decided_car
     assert status == 200 and body["status"] == "cancelled"
     taken = app.signoff.service.fresh.taken
     await dispatcher.start()
-    await settle(app)
+    await drain(app)
     # The post took what its submit committed; the update read, since that request had no card ts yet.
     assert app.signoff.service.fresh.taken - taken == 1
     posts = [c for c in app.slack.calls_to("chat.postMessage", ok_only=True) if req["id"] in json.dumps(c.args)]

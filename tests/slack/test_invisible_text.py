@@ -8,7 +8,7 @@ import unicodedata
 from typing import Any
 
 from bot.sandbox.signed import plain_input
-from tests.harness import App
+from tests.support.app import App
 from tests.timers.test_home import valid_view
 from tests.unit.test_blocks import assert_valid_message
 

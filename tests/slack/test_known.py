@@ -11,8 +11,8 @@ from bot.domain.model import Action, Actor, Kind, Outcome, Request, Risk, Status
 from bot.live.pending_states import Known
 from bot.approvals.service import Service
 from storage.base import CardPosted, Unit
-from tests.harness import App
-from tests.slack.test_decisions import settle, snapshot
+from tests.support.outbox import drain, snapshot
+from tests.support.app import App
 
 
 async def held_and_stored(app: App, request_id: str) -> tuple[Request | None, Request | None]:
@@ -36,14 +36,14 @@ async def test_the_held_request_is_the_stored_one_and_a_click_on_it_needs_no_rea
     known = app.signoff.service.known
     req = await app.submit(approvers=["U1", "U2"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     held, stored = await held_and_stored(app, req["id"])
     assert held is not None and held == stored  # the submit's state plus the card's ts, version and all
     used = known.used
     resp = await app.click(req["id"], "U1", user_name="alice")
     assert resp.status == 200
     await app.slack.wait_for("chat.update", count=1)
-    await settle(app)
+    await drain(app)
     assert known.used == used + 1  # checked on what it held
     decided = await app.signoff.store.get_request(req["id"])
     assert decided is not None and decided.status is Status.APPROVED and decided.version == held.version + 1
@@ -60,7 +60,7 @@ async def test_a_clicker_another_process_took_away_is_refused_and_nothing_is_wri
     known = app.signoff.service.known
     req = await app.submit(approvers=["U1"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     await another_process_writes(app, req["id"], approvers=("U9",))
     held, stored = await held_and_stored(app, req["id"])
     assert held is not None and stored is not None and held.approvers == ("U1",) and stored.version == held.version + 1
@@ -70,7 +70,7 @@ async def test_a_clicker_another_process_took_away_is_refused_and_nothing_is_wri
     assert resp.status == 200
     [note] = await app.slack.wait_for("chat.postEphemeral")
     assert note.args["user"] == "U1" and "not one of the approvers" in note.args["text"]
-    await settle(app)
+    await drain(app)
     assert await snapshot(app, req["id"]) == before  # still pending, nothing written
     assert known.used == used and known.get(req["id"]) is None  # the out-of-date state was dropped
 
@@ -79,14 +79,14 @@ async def test_a_clicker_another_process_kept_decides_once_on_the_row(app: App) 
     assert app.signoff is not None
     req = await app.submit(approvers=["U1", "U2"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     await another_process_writes(app, req["id"], approvers=("U2", "U1"))
     _, moved = await held_and_stored(app, req["id"])
     assert moved is not None
     resp = await app.click(req["id"], "U1", user_name="alice")
     assert resp.status == 200
     await app.slack.wait_for("chat.update", count=1)
-    await settle(app)
+    await drain(app)
     decided = await app.signoff.store.get_request(req["id"])
     assert decided is not None and decided.status is Status.APPROVED and decided.version == moved.version + 1
     assert decided.approvers == ("U2", "U1")  # decided on the row as it is, not on the held state
@@ -152,7 +152,7 @@ async def test_a_decision_on_a_read_that_moved_on_writes_nothing_and_hands_back_
     service = app.signoff.service
     req = await app.submit(approvers=["U1"])
     await app.card(req["id"])
-    await settle(app)
+    await drain(app)
     read = await app.signoff.store.get_request(req["id"])
     assert read is not None
     await another_process_writes(app, req["id"], approvers=("U9",))
@@ -185,7 +185,7 @@ async def test_a_click_before_the_cards_ts_is_stored_decides_once_and_the_card_i
     assert app.slack.calls_to("chat.update") == []  # the update waits for the post's result
     app.slack.release_hung()
     [update] = await app.slack.wait_for("chat.update")
-    await settle(app)
+    await drain(app)
     assert update.args["ts"] == card.ts and card.update_count == 1
     after = await app.signoff.store.get_request(req["id"])
     assert after is not None and (after.card_channel, after.card_ts) == ("C1", card.ts)

@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from bot.sandbox.signed import plain_input
-from tests.harness import App
+from tests.support.app import App
 
 FAILED = "Signoff could not finish handling your"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.harness import App
+from tests.support.app import App
 
 
 async def test_a_mention_answers_with_what_waits_on_that_person(app: App) -> None:

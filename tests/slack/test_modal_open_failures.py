@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from bot.sandbox import SlackEmulator
-from tests.harness import App, start_app
+from tests.support.app import App, start_app
 
 BUTTONS = ["signoff_edit", "signoff_reject", "signoff_escalate"]
 AGAIN = "Slack could not open the form (it took too long). Please click again."

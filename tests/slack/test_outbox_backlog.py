@@ -13,10 +13,11 @@ import pytest_asyncio
 from bot.outbox import effects
 from bot.outbox.dispatcher import CONCURRENCY
 from bot.sandbox import SlackEmulator
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
-from tests.harness import App, start_app
-from tests.timers.helpers import settle
-from tests.waits import more_sweeps
+from tests.support.app import App, start_app
+
+from tests.support.waits import more_sweeps
 
 BACKLOG = 3 * CONCURRENCY
 

@@ -12,9 +12,9 @@ import aiohttp
 import pytest
 
 from bot.sandbox import SlackEmulator
-from tests.harness import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body, start_app
+from tests.support.app import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body, start_app
 from bot.sandbox.signed import SlackClient
-from tests.waits import long_poll_registered, more_sweeps
+from tests.support.waits import long_poll_registered, more_sweeps
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 # Short lease so a restarted process may take over a dead one's delivery within the test.

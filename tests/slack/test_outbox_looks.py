@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 from bot.sandbox import SlackEmulator
 from tests.fakes.clock import FakeClock
-from tests.harness import start_app
-from tests.waits import metric
+from tests.support.app import start_app
+from tests.support.waits import metric
 
 
 async def test_a_delivery_that_finishes_does_not_make_the_dispatcher_look_again(

@@ -12,8 +12,8 @@ from bot.outbox import effects
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.slack.pace import FLIGHT, STALE, ChannelPace
 from tests.fakes.clock import FakeClock
-from tests.harness import App, ShiftedClock, approval_body, start_app
-from tests.waits import metric
+from tests.support.app import App, ShiftedClock, approval_body, start_app
+from tests.support.waits import metric
 
 BURST = 100
 

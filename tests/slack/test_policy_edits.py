@@ -11,7 +11,7 @@ import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.harness import App, policy_app
+from tests.support.app import App, policy_app
 
 POLICY = """\
 rules:

@@ -14,7 +14,7 @@ import pytest
 
 from tests.api.test_approvals_api import Receiver
 from bot.sandbox import SlackEmulator
-from tests.harness import App, start_app
+from tests.support.app import App, start_app
 
 OUTBOX = "bot.outbox.dispatcher"
 

@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.slack.directory import SlackDirectory
-from tests.harness import App, start_app
+from tests.support.app import App, start_app
 
 
 @pytest_asyncio.fixture

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.harness import App
-from tests.waits import long_poll_registered
+from tests.support.app import App
+from tests.support.waits import long_poll_registered
 
 
 async def test_submit_card_click_resume(app: App) -> None:

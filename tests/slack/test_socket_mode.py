@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.sandbox import SlackEmulator
-from tests.harness import start_app
+from tests.support.app import start_app
 
 
 async def test_socket_mode_click_is_acked_and_decides(db_url: str, slack: SlackEmulator) -> None:

@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from bot.sandbox import SlackEmulator
-from tests.harness import start_app
+from tests.support.app import start_app
 
 
 async def test_http_serves_while_socket_mode_retries(db_url: str, slack: SlackEmulator,

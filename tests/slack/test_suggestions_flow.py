@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
-from tests.harness import API_TOKEN, App, approval_body, policy_app
+from tests.support.app import API_TOKEN, App, approval_body, policy_app
 from tests.integrations.claude_cli import readme_example
 
 POLICY = """\

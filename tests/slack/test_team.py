@@ -10,7 +10,7 @@ import pytest
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
-from tests.harness import SIGNING_SECRET, App, start_app
+from tests.support.app import SIGNING_SECRET, App, start_app
 
 
 def mention(ts: str) -> dict[str, Any]:

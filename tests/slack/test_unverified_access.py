@@ -20,9 +20,10 @@ from bot.domain.model import Status
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
 from bot.slack.directory import SlackDirectory
-from tests.harness import App, policy_app
+from tests.support.outbox import drain
+from tests.support.app import App, policy_app
 from tests.slack.test_checked_decisions import GROUP, LOOKUP, note_to, shown
-from tests.slack.test_decisions import settle
+
 from tests.slack.test_grants_flow import MAIL, POLICY
 from tests.slack.test_grants_flow import submit as submit_mail
 
@@ -41,7 +42,7 @@ async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterat
 
 
 async def pending_untouched(app: App, request_id: str, version: int) -> None:
-    await settle(app)
+    await drain(app)
     assert app.signoff is not None
     stored = await app.signoff.store.get_request(request_id)
     assert stored is not None and stored.status is Status.PENDING and stored.version == version

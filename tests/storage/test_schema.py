@@ -33,7 +33,7 @@ from storage.schema import audit_events, metadata, outbox, requests
 from storage.sql import SqlStore
 from storage.stores import open_store
 from tests.conftest import PG_URL, _pg_admin, _pg_url_for
-from tests.harness import ROOT
+from tests.support.app import ROOT
 from tests.storage.test_contract import T0, full_request, insert, make_request
 
 

@@ -8,7 +8,7 @@ import pytest_asyncio
 
 from tests.fakes.clock import FakeClock
 from bot.sandbox import SlackEmulator
-from tests.harness import App, start_app
+from tests.support.app import App, start_app
 
 
 @pytest_asyncio.fixture

@@ -7,27 +7,10 @@ from typing import Any
 
 from tests.fakes.clock import FakeClock
 from bot.sandbox import Call, SlackEmulator
-from tests.harness import App
+from tests.support.app import App
+from tests.support.outbox import settle
 
 SLACK_EFFECTS = ("chat.postMessage", "chat.update", "chat.getPermalink", "chat.postEphemeral", "views.publish")
-
-
-async def settle(app: App) -> None:
-    """Let the outbox deliver everything due now, and what that enqueues in turn.
-
-    Dispatcher.drain alone can return while an item the background loop delivered has just
-    enqueued a follower (an escalation's DMs): drain until nothing due is left pending.
-    """
-    assert app.signoff is not None
-    dispatcher, store = app.signoff.dispatcher, app.signoff.store
-    for _ in range(200):
-        await dispatcher.drain()
-        now = dispatcher.clock.now()
-        if not any(i.status == "pending" and i.next_attempt_at is not None and i.next_attempt_at <= now
-                   for i in await store.outbox_items()):
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the outbox did not settle")
 
 
 async def tick(app: App, clock: FakeClock, **delta: float) -> None:

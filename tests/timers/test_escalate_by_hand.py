@@ -9,12 +9,13 @@ import pytest
 from bot.domain.model import Actor
 from bot.slack.directory import SlackDirectory
 from bot.approvals.timers import Refused
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
 from bot.sandbox.signed import checkboxes, plain_input, static_select
-from tests.harness import App
+from tests.support.app import App
 from tests.slack.test_checked_decisions import written_during_the_check
 from tests.slack.test_known import another_process_writes
-from tests.timers.helpers import context_texts, describe, effects, settle, tick
+from tests.timers.helpers import context_texts, describe, effects, tick
 
 
 async def open_escalate(app: App, request_id: str, user: str) -> dict[str, Any]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
-from tests.harness import App
-from tests.timers.helpers import settle, tick
+from tests.support.app import App
+from tests.timers.helpers import tick
 from tests.timers.test_escalate_by_hand import open_escalate, submit_escalate, target_options
 
 NOTIFY_ONLY = {"levels": [{"after": "10m", "notify": ["U3"], "add_as_approvers": False},

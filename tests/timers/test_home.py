@@ -8,9 +8,9 @@ from typing import Any
 from slack_sdk.models.blocks import Block
 from slack_sdk.models.views import View
 
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
-from tests.harness import App
-from tests.timers.helpers import settle
+from tests.support.app import App
 
 
 def section_texts(view: dict[str, Any]) -> list[str]:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
-from tests.harness import App
-from tests.timers.helpers import settle, tick
+from tests.support.app import App
+from tests.timers.helpers import tick
 
 
 async def registered(app: App, request_id: str) -> None:

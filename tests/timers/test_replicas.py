@@ -15,9 +15,9 @@ from pathlib import Path
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
 from bot.sandbox import SlackEmulator
-from tests.harness import App, ServerProcess
+from tests.support.app import App, ServerProcess
 from tests.timers.procs import calls, client, log_tail, quiet, server_env
-from tests.waits import more_sweeps
+from tests.support.waits import more_sweeps
 
 N = 200
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
 from bot.sandbox import SlackEmulator
-from tests.harness import ServerProcess
+from tests.support.app import ServerProcess
 from tests.timers.helpers import TIMELINE
 from tests.timers.procs import calls, client, log_tail, quiet, server_env, thread_posts
-from tests.waits import long_poll_registered, more_sweeps
+from tests.support.waits import long_poll_registered, more_sweeps
 
 
 async def test_killed_mid_timeline_a_new_process_skips_nothing_and_sends_nothing_twice(

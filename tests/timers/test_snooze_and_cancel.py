@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
-from tests.harness import App
-from tests.timers.helpers import describe, effects, settle, tick
+from tests.support.app import App
+from tests.timers.helpers import describe, effects, tick
 
 
 async def test_snooze_delays_the_reminder_not_the_timeout_and_cancel_stops_reminders(

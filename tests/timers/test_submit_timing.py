@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import App
+from tests.support.app import App
 
 APPROVALS = "/api/v1/approvals"
 

@@ -11,9 +11,10 @@ import asyncio
 from collections import Counter
 
 from bot.approvals.timers import BATCH, PG_BATCH, Timers, batch_for
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
-from tests.harness import App
-from tests.timers.helpers import settle
+from tests.support.app import App
+
 
 N = 23
 

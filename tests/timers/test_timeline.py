@@ -7,10 +7,11 @@ import asyncio
 from slack_sdk.models.blocks import Block
 
 from bot.domain.params_hash import params_sha256
+from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
-from tests.harness import App
-from tests.timers.helpers import TIMELINE, context_texts, describe, effects, settle, tick
-from tests.waits import long_poll_registered
+from tests.support.app import App
+from tests.timers.helpers import TIMELINE, context_texts, describe, effects, tick
+from tests.support.waits import long_poll_registered
 
 
 async def test_reminders_escalation_and_timeout_in_order(tapp: App, clock: FakeClock) -> None:

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import bench.harness as harness
-from tests.harness import ROOT
+from tests.support.app import ROOT
 
 CHILD = """
 import sys

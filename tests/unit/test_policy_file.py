@@ -14,7 +14,7 @@ import pytest
 from bot.domain.model import Risk
 from bot.domain.policy import Effect
 from bot.policy.file import PolicyError, load_policy, parse_policy
-from tests.harness import ROOT
+from tests.support.app import ROOT
 
 GOOD = """\
 default_tier: high

@@ -12,7 +12,7 @@ import pytest
 
 from bot.process.settings import Settings, SettingsError, database_url_from_env
 from storage.urls import async_url
-from tests.harness import ROOT
+from tests.support.app import ROOT
 
 GOOD = {"SLACK_BOT_TOKEN": "xoxb-1-abc", "SLACK_SIGNING_SECRET": "s3cret"}
 

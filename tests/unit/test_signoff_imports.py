@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.harness import ROOT
+from tests.support.app import ROOT
 
 
 def test_importing_every_signoff_module_loads_nothing_of_the_server() -> None:

@@ -29,7 +29,7 @@ from bot.sandbox.signed import SlackClient
 SIGNING_SECRET = "test-signing-secret"
 API_TOKEN = "test-api-token-1"
 WEBHOOK_SECRET = "test-webhook-secret"
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def app_env(db_url: str, slack: SlackEmulator, **extra: str) -> dict[str, str]:

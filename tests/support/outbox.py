@@ -1,0 +1,52 @@
+"""The outbox in tests: deliver what is due, and prove what a refusal left unchanged."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import sqlalchemy as sa
+
+from storage.schema import votes
+from tests.support.app import App
+
+
+async def drain(app: App) -> None:
+    """One pass of the outbox: deliver everything due now (what that enqueues may still be due)."""
+    assert app.signoff is not None
+    await app.signoff.dispatcher.drain()
+
+
+async def settle(app: App) -> None:
+    """Let the outbox deliver everything due now, and what that enqueues in turn.
+
+    Dispatcher.drain alone can return while an item the background loop delivered has just
+    enqueued a follower (an escalation's DMs): drain until nothing due is left pending.
+    """
+    assert app.signoff is not None
+    dispatcher, store = app.signoff.dispatcher, app.signoff.store
+    for _ in range(200):
+        await dispatcher.drain()
+        now = dispatcher.clock.now()
+        if not any(i.status == "pending" and i.next_attempt_at is not None and i.next_attempt_at <= now
+                   for i in await store.outbox_items()):
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the outbox did not settle")
+
+
+async def snapshot(app: App, request_id: str) -> tuple[Any, ...]:
+    """Everything stored about a request (row, audit, outbox, votes): to prove a refused click,
+    submission or input wrote nothing."""
+    assert app.signoff is not None
+    store = app.signoff.store
+    return (await store.get_request(request_id), await store.audit_events(request_id),
+            await store.outbox_items(request_id), await vote_rows(app, request_id))
+
+
+async def vote_rows(app: App, request_id: str) -> list[str]:
+    """The voters stored in the votes table for a request."""
+    assert app.signoff is not None
+    async with app.signoff.store.engine.connect() as conn:  # type: ignore[attr-defined]
+        rows = await conn.execute(sa.select(votes.c.voter_id).where(votes.c.request_id == request_id))
+        return sorted(r[0] for r in rows)
