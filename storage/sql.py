@@ -286,9 +286,29 @@ class SqlStore(Store):
         self.dialect = engine.dialect.name
 
     def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
-        """Call `seen(sql)` for every statement this store sends (to count them). Returns the call
-        that stops it."""
-        raise NotImplementedError
+        """Call `seen(sql)` for every statement this store sends (to count them): SQLAlchemy's on
+        `_watched_engine`, and the driver-level statements the engine's own trace sees. Returns the
+        call that stops it."""
+        def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            seen(statement)
+
+        engine = self._watched_engine().sync_engine
+        sa.event.listen(engine, "before_cursor_execute", before)
+        traced = self._traced()
+        traced.append(seen)
+
+        def stop() -> None:
+            sa.event.remove(engine, "before_cursor_execute", before)
+            traced.remove(seen)
+        return stop
+
+    def _watched_engine(self) -> AsyncEngine:
+        """The engine whose SQLAlchemy statements `watch` sees."""
+        return self.write_engine
+
+    def _traced(self) -> list[Callable[[str], None]]:
+        """Who is told of the statements sent outside SQLAlchemy (the engine's own trace)."""
+        return []
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
         return self.unit_of(self.unit_class)

@@ -101,19 +101,8 @@ class PostgresStore(SqlStore):
         reads, writes, raw = await open_engines(async_url(database_url), pool_size)
         return cls(reads, writes, raw)
 
-    def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
-        """SQLAlchemy's statements on the unit engine, and the raw pool's."""
-        def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-            seen(statement)
-
-        engine = self.write_engine.sync_engine
-        sa.event.listen(engine, "before_cursor_execute", before)
-        self._raw.watchers.append(seen)
-
-        def stop() -> None:
-            sa.event.remove(engine, "before_cursor_execute", before)
-            self._raw.watchers.remove(seen)
-        return stop
+    def _traced(self) -> list[Callable[[str], None]]:
+        return self._raw.watchers  # the raw pool's statements
 
     @asynccontextmanager
     async def listen(self, on_change: Callable[[str], None]) -> AsyncIterator[asyncio.Event]:

@@ -90,19 +90,11 @@ class SqliteStore(SqlStore):
         reader = fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
         return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
 
-    def watch(self, seen: Callable[[str], None]) -> Callable[[], None]:
-        """SQLAlchemy's statements on the read engine, and the writer's own trace (its driver SQL too)."""
-        def before(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-            seen(statement)
+    def _watched_engine(self) -> AsyncEngine:
+        return self.engine  # the readers' (the writer's statements are in its own trace)
 
-        engine = self.engine.sync_engine
-        sa.event.listen(engine, "before_cursor_execute", before)
-        self._writer.watchers.append(seen)
-
-        def stop() -> None:
-            sa.event.remove(engine, "before_cursor_execute", before)
-            self._writer.watchers.remove(seen)
-        return stop
+    def _traced(self) -> list[Callable[[str], None]]:
+        return self._writer.watchers  # the writer's sqlite3 trace: SQLAlchemy's statements and driver SQL
 
     def _unit_connection(self) -> AbstractAsyncContextManager[AsyncConnection]:
         return self._writer.connection()
