@@ -32,7 +32,6 @@ from storage.pending import insert_pending
 from storage.rows import REQUEST_BY_ID, SELECT_REQUEST, mutable_columns, outbox_from_row, request_from_row
 from storage.schema import audit_events, home_users, outbox, request_people, requests, votes
 from storage.sql_statements import due_requests_statement
-from storage.urls import async_url
 from storage.values import audit_values, decision_values, outbox_values, request_values
 
 U = TypeVar("U", bound="SqlUnit")
