@@ -59,7 +59,7 @@ def _unavailable(url: str, method: str, path: str, problem: str, response: httpx
 
 def raise_unless_approved(decision: Decision) -> Decision:
     """Return an approved (or answered) decision; raise the error that says how it ended otherwise."""
-    who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
+    who = decision.decider
     if decision.outcome in ("approved", "answered"):
         return decision
     if decision.outcome == "rejected":

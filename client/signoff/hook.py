@@ -96,10 +96,10 @@ def deny(reason: str) -> dict[str, Any]:
 
 def from_decision(decision: Decision) -> dict[str, Any]:
     """allow with the person's (possibly edited) input, or deny with their reason."""
-    who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
+    who = decision.decider
     by = f"by Signoff's {decision.via}" if decision.via in ("policy", "grant") or not who else f"in Slack by {who}"
     if decision.outcome == "approved":
-        edited = f" with edits to {', '.join(c.field for c in decision.changes)}" if decision.changes else ""
+        edited = decision.edits_words
         return answer("allow", f"Approved {by}{edited} ({decision.request_id})", decision.params)
     if decision.outcome == "rejected":
         because = f": {decision.comment}" if decision.comment else " (no reason given)"

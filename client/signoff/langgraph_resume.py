@@ -287,10 +287,9 @@ def outcome_words(body: Any) -> str:
     decision = final_decision(body)
     if decision is None:
         return "still pending"
-    who = f" by {decision.decided_by.name or decision.decided_by.id}" if decision.decided_by else ""
+    who = f" by {decision.decider}" if decision.decider else ""
     if decision.outcome == "approved":
-        edited = f" with edits to {', '.join(c.field for c in decision.changes)}" if decision.changes else ""
-        return f"approved{who}{edited}"
+        return f"approved{who}{decision.edits_words}"
     why = decision.comment
     return f"not approved ({decision.outcome}{who}){f': {why}' if why else ''}"
 

@@ -102,7 +102,7 @@ def prompt_answer(decision: Decision) -> dict[str, Any]:
     """Claude Code's permission-prompt answer for a decision."""
     if decision.approved:
         return {"behavior": "allow", "updatedInput": decision.params}
-    who = decision.decided_by.name or decision.decided_by.id if decision.decided_by else None
+    who = decision.decider
     by = f"by Signoff's {decision.via}" if decision.via in ("policy", "grant") or not who else f"in Slack by {who}"
     if decision.outcome == "rejected":
         because = f": {decision.comment}" if decision.comment else " (no reason given)"

@@ -109,6 +109,16 @@ class Decision:
         return bool(self.changes)
 
     @property
+    def decider(self) -> str | None:
+        """Who decided, by name where Slack gave one (None: nobody, e.g. policy or the clock)."""
+        return self.decided_by.name or self.decided_by.id if self.decided_by else None
+
+    @property
+    def edits_words(self) -> str:
+        """The fields the person changed, as ' with edits to to, subject' (empty when none)."""
+        return f" with edits to {', '.join(c.field for c in self.changes)}" if self.changes else ""
+
+    @property
     def accepted_suggestion(self) -> tuple[int, dict[str, Any]] | None:
         """The Claude permission suggestion the person accepted ("Approve & always allow ..."): its
         index in the list the agent sent, and the update as sent. None when they just approved."""
