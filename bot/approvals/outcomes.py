@@ -10,6 +10,7 @@ The card update and the Home refreshes have keys named for the call, so a replay
 
 from __future__ import annotations
 
+from bot.approvals.homes import enqueue_homes
 from bot.outbox import effects
 from bot.domain.model import AuditEvent
 from bot.domain.outcomes import RunOutcome, with_outcome
@@ -44,6 +45,5 @@ async def record_run_outcome(unit: Unit, request_id: str, call: str, outcome: Ru
     deciders = [i.decided_by.id for i in request.items if i.decided_by is not None]
     if decided_by is not None:
         deciders.append(decided_by.id)
-    for user in sorted(await unit.home_users_of(request_id, also=deciders)):
-        await unit.enqueue(effects.publish_home(user, key, outcome.at))
+    await enqueue_homes(unit, await unit.home_users_of(request_id, also=deciders), key, outcome.at)
     return True

@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import TimerState, Timing
-from bot.domain.values import Kind, Outcome, Risk, Status, Via, iso
+from bot.domain.values import Kind, Outcome, Risk, Status, Via, from_iso, iso
 
 __all__ = [
     "Action", "Actor", "AuditEvent", "Change", "Decision", "Kind", "Outcome", "Preview", "Request", "Risk",
@@ -79,8 +79,7 @@ class Vote:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Vote:
-        at = datetime.fromisoformat(str(data["at"]).replace("Z", "+00:00"))
-        return cls(Actor(str(data["id"]), data.get("name")), at)
+        return cls(Actor(str(data["id"]), data.get("name")), from_iso(data["at"]))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.runs import Gate, ToolExecution
-from bot.domain.values import iso
+from bot.domain.values import from_iso, iso
 
 OUTCOME_KEY = "outcome"
 ERROR_MAX = 1000  # what is kept of the tool's error text (the run's log has all of it)
@@ -43,8 +43,7 @@ class RunOutcome:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunOutcome:
-        at = datetime.fromisoformat(str(data["at"]).replace("Z", "+00:00"))
-        return cls(RanStatus(str(data["status"])), str(data.get("error") or ""), at)
+        return cls(RanStatus(str(data["status"])), str(data.get("error") or ""), from_iso(data["at"]))
 
     @classmethod
     def failed(cls, error: str, at: datetime) -> RunOutcome:

@@ -56,6 +56,11 @@ def iso(dt: datetime | None) -> str | None:
     return dt.isoformat().replace("+00:00", "Z")
 
 
+def from_iso(text: object) -> datetime:
+    """The datetime `iso` wrote."""
+    return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+
+
 _USER_ID = re.compile(r"^[UW][A-Z0-9]{1,39}$")
 CHANNEL_ID = re.compile(r"^[CGD][A-Z0-9]{1,39}$")  # a channel, private channel or DM
 APPROVER_ID = re.compile(r"^[UWS][A-Z0-9]{1,39}$")  # a person or a user group
