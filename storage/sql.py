@@ -399,8 +399,14 @@ class SqlStore(Store):
             return [outbox_from_row(r) for r in (await conn.execute(stmt)).all()]
 
     async def inbox(self, user_id: str, *, limit: int, decided_since: datetime) -> Inbox:
-        async with self.engine.connect() as conn:
+        # Six reads (three pages, three totals) that must agree: read one by one, a request committed
+        # between a page and its total showed as "(1)" over an empty list ("… 1 more request").
+        async with self._snapshot() as conn:
             return await read_inbox(conn, user_id, limit=limit, decided_since=decided_since)
+
+    def _snapshot(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """A connection whose reads all see one moment (the engine's own way to hold a snapshot)."""
+        return self.engine.begin()
 
     async def close(self) -> None:
         await self.engine.dispose()

@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request
 from storage import sql_statements as q
@@ -95,11 +95,16 @@ class PostgresStore(SqlStore):
     def __init__(self, engine: AsyncEngine, write_engine: AsyncEngine, raw: RawPool) -> None:
         super().__init__(engine, write_engine)
         self._raw = raw  # the hottest statements on asyncpg's own pool
+        # Reads that must agree: one REPEATABLE READ transaction holds one snapshot for all its statements.
+        self._snapshots = write_engine.execution_options(isolation_level="REPEATABLE READ")
 
     @classmethod
     async def connect(cls, database_url: str, *, pool_size: int = 15) -> PostgresStore:
         reads, writes, raw = await open_engines(async_url(database_url), pool_size)
         return cls(reads, writes, raw)
+
+    def _snapshot(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        return self._snapshots.begin()
 
     def _traced(self) -> list[Callable[[str], None]]:
         return self._raw.watchers  # the raw pool's statements

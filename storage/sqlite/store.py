@@ -15,8 +15,8 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -89,6 +89,17 @@ class SqliteStore(SqlStore):
         (filename,), _ = SQLiteDialect_aiosqlite().create_connect_args(url)
         reader = fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
         return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
+
+    @asynccontextmanager
+    async def _snapshot(self) -> AsyncIterator[AsyncConnection]:
+        # The readers run without BEGIN (one statement, one snapshot): a deferred BEGIN holds the WAL
+        # snapshot of its first read until the ROLLBACK, and takes no lock.
+        async with self.engine.connect() as conn:
+            await conn.exec_driver_sql("BEGIN")
+            try:
+                yield conn
+            finally:
+                await conn.exec_driver_sql("ROLLBACK")
 
     def _watched_engine(self) -> AsyncEngine:
         return self.engine  # the readers' (the writer's statements are in its own trace)
