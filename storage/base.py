@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from bot.domain.outbox import OutboxItem
 from bot.domain.model import AuditEvent, Decision, Request, Status
@@ -27,6 +27,10 @@ from bot.domain.timing import TimerState, Timing
 from bot.domain.votes import Vote
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# A change: what a use case writes, through the unit it is given (`Store.run_change`); its value.
+Change = Callable[["Unit"], Awaitable[T]]
 
 CARD_TS_TRIES = 20  # re-reads when another write of the request came between a read and its guarded write
 
@@ -191,13 +195,12 @@ class Unit(abc.ABC):
 
     async def decide_request(self, decided: Request, expected_version: int, audit: AuditEvent,
                              items: Sequence[OutboxItem], *, home: Callable[[str], OutboxItem],
-                             decider: str | None = None, final: bool = False) -> bool:
+                             decider: str | None = None, then: Change[None] | None = None) -> bool:
         """A decision's whole write: the version-guarded write of `decided` (its `decision` set) over
         `expected_version` and, only if that matched, what `record_decision` writes with `items`
         followed by `home(user)` for each App Home user among the request's people and `decider`
-        (in sorted order). True if written; False if another writer got there first: nothing written.
-        `final`: the caller writes nothing more in this change (in a lone unit, a one-statement write
-        may then be the whole unit: storage/postgres/lone_unit.py).
+        (in sorted order), then `then(unit)` (what else the decision writes: the vote that reached a
+        quorum, a grant). True if written; False if another writer got there first: nothing written.
 
         Works in any unit, several times per unit. The SQL store does it in ONE statement on
         PostgreSQL (storage/postgres/decide.py); this default is the sequence of the separate calls.
@@ -207,6 +210,8 @@ class Unit(abc.ABC):
             return False
         users = await self.home_users_of(decided.id, [decider] if decider else [])
         await self.record_decision(decided.id, decided.decision, audit, [*items, *map(home, sorted(users))])
+        if then is not None:
+            await then(self)
         return True
 
     @abc.abstractmethod
@@ -317,15 +322,14 @@ class Unit(abc.ABC):
         await self.notify(request.id)
 
     async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
-                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = (),
-                             final: bool = False) -> None:
+                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = ()) -> None:
         """A new pending request: its row, its audit row `audit`, its card `card`, `people` indexed as its
         approvers, and of `homes` ((user id, Home refresh), in order) the refreshes of those who have
         opened App Home: what insert_request, append_audit, enqueue, add_people, home_users and enqueue
         write, in as few statements as the store can (the SQL store: storage/pending.py; one on
         PostgreSQL). Raises DuplicateIdempotencyKey, the unit then to be rolled back, like insert_request;
-        StaleRead, likewise, if one of `expects` no longer holds. `final`: nothing follows it in its unit
-        (in a lone unit it may then be the unit's own transaction, as `decide_request`'s)."""
+        StaleRead, likewise, if one of `expects` no longer holds. Nothing may be written after it in a unit of
+        `Store.run_change` (where it comes first, a store may send it as the whole change)."""
         await self.verify(expects)
         await self.insert_request(request)
         await self.append_audit(audit)
@@ -381,7 +385,7 @@ class Store(abc.ABC):
     dialect: str
     _outbox_listeners: list[Callable[[], None]]
     # Transactions write side by side (PostgreSQL), rather than one writer at a time (SQLite): grouping
-    # changes into one transaction then saves nothing but costs round trips (bot.approvals.group_commit).
+    # changes into one transaction then saves nothing but costs round trips (storage/group_commit.py).
     concurrent_writers: bool = False
     # Other processes' commits are announced (PostgreSQL's NOTIFY: `listen`), or must be looked for
     # (SQLite: `foreign_data_version`, then `audit_tail`).
@@ -414,11 +418,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def unit(self) -> AbstractAsyncContextManager[Unit]: ...
 
-    def lone_unit(self) -> AbstractAsyncContextManager[Unit]:
-        """A unit for ONE change (group commit's group of one). A store may run a change's only
-        statement, if the change declares it its last (`decide_request(final=True)`), as a
-        transaction of its own (storage/postgres/lone_unit.py); by default, `unit()`."""
-        return self.unit()
+    async def run_change(self, change: Change[T], *, shared: bool = False) -> T:
+        """Run `change` (its reads and writes go through the unit it is given) and commit it; returns
+        its value once it committed, or raises what it raised, nothing of it written. How it commits is
+        the store's choice: a change whose first write is its whole write (`insert_pending`, or
+        `decide_request` with no `then`) may be sent as one statement, its own transaction
+        (storage/postgres/lone_unit.py). `shared`: it may share a transaction with other shared changes
+        waiting at the same time (storage/group_commit.py); it must then be safe to run again from the
+        start (it writes only through its unit and acts only in its unit's after-commit hooks).
+        By default: a unit of its own."""
+        async with self.unit() as unit:
+            return await change(unit)
 
     @abc.abstractmethod
     async def get_request(self, request_id: str) -> Request | None: ...

@@ -105,10 +105,9 @@ class SqlUnit(Unit):
             raise
 
     async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
-                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = (),
-                             final: bool = False) -> None:
+                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = ()) -> None:
         await self.verify(expects)
-        await self._insert_pending(request, audit, card, people, homes, expects=(), final=final)
+        await self._insert_pending(request, audit, card, people, homes, expects=(), final=False)
 
     async def _insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
                               homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect],
@@ -311,9 +310,6 @@ class SqlStore(Store):
 
     def unit(self) -> AbstractAsyncContextManager[SqlUnit]:
         return self.unit_of(self.unit_class)
-
-    def lone_unit(self) -> AbstractAsyncContextManager[SqlUnit]:
-        return self.unit()
 
     def units_of(self, kind: type[U]) -> type[U]:
         """`kind` (a unit class extending SqlUnit: the run store's) on this engine's unit, made once."""

@@ -33,7 +33,7 @@ from bot.domain.params_hash import params_sha256
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
 from bot.domain.timing import DEFAULT, Timing
 from bot.errors import InvalidInput
-from bot.approvals.group_commit import GroupCommit
+from storage.group_commit import GroupCommit
 from bot.approvals.homes import user_ids
 from bot.policy.holder import PolicyHolder
 from bot.approvals.service import ApprovalSpec, Service, StaleCheck
@@ -347,13 +347,12 @@ class PolicyGate:
 
     async def write(self, service: Service, checked: Checked) -> None:
         """Write the checked request in a unit of its own (Service.submit). A request decided at submit
-        (no card: the hottest path) shares its unit with the others decided meanwhile (bot.approvals.group_commit);
+        (no card: the hottest path) shares its unit with the others decided meanwhile (storage/group_commit.py);
         either way this returns once its unit committed."""
         request = checked.request
         assert request is not None
         if request.is_pending:
-            async with service.store.lone_unit() as unit:  # on PostgreSQL one statement, its own transaction
-                await self.stage(service, unit, checked, final=True)
+            await service.store.run_change(lambda unit: self.stage(service, unit, checked))
             return
         if self._group is None or self._group[0] is not service:
             self._group = (service, GroupCommit(lambda group: self._write_group(service, group)))
@@ -365,10 +364,10 @@ class PolicyGate:
             for checked in group:
                 await self.stage(service, unit, checked, verified=verified)
 
-    async def _stage_pending(self, service: Service, unit: Unit, checked: Checked, *, final: bool) -> None:
+    async def _stage_pending(self, service: Service, unit: Unit, checked: Checked) -> None:
         """A pending request, with the stamps its check relied on (the tool's grants, the delegations)
-        verified by its write: in the same statement on PostgreSQL, so that with `final` the statement
-        is the whole unit. A moved stamp writes nothing and the request is checked again, afresh."""
+        verified by its write: in the same statement on PostgreSQL, so that alone in its change the
+        statement is the whole change. A moved stamp writes nothing and the request is checked again, afresh."""
         request = checked.request
         assert request is not None
         expects = []
@@ -379,7 +378,7 @@ class PolicyGate:
         if checked.delegations_stamp is not None:
             expects.append(Expect(self.grants.delegation_stamp_in, DELEGATION_STAMP, checked.delegations_stamp))
         try:
-            await service.stage(unit, request, people=checked.people, expects=expects, final=final)
+            await service.stage(unit, request, people=checked.people, expects=expects)
         except StaleRead:
             # Which one moved is not told: the next check reads both afresh.
             if checked.tool is not None:
@@ -388,14 +387,13 @@ class PolicyGate:
             raise StaleCheck(checked.tool or "delegations") from None
 
     async def stage(self, service: Service, unit: Unit, checked: Checked, *,
-                    verified: dict[str, tuple[Any, ...]] | None = None, final: bool = False) -> None:
-        """Write the checked request in the caller's unit: pending (card) or decided (no card).
-        `verified`: the stamps this unit already read (by tool), read again otherwise. `final`: the
-        caller writes nothing after it in this unit."""
+                    verified: dict[str, tuple[Any, ...]] | None = None) -> None:
+        """Write the checked request in the caller's unit: pending (card) or decided (no card), the
+        last write of its request. `verified`: the stamps this unit already read (by tool), read again otherwise."""
         request = checked.request
         assert request is not None
         if request.is_pending:
-            await self._stage_pending(service, unit, checked, final=final)
+            await self._stage_pending(service, unit, checked)
             return
         if checked.stamp is not None:
             assert checked.tool is not None

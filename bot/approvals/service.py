@@ -42,7 +42,6 @@ from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound, TooManyPending
 from bot.outbox import effects
 from bot.approvals.access import Access, Directory
-from bot.approvals.group_commit import SharedUnits
 from bot.approvals.homes import home_candidates, user_ids
 from bot.process.metrics import Metrics
 from bot.live.waiters import InFlight, Waiters
@@ -112,7 +111,6 @@ class Service:
         self._on_decided: list[Callable[[Request], None]] = []
         self.default_timing = default_timing
         self.gate = gate  # policy, grants and delegation at submit (bot/approvals/gate.py)
-        self._shared = SharedUnits(store)  # decisions waiting at the same time share a unit
         self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
         self.known = Known()  # pending requests as last committed here, for a click's check (bot/live/pending_states.py)
         self.in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
@@ -143,8 +141,8 @@ class Service:
         rolls the unit back and starts again from a fresh read. A request that is (or becomes) no
         longer pending is returned `settled`, untouched. `read`: the request as the caller just read
         it, to save one read; if it is stale the guard fails and it is read again.
-        `shared`: the unit may hold other shared changes that were waiting at the same time (group
-        commit, bot.approvals.group_commit.SharedUnits); `change` must then be safe to run again from the start.
+        `shared`: the unit may hold other shared changes that were waiting at the same time
+        (`Store.run_change(shared=True)`); `change` must then be safe to run again from the start.
         """
         request = read if read is not None and read.id == request_id else await self.get(request_id)
         for _attempt in range(retries):
@@ -156,11 +154,7 @@ class Service:
                 return await change(unit, request)
 
             try:
-                if shared:
-                    value = await self._shared.run(attempt)
-                else:
-                    async with self.store.unit() as unit:
-                        value = await attempt(unit)
+                value = await self.store.run_change(attempt, shared=shared)
             except LostRace:
                 request = await self.get(request_id)
                 continue
@@ -248,10 +242,10 @@ class Service:
                             self.default_timing, idempotency_key=idempotency_key, body_hash=body_hash)
 
     async def stage(self, unit: Unit, request: Request, *, people: Iterable[str] = (),
-                    expects: Sequence[Expect] = (), final: bool = False) -> None:
-        """Write a new request, its audit row and its card post in `unit` (a caller's transaction).
-        `expects`: reads the caller relied on, verified with the write (Unit.insert_pending). `final`:
-        the caller writes nothing after it in this unit.
+                    expects: Sequence[Expect] = ()) -> None:
+        """Write a new request, its audit row and its card post in `unit` (a caller's transaction),
+        the unit's last write. `expects`: reads the caller relied on, verified with the write
+        (Unit.insert_pending).
 
         Counting it and waking whoever waits happen when, and only if, that unit commits.
         """
@@ -263,8 +257,7 @@ class Service:
             request,
             AuditEvent(request.id, "created", request.created_at, request.requested_by, {"risk": request.risk.value}),
             post, approvers,
-            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at), expects=expects,
-            final=final)
+            home_candidates(approvers, f"{request.id}:v{request.version}", request.created_at), expects=expects)
         counter = self.metrics.requests_created.labels(request.kind.value, request.risk.value)
         unit.after_commit(counter.inc)
         unit.after_commit(lambda: self.fresh.put(post.dedupe_key, request))  # the post renders it (bot/live/just_committed.py)
@@ -441,18 +434,18 @@ class Service:
                 data["items"] = [i.outcome.value if i.outcome else None for i in decision.items]
             audit = AuditEvent(request.id, "decided", now, actor.id if actor else None, data)
             reaches_quorum = request.quorum > 1 and len(votes) > len(request.votes)
-            # The guarded write, the App Home read and the decision's rows: one statement on PostgreSQL,
-            # and a lone decision's whole unit when nothing follows it (no vote to store, no `also`).
+
+            async def then(unit: Unit) -> None:  # what the decision writes besides itself
+                if reaches_quorum and not await unit.insert_vote(request.id, votes[-1]):  # the vote that reached it
+                    raise _AlreadyVoted
+                if also is not None:
+                    await also(unit)
+
             if not await unit.decide_request(decided, request.version, audit, self._decision_effects(decided, now),
                                              home=partial(effects.publish_home, key=f"{request.id}:decided", now=now),
                                              decider=actor.id if actor else None,
-                                             final=not reaches_quorum and also is None):
+                                             then=then if reaches_quorum or also is not None else None):
                 raise LostRace(request.id)
-            if reaches_quorum:  # the vote that reached the quorum
-                if not await unit.insert_vote(request.id, votes[-1]):
-                    raise _AlreadyVoted
-            if also is not None:
-                await also(unit)
             decided = decided.evolve(version=request.version + 1)
             unit.after_commit(lambda: self._decided(decided))
             return DecideResult(decided, won=True)

@@ -51,7 +51,7 @@ from bot.outbox import effects
 from bot.approvals.reads import Reads
 from bot.process.clock import Clock
 from bot.domain.model import AuditEvent
-from bot.approvals.group_commit import GroupCommit
+from storage.group_commit import GroupCommit
 from bot.process.metrics import Metrics
 from bot.domain.outbox import OutboxItem
 from storage.base import CardPosted, Store, Unit

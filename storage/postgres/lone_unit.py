@@ -2,11 +2,11 @@
 
 A person's decision on PostgreSQL is one statement (storage/postgres/decide.py); in a unit of its own it
 still cost BEGIN and COMMIT, two of its three round trips, each 1-2 ms of wall time on a loaded
-machine where the database server shares the CPUs. `Store.lone_unit()` is the unit group commit
-(bot/group_commit.SharedUnits) opens for a group of one change. Its connection is checked out, and
-its transaction begun, only at the unit's first statement, as SQLAlchemy would have done at once;
-but a statement the change declares the unit's LAST and that comes FIRST is the whole unit, and runs
-as a transaction of its own on the AUTOCOMMIT engine (`sole`), with nothing to begin or commit.
+machine where the database server shares the CPUs. `PostgresStore.run_change` runs each change in
+this unit. Its connection is checked out, and its transaction begun, only at the unit's first
+statement, as SQLAlchemy would have done at once; but a write that ends its change (storage.base:
+`insert_pending`, `decide_request` with no `then`) and comes FIRST is the whole unit, and runs as a
+transaction of its own on the AUTOCOMMIT engine (`sole`), with nothing to begin or commit.
 
 Invariants:
 - Atomic as any unit: either every statement of the unit ran inside one transaction (begun before

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.domain.model import AuditEvent, Decision, Request
 from storage import sql_statements as q
 from bot.domain.outbox import OutboxItem
-from storage.base import CardPosted, Expect
+from storage.base import CardPosted, Change, Expect, T
 from storage.decided import insert_decision_rows
 from storage.postgres import fast
 from storage.postgres.decide import HOME_SENTINEL, decide_in_one
@@ -49,10 +49,10 @@ class PostgresUnit(SqlUnit):
         return NOTIFY_CHANNEL, request_id
 
     async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
-                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = (),
-                             final: bool = False) -> None:
-        # One statement, the expected reads verified in it (storage/pending.py).
-        await self._insert_pending(request, audit, card, people, homes, expects=expects, final=final)
+                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = ()) -> None:
+        # One statement, the expected reads verified in it (storage/pending.py); nothing follows it in
+        # its change (Unit.insert_pending), so as a change's first statement it is the whole change.
+        await self._insert_pending(request, audit, card, people, homes, expects=expects, final=True)
 
     async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
                               items: Sequence[OutboxItem]) -> None:
@@ -64,18 +64,21 @@ class PostgresUnit(SqlUnit):
 
     async def decide_request(self, decided: Request, expected_version: int, audit: AuditEvent,
                              items: Sequence[OutboxItem], *, home: Callable[[str], OutboxItem],
-                             decider: str | None = None, final: bool = False) -> bool:
+                             decider: str | None = None, then: Change[None] | None = None) -> bool:
         assert decided.decision is not None
         # The guarded UPDATE, the App Home read and every insert in one statement: the read and the
         # UPDATE were two of the five round trips of a decision's unit (storage/postgres/decide.py).
         done = await decide_in_one(
             self.conn, decided.id, expected_version, mutable_columns(decided),
             decision_values(decided.id, decided.decision), audit_values(audit), [outbox_values(i) for i in items],
-            outbox_values(home(HOME_SENTINEL)), decider, NOTIFY_CHANNEL, final=final)
+            outbox_values(home(HOME_SENTINEL)), decider, NOTIFY_CHANNEL, final=then is None)
         if done is None:
-            return await super().decide_request(decided, expected_version, audit, items, home=home, decider=decider)
+            return await super().decide_request(decided, expected_version, audit, items, home=home, decider=decider,
+                                                then=then)
         matched, stored = done
         self.enqueued += stored  # wakes the dispatcher on commit
+        if matched and then is not None:
+            await then(self)
         return matched
 
     async def notify(self, request_id: str) -> None:
@@ -128,8 +131,12 @@ class PostgresStore(SqlStore):
                 with contextlib.suppress(Exception):
                     await raw.remove_listener(NOTIFY_CHANNEL, on_notify)
 
-    def lone_unit(self) -> AbstractAsyncContextManager[SqlUnit]:
-        return lone_unit(self.write_engine, self.engine, self.unit_class, self._finish_unit, self._raw)
+    async def run_change(self, change: Change[T], *, shared: bool = False) -> T:
+        # Transactions write side by side here: a change gains nothing by waiting for a group, and a
+        # group of k is k + 2 round trips in a row (BEGIN, each change, COMMIT) where k lone units are
+        # one round trip each, at the same time. `shared` changes too run each on their own.
+        async with lone_unit(self.write_engine, self.engine, self.unit_class, self._finish_unit, self._raw) as unit:
+            return await change(unit)
 
     async def get_request(self, request_id: str) -> Request | None:
         return await fast.get_request(self._raw, self.engine, request_id)

@@ -28,6 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.domain.model import AuditEvent, Decision, Request
 from storage import sql_statements as q
 from bot.domain.outbox import OutboxItem
+from storage.base import Change, T
+from storage.group_commit import SharedUnits
 from storage.rows import mutable_columns, outbox_from_row
 from storage.schema import audit_events
 from storage.sql import SqlStore, SqlUnit
@@ -81,6 +83,7 @@ class SqliteStore(SqlStore):
         super().__init__(engine, write_engine)
         self._reader = reader  # request reads without a pool checkout (a file; not :memory:)
         self._writer = SqliteWriter(self.write_engine)  # one writer per file: our own writers queue here
+        self._shared = SharedUnits(self.unit)  # shared changes waiting at the same time: one unit
 
     @classmethod
     async def connect(cls, database_url: str) -> SqliteStore:
@@ -89,6 +92,11 @@ class SqliteStore(SqlStore):
         (filename,), _ = SQLiteDialect_aiosqlite().create_connect_args(url)
         reader = fast.Reader(filename, read.dialect) if url.database not in (None, "", ":memory:") else None
         return cls(read, sqlite_engine(database_url, begin="BEGIN IMMEDIATE"), reader)
+
+    async def run_change(self, change: Change[T], *, shared: bool = False) -> T:
+        if shared:  # one writer: the changes waiting for it share its next transaction
+            return await self._shared.run(change)
+        return await super().run_change(change)
 
     @asynccontextmanager
     async def _snapshot(self) -> AsyncIterator[AsyncConnection]:

@@ -107,7 +107,7 @@ async def test_a_grant_from_another_process_applies_to_the_next_request(papp: Ap
 
 
 async def test_concurrent_submissions_each_get_their_own_answer(papp: App) -> None:
-    """Submissions that share a transaction (bot.approvals.group_commit) still succeed or fail on their own:
+    """Submissions that share a transaction (storage.group_commit) still succeed or fail on their own:
     a key taken by another request in the same moment refuses that one only."""
     bodies = [read(f"/f/{n}") for n in range(20)]
     answers = await asyncio.gather(*(submit(papp, b) for b in bodies),

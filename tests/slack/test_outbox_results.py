@@ -1,5 +1,5 @@
 """The outbox writes its deliveries' results in groups: deliveries that finish while one result unit
-is being written share the next one (bot.approvals.group_commit), and a group that fails is written again item
+is being written share the next one (storage.group_commit), and a group that fails is written again item
 by item, so one item's failing write never loses another item's done mark, audit or stored ts.
 
 The dispatcher runs on the test's real database with handlers of its own kinds: each returns at

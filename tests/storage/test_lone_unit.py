@@ -1,9 +1,10 @@
-"""A unit that holds one change (storage/postgres/lone_unit.py, `Store.lone_unit()`), on the real store of both
-engines. On PostgreSQL a lone decision is one statement and its own transaction: nothing for the
-store to begin or commit, yet what it writes, who is woken and what runs after the commit are those
-of a unit. A lone unit of several statements is one transaction, rolled back as a whole when its
-change raises; a statement after the one the change declared its last is refused before it is sent.
-On SQLite the lone unit is the ordinary unit (one writer, BEGIN IMMEDIATE): the same outcomes."""
+"""One change run by the store (`Store.run_change`; on PostgreSQL storage/postgres/lone_unit.py), on the real
+store of both engines. On PostgreSQL a lone decision is one statement and its own transaction: nothing
+for the store to begin or commit, yet what it writes, who is woken and what runs after the commit are
+those of a unit. A change of several statements is one transaction, rolled back as a whole when it
+raises; a statement after a write that ends its change (a decision with no `then`) is refused before it
+is sent, and a decision's `then` is written in the decision's transaction. On SQLite a change is an
+ordinary unit (one writer, BEGIN IMMEDIATE): the same outcomes."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 from bot.outbox import effects
 from bot.domain.model import Action, Actor, AuditEvent, Decision, Outcome, Risk, Status, Via
 from bot.approvals.service import ApprovalSpec, Service
+from storage.base import Unit
 from storage.sql import SqlStore
 from tests.storage.test_shared_decisions import count_commits
 
@@ -79,21 +81,23 @@ async def test_a_lone_unit_of_several_statements_is_one_transaction(store: SqlSt
     service = Service(store)
     request, _ = await service.submit(spec(4))
     now = datetime.now(UTC)
-    with pytest.raises(RuntimeError, match="after the first write"):
-        async with store.lone_unit() as unit:
-            await unit.append_audit(AuditEvent(request.id, "one", now))
-            await unit.append_audit(AuditEvent(request.id, "two", now))
-            raise RuntimeError("the change failed after the first write")
-    assert [e.type for e in await store.audit_events(request.id)] == ["created"]  # both rolled back
-    commits = count_commits(store)
-    async with store.lone_unit() as unit:
+
+    async def two(unit: Unit, fail: bool = False) -> None:
         await unit.append_audit(AuditEvent(request.id, "one", now))
         await unit.append_audit(AuditEvent(request.id, "two", now))
+        if fail:
+            raise RuntimeError("the change failed after the first write")
+
+    with pytest.raises(RuntimeError, match="after the first write"):
+        await store.run_change(partial(two, fail=True))
+    assert [e.type for e in await store.audit_events(request.id)] == ["created"]  # both rolled back
+    commits = count_commits(store)
+    await store.run_change(two)
     assert len(commits) == 1
     assert [e.type for e in await store.audit_events(request.id)] == ["created", "one", "two"]
 
 
-async def test_nothing_follows_the_statement_a_change_declared_its_last(store: SqlStore) -> None:
+async def test_nothing_follows_a_decision_that_ends_its_change(store: SqlStore) -> None:
     service = Service(store)
     request, _ = await service.submit(spec(5))
     now = datetime.now(UTC)
@@ -105,18 +109,53 @@ async def test_nothing_follows_the_statement_a_change_declared_its_last(store: S
 
     home = partial(effects.publish_home, key=f"{request.id}:decided", now=now)
 
+    async def decide_then_write(unit: Unit) -> None:
+        assert await unit.decide_request(decided, read.version, audit, [], home=home)
+        await unit.append_audit(AuditEvent(request.id, "after", now))
+
     if store.dialect == "postgresql":
         with pytest.raises(RuntimeError, match="after the unit's sole statement"):
-            async with store.lone_unit() as unit:
-                assert await unit.decide_request(decided, read.version, audit, [], home=home, final=True)
-                await unit.append_audit(AuditEvent(request.id, "after", now))
+            await store.run_change(decide_then_write)
         types = [e.type for e in await store.audit_events(request.id)]
         assert types == ["created", "decided"]  # the sole statement committed by itself; "after" never sent
-    else:  # SQLite's lone unit is a unit: both statements commit together
-        async with store.lone_unit() as unit:
-            assert await unit.decide_request(decided, read.version, audit, [], home=home, final=True)
-            await unit.append_audit(AuditEvent(request.id, "after", now))
+    else:  # SQLite's change is a unit: both statements commit together
+        await store.run_change(decide_then_write)
         assert [e.type for e in await store.audit_events(request.id)] == ["created", "decided", "after"]
+
+
+@pytest.mark.parametrize("then_fails", [False, True])
+async def test_a_decisions_then_is_written_in_its_transaction(store: SqlStore, then_fails: bool) -> None:
+    """What a decision writes besides itself (`then`: a vote, a grant) commits with it, or, when it
+    raises, takes the decision down with it: on PostgreSQL the decision is then not a sole statement."""
+    service = Service(store)
+    request, _ = await service.submit(spec(8))
+    now = datetime.now(UTC)
+    read = await service.get(request.id)
+    decision = Decision(outcome=Outcome.APPROVED, params=read.action.params, changes=(), comment=None,
+                        decided_by=None, decided_at=now, via=Via.API, votes=(), params_sha256="0" * 64, items=())
+    decided = read.evolve(status=Status.APPROVED, decision=decision)
+    home = partial(effects.publish_home, key=f"{request.id}:decided", now=now)
+
+    async def then(unit: Unit) -> None:
+        await unit.append_audit(AuditEvent(request.id, "then", now))
+        if then_fails:
+            raise LookupError("then failed")
+
+    async def change(unit: Unit) -> bool:
+        return await unit.decide_request(decided, read.version, AuditEvent(request.id, "decided", now), [],
+                                         home=home, then=then)
+
+    commits = count_commits(store)
+    if then_fails:
+        with pytest.raises(LookupError):
+            await store.run_change(change)
+        assert [e.type for e in await store.audit_events(request.id)] == ["created"]
+        assert (await service.get(request.id)).status is Status.PENDING
+        assert len(commits) == 0
+    else:
+        assert await store.run_change(change) is True
+        assert [e.type for e in await store.audit_events(request.id)] == ["created", "decided", "then"]
+        assert len(commits) == 1  # one transaction, begun and committed, on both engines
 
 
 async def test_a_task_writing_unit_after_unit_lets_other_tasks_run(store: SqlStore) -> None:
@@ -169,10 +208,12 @@ async def test_a_vote_as_a_lone_units_first_statement_is_stored_once(store: SqlS
 
     request, _ = await Service(store).submit(spec(5, quorum=2))
     vote = Vote(Actor("U1", "ann"), datetime.now(UTC))
-    async with store.lone_unit() as unit:
-        assert await unit.insert_vote(request.id, vote) is True
-    async with store.lone_unit() as unit:
-        assert await unit.insert_vote(request.id, vote) is False
+
+    async def vote_once(unit: Unit) -> bool:
+        return await unit.insert_vote(request.id, vote)
+
+    assert await store.run_change(vote_once) is True
+    assert await store.run_change(vote_once) is False
     async with store.engine.connect() as conn:
         voters = (await conn.exec_driver_sql(f"SELECT voter_id FROM votes WHERE request_id = '{request.id}'")).all()
     assert [tuple(v) for v in voters] == [("U1",)]

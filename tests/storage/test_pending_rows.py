@@ -151,7 +151,7 @@ async def test_a_moved_stamp_raises_stale_read_and_writes_nothing(db_url: str, g
 @pytest.mark.parametrize("moved", ["nothing", "grants", "delegations"])
 async def test_a_lone_pending_submit_verifies_both_stamps_and_writes_nothing_if_one_moved(db_url: str,
                                                                                           moved: str) -> None:
-    """The gate's pending submit on its own (`lone_unit`, `final`): on PostgreSQL ONE statement, its own
+    """The gate's pending submit on its own (`Store.run_change`): on PostgreSQL ONE statement, its own
     transaction, that verifies the tool's grant stamp and the delegation stamp in its snapshot; a moved
     one fails the statement (StaleRead) and nothing of it is written. On SQLite the unit reads both first."""
     store = await open_store(db_url)
@@ -171,10 +171,9 @@ async def test_a_lone_pending_submit_verifies_both_stamps_and_writes_nothing_if_
         commits = count_commits(store)
 
         async def submit() -> None:
-            async with store.lone_unit() as unit:
-                await unit.insert_pending(request, audit, effects.post_card(request.id, T0), PEOPLE,
-                                          home_candidates(PEOPLE, f"{request.id}:v{request.version}", T0),
-                                          expects=expects, final=True)
+            await store.run_change(lambda unit: unit.insert_pending(
+                request, audit, effects.post_card(request.id, T0), PEOPLE,
+                home_candidates(PEOPLE, f"{request.id}:v{request.version}", T0), expects=expects))
 
         if moved == "nothing":
             await submit()

@@ -1,4 +1,4 @@
-"""Decisions that arrive together share a unit (bot.approvals.group_commit.SharedUnits via Service.guarded) on
+"""Decisions that arrive together share a unit (storage.group_commit.SharedUnits via Service.guarded) on
 SQLite, one writer: fewer transactions than decisions. On PostgreSQL each is a lone unit, its one
 statement and no BEGIN or COMMIT, side by side. On the real store of both engines every decision is
 written exactly once, a race between two of them still ends with one winner, and a change that fails

@@ -1,4 +1,4 @@
-"""bot.approvals.group_commit: items that arrive while a group is being written share the next group; each
+"""storage.group_commit: items that arrive while a group is being written share the next group; each
 caller returns once its own group committed; a failing group is written again one by one, so only
 the failing item's caller sees its error; no caller waits forever if the writer is cancelled."""
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from bot.approvals.group_commit import GroupCommit
+from storage.group_commit import GroupCommit
 
 
 class Writer:

@@ -185,7 +185,9 @@ def test_the_checker_sees_a_cycle_and_a_violation() -> None:
         GRAPH.update(saved)
 
 
-STORAGE_INTERFACES = ("storage.base", "storage.run_store")  # the stores' interfaces (run_store: RunStore, RunUnit)
+# The stores' interfaces (run_store: RunStore, RunUnit), and group commit (storage.group_commit: the outbox
+# batches its results' writes with it).
+STORAGE_INTERFACES = ("storage.base", "storage.run_store", "storage.group_commit")
 WIRING = ("bot.approvals", "bot.process", "bot.agent.app", "bot.agent.cli", "bot.sandbox.demo")
 NOT_YET: tuple[str, ...] = ()  # known exceptions, named here (none)
 

@@ -14,9 +14,12 @@ Invariants:
 - One group at a time per `GroupCommit`: SQLite has one writer anyway, and on PostgreSQL a group
   grows while the previous one is in flight.
 
-`SharedUnits` is the same for guarded changes (decisions): changes waiting share the next unit, on
-a store with one writer (SQLite). Where transactions write concurrently (PostgreSQL) each change is a
-lone unit of its own: its one statement, no BEGIN and COMMIT.
+`SharedUnits` is the same for changes (`Store.run_change(change, shared=True)`: decisions): changes
+waiting share the next unit, on a store with one writer (SQLite). Where transactions write
+concurrently (PostgreSQL) the store runs each change on its own instead (storage/postgres/lone_unit.py).
+
+Used by the stores, and by the gate (policy-decided submits) and the outbox (delivery results) for
+their own groups.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from storage.base import Store, Unit
+from storage.base import Unit
 
 log = logging.getLogger(__name__)
 
@@ -96,8 +100,7 @@ def _fail(done: asyncio.Future[None], exc: BaseException) -> None:
 
 class SharedUnits:
     """Group commit for changes that each need a unit of their own: the changes that arrive while a
-    unit is being written run, one after another, in the next unit (`Service.guarded`'s decisions:
-    a burst of clicks decides in a few transactions instead of one each).
+    unit is being written run, one after another, in the next unit (`unit()` opens one).
 
     `run(change)` returns `change(unit)`'s value once the unit holding it committed. A change that
     raises (a lost version guard, a vote already counted) rolls its whole unit back; GroupCommit then
@@ -106,24 +109,17 @@ class SharedUnits:
     start: it writes only through its unit, and registers its effects as the unit's after-commit hooks.
     """
 
-    def __init__(self, store: Store, *, limit: int = 200) -> None:
-        self.store = store
+    def __init__(self, unit: Callable[[], AbstractAsyncContextManager[Unit]], *, limit: int = 200) -> None:
+        self._unit = unit
         self._commit: GroupCommit[_Change[Any]] = GroupCommit(self._write, limit=limit)
 
     async def run(self, change: Callable[[Unit], Awaitable[T]]) -> T:
-        if self.store.concurrent_writers:
-            # PostgreSQL: transactions write side by side and share their WAL flushes, so a change gains
-            # nothing by waiting for a group, and a group of k is k + 2 round trips in a row (BEGIN, each
-            # change, COMMIT) where k lone units are one round trip each, at the same time.
-            async with self.store.lone_unit() as unit:
-                return await change(unit)
         held: _Change[T] = _Change(change)
         await self._commit.submit(held)
         return held.value  # type: ignore[return-value]  # set by the write that committed
 
     async def _write(self, changes: Sequence[_Change[Any]]) -> None:
-        # A group of one: a change whose only statement is its last needs no BEGIN and COMMIT.
-        async with (self.store.lone_unit() if len(changes) == 1 else self.store.unit()) as unit:
+        async with self._unit() as unit:
             for held in changes:
                 held.value = await held.change(unit)
 
