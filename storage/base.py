@@ -314,7 +314,7 @@ class Unit(abc.ABC):
     async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
         """A new request decided at submit (`request.decision` set): its row, its decision, its audit
         rows `events`, and `notify`: what insert_request, insert_decision, append_audits and notify
-        write, in as few statements as the store can (the SQL store: storage/decided.py)."""
+        write, in as few statements as the store can (each engine's storage/<engine>/writes.py)."""
         assert request.decision is not None
         await self.insert_request(request)
         await self.insert_decision(request.id, request.decision)
@@ -326,7 +326,7 @@ class Unit(abc.ABC):
         """A new pending request: its row, its audit row `audit`, its card `card`, `people` indexed as its
         approvers, and of `homes` ((user id, Home refresh), in order) the refreshes of those who have
         opened App Home: what insert_request, append_audit, enqueue, add_people, home_users and enqueue
-        write, in as few statements as the store can (the SQL store: storage/pending.py; one on
+        write, in as few statements as the store can (each engine's storage/<engine>/writes.py; one on
         PostgreSQL). Raises DuplicateIdempotencyKey, the unit then to be rolled back, like insert_request;
         StaleRead, likewise, if one of `expects` no longer holds. Nothing may be written after it in a unit of
         `Store.run_change` (where it comes first, a store may send it as the whole change)."""

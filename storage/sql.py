@@ -7,12 +7,18 @@ the one place that chooses between them. What this module does, it does through 
 engine; an engine's class adds what only it has (its INSERT ... ON CONFLICT, its outbox claim, its
 way of seeing other processes' commits) and overrides a method only to make it faster, never to
 change what it stores: the tests in tests/storage run every behaviour on both engines.
+
+The reference implementation: storage.base.Unit's default methods (each change as the separate calls
+it is made of) over this module's Core statements. Each engine's one-statement forms
+(storage/<engine>/writes.py, storage/postgres/decide.py, the engines' fast.py) are compared against
+it row for row (tests/storage/test_decided_rows.py, test_pending_rows.py, test_decide_rows.py,
+test_sweep_contract.py, test_sqlite_fast.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -26,9 +32,7 @@ from storage import sql_statements as q
 from storage import sweep_sql
 from bot.domain.outbox import OutboxItem
 from storage.base import AuditTail, DueRow, DuplicateIdempotencyKey, Expect, Inbox, Reminded, Store, Unit
-from storage.decided import insert_decided
 from storage.inbox_sql import read_inbox
-from storage.pending import insert_pending
 from storage.rows import REQUEST_BY_ID, SELECT_REQUEST, mutable_columns, outbox_from_row, request_from_row
 from storage.schema import audit_events, home_users, outbox, request_people, requests, votes
 from storage.sql_statements import due_requests_statement
@@ -94,39 +98,27 @@ class SqlUnit(Unit):
         """The NOTIFY a statement that decides `request_id` carries (PostgreSQL); none here."""
         return None
 
-    async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
-        assert request.decision is not None
+    @contextmanager
+    def _keyed(self, request: Request) -> Iterator[None]:
+        """A write of `request`'s row: a taken idempotency key raises DuplicateIdempotencyKey (the unit is
+        then to be rolled back), as insert_request does."""
         try:
-            await insert_decided(self.conn, request_values(request), decision_values(request.id, request.decision),
-                                 [audit_values(e) for e in events], notify=self._notify_with(request.id))
-        except IntegrityError as exc:  # as insert_request
+            yield
+        except IntegrityError as exc:
             if request.idempotency_key is not None:
                 raise DuplicateIdempotencyKey(request.idempotency_key) from exc
             raise
 
-    async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
-                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = ()) -> None:
-        await self.verify(expects)
-        await self._insert_pending(request, audit, card, people, homes, expects=(), final=False)
-
-    async def _insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
-                              homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect],
-                              final: bool) -> None:
-        """The request, its audit row, its card and App Home items and its approvers (storage/pending.py);
-        `expects` are verified inside the statement (PostgreSQL) or were verified before it."""
+    @staticmethod
+    def _pending_rows(request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
+                      homes: Sequence[tuple[str, OutboxItem]]) -> tuple[Any, ...]:
+        """insert_pending's value dicts, as the engines' one-statement forms take them: the request's,
+        the audit row's, (user id or None, outbox row) in order (the card first), the people rows."""
         now = request.created_at
         rows = [{"request_id": request.id, "user_id": user, "role": "approver", "added_at": now}
                 for user in dict.fromkeys(people)]
-        try:
-            await insert_pending(
-                self.conn, request_values(request), audit_values(audit),
-                [(None, outbox_values(card)), *((user, outbox_values(i)) for user, i in homes)], rows,
-                expects=expects, final=final)
-        except IntegrityError as exc:  # as insert_request
-            if request.idempotency_key is not None:
-                raise DuplicateIdempotencyKey(request.idempotency_key) from exc
-            raise
-        self.enqueued += 1  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
+        items = [(None, outbox_values(card)), *((user, outbox_values(i)) for user, i in homes)]
+        return request_values(request), audit_values(audit), items, rows
 
     async def enqueue(self, item: OutboxItem) -> bool:
         result = await self.conn.execute(q.ENQUEUE[self.postgres], outbox_values(item))
@@ -175,8 +167,18 @@ class SqlUnit(Unit):
         return await sweep_sql.claim_due(self.conn, now, limit)
 
     async def write_reminders(self, reminders: Sequence[Reminded]) -> list[str]:
-        written, stored = await sweep_sql.write_reminders(self.conn, reminders)
-        self.enqueued += stored
+        """The reference form, one guarded UPDATE per row through SQLAlchemy Core; each engine writes a
+        batch in one to three statements instead (storage/sqlite/writes.py, storage/postgres/writes.py)."""
+        names = ("reminders_sent", "remind_at", "next_due_at", "updated_at")
+        written = []
+        for r in reminders:
+            params = {"b_id": r.request_id, "b_expected": r.expected_version, "b_version": r.expected_version + 1,
+                      "b_reminders_sent": r.reminders_sent, "b_remind_at": r.remind_at,
+                      "b_next_due_at": r.next_due_at, "b_updated_at": r.at}
+            if (await self.conn.execute(q.update_requests_statement(names), params)).rowcount == 1:
+                await self.append_audit(r.audit)
+                await self.enqueue(r.item)
+                written.append(r.request_id)
         return written
 
     async def add_people(self, request_id: str, role: str, user_ids: Iterable[str], now: datetime) -> None:

@@ -1,5 +1,5 @@
 """The column values of the rows the SQL store writes, from domain objects (every write path builds
-them here, so the generic inserts, storage/decided.py, storage/pending.py and storage/postgres/decide.py
+them here, so the generic inserts, the engines' writes (storage/sqlite/writes.py, storage/postgres/writes.py, storage/postgres/decide.py)
 write the same values)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from storage.rows import mutable_columns
 
 
 def request_values(request: Request) -> dict[str, Any]:
-    """The requests row of a new request (insert_request; storage.decided for a decided one)."""
+    """The requests row of a new request (insert_request; the engines' writes for a decided one)."""
     return {
         "id": request.id,
         "kind": request.kind.value,

@@ -1,7 +1,7 @@
 """A person's decision on PostgreSQL in ONE statement (`SqlUnit.decide_request`).
 
 A decision was five round trips in its unit: BEGIN, the version-guarded UPDATE, the read of the
-App Home users to refresh, the decision's rows (storage/decided.py), COMMIT; on loopback each costs
+App Home users to refresh, the decision's rows (storage/postgres/writes.py), COMMIT; on loopback each costs
 more wall time than the work it carries. Here the guarded UPDATE is a data-modifying CTE
 (`upd ... RETURNING id`), the App Home users a plain CTE, and every insert (the decisions row, the
 audit row, the outbox items and one App Home refresh per user) selects `FROM upd`: when the guard
@@ -10,7 +10,7 @@ whether the guard matched and how many outbox rows were stored, and calls `pg_no
 request only if it matched.
 
 Invariants (tests/storage/test_decide_rows.py compares the raw rows with the generic sequence's):
-- Every value goes through its column's bind processor for the dialect, as storage/decided.py does.
+- Every value goes through its column's bind processor for the dialect, as storage/inserts.py does.
 - The App Home items are the caller's own `home(user)` items: `home` is called once with a sentinel
   user id, and each column of its row is either a constant (bound as is) or contains the sentinel
   exactly once (bound as the text around it, the user id spliced in by SQL: `to_json(user_id)` in a
@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from storage.decided import table_insert, json_text
+from storage.inserts import json_text, table_insert
 from storage.postgres.lone_unit import Deferred
 from storage.schema import UTCDateTime, audit_events, decisions, home_users, outbox, request_people, requests
 

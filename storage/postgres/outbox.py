@@ -9,7 +9,7 @@ data-modifying CTE: the ts UPDATE joins a VALUES list and keeps its guard (`card
 UPDATE joins a VALUES list of (id, done_at). One statement, which on the AUTOCOMMIT engine is a
 transaction of its own, so everything is written together or not at all, as in the unit.
 
-Every value goes through its column's bind processor (storage/decided.TableInsert), and the text is
+Every value goes through its column's bind processor (storage/inserts.TableInsert), and the text is
 built once per shape (how many audit rows and marks), so asyncpg's prepared statements serve it.
 """
 
@@ -23,7 +23,7 @@ from sqlalchemy.engine import Dialect
 
 from bot.domain.model import AuditEvent
 from storage.base import CardPosted
-from storage.decided import TableInsert, column_casts, table_insert, typed_placeholders
+from storage.inserts import TableInsert, column_casts, table_insert, typed_placeholders
 from storage.schema import audit_events, outbox, requests
 from storage.values import audit_values
 
@@ -97,7 +97,7 @@ def _statement(audit: TableInsert | None, ts: TableInsert | None, cards: int, au
             values.append(f"({typed_placeholders(n, audit_casts)})")
             n += audit.width
         inserts.append(f"VALUES {', '.join(values)}")
-    if inserts:  # the table and columns as the dialect quotes them (storage/decided.py)
+    if inserts:  # the table and columns as the dialect quotes them (storage/inserts.py)
         assert audit is not None
         ctes.append(f"a AS (INSERT INTO {audit.table} ({audit.columns}) {' UNION ALL '.join(inserts)})")
     if marks:

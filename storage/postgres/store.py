@@ -2,8 +2,8 @@
 
 - Every statement is a round trip, which on a loaded machine was the largest single cost (each
   `send` on loopback waits for a CPU). So a pending submit is one statement with its expected reads
-  verified inside it (storage/pending.py), a person's decision one statement with its App Home read
-  (storage/postgres/decide.py), a decided-at-submit request one (storage/decided.py).
+  verified inside it (storage/postgres/writes.py), a person's decision one statement with its App Home read
+  (storage/postgres/decide.py), a decided-at-submit request one (storage/postgres/writes.py).
 - The hottest reads and single-statement units run on asyncpg's own pool (storage/postgres/raw.py),
   outside SQLAlchemy's async layer; a lone unit whose one statement is its last runs it as its own
   transaction (storage/postgres/lone_unit.py).
@@ -28,8 +28,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.domain.model import AuditEvent, Decision, Request
 from storage import sql_statements as q
 from bot.domain.outbox import OutboxItem
-from storage.base import CardPosted, Change, Expect, T
-from storage.decided import insert_decision_rows
+from storage.base import CardPosted, Change, Expect, Reminded, T
+from storage.postgres import writes
 from storage.postgres import fast
 from storage.postgres.decide import HOME_SENTINEL, decide_in_one
 from storage.postgres.lone_unit import lone_unit
@@ -39,7 +39,7 @@ from storage.rows import driver_statement, mutable_columns, outbox_from_row
 from storage.sql import SqlStore, SqlUnit
 from storage.sql_statements import NOTIFY_CHANNEL
 from storage.urls import async_url
-from storage.values import audit_values, decision_values, outbox_values
+from storage.values import audit_values, decision_values, outbox_values, request_values
 
 
 class PostgresUnit(SqlUnit):
@@ -50,15 +50,30 @@ class PostgresUnit(SqlUnit):
 
     async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
                              homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = ()) -> None:
-        # One statement, the expected reads verified in it (storage/pending.py); nothing follows it in
-        # its change (Unit.insert_pending), so as a change's first statement it is the whole change.
-        await self._insert_pending(request, audit, card, people, homes, expects=expects, final=True)
+        # One statement, the expected reads verified in it (storage/postgres/writes.py); nothing follows it
+        # in its change (Unit.insert_pending), so as a change's first statement it is the whole change.
+        with self._keyed(request):
+            await writes.insert_pending(self.conn, *self._pending_rows(request, audit, card, people, homes),
+                                        expects=expects)
+        self.enqueued += 1  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
+
+    async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
+        assert request.decision is not None
+        with self._keyed(request):
+            await writes.insert_decided(self.conn, request_values(request),
+                                        decision_values(request.id, request.decision),
+                                        [audit_values(e) for e in events], notify=(NOTIFY_CHANNEL, request.id))
+
+    async def write_reminders(self, reminders: Sequence[Reminded]) -> list[str]:
+        written, stored = await writes.write_reminders(self.conn, reminders)
+        self.enqueued += stored
+        return written
 
     async def record_decision(self, request_id: str, decision: Decision, audit: AuditEvent,
                               items: Sequence[OutboxItem]) -> None:
         # The decision's rows, its outbox items and the NOTIFY in one statement: four round trips
         # were most of a decision's cost (each statement's `send` on loopback).
-        await insert_decision_rows(self.conn, decision_values(request_id, decision), audit_values(audit),
+        await writes.insert_decision_rows(self.conn, decision_values(request_id, decision), audit_values(audit),
                                    [outbox_values(i) for i in items], notify=(NOTIFY_CHANNEL, request_id))
         self.enqueued += len(items)  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
 

@@ -10,7 +10,7 @@ process's lock still waits on the worker thread (storage/sqlite/driver.py).
 
 Invariant: the same rows and the same values as the SQLAlchemy statements they replace. Parameters
 go through each column type's own bind processor for the engine's dialect (JSON as SQLAlchemy
-serialises it, UTC datetimes as UTCDateTime stores them; storage/decided.py), results through each
+serialises it, UTC datetimes as UTCDateTime stores them; storage/inserts.py), results through each
 column type's own result processor (the engine's JSON deserializer included), so
 tests/storage/test_sqlite_fast.py finds the raw rows and the read requests equal both ways.
 """
@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.domain.model import Request
 from storage.sqlite import driver as sqlite_driver
-from storage.decided import table_insert
+from storage.inserts import table_insert
 from storage.rows import driver_statement, request_read
 from storage.schema import audit_events, decisions, home_users, outbox, request_people, requests
 

@@ -28,19 +28,37 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.domain.model import AuditEvent, Decision, Request
 from storage import sql_statements as q
 from bot.domain.outbox import OutboxItem
-from storage.base import Change, T
+from storage.base import Change, Expect, Reminded, T
 from storage.group_commit import SharedUnits
 from storage.rows import mutable_columns, outbox_from_row
 from storage.schema import audit_events
 from storage.sql import SqlStore, SqlUnit
-from storage.sqlite import driver, fast
+from storage.sqlite import driver, fast, writes
 from storage.sqlite.engine import SqliteWriter, sqlite_engine
 from storage.urls import async_url
-from storage.values import audit_values, decision_values, outbox_values
+from storage.values import audit_values, decision_values, outbox_values, request_values
 
 
 class SqliteUnit(SqlUnit):
     postgres = False
+
+    async def insert_pending(self, request: Request, audit: AuditEvent, card: OutboxItem, people: Sequence[str],
+                             homes: Sequence[tuple[str, OutboxItem]], *, expects: Sequence[Expect] = ()) -> None:
+        await self.verify(expects)  # read here: one writer, so they hold until the unit commits
+        with self._keyed(request):
+            await writes.insert_pending(self.conn, *self._pending_rows(request, audit, card, people, homes))
+        self.enqueued += 1  # wakes the dispatcher (a dedupe_key already taken: it finds nothing)
+
+    async def insert_decided(self, request: Request, events: Sequence[AuditEvent]) -> None:
+        assert request.decision is not None
+        with self._keyed(request):
+            await writes.insert_decided(self.conn, request_values(request),
+                                        decision_values(request.id, request.decision), [audit_values(e) for e in events])
+
+    async def write_reminders(self, reminders: Sequence[Reminded]) -> list[str]:
+        written, stored = await writes.write_reminders(self.conn, reminders)
+        self.enqueued += stored
+        return written
 
     async def get_request(self, request_id: str) -> Request | None:
         return await fast.get_request(self.conn, request_id)  # the hottest read: driver SQL

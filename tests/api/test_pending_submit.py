@@ -1,4 +1,4 @@
-"""A pending submit over HTTP (one statement on PostgreSQL: storage/pending.py) writes everything the
+"""A pending submit over HTTP (one statement on PostgreSQL: storage/postgres/writes.py) writes everything the
 card and App Home rely on: the request, its audit row, its card, the App Home index of its approvers
 (direct ones and a user group's members, a person named twice indexed once) and a Home refresh for
 exactly those approvers who have opened App Home."""

@@ -1,4 +1,4 @@
-"""storage/decided.py writes a policy-decided request exactly as the generic inserts do: the raw
+"""Each engine (storage/<engine>/writes.py) writes a policy-decided request exactly as the generic inserts do: the raw
 rows of both ways, every column as the database holds it (JSON text, timestamps), are the same."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""storage/pending.py writes a new pending request exactly as the generic calls do (insert_request,
+"""Each engine (storage/<engine>/writes.py) writes a new pending request exactly as the generic calls do (insert_request,
 append_audit, enqueue, add_people, home_users + enqueue): the raw rows of both ways, every column as the
 database holds it (JSON text, timestamps), are the same, on both engines."""
 

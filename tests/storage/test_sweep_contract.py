@@ -8,6 +8,7 @@ guard, with the audit event and outbox item of exactly the rows it wrote.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import datetime, timedelta
 
 from bot.domain.model import AuditEvent, Outcome, Request, Status
@@ -118,3 +119,35 @@ async def test_two_stores_sweeping_at_once_remind_each_row_once(store_factory: S
     assert sorted(written) == sorted(r.id for r in requests)  # each row once, by one of the four
     for request in requests:
         assert await reminders_of(stores[1], request.id) == (1, 1)
+
+
+async def test_each_engines_reminders_are_the_reference_units_rows(db_url: str) -> None:
+    """The engine's batch (storage/sqlite/writes.py, storage/postgres/writes.py) writes exactly what the
+    reference form (SqlUnit.write_reminders: one guarded UPDATE per row through SQLAlchemy Core) writes:
+    the raw rows of both, every column as the database holds it, a moved row left alone by both."""
+    from storage.sql import SqlStore, SqlUnit
+    from storage.stores import open_store
+    from tests.storage.test_decided_rows import rows as request_rows
+
+    store = await open_store(db_url)
+    assert isinstance(store, SqlStore)
+    try:
+        pairs = [(due(T0 + timedelta(minutes=m), id=f"apr_ref_{m}"), due(T0 + timedelta(minutes=m), id=f"apr_eng_{m}"))
+                 for m in (5, 10, 15)]
+        await insert(store, *(r for pair in pairs for r in pair))
+        moved = {"apr_ref_15", "apr_eng_15"}  # someone changed these after the claim: both ways skip them
+        claimed = {row.id: row for row in await claim(store)}
+        reminders = {i: reminded(row) if i not in moved else dataclasses.replace(reminded(row), expected_version=9)
+                     for i, row in claimed.items()}
+        async with store.unit() as unit:
+            reference = await SqlUnit.write_reminders(unit, [reminders[r.id] for r, _ in pairs])
+        async with store.unit() as unit:
+            engine = await unit.write_reminders([reminders[e.id] for _, e in pairs])
+        assert reference == ["apr_ref_5", "apr_ref_10"] and engine == ["apr_eng_5", "apr_eng_10"]
+        for ref, eng in pairs:
+            got_ref, got_eng = str(await request_rows(store, ref.id)), str(await request_rows(store, eng.id))
+            assert got_eng.replace(eng.id, "X") == got_ref.replace(ref.id, "X")
+            assert [(i.kind, i.dedupe_key.replace(eng.id, "X"), i.payload) for i in await store.outbox_items(eng.id)] == \
+                [(i.kind, i.dedupe_key.replace(ref.id, "X"), i.payload) for i in await store.outbox_items(ref.id)]
+    finally:
+        await store.close()
