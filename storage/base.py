@@ -6,6 +6,7 @@ rows and its outbox rows) is written in one unit, so a crash leaves either
 all of it or none of it.
 
 Errors:
+
     StorageError
       +-- DuplicateIdempotencyKey   another request already holds the key
 """
@@ -36,10 +37,14 @@ CARD_TS_TRIES = 20  # re-reads when another write of the request came between a 
 
 
 class StorageError(Exception):
+    """Base of the errors a store raises; `code` is a short machine-readable name."""
+
     code = "storage_error"
 
 
 class DuplicateIdempotencyKey(StorageError):
+    """Another request already holds the idempotency key."""
+
     code = "idempotency_key_taken"
 
 
@@ -383,13 +388,14 @@ class Store(abc.ABC):
     """
 
     dialect: str
+    """The engine's SQLAlchemy dialect name: "sqlite" or "postgresql"."""
     _outbox_listeners: list[Callable[[], None]]
-    # Transactions write side by side (PostgreSQL), rather than one writer at a time (SQLite): grouping
-    # changes into one transaction then saves nothing but costs round trips (storage/group_commit.py).
     concurrent_writers: bool = False
-    # Other processes' commits are announced (PostgreSQL's NOTIFY: `listen`), or must be looked for
-    # (SQLite: `foreign_data_version`, then `audit_tail`).
+    """Transactions write side by side (PostgreSQL), rather than one writer at a time (SQLite): grouping
+    changes into one transaction then saves nothing but costs round trips (storage/group_commit.py)."""
     announces_changes: bool = False
+    """Other processes' commits are announced (PostgreSQL's NOTIFY: `listen`), or must be looked for
+    (SQLite: `foreign_data_version`, then `audit_tail`)."""
 
     def listen(self, on_change: Callable[[str], None]) -> AbstractAsyncContextManager[asyncio.Event]:
         """Call `on_change(id)` for each request or run another process changes, while the block runs;

@@ -48,6 +48,8 @@ class Preview:
 
 @dataclass(frozen=True)
 class Actor:
+    """A person in Slack: their user id and, when known, their name."""
+
     id: str
     name: str | None = None
 
@@ -157,6 +159,10 @@ class Item:
 
 @dataclass(frozen=True)
 class Decision:
+    """How a request ended (`outcome`), by what means (`via`: a person's click, a policy, a grant, the
+    clock, the API...) and with which parameters to run (`params`, a person's edits applied; `changes`
+    lists them)."""
+
     outcome: Outcome
     params: dict[str, Any]
     changes: tuple[Change, ...]

@@ -11,6 +11,8 @@ from datetime import datetime
 
 
 class Status(enum.StrEnum):
+    """Where a request stands: pending, then one final status for good."""
+
     PENDING = "pending"
     APPROVED = "approved"
     REJECTED = "rejected"
@@ -20,6 +22,8 @@ class Status(enum.StrEnum):
 
 
 class Outcome(enum.StrEnum):
+    """How a decision ended a request: the final statuses (every `Status` but pending)."""
+
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
@@ -28,6 +32,9 @@ class Outcome(enum.StrEnum):
 
 
 class Via(enum.StrEnum):
+    """How a decision was made: a person (button, modal, thread, reply), a policy, a grant, the clock
+    (timeout) or the API."""
+
     BUTTON = "button"
     MODAL = "modal"
     POLICY = "policy"
@@ -39,6 +46,8 @@ class Via(enum.StrEnum):
 
 
 class Risk(enum.StrEnum):
+    """How risky an action is, from low to critical (as the agent or a policy tier rates it)."""
+
     LOW = "low"
     MEDIUM = "medium"
     HIGH = "high"
@@ -46,6 +55,8 @@ class Risk(enum.StrEnum):
 
 
 class Kind(enum.StrEnum):
+    """What a request asks for: an approval of an action, or answers to questions."""
+
     APPROVAL = "approval"
     QUESTION = "question"
 

@@ -115,7 +115,7 @@ class Decision:
 
     @property
     def edits_words(self) -> str:
-        """The fields the person changed, as ' with edits to to, subject' (empty when none)."""
+        """The fields the person changed, as ' with edits to subject, body' (empty when none)."""
         return f" with edits to {', '.join(c.field for c in self.changes)}" if self.changes else ""
 
     @property
