@@ -155,15 +155,18 @@ class SignoffClient:
                timing: Mapping[str, Any] | None = None,
                allowed_decisions: Sequence[str] | None = None,
                suggestions: Sequence[Mapping[str, Any]] | None = None,
-               session: str | None = None) -> Submission:
+               session: str | None = None, callback_url: str | None = None) -> Submission:
         """Create the request (or find the one this key already made) without waiting.
 
         `suggestions`: Claude's permission updates for this call (offered on the card as "Approve &
-        always allow ..."); `session`: the agent's run or session id, for session-scoped grants."""
+        always allow ..."); `session`: the agent's run or session id, for session-scoped grants;
+        `callback_url`: where the server POSTs the decision, signed (`signoff.webhooks.read` checks it;
+        the server needs SIGNOFF_WEBHOOK_SECRET set, or the submit is refused)."""
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
-                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session)
+                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
+                               callback_url=callback_url)
         answer, status = self._send("POST", "/api/v1/approvals", json=body,
                                     key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
@@ -323,11 +326,12 @@ class AsyncSignoffClient:
                      timing: Mapping[str, Any] | None = None,
                      allowed_decisions: Sequence[str] | None = None,
                      suggestions: Sequence[Mapping[str, Any]] | None = None,
-                     session: str | None = None) -> AsyncSubmission:
+                     session: str | None = None, callback_url: str | None = None) -> AsyncSubmission:
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
-                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session)
+                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
+                               callback_url=callback_url)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)

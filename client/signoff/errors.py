@@ -7,7 +7,8 @@
     ├── StillPending             `wait(..., timeout=)` ran out while the request is still open
     ├── UndeliverableError       Slack refused the request's card for good: nobody can see it (not approved)
     ├── SignoffUnavailable       the server could not be reached or kept failing (network, 5xx, 429)
-    └── SignoffRequestError      the server refused the request itself (4xx: bad input, bad token, unknown id)
+    ├── SignoffRequestError      the server refused the request itself (4xx: bad input, bad token, unknown id)
+    └── WebhookRefused           a POST to an agent's webhook receiver that Signoff did not sign (or not just now)
 
 `Rejected`, `Expired` and `Cancelled` carry the final `Decision` when the server gave one, so a caller
 can still read who decided and why. None of these means "approved": only a returned `Decision` does.
@@ -125,3 +126,14 @@ class SignoffRequestError(SignoffError):
         self.status = status
         self.error_code = error_code
         self.details = details
+
+
+class WebhookRefused(SignoffError):
+    """A delivery to a webhook receiver that is not Signoff's: unsigned, wrongly signed, stale, or not a
+    webhook's shape. `status` is what the receiver answers (401 or 400); nothing in the body was used."""
+
+    code = "webhook_refused"
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
