@@ -3,7 +3,8 @@
     from signoff import SignoffClient, require_approval
 
 Talks to a Signoff server over HTTP only (httpx); never imports the server's packages.
-Framework adapters (`signoff.claude`, `signoff.mcp_server`) import their framework lazily.
+Framework adapters (`signoff.claude`, `signoff.mcp_server`, `signoff.langgraph`, `signoff.dbos`) import their
+framework lazily.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from signoff.errors import (
     SignoffUnavailable,
     StillPending,
     UndeliverableError,
+    WebhookRefused,
 )
 from signoff.models import Actor, Answer, Answers, Change, Decision, ItemDecision
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
     "Expired", "ItemDecision", "ParamsChanged", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
-    "StillPending", "Submission", "UndeliverableError", "require_approval",
+    "StillPending", "Submission", "UndeliverableError", "WebhookRefused", "require_approval",
 ]
