@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from bot.domain.outbox import OutboxItem
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.resumes import ResumeClaim, ResumeState
 from bot.domain.timing import TimerState, Timing
 from bot.domain.votes import Vote
 
@@ -484,6 +485,27 @@ class Store(abc.ABC):
         """The user's App Home: pending requests they approve (oldest first, not escalated to them),
         pending requests escalated to them (oldest first), what they decided since `decided_since`
         (newest first)."""
+
+    # -- resume claims (bot/domain/resumes.py) --------------------------------------------
+
+    @abc.abstractmethod
+    async def claim_resume(self, wanted: ResumeClaim, now: datetime) -> tuple[bool, ResumeClaim]:
+        """Let `wanted.owner` hold `wanted.key` (of `wanted.token`) until `wanted.lease_until`, if the key
+        is new or `ResumeClaim.may_take` by `now`: (True, the row) if it does now, else (False, the
+        holder's row). Two claims at once: exactly one wins."""
+
+    @abc.abstractmethod
+    async def renew_resume(self, token: str, key: str, owner: str, until: datetime,
+                           now: datetime) -> tuple[bool, ResumeClaim | None]:
+        """Move the lease to `until` if `owner` holds the `resuming` claim: (renewed, the row)."""
+
+    @abc.abstractmethod
+    async def finish_resume(self, token: str, key: str, owner: str, state: ResumeState, error: str | None,
+                            now: datetime) -> tuple[bool, ResumeClaim | None]:
+        """End the claim as `state` if `owner` holds it while `resuming`: (this call ended it, the row)."""
+
+    @abc.abstractmethod
+    async def get_resume(self, token: str, key: str) -> ResumeClaim | None: ...
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -22,9 +22,10 @@ from signoff.errors import (
     UndeliverableError,
 )
 from signoff.models import Actor, Answer, Answers, Change, Decision, ItemDecision
+from signoff.resumes import ResumeClaim, ResumeTaken
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
-    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
+    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
     "StillPending", "Submission", "UndeliverableError", "require_approval",
 ]

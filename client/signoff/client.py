@@ -28,9 +28,12 @@ from urllib.parse import urlencode
 import httpx2
 
 import signoff._protocol as p
+import signoff.resumes as rs
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
-from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
+from signoff.errors import (Cancelled, Expired, Rejected, SignoffRequestError, SignoffUnavailable, StillPending,
+                            UndeliverableError)
 from signoff.models import Answers, Decision, final_decision
+from signoff.resumes import ResumeClaim
 
 Json = dict[str, Any]
 
@@ -245,6 +248,37 @@ class SignoffClient:
         assert found is not None, body  # a cancel answers with an ended request
         return found
 
+    # -- resume claims (signoff.resumes) ----------------------------------------------
+
+    def claim_resume(self, key: str, owner: str | None = None, *, lease_seconds: int = rs.DEFAULT_LEASE_SECONDS,
+                     request_ids: Sequence[str] = ()) -> ResumeClaim | None:
+        """Hold `key` (this token's) to resume it: the claim, or None when another owner holds it or it was
+        finished. `owner` defaults to a new `host|pid|random` name: pass the claim's own to claim again."""
+        body = rs.claim_body(key, owner, lease_seconds, request_ids)
+        try:
+            return ResumeClaim.from_json(self._send("POST", rs.PATH, json=body)[0], lease_seconds)
+        except SignoffRequestError as exc:
+            if rs.taken(exc) is None:
+                raise
+            return None
+
+    def renew_resume(self, claim: ResumeClaim, *, lease_seconds: int | None = None) -> ResumeClaim:
+        """Extend the lease (by `claim.lease_seconds` from now unless given); `ResumeTaken` if it was lost."""
+        seconds = lease_seconds or claim.lease_seconds
+        return ResumeClaim.from_json(self._claim_call(rs.item_path(claim.key, "renew"),
+                                                      {"owner": claim.owner, "lease_seconds": seconds}), seconds)
+
+    def finish_resume(self, claim: ResumeClaim, state: str = "done", error: str | None = None) -> ResumeClaim:
+        """End the claim as `done` (resumed) or `failed` (with `error`); `ResumeTaken` if it is not ours."""
+        return ResumeClaim.from_json(self._claim_call(rs.item_path(claim.key, "finish"),
+                                                      rs.finish_body(claim, state, error)), claim.lease_seconds)
+
+    def _claim_call(self, path: str, body: Json) -> Json:
+        try:
+            return self._send("POST", path, json=body)[0]
+        except SignoffRequestError as exc:
+            raise rs.taken(exc) or exc from None
+
     # -- plumbing ---------------------------------------------------------------
 
     def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
@@ -398,6 +432,32 @@ class AsyncSignoffClient:
         found = final_decision(body.get("request", body))
         assert found is not None, body
         return found
+
+    async def claim_resume(self, key: str, owner: str | None = None, *,
+                           lease_seconds: int = rs.DEFAULT_LEASE_SECONDS,
+                           request_ids: Sequence[str] = ()) -> ResumeClaim | None:
+        body = rs.claim_body(key, owner, lease_seconds, request_ids)
+        try:
+            return ResumeClaim.from_json((await self._send("POST", rs.PATH, json=body))[0], lease_seconds)
+        except SignoffRequestError as exc:
+            if rs.taken(exc) is None:
+                raise
+            return None
+
+    async def renew_resume(self, claim: ResumeClaim, *, lease_seconds: int | None = None) -> ResumeClaim:
+        seconds = lease_seconds or claim.lease_seconds
+        return ResumeClaim.from_json(await self._claim_call(rs.item_path(claim.key, "renew"),
+                                                            {"owner": claim.owner, "lease_seconds": seconds}), seconds)
+
+    async def finish_resume(self, claim: ResumeClaim, state: str = "done", error: str | None = None) -> ResumeClaim:
+        return ResumeClaim.from_json(await self._claim_call(rs.item_path(claim.key, "finish"),
+                                                            rs.finish_body(claim, state, error)), claim.lease_seconds)
+
+    async def _claim_call(self, path: str, body: Json) -> Json:
+        try:
+            return (await self._send("POST", path, json=body))[0]
+        except SignoffRequestError as exc:
+            raise rs.taken(exc) or exc from None
 
     async def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
         try:
