@@ -30,10 +30,8 @@ import httpx2
 import signoff._protocol as p
 import signoff.resumes as rs
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
-from signoff.errors import (Cancelled, Expired, Rejected, SignoffRequestError, SignoffUnavailable, StillPending,
-                            UndeliverableError)
+from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
 from signoff.models import Answers, Decision, final_decision
-from signoff.resumes import ResumeClaim
 
 Json = dict[str, Any]
 
@@ -116,7 +114,7 @@ class AsyncSubmission:
         return await self.client.cancel(self.id, reason)
 
 
-class SignoffClient:
+class SignoffClient(rs.ResumeCalls):
     """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -158,7 +156,7 @@ class SignoffClient:
                timing: Mapping[str, Any] | None = None,
                allowed_decisions: Sequence[str] | None = None,
                suggestions: Sequence[Mapping[str, Any]] | None = None,
-               session: str | None = None) -> Submission:
+               session: str | None = None, callback_url: str | None = None) -> Submission:
         """Create the request (or find the one this key already made) without waiting.
 
         `suggestions`: Claude's permission updates for this call (offered on the card as "Approve &
@@ -166,7 +164,8 @@ class SignoffClient:
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
-                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session)
+                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
+                               callback_url=callback_url)
         answer, status = self._send("POST", "/api/v1/approvals", json=body,
                                     key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
@@ -174,13 +173,14 @@ class SignoffClient:
     def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
                      channel: str | None = None, approvers: Sequence[str] | None = None,
                      idempotency_key: str | None = None, context: str | None = None,
-                     requested_by: str | None = None, timing: Mapping[str, Any] | None = None) -> Submission:
+                     requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
+                     callback_url: str | None = None) -> Submission:
         """Several actions on one card, each decided on its own (`Decision.items`), without waiting.
 
         `items`: {name, params, params_schema?, preview?, allowed_decisions?} each.
         """
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
-                            context=context, requested_by=requested_by, timing=timing)
+                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
         answer, status = self._send("POST", "/api/v1/approvals", json=body, key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
@@ -198,10 +198,10 @@ class SignoffClient:
     def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
                          context: str | None = None, channel: str | None = None,
                          approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
-                         requested_by: str | None = None) -> Submission:
+                         requested_by: str | None = None, callback_url: str | None = None) -> Submission:
         """Post the questions (or find the ones this key already posted) without waiting."""
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
-                               approvers=approvers, requested_by=requested_by)
+                               approvers=approvers, requested_by=requested_by, callback_url=callback_url)
         answer, status = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
@@ -248,37 +248,6 @@ class SignoffClient:
         assert found is not None, body  # a cancel answers with an ended request
         return found
 
-    # -- resume claims (signoff.resumes) ----------------------------------------------
-
-    def claim_resume(self, key: str, owner: str | None = None, *, lease_seconds: int = rs.DEFAULT_LEASE_SECONDS,
-                     request_ids: Sequence[str] = ()) -> ResumeClaim | None:
-        """Hold `key` (this token's) to resume it: the claim, or None when another owner holds it or it was
-        finished. `owner` defaults to a new `host|pid|random` name: pass the claim's own to claim again."""
-        body = rs.claim_body(key, owner, lease_seconds, request_ids)
-        try:
-            return ResumeClaim.from_json(self._send("POST", rs.PATH, json=body)[0], lease_seconds)
-        except SignoffRequestError as exc:
-            if rs.taken(exc) is None:
-                raise
-            return None
-
-    def renew_resume(self, claim: ResumeClaim, *, lease_seconds: int | None = None) -> ResumeClaim:
-        """Extend the lease (by `claim.lease_seconds` from now unless given); `ResumeTaken` if it was lost."""
-        seconds = lease_seconds or claim.lease_seconds
-        return ResumeClaim.from_json(self._claim_call(rs.item_path(claim.key, "renew"),
-                                                      {"owner": claim.owner, "lease_seconds": seconds}), seconds)
-
-    def finish_resume(self, claim: ResumeClaim, state: str = "done", error: str | None = None) -> ResumeClaim:
-        """End the claim as `done` (resumed) or `failed` (with `error`); `ResumeTaken` if it is not ours."""
-        return ResumeClaim.from_json(self._claim_call(rs.item_path(claim.key, "finish"),
-                                                      rs.finish_body(claim, state, error)), claim.lease_seconds)
-
-    def _claim_call(self, path: str, body: Json) -> Json:
-        try:
-            return self._send("POST", path, json=body)[0]
-        except SignoffRequestError as exc:
-            raise rs.taken(exc) or exc from None
-
     # -- plumbing ---------------------------------------------------------------
 
     def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
@@ -317,7 +286,7 @@ class SignoffClient:
             backoff = next_backoff(backoff)
 
 
-class AsyncSignoffClient:
+class AsyncSignoffClient(rs.AsyncResumeCalls):
     """The asyncio client; the same calls as `SignoffClient`, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -357,11 +326,12 @@ class AsyncSignoffClient:
                      timing: Mapping[str, Any] | None = None,
                      allowed_decisions: Sequence[str] | None = None,
                      suggestions: Sequence[Mapping[str, Any]] | None = None,
-                     session: str | None = None) -> AsyncSubmission:
+                     session: str | None = None, callback_url: str | None = None) -> AsyncSubmission:
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
-                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session)
+                               allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
+                               callback_url=callback_url)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
@@ -370,9 +340,10 @@ class AsyncSignoffClient:
                            channel: str | None = None, approvers: Sequence[str] | None = None,
                            idempotency_key: str | None = None, context: str | None = None,
                            requested_by: str | None = None,
-                           timing: Mapping[str, Any] | None = None) -> AsyncSubmission:
+                           timing: Mapping[str, Any] | None = None,
+                           callback_url: str | None = None) -> AsyncSubmission:
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
-                            context=context, requested_by=requested_by, timing=timing)
+                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
@@ -390,9 +361,10 @@ class AsyncSignoffClient:
     async def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
                                context: str | None = None, channel: str | None = None,
                                approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
-                               requested_by: str | None = None) -> AsyncSubmission:
+                               requested_by: str | None = None,
+                               callback_url: str | None = None) -> AsyncSubmission:
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
-                               approvers=approvers, requested_by=requested_by)
+                               approvers=approvers, requested_by=requested_by, callback_url=callback_url)
         answer, status = await self._send("POST", "/api/v1/questions", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
@@ -432,32 +404,6 @@ class AsyncSignoffClient:
         found = final_decision(body.get("request", body))
         assert found is not None, body
         return found
-
-    async def claim_resume(self, key: str, owner: str | None = None, *,
-                           lease_seconds: int = rs.DEFAULT_LEASE_SECONDS,
-                           request_ids: Sequence[str] = ()) -> ResumeClaim | None:
-        body = rs.claim_body(key, owner, lease_seconds, request_ids)
-        try:
-            return ResumeClaim.from_json((await self._send("POST", rs.PATH, json=body))[0], lease_seconds)
-        except SignoffRequestError as exc:
-            if rs.taken(exc) is None:
-                raise
-            return None
-
-    async def renew_resume(self, claim: ResumeClaim, *, lease_seconds: int | None = None) -> ResumeClaim:
-        seconds = lease_seconds or claim.lease_seconds
-        return ResumeClaim.from_json(await self._claim_call(rs.item_path(claim.key, "renew"),
-                                                            {"owner": claim.owner, "lease_seconds": seconds}), seconds)
-
-    async def finish_resume(self, claim: ResumeClaim, state: str = "done", error: str | None = None) -> ResumeClaim:
-        return ResumeClaim.from_json(await self._claim_call(rs.item_path(claim.key, "finish"),
-                                                            rs.finish_body(claim, state, error)), claim.lease_seconds)
-
-    async def _claim_call(self, path: str, body: Json) -> Json:
-        try:
-            return (await self._send("POST", path, json=body))[0]
-        except SignoffRequestError as exc:
-            raise rs.taken(exc) or exc from None
 
     async def _wait_or_cancel(self, request_id: str, timeout: float | None) -> Decision:
         try:

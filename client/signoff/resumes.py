@@ -21,10 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+
+import httpx2
 from urllib.parse import quote
 
 from signoff.errors import SignoffError, SignoffRequestError
 
+Json = dict[str, Any]
 PATH = "/api/v1/resumes"
 DEFAULT_LEASE_SECONDS = 300
 TAKEN = "resume_taken"
@@ -106,3 +109,95 @@ def taken(exc: SignoffRequestError) -> ResumeTaken | None:
     if exc.status != 409 or exc.error_code != TAKEN:
         return None
     return ResumeTaken(exc.message, status=exc.status, error_code=exc.error_code, details=exc.details)
+
+
+class ResumeCalls:
+    """`SignoffClient`'s resume-claim calls (it provides `_send`: retries, backoff, errors)."""
+
+    def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
+              timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        raise NotImplementedError
+
+    def claim_resume(self, key: str, owner: str | None = None, *, lease_seconds: int = DEFAULT_LEASE_SECONDS,
+                     request_ids: Sequence[str] = ()) -> ResumeClaim | None:
+        """Hold `key` (this token's) to resume it: the claim, or None when another owner holds it or it was
+        finished. `owner` defaults to a new `host|pid|random` name: pass the claim's own to claim again."""
+        body = claim_body(key, owner, lease_seconds, request_ids)
+        try:
+            return ResumeClaim.from_json(self._send("POST", PATH, json=body)[0], lease_seconds)
+        except SignoffRequestError as exc:
+            if taken(exc) is None:
+                raise
+            return None
+
+    def renew_resume(self, claim: ResumeClaim, *, lease_seconds: int | None = None) -> ResumeClaim:
+        """Extend the lease (by `claim.lease_seconds` from now unless given); `ResumeTaken` if it was lost."""
+        seconds = lease_seconds or claim.lease_seconds
+        body = {"owner": claim.owner, "lease_seconds": seconds}
+        return ResumeClaim.from_json(self._claim_call(item_path(claim.key, "renew"), body), seconds)
+
+    def finish_resume(self, claim: ResumeClaim, state: str = "done", error: str | None = None) -> ResumeClaim:
+        """End the claim as `done` (resumed) or `failed` (with `error`); `ResumeTaken` if it is not ours."""
+        body = finish_body(claim, state, error)
+        return ResumeClaim.from_json(self._claim_call(item_path(claim.key, "finish"), body), claim.lease_seconds)
+
+    def get_resume(self, key: str) -> ResumeClaim | None:
+        """The claim on `key` as the server has it (whoever holds it), or None when there is none."""
+        try:
+            return ResumeClaim.from_json(self._send("GET", item_path(key))[0], DEFAULT_LEASE_SECONDS)
+        except SignoffRequestError as exc:
+            if exc.status != 404:
+                raise
+            return None
+
+    def _claim_call(self, path: str, body: Json) -> Json:
+        try:
+            return self._send("POST", path, json=body)[0]
+        except SignoffRequestError as exc:
+            raise taken(exc) or exc from None
+
+
+class AsyncResumeCalls:
+    """`AsyncSignoffClient`'s resume-claim calls: `ResumeCalls`, awaited."""
+
+    async def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
+                    timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        raise NotImplementedError
+
+    async def claim_resume(self, key: str, owner: str | None = None, *, lease_seconds: int = DEFAULT_LEASE_SECONDS,
+                           request_ids: Sequence[str] = ()) -> ResumeClaim | None:
+        """Hold `key` (this token's) to resume it: the claim, or None when another owner holds it or it was
+        finished. `owner` defaults to a new `host|pid|random` name: pass the claim's own to claim again."""
+        body = claim_body(key, owner, lease_seconds, request_ids)
+        try:
+            return ResumeClaim.from_json((await self._send("POST", PATH, json=body))[0], lease_seconds)
+        except SignoffRequestError as exc:
+            if taken(exc) is None:
+                raise
+            return None
+
+    async def renew_resume(self, claim: ResumeClaim, *, lease_seconds: int | None = None) -> ResumeClaim:
+        """Extend the lease (by `claim.lease_seconds` from now unless given); `ResumeTaken` if it was lost."""
+        seconds = lease_seconds or claim.lease_seconds
+        body = {"owner": claim.owner, "lease_seconds": seconds}
+        return ResumeClaim.from_json(await self._claim_call(item_path(claim.key, "renew"), body), seconds)
+
+    async def finish_resume(self, claim: ResumeClaim, state: str = "done", error: str | None = None) -> ResumeClaim:
+        """End the claim as `done` (resumed) or `failed` (with `error`); `ResumeTaken` if it is not ours."""
+        body = finish_body(claim, state, error)
+        return ResumeClaim.from_json(await self._claim_call(item_path(claim.key, "finish"), body), claim.lease_seconds)
+
+    async def get_resume(self, key: str) -> ResumeClaim | None:
+        """The claim on `key` as the server has it (whoever holds it), or None when there is none."""
+        try:
+            return ResumeClaim.from_json((await self._send("GET", item_path(key)))[0], DEFAULT_LEASE_SECONDS)
+        except SignoffRequestError as exc:
+            if exc.status != 404:
+                raise
+            return None
+
+    async def _claim_call(self, path: str, body: Json) -> Json:
+        try:
+            return (await self._send("POST", path, json=body))[0]
+        except SignoffRequestError as exc:
+            raise taken(exc) or exc from None
