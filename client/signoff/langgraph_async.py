@@ -138,9 +138,22 @@ class AsyncResumer:
                     await asyncio.wait_for(stop.wait(), max(0.0, self.scan_every - (loop.time() - began)))
 
     async def wait_for_decision(self, stop: asyncio.Event | None = None) -> bool:
-        """`Resumer.wait_for_decision`, awaited: True as soon as a decision the last round waited on arrives."""
-        if self.webhook is not None:
-            return await self.webhook.await_beyond(self._heard, self.scan_every)
+        """`Resumer.wait_for_decision`, awaited: True as soon as a decision the last round waited on arrives;
+        False after `scan_every` seconds, or as soon as `stop` is set."""
+        stop = stop or asyncio.Event()
+        waiting = self._heard_from() if self.webhook is not None else self._polled(stop)
+        waited, stopped = asyncio.ensure_future(waiting), asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait({waited, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (waited, stopped):
+            task.cancel()
+        await asyncio.gather(waited, stopped, return_exceptions=True)
+        return waited in done and not waited.cancelled() and waited.result()
+
+    async def _heard_from(self) -> bool:
+        assert self.webhook is not None
+        return await self.webhook.await_beyond(self._heard, self.scan_every)
+
+    async def _polled(self, stop: asyncio.Event) -> bool:
         waiting = self.resuming.waiting
         for rid in waiting:
             if rid not in self._polls or self._polls[rid].done():
@@ -149,7 +162,7 @@ class AsyncResumer:
         self._polls = {rid: t for rid, t in self._polls.items() if rid in waiting or not t.done()}
         if not polls:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for((stop or asyncio.Event()).wait(), self.scan_every)
+                await asyncio.wait_for(stop.wait(), self.scan_every)
             return False
         for done in asyncio.as_completed(polls):
             try:

@@ -358,7 +358,7 @@ class Resumer:
         `scan_every` seconds without a decision: time to look for new paused threads.
         """
         if self.webhook is not None:
-            return self.webhook.wait_beyond(self._heard, self.scan_every)
+            return self.webhook.wait_beyond(self._heard, self.scan_every, stop)
         waiting = self.resuming.waiting
         for rid in waiting:
             if rid not in self._polls or self._polls[rid].done():

@@ -37,6 +37,7 @@ log = logging.getLogger("signoff.webhook")
 MAX_BODY = 1024 * 1024
 TIMEOUT = 10.0
 EVENTS = ("approval.decided", "approval.undelivered")
+STOP_CHECK = 0.25  # how soon a blocking wait notices its `stop` (a threading.Event cannot wake a Condition)
 _SEEN_MAX = 10_000  # delivery ids remembered for deduplication (oldest forgotten first)
 
 
@@ -103,9 +104,16 @@ class WebhookReceiver:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def wait_beyond(self, seen: int, timeout: float) -> bool:
+    def wait_beyond(self, seen: int, timeout: float, stop: threading.Event | None = None) -> bool:
+        """True once `count` passed `seen`; False after `timeout` seconds, or soon after `stop` is set."""
+        deadline = time.monotonic() + timeout
         with self._changed:
-            return self._changed.wait_for(lambda: self.count > seen, timeout)
+            while self.count <= seen:
+                left = deadline - time.monotonic()
+                if left <= 0 or (stop is not None and stop.is_set()):
+                    return False
+                self._changed.wait(min(left, STOP_CHECK) if stop is not None else left)
+            return True
 
     async def await_beyond(self, seen: int, timeout: float) -> bool:
         loop, woken = asyncio.get_running_loop(), asyncio.Event()
