@@ -96,7 +96,7 @@ class Paused:
 @dataclass(frozen=True)
 class Scan:
     paused: tuple[Paused, ...] = ()
-    stuck: tuple[tuple[str, str], ...] = ()  # (thread, claim key): left mid-way by a resume
+    stuck: tuple[tuple[str, str, str | None], ...] = ()  # (thread, claim key, latest checkpoint): left mid-way
 
 
 def thread_config(thread_id: str, key: str | None = None) -> dict[str, Any]:
@@ -135,7 +135,7 @@ class Resuming:
         """Threads paused at interrupts that Signoff answers (posting the cards of those that have none),
         and threads a resume left mid-way."""
         paused: list[Paused] = []
-        stuck: list[tuple[str, str]] = []
+        stuck: list[tuple[str, str, str | None]] = []
         threads: dict[str, str | None] = yield call("driver", "threads")
         for thread_id, newest in threads.items():
             if newest is not None and self.quiet.get(thread_id) == newest:
@@ -143,7 +143,7 @@ class Resuming:
             state = yield call("graph", "get_state", thread_config(thread_id))
             key = (state.metadata or {}).get(CLAIM_META)
             if not state.interrupts and state.next and isinstance(key, str):
-                stuck.append((thread_id, key))
+                stuck.append((thread_id, key, newest))
                 continue
             parts = []
             for item in state.interrupts:
@@ -173,8 +173,8 @@ class Resuming:
         mid-way whose lease ran out; the thread ids this round resumed."""
         found = yield from self.scan()
         resumed = []
-        for thread_id, key in found.stuck:
-            if (yield from self._continue(thread_id, key)):
+        for thread_id, key, newest in found.stuck:
+            if (yield from self._continue(thread_id, key, newest)):
                 resumed.append(thread_id)
         waiting: list[str] = []
         for paused in found.paused:
@@ -214,11 +214,13 @@ class Resuming:
         self.report(f"resumed thread {paused.thread_id}: {outcomes}")
         return True
 
-    def _continue(self, thread_id: str, key: str) -> Steps[bool]:
+    def _continue(self, thread_id: str, key: str, newest: str | None) -> Steps[bool]:
         """Finish a resume whose resumer stopped mid-way, once its lease ran out (the server says when)."""
         held = yield call("client", "get_resume", key)
         if held is None or held.state != "resuming":
-            return False  # failed (kept, with its error), or not a claim of this token's
+            if newest is not None:
+                self.quiet[thread_id] = newest  # failed (kept, with its error), or not this token's: until it changes
+            return False
         claim = yield call("client", "claim_resume", key, self.owner, lease_seconds=self.lease_seconds)
         if claim is None:
             return False  # its resumer is alive (it renews its lease), or another took it over first

@@ -246,6 +246,28 @@ async def killed_mid_way(app: App, clock: ShiftedClock, lg_env: dict[str, str], 
     assert [c["tool"] for c in calls()] == ["send_email", "send_email"]
 
 
+async def test_a_resume_whose_graph_raised_is_kept_failed_and_not_retried(
+        app: App, lg_env: dict[str, str], tmp_path: Path, client: SignoffClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    db, config = str(tmp_path / "checkpoints.db"), thread("t-fail")
+    result = await asyncio.to_thread(two_step_graph(saver(db)).invoke, {}, config)
+    request_id = result["__interrupt__"][0].value["signoff"]["request_id"]
+    await app.click(request_id, "U1", user_name="alice")
+    await decided(app, request_id)
+    monkeypatch.setenv("LG_FAIL", "the mail server is down")
+    resumer = Resumer(two_step_graph, saver(db), client=client)
+    assert await asyncio.to_thread(resumer.resume_ready) == []
+    state = two_step_graph(saver(db)).get_state(config)
+    assert state.next == ("send",)  # stopped in the step that raised
+    claim = await claim_of(app, state.metadata["signoff_resume"])
+    assert claim["state"] == "failed" and claim["error"] == "RuntimeError: the mail server is down"
+    monkeypatch.delenv("LG_FAIL")
+    # Neither this resumer nor a new one tries it again by itself; this one stops reading the thread.
+    assert await asyncio.to_thread(Resumer(two_step_graph, saver(db), client=client).resume_ready) == []
+    assert await asyncio.to_thread(resumer.resume_ready) == [] and "t-fail" in resumer.resuming.quiet
+    assert len(calls()) == 1 and (await claim_of(app, claim["key"]))["state"] == "failed"
+
+
 async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env: dict[str, str],
                                                                 tmp_path: Path, client: SignoffClient) -> None:
     db, config = str(tmp_path / "checkpoints.db"), thread("t-ask")
