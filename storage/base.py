@@ -486,23 +486,20 @@ class Store(abc.ABC):
         pending requests escalated to them (oldest first), what they decided since `decided_since`
         (newest first)."""
 
-    # -- resume claims (bot/domain/resumes.py) --------------------------------------------
-
+    # -- resume claims (bot/domain/resumes.py): each call one guarded write; of two at once, one wins ----
     @abc.abstractmethod
     async def claim_resume(self, wanted: ResumeClaim, now: datetime) -> tuple[bool, ResumeClaim]:
-        """Let `wanted.owner` hold `wanted.key` (of `wanted.token`) until `wanted.lease_until`, if the key
-        is new or `ResumeClaim.may_take` by `now`: (True, the row) if it does now, else (False, the
-        holder's row). Two claims at once: exactly one wins."""
+        """(True, the row) if `wanted.owner` now holds `wanted.key` of `wanted.token` (a new key, or
+        `ResumeClaim.may_take` by `now`) until `wanted.lease_until`; else (False, the holder's row)."""
 
     @abc.abstractmethod
     async def renew_resume(self, token: str, key: str, owner: str, until: datetime,
-                           now: datetime) -> tuple[bool, ResumeClaim | None]:
-        """Move the lease to `until` if `owner` holds the `resuming` claim: (renewed, the row)."""
+                           now: datetime) -> tuple[bool, ResumeClaim | None]: ...
 
     @abc.abstractmethod
     async def finish_resume(self, token: str, key: str, owner: str, state: ResumeState, error: str | None,
                             now: datetime) -> tuple[bool, ResumeClaim | None]:
-        """End the claim as `state` if `owner` holds it while `resuming`: (this call ended it, the row)."""
+        """Renew (above) and finish: (`owner` held it `resuming` and this call wrote, the row as it is now)."""
 
     @abc.abstractmethod
     async def get_resume(self, token: str, key: str) -> ResumeClaim | None: ...
