@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from bot.domain.outbox import OutboxItem
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.resumes import ResumeClaim, ResumeState
 from bot.domain.timing import TimerState, Timing
 from bot.domain.votes import Vote
 
@@ -484,6 +485,24 @@ class Store(abc.ABC):
         """The user's App Home: pending requests they approve (oldest first, not escalated to them),
         pending requests escalated to them (oldest first), what they decided since `decided_since`
         (newest first)."""
+
+    # -- resume claims (bot/domain/resumes.py): each call one guarded write; of two at once, one wins ----
+    @abc.abstractmethod
+    async def claim_resume(self, wanted: ResumeClaim, now: datetime) -> tuple[bool, ResumeClaim]:
+        """(True, the row) if `wanted.owner` now holds `wanted.key` of `wanted.token` (a new key, or
+        `ResumeClaim.may_take` by `now`) until `wanted.lease_until`; else (False, the holder's row)."""
+
+    @abc.abstractmethod
+    async def renew_resume(self, token: str, key: str, owner: str, until: datetime,
+                           now: datetime) -> tuple[bool, ResumeClaim | None]: ...
+
+    @abc.abstractmethod
+    async def finish_resume(self, token: str, key: str, owner: str, state: ResumeState, error: str | None,
+                            now: datetime) -> tuple[bool, ResumeClaim | None]:
+        """Renew (above) and finish: (`owner` held it `resuming` and this call wrote, the row as it is now)."""
+
+    @abc.abstractmethod
+    async def get_resume(self, token: str, key: str) -> ResumeClaim | None: ...
 
     @abc.abstractmethod
     async def close(self) -> None: ...

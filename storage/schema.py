@@ -200,3 +200,20 @@ channel_pace = sa.Table(
     sa.Column("channel", sa.String(40), primary_key=True),
     sa.Column("next_at", UTCDateTime, nullable=False),
 )
+
+# Resume claims (migration 0010_resume_claims; bot/domain/resumes.py): at most one resumer applies a
+# decision to a suspended agent call. The key is the claiming API token's name and the key it chose;
+# every change is one statement guarded on state, owner and lease (storage/resume_sql.py).
+resume_claims = sa.Table(
+    "resume_claims",
+    metadata,
+    sa.Column("token", sa.String(100), primary_key=True),
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("owner", sa.String(200), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("lease_until", UTCDateTime, nullable=False),
+    sa.Column("request_ids", Json, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)

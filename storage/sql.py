@@ -27,9 +27,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
+from bot.domain.resumes import ResumeClaim, ResumeState
 from bot.domain.votes import Vote
 from storage import sql_statements as q
-from storage import sweep_sql
+from storage import resume_sql, sweep_sql
 from bot.domain.outbox import OutboxItem
 from storage.base import AuditTail, DueRow, DuplicateIdempotencyKey, Expect, Inbox, Reminded, Store, Unit
 from storage.inbox_sql import read_inbox
@@ -405,6 +406,24 @@ class SqlStore(Store):
     def _snapshot(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection whose reads all see one moment (the engine's own way to hold a snapshot)."""
         return self.engine.begin()
+
+    async def claim_resume(self, wanted: ResumeClaim, now: datetime) -> tuple[bool, ResumeClaim]:
+        async with self.unit() as unit:
+            return await resume_sql.claim(unit, wanted, now)
+
+    async def renew_resume(self, token: str, key: str, owner: str, until: datetime,
+                           now: datetime) -> tuple[bool, ResumeClaim | None]:
+        async with self.unit() as unit:
+            return await resume_sql.renew(unit, token, key, owner, until, now)
+
+    async def finish_resume(self, token: str, key: str, owner: str, state: ResumeState, error: str | None,
+                            now: datetime) -> tuple[bool, ResumeClaim | None]:
+        async with self.unit() as unit:
+            return await resume_sql.finish(unit, token, key, owner, state, error, now)
+
+    async def get_resume(self, token: str, key: str) -> ResumeClaim | None:
+        async with self.engine.connect() as conn:
+            return await resume_sql.get(conn, token, key)
 
     async def close(self) -> None:
         await self.engine.dispose()

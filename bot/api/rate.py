@@ -20,7 +20,9 @@ class TooManySubmits(SignoffError):
 
 
 class SubmitRate:
-    def __init__(self, rate: float, burst: int, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, rate: float, burst: int, now: Callable[[], float] = time.monotonic, *,
+                 what: str = "submits", doing: str = "submits") -> None:
+        self.what, self.doing = what, doing  # what is counted and the token's doing, as the 429 names them
         self.rate = rate
         self.burst = burst
         self.now = now
@@ -35,8 +37,9 @@ class SubmitRate:
             self._buckets[who] = (left, now)
             wait = max(1, math.ceil((1 - left) / self.rate))
             error = TooManySubmits(
-                f"this token submits faster than {self.rate:g} a second (bursts of {self.burst}); retry in {wait} s",
-                details=[{"field": "Authorization", "message": f"at most {self.rate:g} submits a second per token"}])
+                f"this token {self.doing} faster than {self.rate:g} a second (bursts of {self.burst}); "
+                f"retry in {wait} s",
+                details=[{"field": "Authorization", "message": f"at most {self.rate:g} {self.what} a second per token"}])
             error.retry_after = wait
             raise error
         self._buckets[who] = (left - 1, now)

@@ -38,6 +38,8 @@ from bot.domain.json_codec import dumps, loads
 from bot.domain.model import Request
 from bot.api import grants as grants_api
 from bot.api import longpoll
+from bot.api import resumes as resumes_api
+from bot.api.rate import SubmitRate
 from bot.api import routes as api
 from bot.api import run_routes
 from bot.api.slow_body import body_deadline
@@ -48,6 +50,7 @@ from bot.process.clock import Clock, FileClock, SystemClock
 from bot.outbox.egress import EgressPolicy, guarded_session
 from bot.approvals.gate import PolicyGate
 from bot.approvals.grants import Grants
+from bot.approvals.resumes import Resumes
 from bot.process.jobs import SweepJob
 from bot.process.metrics import Metrics
 from bot.live.waiters import CrossProcessWatcher, Waiters
@@ -323,6 +326,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     grants_api.add_routes(web_app, grants, policy)
+    resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(
+        settings.submit_rate_per_token, settings.submit_burst_per_token, what="resume calls", doing="sends resume calls"))
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
     add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 

@@ -24,9 +24,11 @@ from signoff.errors import (
     WebhookRefused,
 )
 from signoff.models import Actor, Answer, Answers, Change, Decision, ItemDecision
+from signoff.resumes import ResumeClaim, ResumeTaken
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
-    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable",
-    "StillPending", "Submission", "UndeliverableError", "WebhookRefused", "require_approval",
+    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignoffClient", "SignoffError",
+    "SignoffRequestError", "SignoffUnavailable", "StillPending", "Submission", "UndeliverableError", "WebhookRefused",
+    "require_approval",
 ]

@@ -73,7 +73,7 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
         body["action"]["params_schema"] = dict(params_schema)
     optional = {"preview": dict(preview) if preview is not None else None, "channel": channel,
                 "approvers": list(approvers) if approvers else None, "context": context,
-                "requested_by": requested_by}
+                "requested_by": requested_by, "callback_url": callback_url}
     body.update({k: v for k, v in optional.items() if v is not None})
     for key, value in (timing or {}).items():
         if key not in ("reminders", "escalation", "timeout"):
@@ -84,7 +84,7 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
 
 def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str, channel: str | None,
                approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
-               timing: Mapping[str, Any] | None) -> dict[str, Any]:
+               timing: Mapping[str, Any] | None, callback_url: str | None = None) -> dict[str, Any]:
     """A batch: `items` of {name, params, params_schema?, preview?, allowed_decisions?}, one card for all."""
     shaped = []
     for item in items:
@@ -95,7 +95,8 @@ def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str, c
         shaped.append({k: (list(v) if k == "allowed_decisions" else dict(v)) if k != "name" else v
                        for k, v in item.items() if v is not None})
     body = approval_body("batch", {}, summary=summary, preview=None, risk=risk, params_schema=None, channel=channel,
-                         approvers=approvers, context=context, requested_by=requested_by, timing=timing)
+                         approvers=approvers, context=context, requested_by=requested_by, timing=timing,
+                         callback_url=callback_url)
     del body["action"]
     body["items"] = shaped
     return body
@@ -103,7 +104,7 @@ def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str, c
 
 def question_body(questions: Sequence[Mapping[str, Any] | str], *, summary: str | None, context: str | None,
                   channel: str | None, approvers: Sequence[str] | None,
-                  requested_by: str | None) -> dict[str, Any]:
+                  requested_by: str | None, callback_url: str | None = None) -> dict[str, Any]:
     """Questions as the server takes them. Accepts option strings and Claude's `multiSelect` spelling."""
     shaped = []
     for q in questions:
@@ -119,7 +120,8 @@ def question_body(questions: Sequence[Mapping[str, Any] | str], *, summary: str 
         shaped.append(item)
     body: dict[str, Any] = {"questions": shaped}
     optional = {"summary": summary, "context": context, "channel": channel,
-                "approvers": list(approvers) if approvers else None, "requested_by": requested_by}
+                "approvers": list(approvers) if approvers else None, "requested_by": requested_by,
+                "callback_url": callback_url}
     body.update({k: v for k, v in optional.items() if v is not None})
     return body
 

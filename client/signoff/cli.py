@@ -7,10 +7,12 @@
                                     4 undeliverable (Slack refused the card for good: nobody can decide it)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
     signoff mcp                     the MCP server over stdio
-    signoff langgraph resume --graph module:function [--db checkpoints.db] [--once] [--quiet]
+    signoff langgraph resume --graph module:function [--db checkpoints.db | postgresql://...] [--async]
+                             [--once] [--lease S] [--listen HOST:PORT] [--quiet]
                                     resume paused LangGraph threads with Signoff's decisions (run from
                                     the app's folder: it is imported from there); says what it
                                     watches and each thread it resumes, unless --quiet
+                                    (signoff.langgraph_cli)
 """
 
 from __future__ import annotations
@@ -101,39 +103,6 @@ def _wait(args: argparse.Namespace) -> int:
     return EXIT_BY_OUTCOME.get(found.outcome, 1)
 
 
-def _langgraph_resume(args: argparse.Namespace) -> int:
-    import signal
-    import sqlite3
-    import threading
-
-    from signoff.client import SignoffClient
-    from signoff.langgraph_resume import Resumer, load_factory
-
-    checkpointer = None
-    if args.db:
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        checkpointer = SqliteSaver(sqlite3.connect(args.db, check_same_thread=False))
-    card = {"channel": args.channel, "approvers": args.approver or None, "risk": args.risk,
-            "requested_by": args.requested_by}
-    try:
-        report = None if args.quiet else (lambda line: print(f"signoff langgraph resume: {line}", flush=True))
-        resumer = Resumer(load_factory(args.graph), checkpointer, client=SignoffClient(args.url, args.token),
-                          scan_every=args.scan_every, report=report, **card)
-    except SignoffError as exc:
-        print(f"signoff langgraph resume: {exc.message}", file=sys.stderr)
-        return 2
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        resumer.run(stop=stop, once=args.once)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        resumer.close()
-    return 0
-
-
 SERVER_COMMANDS = frozenset({"serve", "demo", "db", "run", "policy"})
 
 
@@ -149,21 +118,9 @@ def parser() -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 3)")
     wait.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
     wait.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
-    lg = sub.add_parser("langgraph", help="LangGraph helpers").add_subparsers(dest="lg_command", required=True)
-    resume = lg.add_parser("resume", help="resume paused LangGraph threads with Signoff's decisions")
-    resume.add_argument("--graph", required=True,
-                        help="module:function returning the compiled graph (given the checkpointer if it takes one)")
-    resume.add_argument("--db", help="a SqliteSaver checkpoint file (else the graph's own checkpointer)")
-    resume.add_argument("--once", action="store_true", help="resume what is decided now, then exit")
-    resume.add_argument("--scan-every", type=float, default=5.0, help="seconds between looks for new paused threads")
-    resume.add_argument("--channel", help="channel for cards this posts (HumanInTheLoopMiddleware interrupts)")
-    resume.add_argument("--approver", action="append", help="approver for those cards (repeatable)")
-    resume.add_argument("--risk", default="high")
-    resume.add_argument("--requested-by")
-    resume.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
-    resume.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
-    resume.add_argument("--quiet", action="store_true",
-                        help="print nothing on start and per resumed thread (warnings still go to stderr)")
+    from signoff.langgraph_cli import add_parser
+
+    add_parser(sub)
     return root
 
 
@@ -192,7 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "wait":
         return _wait(args)
     if args.command == "langgraph":
-        return _langgraph_resume(args)
+        from signoff.langgraph_cli import run
+
+        return run(args)
     raise SystemExit(f"signoff: unknown command {args.command}")
 
 

@@ -28,6 +28,7 @@ from urllib.parse import urlencode
 import httpx2
 
 import signoff._protocol as p
+import signoff.resumes as rs
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
 from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
 from signoff.models import Answers, Decision, final_decision
@@ -113,7 +114,7 @@ class AsyncSubmission:
         return await self.client.cancel(self.id, reason)
 
 
-class SignoffClient:
+class SignoffClient(rs.ResumeCalls):
     """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -174,13 +175,14 @@ class SignoffClient:
     def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
                      channel: str | None = None, approvers: Sequence[str] | None = None,
                      idempotency_key: str | None = None, context: str | None = None,
-                     requested_by: str | None = None, timing: Mapping[str, Any] | None = None) -> Submission:
+                     requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
+                     callback_url: str | None = None) -> Submission:
         """Several actions on one card, each decided on its own (`Decision.items`), without waiting.
 
         `items`: {name, params, params_schema?, preview?, allowed_decisions?} each.
         """
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
-                            context=context, requested_by=requested_by, timing=timing)
+                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
         answer, status = self._send("POST", "/api/v1/approvals", json=body, key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
@@ -198,10 +200,10 @@ class SignoffClient:
     def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
                          context: str | None = None, channel: str | None = None,
                          approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
-                         requested_by: str | None = None) -> Submission:
+                         requested_by: str | None = None, callback_url: str | None = None) -> Submission:
         """Post the questions (or find the ones this key already posted) without waiting."""
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
-                               approvers=approvers, requested_by=requested_by)
+                               approvers=approvers, requested_by=requested_by, callback_url=callback_url)
         answer, status = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
@@ -286,7 +288,7 @@ class SignoffClient:
             backoff = next_backoff(backoff)
 
 
-class AsyncSignoffClient:
+class AsyncSignoffClient(rs.AsyncResumeCalls):
     """The asyncio client; the same calls as `SignoffClient`, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -340,9 +342,10 @@ class AsyncSignoffClient:
                            channel: str | None = None, approvers: Sequence[str] | None = None,
                            idempotency_key: str | None = None, context: str | None = None,
                            requested_by: str | None = None,
-                           timing: Mapping[str, Any] | None = None) -> AsyncSubmission:
+                           timing: Mapping[str, Any] | None = None,
+                           callback_url: str | None = None) -> AsyncSubmission:
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
-                            context=context, requested_by=requested_by, timing=timing)
+                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
@@ -360,9 +363,10 @@ class AsyncSignoffClient:
     async def submit_questions(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
                                context: str | None = None, channel: str | None = None,
                                approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
-                               requested_by: str | None = None) -> AsyncSubmission:
+                               requested_by: str | None = None,
+                               callback_url: str | None = None) -> AsyncSubmission:
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
-                               approvers=approvers, requested_by=requested_by)
+                               approvers=approvers, requested_by=requested_by, callback_url=callback_url)
         answer, status = await self._send("POST", "/api/v1/questions", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)

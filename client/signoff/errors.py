@@ -8,6 +8,7 @@
     ├── UndeliverableError       Slack refused the request's card for good: nobody can see it (not approved)
     ├── SignoffUnavailable       the server could not be reached or kept failing (network, 5xx, 429)
     ├── SignoffRequestError      the server refused the request itself (4xx: bad input, bad token, unknown id)
+    │   └── ResumeTaken          another resumer holds the resume claim, or it was finished (signoff.resumes)
     └── WebhookRefused           a POST to an agent's webhook receiver that Signoff did not sign (or not just now)
 
 `Rejected`, `Expired` and `Cancelled` carry the final `Decision` when the server gave one, so a caller

@@ -8,8 +8,11 @@ Inside a node (LangGraph's own `interrupt()` underneath):
         decision = approval("send_email", {"to": state["to"]}, summary="Send the refund email")
         return {"sent": send_email(**decision.params)}      # the params as approved, maybe edited
 
+In an `async def` node (a graph run with `ainvoke` / `astream`): `await aapproval(...)`, `await aask(...)`.
+
 LangChain's `HumanInTheLoopMiddleware` needs nothing in the graph: `post_cards(graph, config)`
-turns its interrupt into cards at once, and a `Resumer` (signoff.langgraph_resume) answers it.
+turns its interrupt into cards at once, and a `Resumer` (signoff.langgraph_resume) answers it;
+`AsyncResumer` (signoff.langgraph_async) for graphs on an asyncio checkpointer.
 
 Invariants:
 - One interrupt, one request: the Idempotency-Key is derived from the thread id, the node's task
@@ -29,22 +32,24 @@ from __future__ import annotations
 import itertools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from signoff._steps import Steps, arun, call, run
 from signoff.client import raise_unless_approved
 from signoff.errors import SignoffError
-from signoff.langgraph_claims import Claims
+from signoff.langgraph_async import AsyncResumer
 from signoff.langgraph_hitl import requests_for
 from signoff.langgraph_keys import MARKER, interrupt_key, signoff_value
-from signoff.langgraph_resume import Resumer
+from signoff.langgraph_resume import Resumer, check_card
 from signoff.models import Answers, Decision, final_decision
 
 if TYPE_CHECKING:
-    from signoff.client import SignoffClient
+    from signoff.client import AsyncSignoffClient, SignoffClient
 
-__all__ = ["MARKER", "Claims", "Resumer", "approval", "ask", "interrupt_key", "post_cards", "signoff_value"]
+__all__ = ["MARKER", "AsyncResumer", "Resumer", "aapproval", "aask", "apost_cards", "approval", "ask",
+           "interrupt_key", "post_cards", "signoff_value"]
 
 
 # -- where in the graph are we ------------------------------------------------------------
@@ -97,21 +102,61 @@ def _client(client: SignoffClient | None) -> Iterator[SignoffClient]:
         yield made
 
 
+@asynccontextmanager
+async def _aclient(client: AsyncSignoffClient | None) -> AsyncIterator[AsyncSignoffClient]:
+    if client is not None:
+        yield client
+        return
+    from signoff.client import AsyncSignoffClient
+
+    async with AsyncSignoffClient() as made:
+        yield made
+
+
 def _interrupt(value: dict[str, Any]) -> Any:
     from langgraph.types import interrupt
 
     return interrupt(value)
 
 
-def _answer(resumed: Any, request_id: str, client: SignoffClient) -> dict[str, Any]:
+def _answer(resumed: Any, request_id: str) -> Steps[dict[str, Any]]:
     """The ended request's JSON: the resume value when it is this request's, else the server's word."""
     if isinstance(resumed, Mapping) and resumed.get("id") == request_id and final_decision(resumed) is not None:
         return dict(resumed)
-    body = client.get(request_id)
+    body = yield call("client", "get", request_id)
     if final_decision(body) is None:
         raise SignoffError(f"the graph was resumed before anyone decided {request_id}; it stays unapproved",
                            request_id=request_id)
-    return body
+    return dict(body)
+
+
+def _approval(action: str, params: Mapping[str, Any], summary: str | None, **options: Any) -> Steps[Decision]:
+    """approval()'s steps (signoff._steps): submit, interrupt, and on the replay read the decision."""
+    thread_id, namespace, index = _where()
+    submitted = yield call("client", "submit", action, params, summary=summary or f"Run {action}",
+                           idempotency_key=interrupt_key("approval", thread_id, namespace, index), **options)
+    resumed = _interrupt(signoff_value("approval", submitted.body))
+    decision = Decision.from_request((yield from _answer(resumed, submitted.id)))
+    assert decision is not None
+    return raise_unless_approved(decision)
+
+
+def _ask(questions: Sequence[Mapping[str, Any]], **options: Any) -> Steps[Answers]:
+    thread_id, namespace, index = _where()
+    submitted = yield call("client", "submit_questions", questions,
+                           idempotency_key=interrupt_key("question", thread_id, namespace, index), **options)
+    resumed = _interrupt(signoff_value("question", submitted.body))
+    answered = yield from _answer(resumed, submitted.id)
+    raise_unless_approved(final_decision(answered))  # type: ignore[arg-type]  # _answer checked it is final
+    return Answers.from_question(answered)
+
+
+def _cards(state: Any, config: Mapping[str, Any], card: Mapping[str, Any]) -> Steps[list[str]]:
+    thread_id = str(config["configurable"]["thread_id"])
+    ids: list[str] = []
+    for item in state.interrupts:
+        ids.extend((yield from requests_for(thread_id, item, check_card(card))) or [])
+    return ids
 
 
 # -- in a node ----------------------------------------------------------------------------
@@ -122,7 +167,7 @@ def approval(action: str, params: Mapping[str, Any], *, summary: str | None = No
              params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
              approvers: Sequence[str] | None = None, context: str | None = None,
              requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
-             allowed_decisions: Sequence[str] | None = None) -> Decision:
+             allowed_decisions: Sequence[str] | None = None, callback_url: str | None = None) -> Decision:
     """Ask for approval of `action(params)` from inside a node; pause the graph until a person decides.
 
     The node must propose the same action each time it runs (it replays on resume): the request is
@@ -131,33 +176,47 @@ def approval(action: str, params: Mapping[str, Any], *, summary: str | None = No
     raises `Rejected` (`.reason`, `.decision.reply` for "Reply instead"), `Expired` or `Cancelled`.
     The first run posts the card and interrupts; whoever resumes the thread (a `Resumer`, or your
     own `graph.invoke(Command(resume=...))` with the request's JSON) brings the decision back here.
+    `callback_url`: where Signoff POSTs the decision (a resumer's `WebhookReceiver.url`, which it wakes).
+    In an `async def` node, `await aapproval(...)` (the same, on an `AsyncSignoffClient`).
     """
-    thread_id, namespace, index = _where()
     with _client(client) as signoff:
-        submitted = signoff.submit(action, params, summary=summary or f"Run {action}", preview=preview, risk=risk,
-                                   params_schema=params_schema, channel=channel, approvers=approvers,
-                                   idempotency_key=interrupt_key("approval", thread_id, namespace, index),
-                                   context=context, requested_by=requested_by, timing=timing,
-                                   allowed_decisions=allowed_decisions)
-        resumed = _interrupt(signoff_value("approval", submitted.body))
-        decision = Decision.from_request(_answer(resumed, submitted.id, signoff))
-    assert decision is not None
-    return raise_unless_approved(decision)
+        return run(_approval(action, params, summary, preview=preview, risk=risk, params_schema=params_schema,
+                             channel=channel, approvers=approvers, context=context, requested_by=requested_by,
+                             timing=timing, allowed_decisions=allowed_decisions, callback_url=callback_url),
+                   {"client": signoff})
+
+
+async def aapproval(action: str, params: Mapping[str, Any], *, summary: str | None = None,
+                    client: AsyncSignoffClient | None = None, preview: Mapping[str, Any] | None = None,
+                    risk: str = "high", params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
+                    approvers: Sequence[str] | None = None, context: str | None = None,
+                    requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
+                    allowed_decisions: Sequence[str] | None = None, callback_url: str | None = None) -> Decision:
+    """`approval()` for `async def` nodes (graphs run with `ainvoke` / `astream`)."""
+    async with _aclient(client) as signoff:
+        return await arun(_approval(action, params, summary, preview=preview, risk=risk, params_schema=params_schema,
+                                    channel=channel, approvers=approvers, context=context, requested_by=requested_by,
+                                    timing=timing, allowed_decisions=allowed_decisions, callback_url=callback_url),
+                          {"client": signoff})
 
 
 def ask(questions: Sequence[Mapping[str, Any]], *, summary: str | None = None, client: SignoffClient | None = None,
         context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
-        requested_by: str | None = None) -> Answers:
+        requested_by: str | None = None, callback_url: str | None = None) -> Answers:
     """Ask people 1-4 multiple-choice questions from inside a node; the `Answers` once someone answers."""
-    thread_id, namespace, index = _where()
     with _client(client) as signoff:
-        submitted = signoff.submit_questions(questions, summary=summary, context=context, channel=channel,
-                                             approvers=approvers, requested_by=requested_by,
-                                             idempotency_key=interrupt_key("question", thread_id, namespace, index))
-        resumed = _interrupt(signoff_value("question", submitted.body))
-        answered = _answer(resumed, submitted.id, signoff)
-    raise_unless_approved(final_decision(answered))  # type: ignore[arg-type]  # _answer checked it is final
-    return Answers.from_question(answered)
+        return run(_ask(questions, summary=summary, context=context, channel=channel, approvers=approvers,
+                        requested_by=requested_by, callback_url=callback_url), {"client": signoff})
+
+
+async def aask(questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
+               client: AsyncSignoffClient | None = None, context: str | None = None, channel: str | None = None,
+               approvers: Sequence[str] | None = None, requested_by: str | None = None,
+               callback_url: str | None = None) -> Answers:
+    """`ask()` for `async def` nodes."""
+    async with _aclient(client) as signoff:
+        return await arun(_ask(questions, summary=summary, context=context, channel=channel, approvers=approvers,
+                               requested_by=requested_by, callback_url=callback_url), {"client": signoff})
 
 
 def post_cards(graph: Any, config: Mapping[str, Any], *, client: SignoffClient | None = None,
@@ -165,12 +224,16 @@ def post_cards(graph: Any, config: Mapping[str, Any], *, client: SignoffClient |
     """Post the cards for every interrupt a thread is paused at now; the request ids (idempotent).
 
     `approval()`/`ask()` post their own cards; this is for interrupts Signoff did not raise, such as
-    LangChain's HumanInTheLoopMiddleware. `card`: channel, approvers, risk, requested_by, as a
-    `Resumer` of the thread is given (the same options, or its submit is refused as a different body).
+    LangChain's HumanInTheLoopMiddleware. `card`: channel, approvers, risk, requested_by, timing,
+    callback_url, as a `Resumer` of the thread is given (the same options, or its submit is refused
+    as a different body).
     """
-    thread_id = str(config["configurable"]["thread_id"])
-    ids: list[str] = []
     with _client(client) as signoff:
-        for item in graph.get_state(config).interrupts:
-            ids.extend(requests_for(signoff, thread_id, item, card) or [])
-    return ids
+        return run(_cards(graph.get_state(config), config, card), {"client": signoff})
+
+
+async def apost_cards(graph: Any, config: Mapping[str, Any], *, client: AsyncSignoffClient | None = None,
+                      **card: Any) -> list[str]:
+    """`post_cards` for a graph on an asyncio checkpointer."""
+    async with _aclient(client) as signoff:
+        return await arun(_cards(await graph.aget_state(config), config, card), {"client": signoff})

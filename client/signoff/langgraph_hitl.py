@@ -22,18 +22,16 @@ before the batch ended keeps that decision).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from signoff._steps import Steps, call
 from signoff.errors import SignoffError, SignoffRequestError
 from signoff.langgraph_keys import MARKER, interrupt_key
 from signoff.models import Decision, ItemDecision, final_decision
 
-if TYPE_CHECKING:
-    from signoff.client import SignoffClient
-
 SUMMARY_MAX = 3000
 CONTEXT_MAX = 20000
-CARD_OPTIONS = ("channel", "approvers", "risk", "requested_by", "timing")
+CARD_OPTIONS = ("channel", "approvers", "risk", "requested_by", "timing", "callback_url")
 
 
 def kind_of(value: Any) -> str | None:
@@ -49,8 +47,9 @@ def kind_of(value: Any) -> str | None:
     return None
 
 
-def requests_for(client: SignoffClient, thread_id: str, interrupt: Any, card: Mapping[str, Any]) -> list[str] | None:
-    """The request ids that answer `interrupt` (submitting them if needed), or None if it is not ours."""
+def requests_for(thread_id: str, interrupt: Any, card: Mapping[str, Any]) -> Steps[list[str] | None]:
+    """The request ids that answer `interrupt` (submitting them through "client" if needed), or None if it
+    is not ours. Steps (signoff._steps): the blocking and the asyncio resumer both run them."""
     value = interrupt.value
     kind = kind_of(value)
     if kind is None:
@@ -58,7 +57,7 @@ def requests_for(client: SignoffClient, thread_id: str, interrupt: Any, card: Ma
     if kind == "signoff":
         return [str(value[MARKER]["request_id"])]
     prefix = interrupt_key("hitl", thread_id, interrupt.id, "")
-    return submit_actions(client, prefix, actions_of(interrupt), card)
+    return (yield from submit_actions(prefix, actions_of(interrupt), card))
 
 
 def actions_of(interrupt: Any) -> list[dict[str, Any]]:
@@ -79,33 +78,31 @@ def actions_of(interrupt: Any) -> list[dict[str, Any]]:
     return actions
 
 
-def submit_actions(client: SignoffClient, prefix: str, actions: Sequence[Mapping[str, Any]],
-                   card: Mapping[str, Any]) -> list[str]:
+def submit_actions(prefix: str, actions: Sequence[Mapping[str, Any]], card: Mapping[str, Any]) -> Steps[list[str]]:
     """The requests that ask about `actions`: one batch for several (key `prefix` + "batch"), else one request.
 
     Critical actions cannot be batched (each needs its own typed confirmation): one request each.
     """
     options = {k: v for k, v in card.items() if k in CARD_OPTIONS and v is not None}
     if len(actions) > 1 and options.get("risk") != "critical":
-        return [_submit_batch(client, f"{prefix}batch", actions, options)]
+        return [(yield from _submit_batch(f"{prefix}batch", actions, options))]
     ids = []
     for index, action in enumerate(actions):
         kwargs = dict(summary=_summary(action), context=action.get("description"),
                       idempotency_key=f"{prefix}{index}", allowed_decisions=action["allowed"], **options)
         schema = action.get("args_schema")
         try:
-            submitted = client.submit(action["name"], action["args"], params_schema=schema, **kwargs)
+            submitted = yield call("client", "submit", action["name"], action["args"], params_schema=schema, **kwargs)
         except SignoffRequestError as exc:
             if schema is None or exc.status != 400:
                 raise
             # A tool schema Signoff cannot use for its form: ask without it (nothing was stored).
-            submitted = client.submit(action["name"], action["args"], **kwargs)
+            submitted = yield call("client", "submit", action["name"], action["args"], **kwargs)
         ids.append(submitted.id)
     return ids
 
 
-def _submit_batch(client: SignoffClient, key: str, actions: Sequence[Mapping[str, Any]],
-                  options: Mapping[str, Any]) -> str:
+def _submit_batch(key: str, actions: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> Steps[str]:
     items = [{"name": a["name"], "params": a["args"], "params_schema": a.get("args_schema"),
               "allowed_decisions": a["allowed"]} for a in actions]
     summary = f"{len(actions)} actions: " + ", ".join(_summary(a) for a in actions)
@@ -113,12 +110,12 @@ def _submit_batch(client: SignoffClient, key: str, actions: Sequence[Mapping[str
     kwargs = dict(summary=summary[:SUMMARY_MAX], context="\n\n".join(notes)[:CONTEXT_MAX] or None,
                   idempotency_key=key, **options)
     try:
-        return client.submit_batch(items, **kwargs).id
+        return str((yield call("client", "submit_batch", items, **kwargs)).id)
     except SignoffRequestError as exc:
         if exc.status != 400 or not any(i["params_schema"] for i in items):
             raise
         # A tool schema Signoff cannot use for its form: ask without them (nothing was stored).
-        return client.submit_batch([{**i, "params_schema": None} for i in items], **kwargs).id
+        return str((yield call("client", "submit_batch", [{**i, "params_schema": None} for i in items], **kwargs)).id)
 
 
 def resume_value(interrupt: Any, bodies: Sequence[Mapping[str, Any]]) -> Any:

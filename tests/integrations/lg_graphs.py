@@ -126,8 +126,11 @@ def approve_step(state: Steps) -> Steps:
 
 
 def send_step(state: Steps) -> Steps:
-    """Sends what was approved. With LG_BLOCK (a FIFO), blocks after recording: a resumer to kill mid-way."""
+    """Sends what was approved. With LG_BLOCK (a FIFO), blocks after recording: a resumer to kill mid-way;
+    with LG_FAIL, raises that message after recording."""
     record("send_email", state["approved"])
+    if os.environ.get("LG_FAIL"):
+        raise RuntimeError(os.environ["LG_FAIL"])
     if os.environ.get("LG_BLOCK"):
         open(os.environ["LG_BLOCK"]).read()  # nobody writes: blocks until the process is killed
     return {"sent": "ok"}

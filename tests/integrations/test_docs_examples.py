@@ -25,7 +25,6 @@ import re
 import shlex
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -39,7 +38,6 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.integrations.claude_cli import DOCS, doc_examples, readme_example
-from tests.integrations.test_langgraph_readme import state_of
 from tests.sandbox.browser import DemoProcess, exported, start_demo
 from tests.sandbox.person import SandboxPerson
 
@@ -59,9 +57,15 @@ RUN_HERE = {
     "mcp-stdio": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-http": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-claude": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
-    "langgraph-node": "test_the_node_example_pauses_and_the_resumer_line_finishes_it",
-    "langchain-hitl": "test_the_middleware_example_resumes_with_one_action_approved_and_one_rejected",
-    "langgraph-resume": "test_the_node_example_pauses_and_the_resumer_line_finishes_it",
+    # LangGraph's, in test_docs_examples_langgraph.py (with this file's sandbox):
+    "langgraph-node": "test_docs_examples_langgraph.test_the_node_example_pauses_and_the_resumer_line_finishes_it",
+    "langchain-hitl": "test_docs_examples_langgraph.test_the_middleware_example_resumes_with_one_action_approved_and_one_rejected",
+    "langgraph-resume": "test_docs_examples_langgraph.test_the_node_example_pauses_and_the_resumer_line_finishes_it",
+    "langgraph-async": "test_docs_examples_langgraph.test_the_async_example_streams_to_its_pause_and_the_async_resumer_finishes_it",
+    "langgraph-resume-async": "test_docs_examples_langgraph.test_the_async_example_streams_to_its_pause_and_the_async_resumer_finishes_it",
+    "langgraph-postgres": "test_docs_examples_langgraph.test_the_postgres_example_is_resumed_once_per_thread_by_resumers_in_two_folders",
+    "langgraph-resume-postgres": "test_docs_examples_langgraph.test_the_postgres_example_is_resumed_once_per_thread_by_resumers_in_two_folders",
+    "langgraph-webhook": "test_docs_examples_langgraph.test_the_webhook_lines_wake_the_resumer_with_the_sandboxs_signed_webhook",
     # Run in its own module: it needs a server that signs webhooks, a worker to SIGKILL, and PostgreSQL.
     "dbos-refunds": "test_dbos.test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once",
 }
@@ -384,82 +388,3 @@ async def test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http(sandbox: Sa
                                          "tool_use_id": "toolu_docs_mcp_2"},
                 lambda r: r["action"]["name"] == "Write" and r["action"]["params"].get("content") == "# X\n", "reject")
     assert answer["behavior"] == "deny" and "Not now" in answer["message"], answer
-
-
-def resume_lines() -> list[str]:
-    return readme_example("langgraph-resume").splitlines()
-
-
-class Printed:
-    """A long-running process's stdout, line by line as it prints them (read by a thread)."""
-
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.proc, self.lines = proc, []  # type: list[str]
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def wait_for(self, text: str) -> None:
-        deadline = time.monotonic() + RUNS
-        while not any(text in line for line in self.lines):
-            if self.proc.poll() is not None and not self.reader.is_alive():
-                assert self.proc.stderr is not None
-                raise AssertionError(f"it exited {self.proc.returncode}: {self.lines} {self.proc.stderr.read()}")
-            assert time.monotonic() < deadline, f"it never printed {text!r}: {self.lines}"
-            time.sleep(0.05)  # test-side: the resumer is another process
-
-    def stop(self) -> str:
-        """Ctrl-C's cousin (SIGTERM); what it wrote on stderr. Its stdout is the reader's alone."""
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.reader.join(10)
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()
-
-
-def test_the_node_example_pauses_and_the_resumer_line_finishes_it(sandbox: Sandbox, tmp_path: Path) -> None:
-    (tmp_path / "myapp.py").write_text(readme_example("langgraph-node"))
-    code, out, err = finish(start("python myapp.py", tmp_path, sandbox.env))
-    assert code == 0, err
-    request = sandbox.new_request(lambda r: r["summary"] == "Send the refund email to customer@example.com")
-    assert out.splitlines()[0] == f"myapp: thread refund-1234 paused; card posted for request {request['id']}", out
-    sandbox.person.approve(request["id"])
-    resumer = Printed(start(resume_lines()[0], tmp_path, sandbox.env))  # from the app's folder, no PYTHONPATH
-    try:
-        resumer.wait_for(f"resumed thread refund-1234: {request['id']} approved by ")
-    finally:
-        err = resumer.stop()
-    assert "No module named" not in err, err
-    assert "watching the checkpoints in" in resumer.lines[0] and "checkpoints.db" in resumer.lines[0], resumer.lines
-    assert any(line.startswith("myapp: approved by ") and line.endswith(": sent to customer@example.com: Your refund")
-               for line in resumer.lines), resumer.lines
-    state = state_of(tmp_path / "myapp.py", "build_graph", "refund-1234")
-    assert state.values["sent"] == "sent to customer@example.com: Your refund" and not state.next
-
-
-def test_the_middleware_example_resumes_with_one_action_approved_and_one_rejected(sandbox: Sandbox,
-                                                                                   tmp_path: Path) -> None:
-    (tmp_path / "agentapp.py").write_text(readme_example("langchain-hitl"))
-    code, out, err = finish(start("python agentapp.py", tmp_path, sandbox.env))
-    assert code == 0, err
-    batch = sandbox.new_request(lambda r: [i["action"]["name"] for i in r.get("items") or []] ==
-                                ["send_email", "delete_file"])
-    assert out.splitlines() == [f"agentapp: thread tidy-42 paused; card posted for request {batch['id']}"], out
-    sandbox.person.approve_selected(batch["id"], [0])  # send the email; not the deletion
-    resumer = Printed(start(resume_lines()[1], tmp_path, sandbox.env))
-    try:
-        resumer.wait_for(f"resumed thread tidy-42: {batch['id']} approved by ")
-    finally:
-        resumer.stop()
-    state = state_of(tmp_path / "agentapp.py", "build_agent", "tidy-42")
-    final = state.values["messages"][-1].content
-    assert not state.next and "send_email: sent to customer@example.com: Tidied" in final, final
-    assert "delete_file: User rejected the tool call for `delete_file`" in final and "deleted" not in final, final

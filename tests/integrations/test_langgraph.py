@@ -10,10 +10,10 @@ import json
 import os
 import sys
 from pathlib import Path
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from langchain_core.messages import ToolMessage
@@ -24,7 +24,8 @@ from signoff.langgraph_resume import Resumer
 from bot.sandbox.signed import plain_input
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.fakes.flaky_proxy import FlakyProxy
-from tests.support.app import API_TOKEN, ROOT, App
+from bot.sandbox import SlackEmulator
+from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
 from tests.integrations.lg_graphs import (
     calls,
     hitl_agent,
@@ -199,8 +200,24 @@ async def test_hitl_per_call_mode_resumes_each_interrupt_by_its_id(app: App, lg_
     assert "delete_file[success]: Keep it." in final.content
 
 
-async def test_a_resumer_killed_mid_way_is_finished_by_the_next(app: App, lg_env: dict[str, str],
-                                                                  tmp_path: Path) -> None:
+LEASE = 60
+
+
+async def test_a_resumer_killed_mid_way_is_finished_by_the_next_once_its_lease_runs_out(
+        db_url: str, slack: SlackEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ShiftedClock()
+    app = await start_app(db_url, slack, clock=clock)
+    try:
+        lg_env = {**os.environ, "SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN,
+                  "LG_CALLS": str(tmp_path / "calls.jsonl"), "PYTHONPATH": str(ROOT)}
+        for name in ("SIGNOFF_URL", "SIGNOFF_TOKEN", "LG_CALLS"):  # the graph's first run is in this process
+            monkeypatch.setenv(name, lg_env[name])
+        await killed_mid_way(app, clock, lg_env, tmp_path)
+    finally:
+        await app.stop()
+
+
+async def killed_mid_way(app: App, clock: ShiftedClock, lg_env: dict[str, str], tmp_path: Path) -> None:
     db, config = str(tmp_path / "checkpoints.db"), thread("t-kill")
     result = await asyncio.to_thread(two_step_graph(saver(db)).invoke, {}, config)
     request_id = result["__interrupt__"][0].value["signoff"]["request_id"]
@@ -209,20 +226,46 @@ async def test_a_resumer_killed_mid_way_is_finished_by_the_next(app: App, lg_env
     fifo = tmp_path / "block"
     os.mkfifo(fifo)
     command = [sys.executable, "-m", "bot", "langgraph", "resume", "--graph",
-               "tests.integrations.lg_graphs:two_step_graph", "--db", db, "--once"]
+               "tests.integrations.lg_graphs:two_step_graph", "--db", db, "--once", "--lease", str(LEASE)]
     first = await asyncio.create_subprocess_exec(*command, env={**lg_env, "LG_BLOCK": str(fifo)}, cwd=ROOT)
     await until(lambda: len(calls()) == 1)  # past the interrupt, inside the next node's tool
     first.kill()
     await first.wait()
     state = two_step_graph(saver(db)).get_state(config)
     assert state.interrupts == () and state.next == ("send",)
-    assert claim_states(db) == ["resuming"]
-    await run(command, lg_env)  # a new resumer: the dead one's claim is stale, so it finishes the job
+    key = state.metadata["signoff_resume"]  # the claim the dead resumer held, named in its checkpoints
+    assert (await claim_of(app, key))["state"] == "resuming"
+    await run(command, lg_env)  # its lease still runs: a new resumer leaves the thread alone
+    assert len(calls()) == 1 and two_step_graph(saver(db)).get_state(config).next == ("send",)
+    clock.advance(LEASE + 1)  # the dead resumer's lease runs out on the server's clock
+    await run(command, lg_env)  # a new resumer takes the claim over and finishes the job
     state = two_step_graph(saver(db)).get_state(config)
     assert state.next == () and state.values["sent"] == "ok"
-    assert claim_states(db) == ["done"]
+    assert (await claim_of(app, key))["state"] == "done"
     # The tool step the dead resumer was in ran again (LangGraph re-runs an unfinished step).
     assert [c["tool"] for c in calls()] == ["send_email", "send_email"]
+
+
+async def test_a_resume_whose_graph_raised_is_kept_failed_and_not_retried(
+        app: App, lg_env: dict[str, str], tmp_path: Path, client: SignoffClient,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    db, config = str(tmp_path / "checkpoints.db"), thread("t-fail")
+    result = await asyncio.to_thread(two_step_graph(saver(db)).invoke, {}, config)
+    request_id = result["__interrupt__"][0].value["signoff"]["request_id"]
+    await app.click(request_id, "U1", user_name="alice")
+    await decided(app, request_id)
+    monkeypatch.setenv("LG_FAIL", "the mail server is down")
+    resumer = Resumer(two_step_graph, saver(db), client=client)
+    assert await asyncio.to_thread(resumer.resume_ready) == []
+    state = two_step_graph(saver(db)).get_state(config)
+    assert state.next == ("send",)  # stopped in the step that raised
+    claim = await claim_of(app, state.metadata["signoff_resume"])
+    assert claim["state"] == "failed" and claim["error"] == "RuntimeError: the mail server is down"
+    monkeypatch.delenv("LG_FAIL")
+    # Neither this resumer nor a new one tries it again by itself; this one stops reading the thread.
+    assert await asyncio.to_thread(Resumer(two_step_graph, saver(db), client=client).resume_ready) == []
+    assert await asyncio.to_thread(resumer.resume_ready) == [] and "t-fail" in resumer.resuming.quiet
+    assert len(calls()) == 1 and (await claim_of(app, claim["key"]))["state"] == "failed"
 
 
 async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env: dict[str, str],
@@ -237,7 +280,7 @@ async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env:
     running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
     try:
         card = await app.card(question_id)
-        await until(lambda: question_id in resumer._waiting)
+        await until(lambda: question_id in resumer.resuming.waiting)
         choice = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]][1]
         await app.slack_client.block_action(user="U1", user_name="alice", action_id=choice["action_id"],
                                             value=question_id, block_id="signoff_q0", channel=card.channel,
@@ -278,9 +321,10 @@ async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
         await asyncio.sleep(0.02)
 
 
-def claim_states(db: str) -> list[str]:
-    with sqlite3.connect(db) as conn:
-        return [row[0] for row in conn.execute("SELECT state FROM signoff_resumes")]
+async def claim_of(app: App, key: str) -> dict[str, Any]:
+    status, body = await app.api("GET", f"/api/v1/resumes/{quote(key, safe='')}")
+    assert status == 200, body
+    return dict(body)
 
 
 async def test_a_resumer_on_an_undeliverable_card_resumes_it_as_not_approved_and_never_spins(

@@ -198,3 +198,40 @@ async def test_upgrading_to_0008_fills_each_requests_owner_from_its_token(empty_
         assert await schema_diff(store) == []
     finally:
         await store.close()
+
+
+async def test_upgrading_to_0010_adds_resume_claims_beside_what_was_there(empty_db_url: str) -> None:
+    """0010_resume_claims adds the table the resume claims live in (bot/domain/resumes.py), keeps every
+    row that was there, and its downgrade takes the table away again."""
+    from alembic import command
+
+    from bot.domain.resumes import ResumeClaim, ResumeState
+    from storage.migrate import alembic_config, upgrade
+
+    await upgrade(empty_db_url, "0009_run_failed_steps")
+    store = await open_store(empty_db_url)
+    try:
+        request = full_request()
+        await insert(store, request)
+        await upgrade(empty_db_url)
+        assert await store.get_request(request.id) == request
+        assert await schema_diff(store) == []
+        wanted = ResumeClaim("agent-a", "langgraph:t:i", "host|1|x", ResumeState.RESUMING,
+                             T0 + timedelta(minutes=5), T0, T0, ("apr_1",))
+        assert await store.claim_resume(wanted, T0) == (True, wanted)
+        assert await store.get_resume("agent-a", "langgraph:t:i") == wanted
+        assert await store.get_resume("agent-b", "langgraph:t:i") is None
+
+        def downgrade(sync_conn: Any) -> None:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = sync_conn
+            command.downgrade(cfg, "0009_run_failed_steps")
+
+        async with store.write_engine.begin() as conn:
+            await conn.run_sync(downgrade)
+        async with store.engine.connect() as conn:
+            tables = await conn.run_sync(lambda c: sa.inspect(c).get_table_names())
+        assert "resume_claims" not in tables and "requests" in tables
+        assert await current_revision(store.engine) == "0009_run_failed_steps"
+    finally:
+        await store.close()
