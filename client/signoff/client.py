@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -441,3 +442,14 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                 raise SignoffUnavailable(_unavailable(self.config.url, method, path, problem, response))
             await asyncio.sleep(pause)  # backoff between retries of a failed call; waiting is the long-poll
             backoff = next_backoff(backoff)
+
+
+@contextmanager
+def given_or_default(client: SignoffClient | None) -> Iterator[SignoffClient]:
+    """The caller's client, or one from SIGNOFF_URL / SIGNOFF_TOKEN closed on the way out (even by an
+    interrupt): for helpers that take an optional `client=`."""
+    if client is not None:
+        yield client
+        return
+    with SignoffClient() as made:
+        yield made

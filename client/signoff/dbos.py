@@ -39,13 +39,12 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from signoff._protocol import undeliverable
-from signoff.client import _timed_out_message, raise_unless_approved
+from signoff.client import _timed_out_message, given_or_default, raise_unless_approved
 from signoff.webhook_server import WebhookServer, serve
 from signoff.errors import Expired, SignoffError, SignoffUnavailable, WebhookRefused
 from signoff.models import Decision, final_decision
@@ -102,18 +101,6 @@ def _dbos() -> type[DBOS]:
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise SignoffError("signoff.dbos needs DBOS: pip install 'signoff[dbos]'") from exc
     return DBOS
-
-
-@contextmanager
-def _client(client: SignoffClient | None) -> Iterator[SignoffClient]:
-    """The caller's client, or one from SIGNOFF_URL / SIGNOFF_TOKEN, closed after the step."""
-    if client is not None:
-        yield client
-        return
-    from signoff.client import SignoffClient
-
-    with SignoffClient() as made:
-        yield made
 
 
 # -- in a workflow ------------------------------------------------------------------------------
@@ -184,7 +171,7 @@ def _submit(client: SignoffClient | None, action: str, params: dict[str, Any], c
     workflow_id, step_id = dbos.workflow_id, dbos.step_id
     assert workflow_id is not None and step_id is not None, "run as a DBOS step"
     key = request_key(workflow_id, step_id)
-    with _client(client) as signoff:
+    with given_or_default(client) as signoff:
         submitted = signoff.submit(action, params, idempotency_key=key, **card)
     now = time.time()
     return {"request": submitted.body, "at": now, "deadline": None if timeout is None else now + timeout}
@@ -195,7 +182,7 @@ def _poll(client: SignoffClient | None, request_id: str, deadline: float | None,
     """The step that asks Signoff once. Cancels the request when its card could not be posted or the
     caller's timeout has run out; `request` None when Signoff could not be reached (ask again later)."""
     timed_out = False
-    with _client(client) as signoff:
+    with given_or_default(client) as signoff:
         try:
             body = signoff.get(request_id)
             if final_decision(body) is None:

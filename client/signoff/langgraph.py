@@ -33,11 +33,11 @@ import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from signoff._steps import Steps, arun, call, run
-from signoff.client import raise_unless_approved
+from signoff.client import given_or_default, raise_unless_approved
 from signoff.errors import SignoffError
 from signoff.langgraph_async import AsyncResumer
 from signoff.langgraph_hitl import requests_for
@@ -88,18 +88,6 @@ def _where() -> tuple[str, str, int]:
                 _COUNTERS.popitem(last=False)
         index = next(slot[1])
     return str(thread_id), str(conf.get("checkpoint_ns") or ""), index
-
-
-@contextmanager
-def _client(client: SignoffClient | None) -> Iterator[SignoffClient]:
-    """The caller's client, or one from SIGNOFF_URL / SIGNOFF_TOKEN closed on the way out (even by an interrupt)."""
-    if client is not None:
-        yield client
-        return
-    from signoff.client import SignoffClient
-
-    with SignoffClient() as made:
-        yield made
 
 
 @asynccontextmanager
@@ -179,7 +167,7 @@ def approval(action: str, params: Mapping[str, Any], *, summary: str | None = No
     `callback_url`: where Signoff POSTs the decision (a resumer's `WebhookReceiver.url`, which it wakes).
     In an `async def` node, `await aapproval(...)` (the same, on an `AsyncSignoffClient`).
     """
-    with _client(client) as signoff:
+    with given_or_default(client) as signoff:
         return run(_approval(action, params, summary, preview=preview, risk=risk, params_schema=params_schema,
                              channel=channel, approvers=approvers, context=context, requested_by=requested_by,
                              timing=timing, allowed_decisions=allowed_decisions, callback_url=callback_url),
@@ -204,7 +192,7 @@ def ask(questions: Sequence[Mapping[str, Any]], *, summary: str | None = None, c
         context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
         requested_by: str | None = None, callback_url: str | None = None) -> Answers:
     """Ask people 1-4 multiple-choice questions from inside a node; the `Answers` once someone answers."""
-    with _client(client) as signoff:
+    with given_or_default(client) as signoff:
         return run(_ask(questions, summary=summary, context=context, channel=channel, approvers=approvers,
                         requested_by=requested_by, callback_url=callback_url), {"client": signoff})
 
@@ -228,7 +216,7 @@ def post_cards(graph: Any, config: Mapping[str, Any], *, client: SignoffClient |
     callback_url, as a `Resumer` of the thread is given (the same options, or its submit is refused
     as a different body).
     """
-    with _client(client) as signoff:
+    with given_or_default(client) as signoff:
         return run(_cards(graph.get_state(config), config, card), {"client": signoff})
 
 
