@@ -1,0 +1,374 @@
+"""OpenAI Agents SDK runs ask Signoff before gated tools run, and resume from people's decisions anywhere.
+
+    from agents import Agent
+    from signoff.openai import Approvals
+
+    approvals = Approvals("runs/", channel="C0123ABCD")   # paused runs are kept in runs/, one JSON file each
+
+    @approvals.tool                                      # function_tool, gated by Signoff
+    async def send_email(to: str, subject: str) -> str:
+        ...
+
+    agent = Agent(name="mailer", tools=[send_email])
+    result = await approvals.run(agent, "Send the refund email", run_id="ticket-42")   # asks, waits, resumes
+
+Or without waiting in the process that started the run:
+
+    result = await Runner.run(agent, "Send the refund email")
+    await approvals.pause(result, run_id="ticket-42")     # one card for the turn's calls; the state saved
+    ...                                                 # later, in any process:
+    resumed = await approvals.resume(agent, "ticket-42")  # None while undecided, or when another resumed it
+
+Invariants:
+- Policy first: a gated tool's `needs_approval` asks Signoff's policy (`POST /api/v1/policy/check`,
+  nothing written). Allowed calls run without interrupting; every other call interrupts, and a call
+  policy denies is rejected with the policy's reason, with no card: it never runs. No answer from
+  Signoff interrupts (fail closed). The SDK asks only when it can show the parsed arguments; a call
+  it cannot (defaults filled in, custom validators) always interrupts and goes on the card.
+- One card per turn: the turn's calls that a person decides go on one request (a batch card for
+  several, each decided on its own), under an Idempotency-Key of the run and turn: pausing again,
+  from any process, finds that card and never posts a second.
+- Exactly once: a resume is claimed on the Signoff server first (`/api/v1/resumes`, a key per run,
+  turn, request and calls); only the holder loads the saved state, applies the decisions, runs on
+  (renewing its lease), saves the next pause or the end, and then finishes the claim. Two resumers
+  never both resume; a finished claim is never applied again. A resumer that takes over the claim
+  of one that died does not run its approved calls again: the model is told their outcome is unknown.
+- Edits: a person's edited parameters travel in the resumed run's context (`EDITS_KEY`, by call id,
+  the SDK's `ToolContext` pattern) and a gated tool runs with them, validated by the tool's own
+  schema; the model's own call stays in its history as it made it. Tools this module did not gate
+  are offered approve or reject only (their edits could not reach them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from signoff._protocol import MAX_LONG_POLL, undeliverable
+from signoff.errors import SignoffError
+from signoff.models import final_decision
+from signoff.openai_runs import (EDITS_KEY, FileStore, Outcome, PausedCall, PausedRun, RunStore, apply,
+                                 check_run_id, outcomes, store_of)
+from signoff.policy_check import Verdict
+from signoff.resumes import DEFAULT_LEASE_SECONDS, ResumeClaim, ResumeTaken, default_owner
+
+if TYPE_CHECKING:
+    from signoff.client import AsyncSignoffClient
+
+__all__ = ["EDITS_KEY", "Approvals", "FileStore", "PausedRun", "approved_args"]
+
+log = logging.getLogger("signoff.openai")
+VERDICTS_MAX = 4096
+FIRST_TURN = 1
+
+
+def approved_args(ctx: Any) -> dict[str, Any] | None:
+    """The parameters a person approved for this call, when they edited them (else None).
+
+    `ctx`: the SDK's `ToolContext` (a tool taking `ctx: ToolContext[...]` as its first parameter):
+    read from its run context by `ctx.tool_call_id`. Gated tools (`Approvals.tool`) apply them
+    themselves; this is for tools that read them by hand."""
+    edits = _edits_of(getattr(ctx, "context", None))
+    found = edits.get(str(getattr(ctx, "tool_call_id", ""))) if edits else None
+    return dict(found) if isinstance(found, Mapping) else None
+
+
+def _edits_of(context: Any) -> Mapping[str, Any] | None:
+    if isinstance(context, Mapping):
+        found = context.get(EDITS_KEY)
+    else:
+        found = getattr(context, EDITS_KEY, None)
+    return found if isinstance(found, Mapping) else None
+
+
+def _with_edits(context: Any, edits: Mapping[str, dict[str, Any]]) -> Any:
+    """The run's context carrying `edits` (merged with any an earlier turn left)."""
+    merged = {**(_edits_of(context) or {}), **edits}
+    if context is None or isinstance(context, Mapping):
+        return {**(context or {}), EDITS_KEY: merged}
+    try:
+        setattr(context, EDITS_KEY, merged)
+    except AttributeError as exc:
+        raise SignoffError(f"a person edited a call, and the run's context ({type(context).__name__}) cannot carry "
+                           f"the edits: use a dict context, or give it a `{EDITS_KEY}` attribute") from exc
+    return context
+
+
+class Approvals:
+    """Signoff for one application's OpenAI agents: its gated tools, its paused runs, and their resumes.
+
+    `store`: a folder (or a `RunStore`) where paused runs are kept; `client`: an `AsyncSignoffClient`
+    (default: one from SIGNOFF_URL / SIGNOFF_TOKEN). Card options: `channel`, `approvers`, `risk`
+    (only ever raises policy's tier; also sent with each policy check when given), `requested_by`,
+    `timing`, `callback_url`, `summary` (a string, or a function of the turn's calls). `lease_seconds`:
+    how long a resume claim outlives a resumer that dies (renewed every third of it while the run goes on).
+    """
+
+    def __init__(self, store: RunStore | str, *, client: AsyncSignoffClient | None = None,
+                 channel: str | None = None, approvers: Sequence[str] | None = None, risk: str | None = None,
+                 requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
+                 callback_url: str | None = None, summary: str | Callable[[Sequence[PausedCall]], str] | None = None,
+                 lease_seconds: int = DEFAULT_LEASE_SECONDS, owner: str | None = None) -> None:
+        self.store = store_of(store)
+        self._client = client
+        self.channel, self.approvers, self.risk = channel, list(approvers) if approvers else None, risk
+        self.requested_by, self.timing, self.callback_url, self.summary = requested_by, timing, callback_url, summary
+        self.lease_seconds, self.owner = lease_seconds, owner or default_owner()
+        self.tools: dict[str, Any] = {}  # name -> FunctionTool gated here
+        self._verdicts: OrderedDict[str, Verdict | None] = OrderedDict()  # call id -> policy's word (bounded)
+
+    @property
+    def client(self) -> AsyncSignoffClient:
+        if self._client is None:
+            from signoff.client import AsyncSignoffClient
+
+            self._client = AsyncSignoffClient()
+        return self._client
+
+    # -- gating tools ---------------------------------------------------------------------
+
+    def tool(self, func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
+        """`@approvals.tool` (or `@approvals.tool(name_override=..., ...)`, `function_tool`'s options):
+        the SDK's `function_tool`, gated by Signoff (`gate`)."""
+        from agents import function_tool
+
+        if "needs_approval" in options:
+            raise SignoffError("needs_approval is Signoff's on a gated tool: leave it out")
+
+        def make(f: Callable[..., Any]) -> Any:
+            return self.gate(function_tool(f, **options))
+
+        return make(func) if func is not None else make
+
+    def gate(self, tool: Any) -> Any:
+        """Gate an existing `FunctionTool`: policy decides per call (`needs_approval`), and a person's
+        edits reach it (its `on_invoke_tool` runs with the approved parameters). Returns the tool."""
+        name = str(tool.name)
+        tool.needs_approval = self.needs_approval(name)
+        invoke = tool.on_invoke_tool
+
+        @functools.wraps(invoke)
+        async def run_approved(ctx: Any, arguments: str) -> Any:
+            edited = approved_args(ctx)
+            return await invoke(ctx, json.dumps(edited) if edited is not None else arguments)
+
+        tool.on_invoke_tool = run_approved
+        self.tools[name] = tool
+        return tool
+
+    def needs_approval(self, tool_name: str) -> Callable[[Any, dict[str, Any], str], Any]:
+        """A `needs_approval` callable for the tool named `tool_name`: False only when policy allows the call."""
+
+        async def decide(_ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+            try:
+                verdict: Verdict | None = await self.client.check_policy(
+                    tool_name, params, risk=self.risk, channel=self.channel, requested_by=self.requested_by)
+            except SignoffError as exc:
+                log.warning("Signoff's policy could not be asked about %s (%s): the call waits for a person", tool_name, exc)
+                verdict = None
+            self._verdicts[call_id] = verdict
+            while len(self._verdicts) > VERDICTS_MAX:
+                self._verdicts.popitem(last=False)
+            return verdict is None or not verdict.allowed
+
+        return decide
+
+    # -- pausing ------------------------------------------------------------------------------
+
+    async def pause(self, result: Any, run_id: str) -> PausedRun | None:
+        """Save a run stopped at interruptions and post one card for the turn's calls; None when it finished.
+
+        Safe to repeat: the same interruptions find the same turn and card."""
+        check_run_id(run_id)
+        items = list(result.interruptions or ())
+        if not items:
+            return None
+        calls = tuple(self._paused_call(item) for item in items)
+        before = self._load(run_id)
+        same = before is not None and before.status == "paused" and \
+            [c.call_id for c in before.calls] == [c.call_id for c in calls]
+        turn = before.turn if same and before is not None else (before.turn + 1 if before is not None else FIRST_TURN)
+        request_id = await self._card(run_id, turn, result, calls)
+        paused = PausedRun(run_id, turn, result.to_state().to_json(), request_id, calls)
+        self.store.save(run_id, paused.to_json())
+        return paused
+
+    def _paused_call(self, item: Any) -> PausedCall:
+        call_id = str(getattr(item, "call_id", None) or getattr(getattr(item, "raw_item", None), "call_id", ""))
+        name = str(getattr(item, "tool_name", None) or item.name)
+        raw = getattr(item, "arguments", None)
+        try:
+            parsed = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+        except ValueError:
+            parsed = None
+        params = parsed if isinstance(parsed, dict) else {"arguments": raw}
+        verdict = self._verdicts.get(call_id)
+        if verdict is not None and verdict.denied:
+            return PausedCall(call_id, name, params, "deny", verdict.reason, name in self.tools)
+        return PausedCall(call_id, name, params, "ask", None, name in self.tools and isinstance(parsed, dict))
+
+    def _summary(self, result: Any, calls: Sequence[PausedCall]) -> str:
+        if callable(self.summary):
+            return self.summary(calls)
+        if self.summary:
+            return self.summary
+        agent = getattr(getattr(result, "last_agent", None), "name", None) or "The agent"
+        names = ", ".join(dict.fromkeys(c.name for c in calls))
+        return f"{agent} wants to run {names}" + (f" ({len(calls)} calls)" if len(calls) > 1 else "")
+
+    async def _card(self, run_id: str, turn: int, result: Any, calls: Sequence[PausedCall]) -> str | None:
+        asked = [c for c in calls if c.verdict != "deny"]
+        if not asked:
+            return None  # policy refused every call: nothing for a person to decide
+        key = f"openai:{run_id}:{turn}"
+        options: dict[str, Any] = {"summary": self._summary(result, asked), "channel": self.channel,
+                                   "approvers": self.approvers, "requested_by": self.requested_by,
+                                   "timing": self.timing, "callback_url": self.callback_url,
+                                   "idempotency_key": key, "risk": self.risk or "high"}
+        if len(asked) == 1:
+            [call] = asked
+            submitted = await self.client.submit(call.name, call.params, params_schema=self._schema(call),
+                                                 allowed_decisions=None if call.editable else ["approve", "reject"],
+                                                 **options)
+        else:
+            items = [{"name": c.name, "params": c.params, "params_schema": self._schema(c),
+                      "allowed_decisions": None if c.editable else ["approve", "reject"]} for c in asked]
+            submitted = await self.client.submit_batch(items, **options)
+        return submitted.id
+
+    def _schema(self, call: PausedCall) -> dict[str, Any] | None:
+        tool = self.tools.get(call.name)
+        schema = getattr(tool, "params_json_schema", None) if call.editable else None
+        return dict(schema) if isinstance(schema, Mapping) else None
+
+    # -- resuming --------------------------------------------------------------------------------
+
+    def _load(self, run_id: str) -> PausedRun | None:
+        raw = self.store.load(run_id)
+        return PausedRun.from_json(raw) if raw is not None else None
+
+    async def decided(self, run_id: str, wait: float = 0.0) -> bool | None:
+        """True when every call of the run's paused turn is decided (waiting up to `wait` seconds for it),
+        False while a person has not, None when the run is not paused (finished, or never saved)."""
+        paused = self._load(check_run_id(run_id))
+        if paused is None or paused.status != "paused":
+            return None
+        return paused.request_id is None or (await self._decision_body(paused.request_id, wait)) is not None
+
+    async def _decision_body(self, request_id: str, wait: float) -> dict[str, Any] | None:
+        """The request's JSON once it ended (a card nobody can see is cancelled: not approved), else None."""
+        found = await self.client.decision(request_id, timeout=wait) if wait > 0 else None
+        body = await self.client.get(request_id)
+        if found is None and final_decision(body) is None:
+            refused = undeliverable(body)
+            if refused is None:
+                return None
+            log.warning("run resumes as not approved: %s The request was cancelled.", refused.message)
+            await self.client.cancel(request_id, refused.cancel_reason)
+            body = await self.client.get(request_id)
+        return body
+
+    async def resume(self, agent: Any, run_id: str, *, wait: float = 0.0, context: Any = None,
+                     **run_options: Any) -> Any:
+        """Resume `run_id` once its turn is decided: the SDK's `RunResult` of the run that followed, or
+        None (still undecided after `wait` seconds, not paused, or another resumer has it or had it).
+
+        `context`: the run's context when it is not a plain mapping (the saved one is used otherwise);
+        `run_options`: passed to `Runner.run` (max_turns, run_config, hooks...). When the run stops at new
+        interruptions they are paused at once (a new card); `result.interruptions` says so."""
+        paused = self._load(check_run_id(run_id))
+        if paused is None or paused.status != "paused":
+            return None
+        decision = None
+        if paused.request_id is not None:
+            body = await self._decision_body(paused.request_id, wait)
+            if body is None:
+                return None
+            decision = final_decision(body)
+        found = outcomes(paused, decision)
+        held = await self.client.get_resume(paused.key)
+        claim = await self.client.claim_resume(paused.key, self.owner, lease_seconds=self.lease_seconds,
+                                               request_ids=[paused.request_id] if paused.request_id else [])
+        if claim is None:
+            return None  # another resumer has it, or it was resumed already
+        taken_over = held is not None and held.state == "resuming" and held.owner != self.owner
+        now = self._load(run_id)
+        if now is None or now.key != paused.key or now.status != "paused":
+            await self._finish(claim, "done")  # resumed by someone before us: nothing left to do
+            return None
+        try:
+            result = await self._run(agent, paused, found, context, claim, taken_over, run_options)
+        except BaseException as exc:
+            await self._finish(claim, "failed", f"{type(exc).__name__}: {exc}")
+            raise
+        await self._finish(claim, "done")
+        log.info("resumed run %s: %s", run_id, "; ".join(o.words for o in found))
+        return result
+
+    async def _run(self, agent: Any, paused: PausedRun, found: Sequence[Outcome], context: Any, claim: ResumeClaim,
+                   taken_over: bool, run_options: Mapping[str, Any]) -> Any:
+        from agents import RunState, Runner
+
+        assert paused.state is not None
+        base = context if context is not None else (paused.state.get("context") or {}).get("context")
+        edits = {o.call.call_id: o.params for o in found if o.approved and o.params is not None and not taken_over}
+        state = await RunState.from_json(agent, paused.state,
+                                         context_override=_with_edits(base, edits) if edits else (base or {}))
+        apply(state, found, taken_over=taken_over)
+        renewing = asyncio.create_task(self._renew(claim))
+        try:
+            result = await Runner.run(agent, state, **run_options)
+        finally:
+            renewing.cancel()
+        if result.interruptions:
+            await self.pause(result, paused.run_id)
+        else:
+            self.store.save(paused.run_id, PausedRun(paused.run_id, paused.turn, None, paused.request_id,
+                                                     paused.calls, status="finished").to_json())
+        return result
+
+    async def _renew(self, claim: ResumeClaim) -> None:
+        while True:
+            await asyncio.sleep(max(1.0, claim.lease_seconds / 3))
+            try:
+                claim = await self.client.renew_resume(claim)
+            except ResumeTaken as lost:
+                log.warning("resume %s was taken over by %s while this resumer ran it", claim.key, lost.owner)
+                return
+            except SignoffError as exc:
+                log.warning("could not renew the lease of resume %s: %s", claim.key, exc)
+
+    async def _finish(self, claim: ResumeClaim, state: str, error: str | None = None) -> None:
+        try:
+            await self.client.finish_resume(claim, state, error)
+        except ResumeTaken as lost:
+            log.warning("resume %s was taken over by %s while this resumer held it (it ran longer than its lease "
+                        "and could not renew it); another resumer may have resumed it too", claim.key, lost.owner)
+
+    # -- all in one process -----------------------------------------------------------------------------
+
+    async def run(self, agent: Any, input: Any, *, run_id: str, context: Any = None, **run_options: Any) -> Any:
+        """`Runner.run(agent, input)` to its end: each turn that stops at gated calls is paused (one card),
+        waited for, and resumed here. The last `RunResult`; None if another process finished the run."""
+        from agents import Runner
+
+        check_run_id(run_id)
+        result = await Runner.run(agent, input, context=context, **run_options)
+        if await self.pause(result, run_id) is None:
+            return result
+        while True:
+            resumed = await self.resume(agent, run_id, wait=MAX_LONG_POLL, context=context, **run_options)
+            if resumed is not None:
+                if not resumed.interruptions:
+                    return resumed
+                continue
+            now = await self.decided(run_id)
+            if now is None:
+                return None  # finished by another process
+            if now:
+                await asyncio.sleep(1.0)  # decided, and another resumer holds it: look again after a while

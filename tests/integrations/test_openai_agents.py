@@ -1,0 +1,195 @@
+"""OpenAI Agents SDK runs gated by Signoff: policy first, one card per turn, decisions applied to the
+`RunState`, edits carried to the tool, and resumed once, in any process.
+
+The real `openai-agents` with `agents.testing.ScriptedModel` (offline), the running Signoff under a
+policy file, and the Slack emulator with signed clicks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from agents import Runner
+
+from bot.sandbox import SlackEmulator
+from bot.sandbox.signed import plain_input
+from signoff import AsyncSignoffClient
+from signoff.openai import Approvals
+from tests.duties.batch_steps import approve_selected, item_state, open_item, submit
+from tests.integrations.oa_agents import build, calls, done, email, function_call, outputs
+from tests.integrations.test_langgraph import decided, submit_modal
+from tests.support.app import API_TOKEN, ROOT, App, policy_app
+
+POLICY = """\
+rules:
+  - name: reads-are-fine
+    tool: read_*
+    effect: allow
+    tier: low
+  - name: tables-stay
+    tool: drop_*
+    effect: deny
+    reason: tables are dropped by people only
+"""
+
+
+@pytest_asyncio.fixture
+async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
+    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
+        yield running
+
+
+@pytest.fixture
+def oa_env(papp: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """What an agent process has: where Signoff is, and (for these tests) where tools record their calls."""
+    env = {"SIGNOFF_URL": papp.url, "SIGNOFF_TOKEN": API_TOKEN, "OA_CALLS": str(tmp_path / "calls.jsonl")}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    yield {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+
+
+@pytest_asyncio.fixture
+async def approvals(papp: App, oa_env: dict[str, str], tmp_path: Path) -> AsyncIterator[Approvals]:
+    async with AsyncSignoffClient(papp.url, API_TOKEN) as client:
+        yield Approvals(tmp_path / "runs", client=client, channel="C1", approvers=["U1"])
+
+
+def second(approvals: Approvals, client: AsyncSignoffClient) -> Approvals:
+    """Another resumer of the same runs (its own owner name), as another process would be."""
+    return Approvals(approvals.store, client=client, channel="C1", approvers=["U1"])
+
+
+async def started(approvals: Approvals, steps: list[Any], run_id: str) -> tuple[Any, Any, str]:
+    agent, model = build(approvals, steps)
+    result = await Runner.run(agent, "Do the chores")
+    paused = await approvals.pause(result, run_id)
+    assert paused is not None and paused.request_id is not None
+    return agent, model, paused.request_id
+
+
+async def run_script(*args: str, env: dict[str, str]) -> Any:
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.integrations.oa_agents", *args, env=env,
+                                                cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def test_approved_in_slack_the_call_runs_once(papp: App, approvals: Approvals) -> None:
+    agent, model, request_id = await started(approvals, [[email()], done("Sent.")], "approve-1")
+    assert calls() == []  # paused before the tool
+    await papp.card(request_id)
+    assert len(papp.slack.calls_to("chat.postMessage")) == 1
+    assert await approvals.resume(agent, "approve-1") is None  # nobody decided yet
+    await papp.click(request_id, "U1", user_name="alice")
+    await decided(papp, request_id)
+    result = await approvals.resume(agent, "approve-1")
+    assert result is not None and result.final_output == "Sent."
+    assert calls() == [{"tool": "send_email", "args": {"to": "c@example.com", "subject": "Your refund"}}]
+    assert outputs(model) == {"call_mail": "sent to c@example.com: Your refund"}
+    assert await approvals.resume(agent, "approve-1") is None  # never again
+    assert len(calls()) == 1 and len(papp.slack.calls_to("chat.postMessage")) == 1
+
+
+async def test_an_edit_in_slack_is_what_the_tool_runs_with(papp: App, approvals: Approvals) -> None:
+    agent, model, request_id = await started(approvals, [[email()], done()], "edit-1")
+    body = await submit_modal(papp, request_id, "signoff_edit", {"p:to": {"value": plain_input("c@example.com")},
+                                                                  "p:subject": {"value": plain_input("Refund: $45")}})
+    assert body["decision"]["changes"] == [{"field": "subject", "from": "Your refund", "to": "Refund: $45"}]
+    result = await approvals.resume(agent, "edit-1")
+    assert result is not None
+    assert calls() == [{"tool": "send_email", "args": {"to": "c@example.com", "subject": "Refund: $45"}}]
+    assert outputs(model) == {"call_mail": "sent to c@example.com: Refund: $45"}
+
+
+async def test_a_rejection_reaches_the_model_as_the_persons_reason(papp: App, approvals: Approvals) -> None:
+    agent, model, request_id = await started(approvals, [[email()], done("Understood.")], "reject-1")
+    await submit_modal(papp, request_id, "signoff_reject", {"reason": {"value": plain_input("Not on a Sunday")}})
+    result = await approvals.resume(agent, "reject-1")
+    assert result is not None and result.final_output == "Understood."
+    assert calls() == []
+    assert outputs(model) == {"call_mail": "Not on a Sunday"}
+
+
+async def test_several_calls_of_one_turn_are_one_batch_card_decided_each_on_its_own(
+        papp: App, approvals: Approvals) -> None:
+    steps = [[email(), function_call("delete_file", {"path": "/tmp/report.txt"}, call_id="call_rm")], done()]
+    agent, model, batch_id = await started(approvals, steps, "batch-1")
+    await papp.card(batch_id)
+    assert len(papp.slack.calls_to("chat.postMessage")) == 1
+    view = await open_item(papp, batch_id, 1, "signoff_item_reject")
+    await submit(papp, view, {"reason": {"value": plain_input("Keep the report")}})
+    await item_state(papp, batch_id, 1)
+    await approve_selected(papp, batch_id, [0])
+    body = await decided(papp, batch_id)
+    assert [i["outcome"] for i in body["decision"]["items"]] == ["approved", "rejected"]
+    assert await approvals.resume(agent, "batch-1") is not None
+    assert calls() == [{"tool": "send_email", "args": {"to": "c@example.com", "subject": "Your refund"}}]
+    assert outputs(model) == {"call_mail": "sent to c@example.com: Your refund", "call_rm": "Keep the report"}
+    assert len(papp.slack.calls_to("chat.postMessage")) == 1
+
+
+async def test_pausing_again_finds_the_turns_card(papp: App, approvals: Approvals) -> None:
+    agent, _ = build(approvals, [[email()]])
+    result = await Runner.run(agent, "Send it")
+    first = await approvals.pause(result, "again-1")
+    again = await approvals.pause(result, "again-1")
+    assert first is not None and again is not None and first.request_id == again.request_id and again.turn == 1
+    await papp.card(str(first.request_id))
+    assert len(papp.slack.calls_to("chat.postMessage")) == 1
+
+
+async def test_paused_in_one_process_resumed_in_another(papp: App, oa_env: dict[str, str], tmp_path: Path) -> None:
+    runs = str(tmp_path / "runs")
+    started_out = await run_script("start", runs, "proc-1", env=oa_env)
+    request_id = started_out["request_id"]
+    assert calls() == []
+    await submit_modal(papp, request_id, "signoff_edit", {"p:to": {"value": plain_input("d@example.com")},
+                                                           "p:subject": {"value": plain_input("Your refund")}})
+    resumed = await run_script("resume", runs, "proc-1", env=oa_env)
+    assert resumed == {"final": "Sent it.", "outputs": {"call_mail": "sent to d@example.com: Your refund"}}
+    assert calls() == [{"tool": "send_email", "args": {"to": "d@example.com", "subject": "Your refund"}}]
+    assert await run_script("resume", runs, "proc-1", env=oa_env) is None  # finished: never again
+    assert len(calls()) == 1
+
+
+async def test_two_resumers_on_one_decision_resume_once(papp: App, approvals: Approvals) -> None:
+    agent, _, request_id = await started(approvals, [[email()], done()], "twice-1")
+    await papp.click(request_id, "U1", user_name="alice")
+    await decided(papp, request_id)
+    async with AsyncSignoffClient(papp.url, API_TOKEN) as other_client:
+        other = second(approvals, other_client)
+        other_agent, _ = build(other, [done()])
+        outcomes = await asyncio.gather(approvals.resume(agent, "twice-1"), other.resume(other_agent, "twice-1"))
+    assert sorted(o is None for o in outcomes) == [False, True]
+    assert calls() == [{"tool": "send_email", "args": {"to": "c@example.com", "subject": "Your refund"}}]
+
+
+async def test_policy_allowed_calls_never_interrupt(papp: App, approvals: Approvals) -> None:
+    agent, model = build(approvals, [[function_call("read_file", {"path": "notes.txt"}, call_id="call_read")],
+                                     done("Read it.")])
+    result = await approvals.run(agent, "Read my notes", run_id="allowed-1")
+    assert result.final_output == "Read it." and result.interruptions == []
+    assert calls() == [{"tool": "read_file", "args": {"path": "notes.txt"}}]
+    assert papp.slack.calls_to("chat.postMessage") == []  # no card
+    status, listing = await papp.api("GET", "/api/v1/approvals")
+    assert listing["items"] == []  # nothing asked
+
+
+async def test_a_policy_denied_call_never_runs_and_the_model_reads_why(papp: App, approvals: Approvals) -> None:
+    agent, model = build(approvals, [[function_call("drop_table", {"name": "users"}, call_id="call_drop")],
+                                     done("Not allowed, then.")])
+    result = await approvals.run(agent, "Drop the users table", run_id="denied-1")
+    assert result.final_output == "Not allowed, then."
+    assert calls() == []
+    assert papp.slack.calls_to("chat.postMessage") == []  # no card: nobody is asked to allow it
+    [said] = outputs(model).values()
+    assert "tables-stay" in said and "tables are dropped by people only" in said
