@@ -116,6 +116,7 @@ class Approvals:
                  lease_seconds: int = DEFAULT_LEASE_SECONDS, owner: str | None = None) -> None:
         self.store = store_of(store)
         self._client = client
+        self._made: AsyncSignoffClient | None = None
         self.channel, self.approvers, self.risk = channel, list(approvers) if approvers else None, risk
         self.requested_by, self.timing, self.callback_url, self.summary = requested_by, timing, callback_url, summary
         self.lease_seconds, self.owner = lease_seconds, owner or default_owner()
@@ -127,8 +128,20 @@ class Approvals:
         if self._client is None:
             from signoff.client import AsyncSignoffClient
 
-            self._client = AsyncSignoffClient()
+            self._client = self._made = AsyncSignoffClient()
         return self._client
+
+    async def aclose(self) -> None:
+        """Close the client this object made (one given to it is the giver's to close)."""
+        if self._made is not None:
+            await self._made.aclose()
+            self._client = self._made = None
+
+    async def __aenter__(self) -> Approvals:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # -- gating tools ---------------------------------------------------------------------
 

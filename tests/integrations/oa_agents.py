@@ -97,7 +97,7 @@ async def main(command: str, folder: str, run_id: str) -> None:
         agent, model = build(approvals, [done("Sent it.")])
         result = await approvals.resume(agent, run_id, wait=10)
         print(json.dumps(None if result is None else {"final": result.final_output, "outputs": outputs(model)}))
-    await approvals.client.aclose()
+    await approvals.aclose()
 
 
 if __name__ == "__main__":

@@ -157,7 +157,9 @@ async def test_paused_in_one_process_resumed_in_another(papp: App, oa_env: dict[
     resumed = await run_script("resume", runs, "proc-1", env=oa_env)
     assert resumed == {"final": "Sent it.", "outputs": {"call_mail": "sent to d@example.com: Your refund"}}
     assert calls() == [{"tool": "send_email", "args": {"to": "d@example.com", "subject": "Your refund"}}]
-    assert await run_script("resume", runs, "proc-1", env=oa_env) is None  # finished: never again
+    async with AsyncSignoffClient(papp.url, API_TOKEN) as client:  # finished: no process resumes it again
+        again = Approvals(runs, client=client)
+        assert await again.resume(build(again, [done()])[0], "proc-1") is None
     assert len(calls()) == 1
 
 
