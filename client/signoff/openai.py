@@ -47,11 +47,12 @@ import json
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from signoff._protocol import MAX_LONG_POLL, undeliverable
-from signoff.errors import SignoffError
-from signoff.models import final_decision
+from signoff.errors import SignoffError, SignoffRequestError, UndeliverableError
+from signoff.models import Decision, final_decision
 from signoff.openai_runs import (EDITS_KEY, FileStore, Outcome, PausedCall, PausedRun, RunStore, apply,
                                  check_run_id, outcomes, store_of)
 from signoff.policy_check import Verdict
@@ -206,8 +207,7 @@ class Approvals:
         same = before is not None and before.status == "paused" and \
             [c.call_id for c in before.calls] == [c.call_id for c in calls]
         turn = before.turn if same and before is not None else (before.turn + 1 if before is not None else FIRST_TURN)
-        request_id = await self._card(run_id, turn, result, calls)
-        paused = PausedRun(run_id, turn, result.to_state().to_json(), request_id, calls)
+        paused = PausedRun(run_id, turn, result.to_state().to_json(), await self._cards(run_id, turn, result, calls))
         self.store.save(run_id, paused.to_json())
         return paused
 
@@ -234,25 +234,36 @@ class Approvals:
         names = ", ".join(dict.fromkeys(c.name for c in calls))
         return f"{agent} wants to run {names}" + (f" ({len(calls)} calls)" if len(calls) > 1 else "")
 
-    async def _card(self, run_id: str, turn: int, result: Any, calls: Sequence[PausedCall]) -> str | None:
+    async def _cards(self, run_id: str, turn: int, result: Any, calls: Sequence[PausedCall]) -> tuple[PausedCall, ...]:
+        """The calls, each with the request that decides it: one batch card for the turn's calls that ask
+        (one card of its own each when policy says a batch cannot carry one of them: `not_batchable`)."""
         asked = [c for c in calls if c.verdict != "deny"]
         if not asked:
-            return None  # policy refused every call: nothing for a person to decide
-        key = f"openai:{run_id}:{turn}"
-        options: dict[str, Any] = {"summary": self._summary(result, asked), "channel": self.channel,
-                                   "approvers": self.approvers, "requested_by": self.requested_by,
-                                   "timing": self.timing, "callback_url": self.callback_url,
-                                   "idempotency_key": key, "risk": self.risk or "high"}
-        if len(asked) == 1:
-            [call] = asked
-            submitted = await self.client.submit(call.name, call.params, params_schema=self._schema(call),
-                                                 allowed_decisions=None if call.editable else ["approve", "reject"],
-                                                 **options)
-        else:
+            return tuple(calls)  # policy refused every call: nothing for a person to decide
+        options: dict[str, Any] = {"channel": self.channel, "approvers": self.approvers,
+                                   "requested_by": self.requested_by, "timing": self.timing,
+                                   "callback_url": self.callback_url, "risk": self.risk or "high"}
+        decided_by: dict[str, tuple[str, int | None]] = {}
+        if len(asked) > 1:
             items = [{"name": c.name, "params": c.params, "params_schema": self._schema(c),
                       "allowed_decisions": None if c.editable else ["approve", "reject"]} for c in asked]
-            submitted = await self.client.submit_batch(items, **options)
-        return submitted.id
+            try:
+                batch = await self.client.submit_batch(items, summary=self._summary(result, asked),
+                                                       idempotency_key=f"openai:{run_id}:{turn}", **options)
+                decided_by = {c.call_id: (batch.id, n) for n, c in enumerate(asked)}
+            except SignoffRequestError as exc:
+                if exc.error_code != "not_batchable":
+                    raise
+                log.info("run %s: %s; asking about each call on its own card", run_id, exc.message)
+        if not decided_by:
+            for call in asked:  # keyed by call id: pausing again finds each card
+                key = f"openai:{run_id}:{turn}" if len(asked) == 1 else f"openai:{run_id}:{turn}:{call.call_id}"
+                one = await self.client.submit(call.name, call.params, params_schema=self._schema(call),
+                                               allowed_decisions=None if call.editable else ["approve", "reject"],
+                                               summary=self._summary(result, [call]), idempotency_key=key, **options)
+                decided_by[call.call_id] = (one.id, None)
+        return tuple(replace(c, request_id=decided_by[c.call_id][0], item=decided_by[c.call_id][1])
+                     if c.call_id in decided_by else c for c in calls)
 
     def _schema(self, call: PausedCall) -> dict[str, Any] | None:
         tool = self.tools.get(call.name)
@@ -271,13 +282,30 @@ class Approvals:
         paused = self._load(check_run_id(run_id))
         if paused is None or paused.status != "paused":
             return None
-        return paused.request_id is None or (await self._decision_body(paused.request_id, wait)) is not None
+        return (await self._decisions(paused, wait)) is not None
+
+    async def _decisions(self, paused: PausedRun, wait: float) -> dict[str, Decision] | None:
+        """Every request of the turn's decision (waiting up to `wait` seconds in all), or None while one is open."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        found: dict[str, Decision] = {}
+        for request_id in paused.request_ids:
+            body = await self._decision_body(request_id, max(0.0, deadline - loop.time()))
+            decision = final_decision(body) if body is not None else None
+            if decision is None:
+                return None
+            found[request_id] = decision
+        return found
 
     async def _decision_body(self, request_id: str, wait: float) -> dict[str, Any] | None:
         """The request's JSON once it ended (a card nobody can see is cancelled: not approved), else None."""
-        found = await self.client.decision(request_id, timeout=wait) if wait > 0 else None
+        if wait > 0:
+            try:
+                await self.client.decision(request_id, timeout=wait)
+            except UndeliverableError:
+                pass  # read below, and cancelled
         body = await self.client.get(request_id)
-        if found is None and final_decision(body) is None:
+        if final_decision(body) is None:
             refused = undeliverable(body)
             if refused is None:
                 return None
@@ -297,16 +325,13 @@ class Approvals:
         paused = self._load(check_run_id(run_id))
         if paused is None or paused.status != "paused":
             return None
-        decision = None
-        if paused.request_id is not None:
-            body = await self._decision_body(paused.request_id, wait)
-            if body is None:
-                return None
-            decision = final_decision(body)
-        found = outcomes(paused, decision)
+        decisions = await self._decisions(paused, wait)
+        if decisions is None:
+            return None
+        found = outcomes(paused, decisions)
         held = await self.client.get_resume(paused.key)
         claim = await self.client.claim_resume(paused.key, self.owner, lease_seconds=self.lease_seconds,
-                                               request_ids=[paused.request_id] if paused.request_id else [])
+                                               request_ids=paused.request_ids)
         if claim is None:
             return None  # another resumer has it, or it was resumed already
         taken_over = held is not None and held.state == "resuming" and held.owner != self.owner
@@ -341,8 +366,7 @@ class Approvals:
         if result.interruptions:
             await self.pause(result, paused.run_id)
         else:
-            self.store.save(paused.run_id, PausedRun(paused.run_id, paused.turn, None, paused.request_id,
-                                                     paused.calls, status="finished").to_json())
+            self.store.save(paused.run_id, replace(paused, state=None, status="finished").to_json())
         return result
 
     async def _renew(self, claim: ResumeClaim) -> None:

@@ -1,9 +1,10 @@
 """Paused OpenAI Agents SDK runs, kept durably, and a person's decisions applied to their `RunState`.
 
 A paused run is one record (JSON) per `run_id`: the SDK's own `RunState.to_json()`, the turn it is
-at, the Signoff request that asks about the turn's calls (None when policy denied them all), and
-each call as proposed (`call_id`, `name`, `params`, and `verdict`: "deny" when policy refused it
-before any card). `FileStore` keeps them as files in one folder (written whole, then renamed: a
+at, and each call as proposed (`call_id`, `name`, `params`; `verdict` "deny" when policy refused it
+before any card) with the Signoff request that asks about it (`request_id`; `item`, its index when
+that request is a batch). A turn's calls share one request, a batch card, unless policy puts one of
+them where a batch cannot go (`not_batchable`): then each has its own. `FileStore` keeps them as files in one folder (written whole, then renamed: a
 reader never sees half a record); any object with the same `load` / `save` is a store.
 
 Invariants:
@@ -34,6 +35,7 @@ from signoff.models import Decision, ItemDecision
 EDITS_KEY = "signoff_approved_args"  # in a mapping run context: {call_id: the parameters a person approved}
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 KEY_MAX = 200
+DENIED = "Signoff's policy denies this call"
 UNKNOWN = ("Not run again: this call was approved, but the process resuming it stopped before it could say "
            "whether the call ran. Its outcome is unknown; check before trying again.")
 
@@ -55,15 +57,19 @@ class PausedCall:
     verdict: str = "ask"  # "deny": policy refused it before any card
     reason: str | None = None
     editable: bool = True  # a tool gated by signoff.openai (its edits reach it)
+    request_id: str | None = None  # the request that decides it (None: policy denied it)
+    item: int | None = None  # its index in that request when it is a batch
 
     def to_json(self) -> dict[str, Any]:
         return {"call_id": self.call_id, "name": self.name, "params": self.params, "verdict": self.verdict,
-                "reason": self.reason, "editable": self.editable}
+                "reason": self.reason, "editable": self.editable, "request_id": self.request_id, "item": self.item}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PausedCall:
+        item = raw.get("item")
         return cls(str(raw["call_id"]), str(raw["name"]), dict(raw.get("params") or {}), str(raw.get("verdict", "ask")),
-                   raw.get("reason"), bool(raw.get("editable", True)))
+                   raw.get("reason"), bool(raw.get("editable", True)), raw.get("request_id"),
+                   item if isinstance(item, int) else None)
 
 
 @dataclass(frozen=True)
@@ -73,30 +79,29 @@ class PausedRun:
     run_id: str
     turn: int
     state: dict[str, Any] | None
-    request_id: str | None
     calls: tuple[PausedCall, ...]
     status: str = "paused"
 
     @property
-    def asked(self) -> tuple[PausedCall, ...]:
-        """The calls a person decides (the others policy denied)."""
-        return tuple(c for c in self.calls if c.verdict != "deny")
+    def request_ids(self) -> tuple[str, ...]:
+        """The requests that decide the turn (none when policy denied every call)."""
+        return tuple(dict.fromkeys(c.request_id for c in self.calls if c.request_id is not None))
 
     @property
     def key(self) -> str:
         """The resume claim's key: this run, this turn, its request and calls."""
-        digest = hashlib.sha256("|".join([self.run_id, str(self.turn), self.request_id or "",
+        digest = hashlib.sha256("|".join([self.run_id, str(self.turn), *self.request_ids, "",
                                           *sorted(c.call_id for c in self.calls)]).encode()).hexdigest()
         key = f"openai:{self.run_id}:{self.turn}:{digest[:24]}"
         return key if len(key) <= KEY_MAX else f"openai:sha256:{digest}"
 
     def to_json(self) -> dict[str, Any]:
         return {"version": 1, "run_id": self.run_id, "turn": self.turn, "status": self.status,
-                "request_id": self.request_id, "calls": [c.to_json() for c in self.calls], "state": self.state}
+                "calls": [c.to_json() for c in self.calls], "state": self.state}
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> PausedRun:
-        return cls(str(raw["run_id"]), int(raw["turn"]), raw.get("state"), raw.get("request_id"),
+        return cls(str(raw["run_id"]), int(raw["turn"]), raw.get("state"),
                    tuple(PausedCall.from_json(c) for c in raw.get("calls") or ()), str(raw.get("status", "paused")))
 
 
@@ -177,19 +182,20 @@ def _one(call: PausedCall, outcome: str | None, params: Mapping[str, Any], comme
     return Outcome(call, False, message=message, words=f"{call.name} not approved ({ended})")
 
 
-def outcomes(paused: PausedRun, decision: Decision | None) -> list[Outcome]:
-    """Each call's outcome: denied by policy, or as the request's decision says (a batch: per action)."""
+def outcomes(paused: PausedRun, decisions: Mapping[str, Decision]) -> list[Outcome]:
+    """Each call's outcome: denied by policy, or as its request's decision says (a batch: per action)."""
     found: list[Outcome] = []
-    asked = paused.asked
     for call in paused.calls:
-        if call.verdict == "deny":
-            found.append(Outcome(call, False, message=f"Not run: Signoff's policy {call.reason or 'denies this call'}.",
+        if call.verdict == "deny" or call.request_id is None:
+            found.append(Outcome(call, False, message=f"Not run: {call.reason or DENIED}.",
                                  words=f"{call.name} denied by policy"))
             continue
-        assert decision is not None, "a call that asks has a request"
+        decision = decisions[call.request_id]
         who = decision.decider
-        if decision.items:
-            item: ItemDecision = decision.items[asked.index(call)]
+        if call.item is not None:
+            if call.item >= len(decision.items):
+                raise SignoffError(f"request {call.request_id} has no action {call.item + 1} (for call {call.call_id})")
+            item: ItemDecision = decision.items[call.item]
             item_who = item.decided_by.name or item.decided_by.id if item.decided_by else who
             found.append(_one(call, item.outcome, item.params, item.comment, item_who, _ended_words(decision)))
         else:

@@ -92,7 +92,7 @@ async def main(command: str, folder: str, run_id: str) -> None:
         result = await Runner.run(agent, "Send the refund email")
         paused = await approvals.pause(result, run_id)
         assert paused is not None
-        print(json.dumps({"request_id": paused.request_id}))
+        print(json.dumps({"request_id": paused.request_ids[0]}))
     else:
         agent, model = build(approvals, [done("Sent it.")])
         result = await approvals.resume(agent, run_id, wait=10)

@@ -71,8 +71,8 @@ async def started(approvals: Approvals, steps: list[Any], run_id: str) -> tuple[
     agent, model = build(approvals, steps)
     result = await Runner.run(agent, "Do the chores")
     paused = await approvals.pause(result, run_id)
-    assert paused is not None and paused.request_id is not None
-    return agent, model, paused.request_id
+    assert paused is not None and len(paused.request_ids) == 1
+    return agent, model, paused.request_ids[0]
 
 
 async def run_script(*args: str, env: dict[str, str]) -> Any:
@@ -142,8 +142,8 @@ async def test_pausing_again_finds_the_turns_card(papp: App, approvals: Approval
     result = await Runner.run(agent, "Send it")
     first = await approvals.pause(result, "again-1")
     again = await approvals.pause(result, "again-1")
-    assert first is not None and again is not None and first.request_id == again.request_id and again.turn == 1
-    await papp.card(str(first.request_id))
+    assert first is not None and again is not None and first.request_ids == again.request_ids and again.turn == 1
+    await papp.card(first.request_ids[0])
     assert len(papp.slack.calls_to("chat.postMessage")) == 1
 
 
@@ -195,3 +195,63 @@ async def test_a_policy_denied_call_never_runs_and_the_model_reads_why(papp: App
     assert papp.slack.calls_to("chat.postMessage") == []  # no card: nobody is asked to allow it
     [said] = outputs(model).values()
     assert "tables-stay" in said and "tables are dropped by people only" in said
+
+
+async def test_one_turn_runs_the_allowed_call_refuses_the_denied_one_and_asks_about_the_rest(
+        papp: App, approvals: Approvals) -> None:
+    steps = [[function_call("read_file", {"path": "notes.txt"}, call_id="call_read"),
+              function_call("drop_table", {"name": "users"}, call_id="call_drop"), email()], done()]
+    agent, model, request_id = await started(approvals, steps, "mixed-1")
+    assert calls() == [{"tool": "read_file", "args": {"path": "notes.txt"}}]  # allowed: ran in the first turn
+    card = await papp.api("GET", f"/api/v1/approvals/{request_id}")
+    assert card[1]["action"]["name"] == "send_email"  # the card asks about the one call policy asks about
+    await papp.click(request_id, "U1", user_name="alice")
+    await decided(papp, request_id)
+    assert await approvals.resume(agent, "mixed-1") is not None
+    assert [c["tool"] for c in calls()] == ["read_file", "send_email"]
+    said = outputs(model)
+    assert said["call_read"] == "contents of notes.txt" and said["call_mail"].startswith("sent to")
+    assert said["call_drop"].startswith("Not run: ") and "tables are dropped by people only" in said["call_drop"]
+    assert len(papp.slack.calls_to("chat.postMessage")) == 1
+
+
+QUORUM_POLICY = """\
+tiers:
+  high:
+    approvers: [U1, U2]
+    quorum: 2
+"""
+
+
+async def test_calls_a_batch_cannot_carry_get_a_card_each(db_url: str, slack: SlackEmulator, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Policy asks two people about each call: one person's decision on a batch cannot give that
+    (`not_batchable`), so each call gets its own card, and each is resumed by its own decision."""
+    monkeypatch.setenv("OA_CALLS", str(tmp_path / "calls.jsonl"))
+    async with policy_app(db_url, slack, tmp_path, QUORUM_POLICY) as qapp, \
+            AsyncSignoffClient(qapp.url, API_TOKEN) as client:
+        approvals = Approvals(tmp_path / "runs", client=client, channel="C1")
+        steps = [[email(), function_call("delete_file", {"path": "/tmp/r.txt"}, call_id="call_rm")], done()]
+        agent, model = build(approvals, steps)
+        paused = await approvals.pause(await Runner.run(agent, "Do the chores"), "quorum-1")
+        assert paused is not None and len(paused.request_ids) == 2
+        again = await approvals.pause(await Runner.run(build(approvals, steps[:1])[0], "Do the chores"), "quorum-1")
+        assert again is not None and again.request_ids == paused.request_ids  # found, not posted again
+        mail_id, rm_id = paused.request_ids
+        for person, name in (("U1", "alice"), ("U2", "bob")):
+            await qapp.click(mail_id, person, user_name=name)
+        await submit_modal_as(qapp, rm_id, "U2")
+        assert await approvals.resume(agent, "quorum-1") is not None
+        assert calls() == [{"tool": "send_email", "args": {"to": "c@example.com", "subject": "Your refund"}}]
+        assert outputs(model)["call_rm"] == "Not today"
+        assert len(qapp.slack.calls_to("chat.postMessage")) == 2
+
+
+async def submit_modal_as(app: App, request_id: str, user: str) -> None:
+    before = len(app.slack.calls_to("views.open"))
+    await app.click(request_id, user, action="signoff_reject", user_name="bob")
+    opened = (await app.slack.wait_for("views.open", count=before + 1))[-1]
+    await app.slack_client.view_submission(user=user, user_name="bob", callback_id="signoff_reject",
+                                           private_metadata=opened.args["view"]["private_metadata"],
+                                           values={"reason": {"value": plain_input("Not today")}})
+    await decided(app, request_id)
