@@ -23,10 +23,11 @@ from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
 from signoff import AsyncSignoffClient
 from signoff.openai import Approvals
+from signoff.openai_runs import UNKNOWN
 from tests.duties.batch_steps import approve_selected, item_state, open_item, submit
 from tests.integrations.oa_agents import build, calls, done, email, function_call, outputs
 from tests.integrations.test_langgraph import decided, submit_modal
-from tests.support.app import API_TOKEN, ROOT, App, policy_app
+from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, policy_app, start_app
 
 POLICY = """\
 rules:
@@ -255,3 +256,33 @@ async def submit_modal_as(app: App, request_id: str, user: str) -> None:
                                            private_metadata=opened.args["view"]["private_metadata"],
                                            values={"reason": {"value": plain_input("Not today")}})
     await decided(app, request_id)
+
+
+async def test_a_resumer_that_died_mid_way_is_taken_over_and_its_approved_call_is_not_run_again(
+        db_url: str, slack: SlackEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumer claimed the turn and died (its lease runs out): the next resumer takes the claim over
+    and finishes the run, but cannot know whether the approved call ran, so it does not run it again;
+    the model is told its outcome is unknown."""
+    monkeypatch.setenv("OA_CALLS", str(tmp_path / "calls.jsonl"))
+    (tmp_path / "policy.yaml").write_text(POLICY)
+    clock = ShiftedClock()
+    app = await start_app(db_url, slack, clock=clock, SIGNOFF_POLICY=str(tmp_path / "policy.yaml"))
+    try:
+        async with AsyncSignoffClient(app.url, API_TOKEN) as client:
+            approvals = Approvals(tmp_path / "runs", client=client, channel="C1", approvers=["U1"])
+            agent, model, request_id = await started(approvals, [[email()], done()], "died-1")
+            await app.click(request_id, "U1", user_name="alice")
+            await decided(app, request_id)
+            paused = approvals._load("died-1")
+            assert paused is not None
+            assert await client.claim_resume(paused.key, "dead-host|1|gone", lease_seconds=5) is not None
+            assert await approvals.resume(agent, "died-1") is None  # its lease still runs
+            clock.advance(6)
+            result = await approvals.resume(agent, "died-1")
+            assert result is not None and result.final_output == "done"
+            assert calls() == []  # not run a second time (nor a first, here: that is what nobody can know)
+            assert outputs(model) == {"call_mail": UNKNOWN}
+            claim = await client.get_resume(paused.key)
+            assert claim is not None and claim.state == "done" and claim.owner == approvals.owner
+    finally:
+        await app.stop()
