@@ -203,7 +203,7 @@ class Approvals:
         if not items:
             return None
         calls = tuple(self._paused_call(item) for item in items)
-        before = self._load(run_id)
+        before = self.paused(run_id)
         same = before is not None and before.status == "paused" and \
             [c.call_id for c in before.calls] == [c.call_id for c in calls]
         turn = before.turn if same and before is not None else (before.turn + 1 if before is not None else FIRST_TURN)
@@ -272,14 +272,15 @@ class Approvals:
 
     # -- resuming --------------------------------------------------------------------------------
 
-    def _load(self, run_id: str) -> PausedRun | None:
+    def paused(self, run_id: str) -> PausedRun | None:
+        """The run as the store has it (paused, or `status` "finished"), or None when it was never paused."""
         raw = self.store.load(run_id)
         return PausedRun.from_json(raw) if raw is not None else None
 
     async def decided(self, run_id: str, wait: float = 0.0) -> bool | None:
         """True when every call of the run's paused turn is decided (waiting up to `wait` seconds for it),
         False while a person has not, None when the run is not paused (finished, or never saved)."""
-        paused = self._load(check_run_id(run_id))
+        paused = self.paused(check_run_id(run_id))
         if paused is None or paused.status != "paused":
             return None
         return (await self._decisions(paused, wait)) is not None
@@ -322,7 +323,7 @@ class Approvals:
         `context`: the run's context when it is not a plain mapping (the saved one is used otherwise);
         `run_options`: passed to `Runner.run` (max_turns, run_config, hooks...). When the run stops at new
         interruptions they are paused at once (a new card); `result.interruptions` says so."""
-        paused = self._load(check_run_id(run_id))
+        paused = self.paused(check_run_id(run_id))
         if paused is None or paused.status != "paused":
             return None
         decisions = await self._decisions(paused, wait)
@@ -335,7 +336,7 @@ class Approvals:
         if claim is None:
             return None  # another resumer has it, or it was resumed already
         taken_over = held is not None and held.state == "resuming" and held.owner != self.owner
-        now = self._load(run_id)
+        now = self.paused(run_id)
         if now is None or now.key != paused.key or now.status != "paused":
             await self._finish(claim, "done")  # resumed by someone before us: nothing left to do
             return None

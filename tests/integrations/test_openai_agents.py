@@ -241,6 +241,7 @@ async def test_calls_a_batch_cannot_carry_get_a_card_each(db_url: str, slack: Sl
         mail_id, rm_id = paused.request_ids
         for person, name in (("U1", "alice"), ("U2", "bob")):
             await qapp.click(mail_id, person, user_name=name)
+        await decided(qapp, mail_id)
         await submit_modal_as(qapp, rm_id, "U2")
         assert await approvals.resume(agent, "quorum-1") is not None
         assert calls() == [{"tool": "send_email", "args": {"to": "c@example.com", "subject": "Your refund"}}]
@@ -273,7 +274,7 @@ async def test_a_resumer_that_died_mid_way_is_taken_over_and_its_approved_call_i
             agent, model, request_id = await started(approvals, [[email()], done()], "died-1")
             await app.click(request_id, "U1", user_name="alice")
             await decided(app, request_id)
-            paused = approvals._load("died-1")
+            paused = approvals.paused("died-1")
             assert paused is not None
             assert await client.claim_resume(paused.key, "dead-host|1|gone", lease_seconds=5) is not None
             assert await approvals.resume(agent, "died-1") is None  # its lease still runs
