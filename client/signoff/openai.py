@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import logging
 from collections import OrderedDict
@@ -100,6 +101,49 @@ def _with_edits(context: Any, edits: Mapping[str, dict[str, Any]]) -> Any:
     return context
 
 
+def _carrying_edits(func: Callable[..., Any], options: Mapping[str, Any]) -> Callable[..., Any]:
+    """`func`, run with the parameters a person approved when they edited them (read from the run's
+    context by the call's id: the SDK's `ToolContext` pattern), validated by the same schema the SDK
+    builds from `func`. Everything else is `func`'s own: its schema, its docstring, sync or async (the
+    SDK runs a sync tool in a thread), and whether it takes the context itself."""
+    from agents.function_schema import function_schema
+    from agents.tool_context import ToolContext
+
+    schema = function_schema(func, docstring_style=options.get("docstring_style"),
+                             name_override=options.get("name_override"),
+                             use_docstring_info=options.get("use_docstring_info", True),
+                             strict_json_schema=options.get("strict_mode", True))
+    takes_context = schema.takes_context
+
+    def arguments(ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        edited = approved_args(ctx)
+        if edited is not None:
+            args_list, kwargs = schema.to_call_args(schema.params_pydantic_model(**edited))
+            args = tuple(args_list)
+        return ((ctx, *args) if takes_context else args), kwargs
+
+    wrapper: Callable[..., Any]
+    if inspect.iscoroutinefunction(func):
+        async def run_async(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+            call_args, call_kwargs = arguments(ctx, args, kwargs)
+            return await func(*call_args, **call_kwargs)
+
+        wrapper = run_async
+    else:
+        def run_sync(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+            call_args, call_kwargs = arguments(ctx, args, kwargs)
+            return func(*call_args, **call_kwargs)
+
+        wrapper = run_sync
+    functools.update_wrapper(wrapper, func)
+    if not takes_context:  # the SDK hands the ToolContext to a first parameter annotated with it
+        signature = inspect.signature(func)
+        first = inspect.Parameter("signoff_tool_context", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ToolContext)
+        setattr(wrapper, "__signature__", signature.replace(parameters=[first, *signature.parameters.values()]))
+        wrapper.__annotations__ = {"signoff_tool_context": ToolContext, **getattr(func, "__annotations__", {})}
+    return wrapper
+
+
 class Approvals:
     """Signoff for one application's OpenAI agents: its gated tools, its paused runs, and their resumes.
 
@@ -122,6 +166,7 @@ class Approvals:
         self.requested_by, self.timing, self.callback_url, self.summary = requested_by, timing, callback_url, summary
         self.lease_seconds, self.owner = lease_seconds, owner or default_owner()
         self.tools: dict[str, Any] = {}  # name -> FunctionTool gated here
+        self.editable: set[str] = set()  # the names of those that run with a person's edits
         self._verdicts: OrderedDict[str, Verdict | None] = OrderedDict()  # call id -> policy's word (bounded)
 
     @property
@@ -148,31 +193,30 @@ class Approvals:
 
     def tool(self, func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
         """`@approvals.tool` (or `@approvals.tool(name_override=..., ...)`, `function_tool`'s options):
-        the SDK's `function_tool`, gated by Signoff (`gate`)."""
+        the SDK's `function_tool`, gated by Signoff: policy decides per call (`needs_approval`), and the
+        function runs with the parameters a person approved (edited ones validated by its own schema)."""
         from agents import function_tool
 
         if "needs_approval" in options:
             raise SignoffError("needs_approval is Signoff's on a gated tool: leave it out")
 
         def make(f: Callable[..., Any]) -> Any:
-            return self.gate(function_tool(f, **options))
+            return self.gate(function_tool(_carrying_edits(f, options), **options), editable=True)
 
         return make(func) if func is not None else make
 
-    def gate(self, tool: Any) -> Any:
-        """Gate an existing `FunctionTool`: policy decides per call (`needs_approval`), and a person's
-        edits reach it (its `on_invoke_tool` runs with the approved parameters). Returns the tool."""
+    def gate(self, tool: Any, *, editable: bool = False) -> Any:
+        """Gate an existing `FunctionTool` (policy decides per call through its `needs_approval`); the tool.
+
+        `editable`: the tool applies a person's edits itself (`approved_args(ctx)`); otherwise its card
+        offers approve and reject only."""
         name = str(tool.name)
         tool.needs_approval = self.needs_approval(name)
-        invoke = tool.on_invoke_tool
-
-        @functools.wraps(invoke)
-        async def run_approved(ctx: Any, arguments: str) -> Any:
-            edited = approved_args(ctx)
-            return await invoke(ctx, json.dumps(edited) if edited is not None else arguments)
-
-        tool.on_invoke_tool = run_approved
         self.tools[name] = tool
+        if editable:
+            self.editable.add(name)
+        else:
+            self.editable.discard(name)
         return tool
 
     def needs_approval(self, tool_name: str) -> Callable[[Any, dict[str, Any], str], Any]:
@@ -222,8 +266,8 @@ class Approvals:
         params = parsed if isinstance(parsed, dict) else {"arguments": raw}
         verdict = self._verdicts.get(call_id)
         if verdict is not None and verdict.denied:
-            return PausedCall(call_id, name, params, "deny", verdict.reason, name in self.tools)
-        return PausedCall(call_id, name, params, "ask", None, name in self.tools and isinstance(parsed, dict))
+            return PausedCall(call_id, name, params, "deny", verdict.reason, name in self.editable)
+        return PausedCall(call_id, name, params, "ask", None, name in self.editable and isinstance(parsed, dict))
 
     def _summary(self, result: Any, calls: Sequence[PausedCall]) -> str:
         if callable(self.summary):
@@ -267,7 +311,7 @@ class Approvals:
 
     def _schema(self, call: PausedCall) -> dict[str, Any] | None:
         tool = self.tools.get(call.name)
-        schema = getattr(tool, "params_json_schema", None) if call.editable else None
+        schema = getattr(tool, "params_json_schema", None) if call.editable else None  # the Edit form
         return dict(schema) if isinstance(schema, Mapping) else None
 
     # -- resuming --------------------------------------------------------------------------------
