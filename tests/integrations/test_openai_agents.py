@@ -17,7 +17,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from agents import Runner
+from agents import Agent, Runner
+from agents.testing import ScriptedModel
+from agents.tool_context import ToolContext
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
@@ -33,6 +35,10 @@ POLICY = """\
 rules:
   - name: reads-are-fine
     tool: read_*
+    effect: allow
+    tier: low
+  - name: archives-are-fine
+    tool: archive_*
     effect: allow
     tier: low
   - name: tables-stay
@@ -287,3 +293,47 @@ async def test_a_resumer_that_died_mid_way_is_taken_over_and_its_approved_call_i
             assert claim is not None and claim.state == "done" and claim.owner == approvals.owner
     finally:
         await app.stop()
+
+
+async def test_an_async_tool_taking_its_tool_context_runs_with_the_edit(papp: App, approvals: Approvals) -> None:
+    seen: list[tuple[str, str, int]] = []
+
+    @approvals.tool
+    async def refund(ctx: ToolContext[Any], order: str, amount: int) -> str:
+        """Refund an order."""
+        seen.append((ctx.tool_call_id, order, amount))
+        return f"refunded {amount} on {order}"
+
+    model = ScriptedModel([[function_call("refund", {"order": "A-1", "amount": 90}, call_id="call_refund")], done()])
+    agent = Agent(name="payer", model=model, tools=[refund])
+    paused = await approvals.pause(await Runner.run(agent, "Refund A-1"), "ctx-1")
+    assert paused is not None
+    [request_id] = paused.request_ids
+    await submit_modal(papp, request_id, "signoff_edit", {"p:order": {"value": plain_input("A-1")},
+                                                          "p:amount": {"value": plain_input("40")}})
+    assert await approvals.resume(agent, "ctx-1") is not None
+    assert seen == [("call_refund", "A-1", 40)]
+    assert outputs(model) == {"call_refund": "refunded 40 on A-1"}
+
+
+async def test_a_call_the_sdk_would_change_before_running_is_asked_about_even_if_policy_allows_it(
+        papp: App, approvals: Approvals) -> None:
+    """The SDK asks `needs_approval` only about arguments the tool gets exactly as shown: here a default
+    would be filled in (policy would judge a call that is not the one that runs), so the call pauses
+    and a person sees it, although policy allows `archive_*`."""
+    ran: list[tuple[str, int]] = []
+
+    @approvals.tool
+    def archive_logs(name: str, keep_days: int = 0) -> str:
+        """Archive logs."""
+        ran.append((name, keep_days))
+        return "archived"
+
+    model = ScriptedModel([[function_call("archive_logs", {"name": "web"}, call_id="call_arch")], done()])
+    agent = Agent(name="ops", model=model, tools=[archive_logs])
+    result = await Runner.run(agent, "Archive the web logs")
+    assert [i.call_id for i in result.interruptions] == ["call_arch"] and ran == []
+    model2 = ScriptedModel([[function_call("archive_logs", {"name": "web", "keep_days": 7}, call_id="call_a2")],
+                            done()])
+    allowed = await Runner.run(Agent(name="ops", model=model2, tools=[archive_logs]), "Archive the web logs")
+    assert allowed.interruptions == [] and ran == [("web", 7)]  # given in full: policy allows it, no pause
