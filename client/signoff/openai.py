@@ -375,6 +375,9 @@ class Approvals:
             return None
         found = outcomes(paused, decisions)
         held = await self.client.get_resume(paused.key)
+        if held is not None and held.state == "failed":
+            raise SignoffError(f"resuming run {run_id} (turn {paused.turn}) failed earlier and is not retried: "
+                               f"{held.raw.get('error') or 'no error was recorded'}. Start a new run.")
         claim = await self.client.claim_resume(paused.key, self.owner, lease_seconds=self.lease_seconds,
                                                request_ids=paused.request_ids)
         if claim is None:
@@ -386,7 +389,7 @@ class Approvals:
             return None
         try:
             result = await self._run(agent, paused, found, context, claim, taken_over, run_options)
-        except BaseException as exc:
+        except Exception as exc:  # (a cancelled resume keeps its claim: its lease runs out, and it is taken over)
             await self._finish(claim, "failed", f"{type(exc).__name__}: {exc}")
             raise
         await self._finish(claim, "done")

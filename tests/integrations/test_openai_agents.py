@@ -23,7 +23,7 @@ from agents.tool_context import ToolContext
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from signoff import AsyncSignoffClient
+from signoff import AsyncSignoffClient, SignoffError
 from signoff.openai import Approvals
 from signoff.openai_runs import UNKNOWN
 from tests.duties.batch_steps import approve_selected, item_state, open_item, submit
@@ -337,3 +337,24 @@ async def test_a_call_the_sdk_would_change_before_running_is_asked_about_even_if
                             done()])
     allowed = await Runner.run(Agent(name="ops", model=model2, tools=[archive_logs]), "Archive the web logs")
     assert allowed.interruptions == [] and ran == [("web", 7)]  # given in full: policy allows it, no pause
+
+
+async def test_a_resume_whose_run_raised_stays_failed_and_is_not_retried(papp: App, approvals: Approvals) -> None:
+    @approvals.tool(failure_error_function=None)
+    def send_fax(number: str) -> str:
+        """Send a fax."""
+        raise RuntimeError("the fax machine is on fire")
+
+    model = ScriptedModel([[function_call("send_fax", {"number": "555"}, call_id="call_fax")], done()])
+    agent = Agent(name="office", model=model, tools=[send_fax])
+    paused = await approvals.pause(await Runner.run(agent, "Fax it"), "fax-1")
+    assert paused is not None
+    [request_id] = paused.request_ids
+    await papp.click(request_id, "U1", user_name="alice")
+    await decided(papp, request_id)
+    with pytest.raises(Exception, match="on fire"):
+        await approvals.resume(agent, "fax-1")
+    claim = await approvals.client.get_resume(paused.key)
+    assert claim is not None and claim.state == "failed" and "on fire" in str(claim.raw.get("error"))
+    with pytest.raises(SignoffError, match="failed earlier and is not retried: .*on fire"):
+        await approvals.resume(agent, "fax-1")
