@@ -286,7 +286,7 @@ class Approvals:
             return tuple(calls)  # policy refused every call: nothing for a person to decide
         options: dict[str, Any] = {"channel": self.channel, "approvers": self.approvers,
                                    "requested_by": self.requested_by, "timing": self.timing,
-                                   "callback_url": self.callback_url, "risk": self.risk or "high"}
+                                   "callback_url": self.callback_url, "risk": self.risk}
         decided_by: dict[str, tuple[str, int | None]] = {}
         if len(asked) > 1:
             items = [{"name": c.name, "params": c.params, "params_schema": self._schema(c),
