@@ -243,14 +243,17 @@ class Approvals:
 
         Safe to repeat: the same interruptions find the same turn and card."""
         check_run_id(run_id)
-        items = list(result.interruptions or ())
-        if not items:
+        if not result.interruptions:
             return None
-        calls = tuple(self._paused_call(item) for item in items)
+        calls = tuple(self._paused_call(item) for item in result.interruptions)
         before = self.paused(run_id)
         same = before is not None and before.status == "paused" and \
             [c.call_id for c in before.calls] == [c.call_id for c in calls]
         turn = before.turn if same and before is not None else (before.turn + 1 if before is not None else FIRST_TURN)
+        return await self._pause(result, run_id, turn, calls)
+
+    async def _pause(self, result: Any, run_id: str, turn: int, calls: Sequence[PausedCall] | None = None) -> PausedRun:
+        calls = tuple(calls) if calls is not None else tuple(self._paused_call(item) for item in result.interruptions)
         paused = PausedRun(run_id, turn, result.to_state().to_json(), await self._cards(run_id, turn, result, calls))
         self.store.save(run_id, paused.to_json())
         return paused
@@ -412,7 +415,7 @@ class Approvals:
         finally:
             renewing.cancel()
         if result.interruptions:
-            await self.pause(result, paused.run_id)
+            await self._pause(result, paused.run_id, paused.turn + 1)  # the next turn, whatever its call ids
         else:
             self.store.save(paused.run_id, replace(paused, state=None, status="finished").to_json())
         return result

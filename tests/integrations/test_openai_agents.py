@@ -358,3 +358,23 @@ async def test_a_resume_whose_run_raised_stays_failed_and_is_not_retried(papp: A
     assert claim is not None and claim.state == "failed" and "on fire" in str(claim.raw.get("error"))
     with pytest.raises(SignoffError, match="failed earlier and is not retried: .*on fire"):
         await approvals.resume(agent, "fax-1")
+
+
+async def test_a_run_that_pauses_again_gets_the_next_turns_card_and_resumes_twice(
+        papp: App, approvals: Approvals) -> None:
+    second_turn = [function_call("send_email", {"to": "d@example.com", "subject": "Also"}, call_id="call_mail_2")]
+    agent, model, first_id = await started(approvals, [[email()], second_turn, done("Both.")], "turns-1")
+    await papp.click(first_id, "U1", user_name="alice")
+    await decided(papp, first_id)
+    middle = await approvals.resume(agent, "turns-1")
+    assert middle is not None and [i.call_id for i in middle.interruptions] == ["call_mail_2"]
+    paused = approvals.paused("turns-1")
+    assert paused is not None and paused.turn == 2 and paused.request_ids != (first_id,)
+    [second_id] = paused.request_ids
+    assert await approvals.resume(agent, "turns-1") is None  # the new card is undecided
+    await papp.click(second_id, "U1", user_name="alice")
+    await decided(papp, second_id)
+    final = await approvals.resume(agent, "turns-1")
+    assert final is not None and final.final_output == "Both."
+    assert [c["args"]["to"] for c in calls()] == ["c@example.com", "d@example.com"]
+    assert len(papp.slack.calls_to("chat.postMessage")) == 2
