@@ -144,6 +144,12 @@ def _carrying_edits(func: Callable[..., Any], options: Mapping[str, Any]) -> Cal
     return wrapper
 
 
+def _offered(call: PausedCall) -> list[str]:
+    """What the card offers for a call: "Reply instead" too (the model reads the reply as the call's output,
+    and the tool does not run); Edit only when the edits can reach the tool."""
+    return ["approve", "edit", "reject", "respond"] if call.editable else ["approve", "reject", "respond"]
+
+
 class Approvals:
     """Signoff for one application's OpenAI agents: its gated tools, its paused runs, and their resumes.
 
@@ -293,7 +299,7 @@ class Approvals:
         decided_by: dict[str, tuple[str, int | None]] = {}
         if len(asked) > 1:
             items = [{"name": c.name, "params": c.params, "params_schema": self._schema(c),
-                      "allowed_decisions": None if c.editable else ["approve", "reject"]} for c in asked]
+                      "allowed_decisions": _offered(c)} for c in asked]
             try:
                 batch = await self.client.submit_batch(items, summary=self._summary(result, asked),
                                                        idempotency_key=f"openai:{run_id}:{turn}", **options)
@@ -306,7 +312,7 @@ class Approvals:
             for call in asked:  # keyed by call id: pausing again finds each card
                 key = f"openai:{run_id}:{turn}" if len(asked) == 1 else f"openai:{run_id}:{turn}:{call.call_id}"
                 one = await self.client.submit(call.name, call.params, params_schema=self._schema(call),
-                                               allowed_decisions=None if call.editable else ["approve", "reject"],
+                                               allowed_decisions=_offered(call),
                                                summary=self._summary(result, [call]), idempotency_key=key, **options)
                 decided_by[call.call_id] = (one.id, None)
         return tuple(replace(c, request_id=decided_by[c.call_id][0], item=decided_by[c.call_id][1])

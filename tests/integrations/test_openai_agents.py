@@ -378,3 +378,11 @@ async def test_a_run_that_pauses_again_gets_the_next_turns_card_and_resumes_twic
     assert final is not None and final.final_output == "Both."
     assert [c["args"]["to"] for c in calls()] == ["c@example.com", "d@example.com"]
     assert len(papp.slack.calls_to("chat.postMessage")) == 2
+
+
+async def test_reply_instead_reaches_the_model_and_the_tool_does_not_run(papp: App, approvals: Approvals) -> None:
+    agent, model, request_id = await started(approvals, [[email()], done()], "reply-1")
+    await submit_modal(papp, request_id, "signoff_respond", {"reason": {"value": plain_input("I called them myself.")}})
+    assert await approvals.resume(agent, "reply-1") is not None
+    assert calls() == []
+    assert outputs(model) == {"call_mail": "I called them myself."}
