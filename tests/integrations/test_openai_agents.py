@@ -386,3 +386,17 @@ async def test_reply_instead_reaches_the_model_and_the_tool_does_not_run(papp: A
     assert await approvals.resume(agent, "reply-1") is not None
     assert calls() == []
     assert outputs(model) == {"call_mail": "I called them myself."}
+
+
+async def test_a_card_nobody_can_see_is_cancelled_and_the_run_resumes_as_not_approved(
+        papp: App, approvals: Approvals) -> None:
+    nowhere = Approvals(approvals.store, client=approvals.client, channel="CNOWHERE")
+    agent, model = build(nowhere, [[email()], done()])
+    paused = await nowhere.pause(await Runner.run(agent, "Send it"), "nowhere-1")
+    assert paused is not None
+    result = await nowhere.resume(agent, "nowhere-1", wait=20)
+    assert result is not None and calls() == []
+    [said] = outputs(model).values()
+    assert said.startswith("Not approved: ") and "channel_not_found" in said, said
+    _, body = await papp.api("GET", f"/api/v1/approvals/{paused.request_ids[0]}")
+    assert body["status"] == "cancelled"
