@@ -23,7 +23,6 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from signoff.openai import Approvals
 
 set_tracing_disabled(True)
-CARD = {"channel": "C1", "approvers": ["U1"]}
 
 
 def record(name: str, args: dict[str, Any]) -> None:
