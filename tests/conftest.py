@@ -27,7 +27,8 @@ from storage.migrate import upgrade
 from storage.sql import SqlStore
 from storage.stores import open_store
 from bot.sandbox import SlackEmulator
-from tests.support.app import App, start_app
+from bot.slack.directory import SlackDirectory
+from tests.support.app import App, policy_app, start_app
 
 PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
 ENGINE = "postgresql" if PG_URL else "sqlite"
@@ -35,11 +36,16 @@ ENGINE = "postgresql" if PG_URL else "sqlite"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "postgres_only: a test of PostgreSQL alone; skipped, visibly, on SQLite")
+    config.addinivalue_line("markers", "sqlite_only: a test of SQLite alone; skipped, visibly, on PostgreSQL")
+    config.addinivalue_line("markers", "policy(text, token=None, usergroups=None, live_directory=False, **env): "
+                                       "the policy file (and settings) the `papp` fixture runs the app under")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if not PG_URL and item.get_closest_marker("postgres_only") is not None:
         pytest.skip("PostgreSQL only: runs when SIGNOFF_TEST_DATABASE_URL names a PostgreSQL database")
+    if PG_URL and item.get_closest_marker("sqlite_only") is not None:
+        pytest.skip("SQLite only: runs when SIGNOFF_TEST_DATABASE_URL is unset")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -211,3 +217,30 @@ async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
         yield running
     finally:
         await running.stop()
+
+
+@pytest_asyncio.fixture
+async def papp(request: pytest.FixtureRequest, db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
+    """The app under a policy file, as the test's (or its module's) `policy` marker says:
+    `pytest.mark.policy(TEXT, token=SECRET, usergroups={"S1": ["U2"]}, live_directory=True, **env)`.
+
+    `token` is the agent token the app's client sends (the harness's own by default); `usergroups` are
+    made in the Slack emulator first; `live_directory` makes every access check ask Slack again (no
+    cached directory); `env` are further settings (e.g. SIGNOFF_API_TOKENS)."""
+    marker = request.node.get_closest_marker("policy")
+    if marker is None:
+        raise pytest.UsageError(f"{request.node.nodeid}: the papp fixture needs @pytest.mark.policy(TEXT)")
+    [text] = marker.args
+    options = dict(marker.kwargs)
+    token, live_directory = options.pop("token", None), options.pop("live_directory", False)
+    for group, members in options.pop("usergroups", {}).items():
+        slack.add_usergroup(group, members)
+    async with policy_app(db_url, slack, tmp_path, text, **options) as running:
+        if token is not None:
+            running.headers = {"Authorization": f"Bearer {token}"}
+        if live_directory:
+            assert running.signoff is not None
+            directory = running.signoff.service.directory
+            assert isinstance(directory, SlackDirectory)
+            directory.ttl = 0  # every check asks Slack who is in the group
+        yield running

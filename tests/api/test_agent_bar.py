@@ -6,15 +6,12 @@ rules key on the token (never `requested_by`), and the card says what the agent 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
-from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App, approval_body
 
 OPS, OTHER = "ops-bot-secret-1", "other-secret-22"
 TOKENS = f"ops-bot:{OPS}:agent,other:{OTHER}:agent"
@@ -38,11 +35,7 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY, SIGNOFF_API_TOKENS=TOKENS) as running:
-        running.headers = {"Authorization": f"Bearer {OTHER}"}
-        yield running
+pytestmark = pytest.mark.policy(POLICY, token=OTHER, SIGNOFF_API_TOKENS=TOKENS)
 
 
 def body(name: str, **overrides: Any) -> dict[str, Any]:

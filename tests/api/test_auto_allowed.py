@@ -6,18 +6,14 @@ process applies to the very next request even though this process evaluated on i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-import pytest_asyncio
+import pytest
 
 from bot.domain.grants import FieldMatch, Grant, Scope
-from bot.sandbox import SlackEmulator
 from storage.grants import GrantStore
-from storage.sql import SqlStore
 from storage.stores import open_store
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App, approval_body
 
 POLICY = """\
 rules:
@@ -28,10 +24,7 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)
 
 
 def read(path: str, **overrides: object) -> dict[str, object]:

@@ -3,13 +3,11 @@ posts an FYI in the channel, ask posts today's card with the tier's approvers an
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest_asyncio
+import pytest
 
-from bot.sandbox import SlackEmulator
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App, approval_body
 
 POLICY = """\
 tiers:
@@ -39,11 +37,7 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    slack.add_usergroup("S1", ["U2", "U3"])
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY, usergroups={"S1": ["U2", "U3"]})
 
 
 def body(name: str, params: dict[str, object], **overrides: object) -> dict[str, object]:

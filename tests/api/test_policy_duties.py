@@ -3,13 +3,12 @@ neither the API body nor the tier can loosen what the other asks for."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
+from functools import partial
 
-import pytest_asyncio
+import pytest
 
-from bot.sandbox import SlackEmulator
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App
+from tests.support.app import submit_tool
 
 POLICY = """\
 tiers:
@@ -30,17 +29,10 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)
 
 
-async def submit(app: App, name: str, params: dict[str, object], **overrides: object) -> dict[str, object]:
-    status, body = await app.api("POST", "/api/v1/approvals", json=approval_body(
-        action={"name": name, "params": params}, preview=None, approvers=[], **overrides))
-    assert status == 201, body
-    return body
+submit = partial(submit_tool, approvers=[])  # the approvers come from the policy's tiers
 
 
 async def test_the_tier_sets_quorum_and_forbids_self_approval(papp: App) -> None:

@@ -4,15 +4,12 @@ and never allowed by an allow rule. Each case below came back ALLOWED before the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
+from functools import partial
 
 import pytest
-import pytest_asyncio
 
-from bot.sandbox import SlackEmulator
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App
+from tests.support.app import submit_tool
 
 POLICY = """\
 rules:
@@ -53,18 +50,10 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)
 
 
-async def submit(app: App, tool: str, params: dict[str, Any]) -> dict[str, Any]:
-    status, created = await app.api("POST", "/api/v1/approvals",
-                                    json=approval_body(action={"name": tool, "params": params}, preview=None,
-                                                       risk="low"))
-    assert status == 201, created
-    return created
+submit = partial(submit_tool, risk="low")
 
 
 async def test_a_list_where_the_rule_expects_a_string_is_denied(papp: App) -> None:

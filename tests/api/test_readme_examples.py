@@ -5,22 +5,18 @@ says (a 400 naming the field), never half-way."""
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 from typing import Any
 
 from bot.sandbox import SlackEmulator
 from tests.support.app import start_app
+from tests.support.docs import fenced, page
 
-README = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()  # moved there from the README
+API_PAGE = page("docs/api.md")  # moved there from the README
 
 
 def example(after: str) -> dict[str, Any]:
     """The first ```json block after the line containing `after`."""
-    start = README.index(after)
-    block = re.search(r"```json\n(.*?)\n```", README[start:], re.S)
-    assert block is not None, after
-    return json.loads(block.group(1))
+    return dict(json.loads(fenced(API_PAGE, "json", after=after)))
 
 
 def workspace(slack: SlackEmulator) -> None:

@@ -16,6 +16,7 @@ from tests.duties.helpers import ephemerals_to
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import checkboxes, plain_input
 from tests.support.app import App, approval_body
+from tests.support.app import submit_body
 
 EMAIL_SCHEMA = {"type": "object", "properties": {"to": {"type": "string"}, "subject": {"type": "string"}},
                 "required": ["to", "subject"]}
@@ -33,9 +34,7 @@ def batch_body(n: int, **overrides: Any) -> dict[str, Any]:
 
 
 async def submit_batch(app: App, n: int, **overrides: Any) -> dict[str, Any]:
-    status, body = await app.api("POST", "/api/v1/approvals", json=batch_body(n, **overrides))
-    assert status == 201, body
-    return body
+    return await submit_body(app, batch_body(n, **overrides))
 
 
 def ticked(indexes: list[int]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from tests.duties.batch_steps import approve_selected, click_item, controls, ite
 from tests.duties.helpers import ephemerals_to
 from tests.duties.test_batch import EMAIL_SCHEMA, valid
 from tests.support.app import API_TOKEN, App, approval_body
+from tests.support.app import submit_body
 
 PICK, EDIT, REJECT, REPLY = "signoff_item_pick", "signoff_item_edit", "signoff_item_reject", "signoff_item_respond"
 # Action 1 offers the usual three; 2 no Edit; 3 approve or reply (and Reject, which every action offers
@@ -42,9 +43,7 @@ def mixed_body(**overrides: Any) -> dict[str, Any]:
 
 
 async def submit_mixed(app: App, **overrides: Any) -> dict[str, Any]:
-    status, body = await app.api("POST", "/api/v1/approvals", json=mixed_body(**overrides))
-    assert status == 201, body
-    return body
+    return await submit_body(app, mixed_body(**overrides))
 
 
 async def told(app: App, click: Any) -> str:

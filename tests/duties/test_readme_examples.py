@@ -10,17 +10,15 @@ from bot.domain.params_hash import check_params
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.duties.helpers import ephemerals_to
 from bot.sandbox.signed import plain_input
-from tests.support.app import ROOT, App
+from tests.support.app import App
+from tests.support.docs import fenced, page, section
 
 IDS = {"U0123ALICE": "U1", "U0456BOB": "U2", "U0789CAROL": "U3", "S0456OPS": "SOPS", "C0123ABCD": "C1"}
 
 
-def readme_section(title: str) -> str:
+def api_section(title: str) -> str:
     """A section of the Agent API page (docs/api.md; it was the README's)."""
-    text = (ROOT / "docs" / "api.md").read_text()
-    start = text.index(f"## {title}")
-    end = text.index("\n## ", start + 1)
-    return text[start:end]
+    return section(page("docs/api.md"), title)
 
 
 def with_test_ids(raw: str) -> Any:
@@ -31,9 +29,8 @@ def with_test_ids(raw: str) -> Any:
 
 async def test_readme_quorum_confirmation_and_duties_example(app: App) -> None:
     app.slack.add_usergroup("SOPS", ["U1", "U2", "U3"])  # carol may decide, but not approve her own
-    example = re.search(r"```json\n(.*?)```", readme_section("Quorum, separation of duties"), re.S)
-    assert example is not None
-    status, req = await app.api("POST", "/api/v1/approvals", json=with_test_ids(example.group(1)))
+    example = fenced(api_section("Quorum, separation of duties"), "json")
+    status, req = await app.api("POST", "/api/v1/approvals", json=with_test_ids(example))
     assert status == 201, req
     assert (req["quorum"], req["requester_user"], req["confirm"]) == (2, "U3", "orders_2019")
 
@@ -57,17 +54,15 @@ async def test_readme_quorum_confirmation_and_duties_example(app: App) -> None:
 
 
 async def test_readme_batch_example(app: App) -> None:
-    section = readme_section("Batches")
-    curl = re.search(r"-d '(.*?)'", section, re.S)
+    batches = api_section("Batches")
+    curl = re.search(r"-d '(.*?)'", batches, re.S)
     assert curl is not None
     status, req = await app.api("POST", "/api/v1/approvals", json=with_test_ids(curl.group(1)))
     assert status == 201, req
     card = await app.card(req["id"])
     assert controls(card, 1) == ["signoff_item_pick", "signoff_item_reject", "signoff_item_respond"]
     # The decision the README shows: alice replies to the second action, then ticks the first and approves.
-    documented = re.search(r"```json\n(.*?)```", section, re.S)
-    assert documented is not None
-    shown = json.loads(documented.group(1).replace("U0123ALICE", "U1"))["items"]
+    shown = json.loads(fenced(batches, "json").replace("U0123ALICE", "U1"))["items"]
     view = await open_item(app, req["id"], 1, "signoff_item_respond")
     await submit(app, view, {"reason": {"value": plain_input(shown[1]["comment"])}})
     await item_state(app, req["id"], 1)

@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import checkboxes, radio, static_select
 from tests.fuzz.harness import FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.fuzz.test_api_fuzz import json_values
 from tests.fuzz.test_slack_fuzz import quiet
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App, approval_body
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"
 TOKENS = f"agent-a:{A}:agent,agent-b:{B}:agent,ops:{OPS}:admin"
@@ -28,11 +25,7 @@ POLICY = "grant_admins: [U5]\nrules:\n  - name: drops-are-critical\n    tool: dr
 MAIL = {"to": "ann@example.com", "subject": "Hi"}
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY, SIGNOFF_API_TOKENS=TOKENS) as running:
-        running.headers = {"Authorization": f"Bearer {OPS}"}
-        yield running
+pytestmark = pytest.mark.policy(POLICY, token=OPS, SIGNOFF_API_TOKENS=TOKENS)
 
 
 async def grant_rows(app: App) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,28 +92,6 @@ class ClaudeCli:
             await proc.wait()
             raise
         return proc.returncode or 0, out.decode(), err.decode()
-
-
-DOCS = ROOT / "docs"
-EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\n```\w*\n(.*?)\n```", re.S)
-
-
-def doc_examples() -> dict[str, tuple[Path, str]]:
-    """Every code block the README and the docs mark with `<!-- example: NAME -->`: name -> (page, code).
-    Names are unique."""
-    found: dict[str, tuple[Path, str]] = {}
-    for page in [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]:
-        for match in EXAMPLE.finditer(page.read_text()):
-            assert match.group(1) not in found, f"example {match.group(1)!r} is marked twice"
-            found[match.group(1)] = (page, match.group(2))
-    return found
-
-
-def readme_example(name: str) -> str:
-    """The code block the README or a docs page (docs/integrations/*.md, docs/api.md) marks `<!-- example: NAME -->`."""
-    found = doc_examples().get(name)
-    assert found, f"the docs have no example {name!r}"
-    return found[1]
 
 
 def hook_settings(*hook_args: str, matcher: str = "Write|Edit|MultiEdit|Bash|WebFetch", timeout: int = 60) -> str:

@@ -10,7 +10,8 @@ from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from bot.sandbox.signed import plain_input
 from tests.support.app import API_TOKEN, App
-from tests.integrations.claude_cli import ClaudeCli, readme_example
+from tests.integrations.claude_cli import ClaudeCli
+from tests.support.docs import doc_example
 from tests.integrations.helpers import cards, pending_id
 
 PROMPT_TOOL = "mcp__signoff__permission_prompt"
@@ -18,7 +19,7 @@ PROMPT_TOOL = "mcp__signoff__permission_prompt"
 
 def mcp_config() -> str:
     """The README's stdio config: `signoff mcp`, found on PATH, with SIGNOFF_* from the CLI's environment."""
-    return readme_example("mcp-stdio")
+    return doc_example("mcp-stdio")
 
 
 def cli_for(app: App, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
@@ -71,12 +72,12 @@ async def test_prompt_tool_approve_with_edits_then_deny(app: App, model: FakeCla
 async def test_readme_http_config_as_the_prompt_tool(app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
     """The MCP page's /mcp config (written by its shell snippet) and command: the CLI talks streamable HTTP to the main server."""
     cli = cli_for(app, model, tmp_path)
-    code, out, err = await cli.shell(readme_example("mcp-http"))  # writes mcp.json from SIGNOFF_* as pasted
+    code, out, err = await cli.shell(doc_example("mcp-http"))  # writes mcp.json from SIGNOFF_* as pasted
     assert code == 0 and app.url in (cli.work / "mcp.json").read_text(), (out, err)
     readme = cli.work / "README.md"
     model.script(message(tool_use("Write", {"file_path": str(readme), "content": "# Tidy\n"}, id="toolu_http_1")),
                  message(text("Tidied.")))
-    running = asyncio.create_task(cli.shell(readme_example("mcp-claude")))
+    running = asyncio.create_task(cli.shell(doc_example("mcp-claude")))
     request_id = await pending_id(app)
     _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
     assert body["requested_by"] == "MCP client over HTTP" and body["action"]["name"] == "Write"

@@ -13,19 +13,18 @@ import asyncio
 import json
 import os
 import stat
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
-from bot.sandbox import SlackEmulator
 from bot.sandbox.model import message, text, tool_use
 from signoff import AsyncSignoffClient
 from signoff.claude import can_use_tool
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.support.app import API_TOKEN, App, ROOT, policy_app
-from tests.integrations.claude_cli import ClaudeCli, readme_example, run_sdk, signoff_command
+from tests.support.app import API_TOKEN, App, ROOT
+from tests.integrations.claude_cli import ClaudeCli, run_sdk, signoff_command
+from tests.support.docs import doc_example
 from tests.integrations.helpers import cards, pending_id
 
 POLICY = "rules:\n  - name: drops-are-critical\n    tool: drop_table\n    tier: critical\n"
@@ -33,11 +32,7 @@ NPM_RULE = {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "n
             "destination": "localSettings"}
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    """The app under a policy file: grants (and so suggestions) apply only there."""
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)  # grants (and so suggestions) apply only under a policy file
 
 
 def with_npm(cli: ClaudeCli) -> Path:
@@ -205,7 +200,7 @@ async def test_the_readme_permission_request_hook_in_the_real_cli_remembers_the_
                                       "SIGNOFF_APPROVERS": "U1,U2"})
     ran = with_npm(cli)
     (cli.work / ".claude").mkdir()
-    (cli.work / ".claude" / "settings.json").write_text(readme_example("claude-permission-request"))
+    (cli.work / ".claude" / "settings.json").write_text(doc_example("claude-permission-request"))
     model.script(bash_call("npm test -- --ci", "toolu_pr_1"), bash_call("npm test -- --again", "toolu_pr_2"),
                  message(text("Both ran.")))
     running = asyncio.create_task(cli.run("run the tests twice"))

@@ -23,7 +23,7 @@ import pytest_asyncio
 from bot.api.webhooks import sign
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import number_input, plain_input
-from tests.integrations.claude_cli import readme_example
+from tests.support.docs import doc_example
 from tests.integrations.dbos_worker import Worker, dbos_url, recorded, steps
 from tests.integrations.helpers import cards, pending_id
 from tests.integrations.test_langgraph import submit_modal
@@ -84,7 +84,7 @@ async def test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once(app:
                                                                             tmp_path: Path) -> None:
     folder = tmp_path / "worker"
     folder.mkdir()
-    (folder / "refunds.py").write_text(readme_example("dbos-refunds"))
+    (folder / "refunds.py").write_text(doc_example("dbos-refunds"))
     worker = Worker(folder, "refunds.py", app, dbos_url)
     try:
         await worker.start("A-1042", "40")
@@ -159,7 +159,7 @@ async def test_a_worker_killed_between_its_submit_and_dbos_recording_it_asks_onc
                                                                                   tmp_path: Path) -> None:
     folder = tmp_path / "worker"
     folder.mkdir()
-    (folder / "refunds.py").write_text(readme_example("dbos-refunds"))
+    (folder / "refunds.py").write_text(doc_example("dbos-refunds"))
     worker = Worker(folder, "refunds.py", app, dbos_url)
     try:
         await worker.start("A-1042", "40")
@@ -182,7 +182,7 @@ async def test_a_rejected_refund_is_never_paid_and_the_endpoint_takes_only_what_
         app: App, dbos_url: str, tmp_path: Path) -> None:
     folder = tmp_path / "worker"
     folder.mkdir()
-    (folder / "refunds.py").write_text(readme_example("dbos-refunds"))
+    (folder / "refunds.py").write_text(doc_example("dbos-refunds"))
     worker = Worker(folder, "refunds.py", app, dbos_url)
     try:
         await worker.start("A-7", "70")

@@ -7,7 +7,7 @@ the example then prints or does checked, for an approval and for the not-approve
 Examples that need a real Claude Code run (and so a model) are checked for the part a person pastes:
 the hook command of a settings.json, fed the JSON Claude Code sends on stdin; the `mcp.json` server,
 driven by the `mcp` client over stdio and streamable HTTP; the Agent SDK callback, called the way
-the SDK calls it. (tests/integrations/test_readme_examples.py and test_claude_prompt_tool.py run
+the SDK calls it. (tests/integrations/test_doc_examples.py and test_claude_prompt_tool.py run
 those through the real CLI against the test app.) The DBOS recipe runs in test_dbos.py, against the test
 app (it kills and restarts a worker, on SQLite and PostgreSQL). A marked example that no test here runs fails the
 first test; an example this file runs that the docs lost fails where it is read.
@@ -37,7 +37,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.integrations.claude_cli import DOCS, doc_examples, readme_example
+from tests.support.docs import DOCS, doc_example, doc_examples
 from tests.sandbox.browser import DemoProcess, exported, start_demo
 from tests.sandbox.person import SandboxPerson
 
@@ -150,7 +150,7 @@ def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 
 def run_python(sandbox: Sandbox, name: str, tmp: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    (tmp / "example.py").write_text(readme_example(name))
+    (tmp / "example.py").write_text(doc_example(name))
     return start("python example.py", tmp, env or sandbox.env)
 
 
@@ -216,7 +216,7 @@ def test_the_decorated_function_runs_only_once_approved(sandbox: Sandbox, tmp_pa
 
 
 def test_the_shell_recipe_deploys_only_when_signoff_wait_says_approved(sandbox: Sandbox, tmp_path: Path) -> None:
-    running = start(readme_example("signoff-wait"), tmp_path, sandbox.env)
+    running = start(doc_example("signoff-wait"), tmp_path, sandbox.env)
     request = sandbox.new_request(lambda r: r["summary"] == "Deploy the api")
     sandbox.person.approve(request["id"])
     code, out, err = finish(running)
@@ -224,7 +224,7 @@ def test_the_shell_recipe_deploys_only_when_signoff_wait_says_approved(sandbox: 
         (out, err)
     assert json.loads((tmp_path / "decision.json").read_text())["outcome"] == "approved"  # what it printed
 
-    running = start(readme_example("signoff-wait"), tmp_path, sandbox.env)
+    running = start(doc_example("signoff-wait"), tmp_path, sandbox.env)
     sandbox.person.reject(sandbox.new_request(lambda r: r["summary"] == "Deploy the api")["id"], "Not on a Friday")
     code, out, err = finish(running)
     assert code == 0 and out.splitlines()[-1] == "not deploying (signoff wait exited 1)", (out, err)
@@ -250,10 +250,10 @@ def the_hook(settings: dict[str, Any], event: str) -> tuple[str, str]:
 
 
 def test_the_settings_hooks_answer_claude_code_with_the_decision(sandbox: Sandbox, tmp_path: Path) -> None:
-    defer = re.search(r"^HOOK='(.*)'$", readme_example("claude-defer"), re.M)
+    defer = re.search(r"^HOOK='(.*)'$", doc_example("claude-defer"), re.M)
     assert defer is not None
-    cases = [("claude-settings", json.loads(readme_example("claude-settings")), "PreToolUse", "approve"),
-             ("claude-permission-request", json.loads(readme_example("claude-permission-request")),
+    cases = [("claude-settings", json.loads(doc_example("claude-settings")), "PreToolUse", "approve"),
+             ("claude-permission-request", json.loads(doc_example("claude-permission-request")),
               "PermissionRequest", "approve"),
              ("claude-defer", json.loads(defer.group(1)), "PreToolUse", "reject")]
     for name, settings, event, verdict in cases:
@@ -281,7 +281,7 @@ def test_the_settings_hooks_answer_claude_code_with_the_decision(sandbox: Sandbo
 
 
 def test_the_hook_by_hand_prints_allow_once_approved(sandbox: Sandbox, tmp_path: Path) -> None:
-    running = start(readme_example("hook-by-hand"), tmp_path, sandbox.env)
+    running = start(doc_example("hook-by-hand"), tmp_path, sandbox.env)
     request = sandbox.new_request(lambda r: r["action"]["params"].get("command") == "rm -rf build")
     assert request["action"]["name"] == "Bash" and str(tmp_path) in request["context"]
     sandbox.person.approve(request["id"])
@@ -319,7 +319,7 @@ def test_the_agent_sdk_callback_allows_what_was_approved(sandbox: Sandbox, tmp_p
                                                   ToolPermissionContext(tool_use_id=f"toolu_sdk_{len(printed)}"))
 
     namespace: dict[str, Any] = {"__name__": "example", "print": printed.append}
-    exec(readme_example("claude-sdk"), namespace)
+    exec(doc_example("claude-sdk"), namespace)
     namespace["ClaudeSDKClient"] = TheSdk
     with concurrent.futures.ThreadPoolExecutor(1) as worker:  # the example's asyncio.run, in its own thread
         for verdict in ("approve", "reject"):
@@ -358,13 +358,13 @@ async def call_while_deciding(sandbox: Sandbox, session: ClientSession, tool: st
 
 
 async def test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http(sandbox: Sandbox, tmp_path: Path) -> None:
-    claude_line = shlex.split(readme_example("mcp-claude"))
+    claude_line = shlex.split(doc_example("mcp-claude"))
     prompt_tool = claude_line[claude_line.index("--permission-prompt-tool") + 1]
     assert claude_line[claude_line.index("--mcp-config") + 1] == "mcp.json"
     _, server_name, tool = prompt_tool.split("__")
 
     # stdio: the server the config names, started as the host starts it, with the terminal's environment.
-    stdio = json.loads(readme_example("mcp-stdio"))["mcpServers"][server_name]
+    stdio = json.loads(doc_example("mcp-stdio"))["mcpServers"][server_name]
     params = StdioServerParameters(command=stdio["command"], args=stdio["args"], cwd=str(tmp_path), env=sandbox.env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -375,7 +375,7 @@ async def test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http(sandbox: Sa
     assert answer["behavior"] == "allow" and answer["updatedInput"]["content"] == "# Tidy\n", answer
 
     # streamable HTTP: the config the page's snippet writes from the export lines.
-    code, out, err = finish(start(readme_example("mcp-http"), tmp_path, sandbox.env))
+    code, out, err = finish(start(doc_example("mcp-http"), tmp_path, sandbox.env))
     assert code == 0, (out, err)
     http_config = json.loads((tmp_path / "mcp.json").read_text())["mcpServers"][server_name]
     assert http_config["type"] == "http"

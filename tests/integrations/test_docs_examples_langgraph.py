@@ -19,7 +19,7 @@ import pytest
 
 from bench.harness import free_port
 from tests.conftest import _pg_admin, _pg_url_for
-from tests.integrations.claude_cli import readme_example
+from tests.support.docs import doc_example
 from tests.integrations.test_docs_examples import (
     RUNS,
     VENV_BIN,
@@ -38,7 +38,7 @@ __all__ = ["_no_example_left_running", "sandbox"]  # fixtures, used by name
 
 
 def resume_lines() -> list[str]:
-    return readme_example("langgraph-resume").splitlines()
+    return doc_example("langgraph-resume").splitlines()
 
 
 class Printed:
@@ -77,7 +77,7 @@ class Printed:
 
 
 def test_the_node_example_pauses_and_the_resumer_line_finishes_it(sandbox: Sandbox, tmp_path: Path) -> None:
-    (tmp_path / "myapp.py").write_text(readme_example("langgraph-node"))
+    (tmp_path / "myapp.py").write_text(doc_example("langgraph-node"))
     code, out, err = finish(start("python myapp.py", tmp_path, sandbox.env))
     assert code == 0, err
     request = sandbox.new_request(lambda r: r["summary"] == "Send the refund email to customer@example.com")
@@ -98,7 +98,7 @@ def test_the_node_example_pauses_and_the_resumer_line_finishes_it(sandbox: Sandb
 
 def test_the_middleware_example_resumes_with_one_action_approved_and_one_rejected(sandbox: Sandbox,
                                                                                    tmp_path: Path) -> None:
-    (tmp_path / "agentapp.py").write_text(readme_example("langchain-hitl"))
+    (tmp_path / "agentapp.py").write_text(doc_example("langchain-hitl"))
     code, out, err = finish(start("python agentapp.py", tmp_path, sandbox.env))
     assert code == 0, err
     batch = sandbox.new_request(lambda r: [i["action"]["name"] for i in r.get("items") or []] ==
@@ -118,14 +118,14 @@ def test_the_middleware_example_resumes_with_one_action_approved_and_one_rejecte
 
 def test_the_async_example_streams_to_its_pause_and_the_async_resumer_finishes_it(sandbox: Sandbox,
                                                                                    tmp_path: Path) -> None:
-    (tmp_path / "asyncapp.py").write_text(readme_example("langgraph-async"))
+    (tmp_path / "asyncapp.py").write_text(doc_example("langgraph-async"))
     code, out, err = finish(start("python asyncapp.py", tmp_path, sandbox.env))
     assert code == 0, err
     request = sandbox.new_request(lambda r: r["summary"] == "Tell customer@example.com their order shipped")
     assert out.splitlines() == [f"asyncapp: thread order-77 paused; card posted for request {request['id']}"], out
     assert request["callback_url"] is None  # no RESUMER_URL here: the resumer long-polls
     sandbox.person.approve(request["id"])
-    resumer = Printed(start(readme_example("langgraph-resume-async"), tmp_path, sandbox.env))
+    resumer = Printed(start(doc_example("langgraph-resume-async"), tmp_path, sandbox.env))
     try:
         resumer.wait_for(f"resumed thread order-77: {request['id']} approved by ")
     finally:
@@ -153,12 +153,12 @@ def test_the_postgres_example_is_resumed_once_per_thread_by_resumers_in_two_fold
     hosts = [tmp_path / "host-a", tmp_path / "host-b"]  # as two machines: each folder holds pgapp.py
     for host in hosts:
         host.mkdir()
-        (host / "pgapp.py").write_text(readme_example("langgraph-postgres"))
+        (host / "pgapp.py").write_text(doc_example("langgraph-postgres"))
     code, out, err = finish(start("python pgapp.py", hosts[0], env))
     assert code == 0 and out.splitlines() == [f"pgapp: thread invoice-{n} paused" for n in range(3)], (out, err)
     requests = [sandbox.new_request(lambda r, n=n: r["summary"] == f"Send the invoice to customer{n}@example.com")
                 for n in range(3)]
-    resumers = [Printed(start(readme_example("langgraph-resume-postgres"), host, env)) for host in hosts]
+    resumers = [Printed(start(doc_example("langgraph-resume-postgres"), host, env)) for host in hosts]
     try:
         for resumer in resumers:
             resumer.wait_for("watching the checkpointer PostgresSaver")
@@ -181,7 +181,7 @@ def resumed(resumers: list[Printed]) -> list[str]:
 
 def test_the_webhook_lines_wake_the_resumer_with_the_sandboxs_signed_webhook(tmp_path: Path) -> None:
     port = str(free_port())
-    demo_line, export, resume_line, app_line = readme_example("langgraph-webhook").replace("8377", port).splitlines()
+    demo_line, export, resume_line, app_line = doc_example("langgraph-webhook").replace("8377", port).splitlines()
     *assignments, program, command = shlex.split(demo_line)
     assert (program, command) == ("signoff", "demo")
     (tmp_path / "demo").mkdir()
@@ -193,7 +193,7 @@ def test_the_webhook_lines_wake_the_resumer_with_the_sandboxs_signed_webhook(tmp
         person = SandboxPerson(demo.url, channel=exports["SIGNOFF_CHANNEL"])
         app_dir = tmp_path / "app"
         app_dir.mkdir()
-        (app_dir / "asyncapp.py").write_text(readme_example("langgraph-async"))
+        (app_dir / "asyncapp.py").write_text(doc_example("langgraph-async"))
         resumer = Printed(start(f"{export}\nexec {resume_line}", app_dir, env))
         try:
             resumer.wait_for(f"woken by webhooks at http://127.0.0.1:{port}/signoff/webhook")

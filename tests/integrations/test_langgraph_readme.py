@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import json
 import os
 import sqlite3
 import sys
@@ -17,7 +16,7 @@ import pytest
 
 from bot.sandbox.signed import plain_input
 from tests.support.app import API_TOKEN, App
-from tests.integrations.claude_cli import readme_example
+from tests.support.docs import doc_example
 from tests.duties.batch_steps import approve_selected, controls, item_state, open_item, submit
 from tests.integrations.test_langgraph import decided, submit_modal, until
 
@@ -67,14 +66,14 @@ def state_of(path: Path, factory: str, thread_id: str) -> Any:
 async def test_the_node_example_pauses_exits_and_resumes_with_the_edit(app: App,
                                                                        workdir: tuple[Path, dict[str, str]]) -> None:
     tmp, env = workdir
-    (tmp / "myapp.py").write_text(readme_example("langgraph-node"))
+    (tmp / "myapp.py").write_text(doc_example("langgraph-node"))
     assert await (await start([sys.executable, "myapp.py"], tmp, env)).wait() == 0
     [request] = await pending(app, 1)
     assert request["channel"] == "C0123ABCD" and request["action"]["name"] == "send_email"
     await submit_modal(app, request["id"], "signoff_edit", {
         "p:to": {"value": plain_input("customer@example.com")},
         "p:subject": {"value": plain_input("Your refund of $45")}})
-    node_line = readme_example("langgraph-resume").splitlines()[0]
+    node_line = doc_example("langgraph-resume").splitlines()[0]
     resumer = await start(node_line, tmp, env)
     try:
         await until(lambda: bool(state_of(tmp / "myapp.py", "build_graph", "refund-1234").values.get("sent")),
@@ -88,7 +87,7 @@ async def test_the_node_example_pauses_exits_and_resumes_with_the_edit(app: App,
 async def test_the_hitl_example_offers_each_tool_its_decisions_and_resumes(
         app: App, workdir: tuple[Path, dict[str, str]]) -> None:
     tmp, env = workdir
-    (tmp / "agentapp.py").write_text(readme_example("langchain-hitl"))
+    (tmp / "agentapp.py").write_text(doc_example("langchain-hitl"))
     assert await (await start([sys.executable, "agentapp.py"], tmp, env)).wait() == 0
     [batch] = await pending(app, 1)  # one interrupt with two actions: one card
     assert [i["action"]["name"] for i in batch["items"]] == ["send_email", "delete_file"]
@@ -102,7 +101,7 @@ async def test_the_hitl_example_offers_each_tool_its_decisions_and_resumes(
     await item_state(app, batch["id"], 1)
     await approve_selected(app, batch["id"], [0], user="U0123ALICE")
     await decided(app, batch["id"])
-    hitl_line = readme_example("langgraph-resume").splitlines()[1]
+    hitl_line = doc_example("langgraph-resume").splitlines()[1]
     resumer = await start(hitl_line, tmp, env)
     try:
         await until(lambda: not state_of(tmp / "agentapp.py", "build_agent", "tidy-42").next, timeout=60)

@@ -14,7 +14,8 @@ import pytest
 from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.support.app import API_TOKEN, App
-from tests.integrations.claude_cli import ClaudeCli, readme_example
+from tests.integrations.claude_cli import ClaudeCli
+from tests.support.docs import doc_example
 from tests.integrations.helpers import cards, pending_id
 
 
@@ -37,7 +38,7 @@ def cli_for(app: App, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
 async def test_python_client_example(readme_app: App) -> None:
     printed: list[str] = []
     namespace: dict[str, Any] = {"print": lambda *a: printed.append(" ".join(map(str, a)))}
-    running = asyncio.create_task(asyncio.to_thread(exec, readme_example("python-client"), namespace))
+    running = asyncio.create_task(asyncio.to_thread(exec, doc_example("python-client"), namespace))
     request_id = await pending_id(readme_app)
     await readme_app.click(request_id, "U0123ALICE", user_name="alice")
     await running
@@ -47,7 +48,7 @@ async def test_python_client_example(readme_app: App) -> None:
 async def test_require_approval_example(readme_app: App) -> None:
     printed: list[str] = []
     namespace: dict[str, Any] = {"print": lambda *a: printed.append(" ".join(map(str, a)))}
-    running = asyncio.create_task(asyncio.to_thread(exec, readme_example("require-approval"), namespace))
+    running = asyncio.create_task(asyncio.to_thread(exec, doc_example("require-approval"), namespace))
     request_id = await pending_id(readme_app)
     _, body = await readme_app.api("GET", f"/api/v1/approvals/{request_id}")
     assert body["summary"] == "Refund 40 USD to customer@example.com"
@@ -60,7 +61,7 @@ async def test_require_approval_example(readme_app: App) -> None:
 async def test_hook_settings_example(readme_app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
     cli = cli_for(readme_app, model, tmp_path)
     (cli.work / ".claude").mkdir()
-    (cli.work / ".claude" / "settings.json").write_text(readme_example("claude-settings"))
+    (cli.work / ".claude" / "settings.json").write_text(doc_example("claude-settings"))
     target = cli.work / "CHANGELOG.md"
     model.script(message(tool_use("Bash", {"command": f"echo '## 2.0' > {target}", "description": "Start the log"},
                                   id="toolu_readme_bash")),
@@ -81,7 +82,7 @@ async def test_defer_recipe_example(readme_app: App, model: FakeClaudeApi, tmp_p
     model.script(message(tool_use("Write", {"file_path": str(target), "content": "## 2.0\n- faster\n"},
                                   id="toolu_readme_defer")),
                  message(text("Changelog updated.")))
-    running = asyncio.create_task(cli.shell(readme_example("claude-defer")))
+    running = asyncio.create_task(cli.shell(doc_example("claude-defer")))
     request_id = await pending_id(readme_app)
     run_json = cli.work / "run.json"
     for _ in range(3000):  # test-side: the hook waits its 5 s, then the run stops with the call deferred
@@ -107,7 +108,7 @@ async def test_agent_sdk_example(readme_app: App, model: FakeClaudeApi, tmp_path
     model.script(message(tool_use("Write", {"file_path": str(plan), "content": "1. ship\n"}, id="toolu_readme_sdk")),
                  message(text("Planned.")))
     namespace: dict[str, Any] = {"print": lambda *a: None}
-    exec(readme_example("claude-sdk"), namespace)
+    exec(doc_example("claude-sdk"), namespace)
     running = asyncio.create_task(namespace["main"]())
     request_id = await pending_id(readme_app)
     await readme_app.click(request_id, "U0123ALICE", user_name="alice")

@@ -7,15 +7,13 @@ made, those made on requests they are an approver of, or all of them as a `grant
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
-from bot.sandbox import SlackEmulator
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App
 from bot.sandbox.signed import radio, static_select
+from tests.support.app import submit_tool
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"
 TOKENS = f"agent-a:{A}:agent,agent-b:{B}:agent,ops:{OPS}:admin"
@@ -27,19 +25,11 @@ def as_(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    slack.add_usergroup("SADMINS", ["U6"])
-    async with policy_app(db_url, slack, tmp_path, POLICY, SIGNOFF_API_TOKENS=TOKENS) as running:
-        running.headers = as_(OPS)
-        yield running
+pytestmark = pytest.mark.policy(POLICY, token=OPS, usergroups={"SADMINS": ["U6"]}, SIGNOFF_API_TOKENS=TOKENS)
 
 
 async def submit(app: App, token: str, params: dict[str, Any] = MAIL, **kw: Any) -> dict[str, Any]:
-    body = approval_body(action={"name": "send_email", "params": params}, preview=None, **kw)
-    status, created = await app.api("POST", "/api/v1/approvals", json=body, headers=as_(token))
-    assert status == 201, created
-    return created
+    return await submit_tool(app, "send_email", params, token=token, **kw)
 
 
 async def granted(app: App, token: str, user: str = "U1", scope: str = "agent", **kw: Any) -> dict[str, Any]:

@@ -5,16 +5,15 @@ still asks, and a revoked grant stops matching at once. Delegation: allowed and 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import checkboxes, radio, static_select
 from bot.sandbox.signed import plain_input
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App, approval_body
+from tests.support.app import submit_tool
 
 POLICY = """\
 tiers:
@@ -28,17 +27,11 @@ rules:
 MAIL = {"to": "ann@example.com", "subject": "Your refund", "body": "Sent."}
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)
 
 
 async def submit(app: App, params: dict[str, Any], name: str = "send_email", **kw: Any) -> dict[str, Any]:
-    status, body = await app.api("POST", "/api/v1/approvals",
-                                 json=approval_body(action={"name": name, "params": params}, preview=None, **kw))
-    assert status == 201, body
-    return body
+    return await submit_tool(app, name, params, **kw)
 
 
 def buttons(message: Any) -> list[str]:

@@ -68,6 +68,28 @@ def approval_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
+def tool_body(name: str, params: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """A request for a call of tool `name` with `params` and no preview (what policy rules match on)."""
+    return approval_body(action={"name": name, "params": params}, preview=None, **overrides)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def submit_body(app: App, body: dict[str, Any], *, token: str | None = None) -> dict[str, Any]:
+    """POST `body` as `token`'s agent (the app's own token by default); it must be accepted (201)."""
+    status, created = await app.api("POST", "/api/v1/approvals", json=body, headers=bearer(token) if token else None)
+    assert status == 201, created
+    return dict(created)
+
+
+async def submit_tool(app: App, name: str, params: dict[str, Any], *, token: str | None = None,
+                      **overrides: Any) -> dict[str, Any]:
+    """Submit a call of tool `name` with `params` (`tool_body`); it must be accepted (201)."""
+    return await submit_body(app, tool_body(name, params, **overrides), token=token)
+
+
 @dataclass
 class App:
     """A running Signoff reachable over HTTP, with clients for the agent API and for Slack."""
@@ -92,9 +114,8 @@ class App:
                 return resp.status, text
 
     async def submit(self, **overrides: Any) -> dict[str, Any]:
-        status, body = await self.api("POST", "/api/v1/approvals", json=approval_body(**overrides))
-        assert status == 201, body
-        return body
+        """The harness's default request (`approval_body`) with `overrides`; it must be accepted (201)."""
+        return await submit_body(self, approval_body(**overrides))
 
     async def card(self, request_id: str, timeout: float = 5.0) -> Any:
         """Wait for the request's card to be posted and stored; return the fake's message."""

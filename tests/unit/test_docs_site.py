@@ -14,6 +14,8 @@ from pathlib import Path
 import griffe
 import yaml
 
+from tests.support.docs import doc_examples
+
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"
 
@@ -100,6 +102,5 @@ def test_the_readmes_example_is_the_one_the_docs_examples_test_runs() -> None:
     readme = (ROOT / "README.md").read_text()
     shown = re.search(r"<!-- same as: ([\w-]+) -->\n```python\n(.*?)\n```", readme, re.S)
     assert shown, "the README's example says which docs example it is"
-    page = next(p.read_text() for p in (ROOT / "docs").rglob("*.md") if f"<!-- example: {shown.group(1)} -->" in p.read_text())
-    run = re.search(rf"<!-- example: {shown.group(1)} -->\n```python\n(.*?)\n```", page, re.S)
-    assert run is not None and run.group(1) == shown.group(2)
+    where, run = doc_examples()[shown.group(1)]
+    assert f"<!-- example: {shown.group(1)} -->\n```python\n" in where.read_text() and run == shown.group(2)

@@ -14,6 +14,7 @@ import pytest
 from bot.domain.model import Risk
 from bot.domain.policy import Effect
 from bot.policy.file import PolicyError, load_policy, parse_policy
+from tests.support.docs import fenced, page
 from tests.support.app import ROOT
 
 GOOD = """\
@@ -147,9 +148,8 @@ def test_serve_refuses_a_bad_policy_with_one_line(tmp_path: Path) -> None:
 
 def test_readme_policy_example_and_explain(tmp_path: Path) -> None:
     """The policy page's file loads, and `policy explain` prints what the page shows."""
-    readme = (ROOT / "docs" / "policy.md").read_text()
-    section = readme[readme.index("# Policy\n"):]
-    example = section[section.index("```yaml\n") + 8:section.index("```\n", section.index("```yaml\n"))]
+    section = page("docs/policy.md")
+    example = fenced(section, "yaml") + "\n"
     path = tmp_path / "policy.yaml"
     path.write_text(example)
     assert signoff("policy", "check", str(path)).returncode == 0
