@@ -12,7 +12,8 @@ from typing import Any
 import aiohttp
 
 from bot.sandbox import SlackEmulator
-from tests.support.app import API_TOKEN, ServerProcess, approval_body
+from tests.support.app import API_TOKEN, approval_body
+from tests.support.process import ServerProcess
 
 ONE_RULE = """\
 rules:

@@ -38,7 +38,8 @@ from storage.stores import open_store
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.sandbox.signed import SlackClient
-from tests.support.app import API_TOKEN, SIGNING_SECRET, ServerProcess, approval_body
+from tests.support.app import API_TOKEN, SIGNING_SECRET, approval_body
+from tests.support.process import ServerProcess
 
 RETRYABLE = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 

@@ -14,7 +14,7 @@ from bot.process.startup import StartupError, open_database
 from storage.migrate import head_revision, upgrade
 from tests.cli.helpers import API_TOKEN, BOT_TOKEN, SIGNING_SECRET, assert_one_line, clean_env, signoff
 from tests.conftest import PG_URL
-from tests.support.app import free_port
+from bench.harness import free_port
 
 HEAD = head_revision()
 

@@ -4,8 +4,6 @@ is a WARNING, not a reason to stay down."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import socket
 import sys
 from pathlib import Path
@@ -14,7 +12,8 @@ import aiohttp
 
 from tests.cli.helpers import API_TOKEN, BOT_TOKEN, SIGNING_SECRET, assert_one_line, clean_env, signoff
 from bot.sandbox import SlackEmulator
-from tests.support.app import free_port
+from bench.harness import free_port
+from tests.support.process import LoggedProcess
 
 
 def serve_env(slack: SlackEmulator, db_url: str, port: int, **extra: str) -> dict[str, str]:
@@ -23,61 +22,9 @@ def serve_env(slack: SlackEmulator, db_url: str, port: int, **extra: str) -> dic
                         "SIGNOFF_HOST": "127.0.0.1", "SIGNOFF_API_TOKENS": API_TOKEN, **extra})
 
 
-class Server:
-    """`signoff serve` in the background, its stderr collected line by line."""
-
-    def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        self.env, self.cwd = env, cwd
-        self.lines: list[str] = []
-        self._changed = asyncio.Event()
-        self.proc: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> Server:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "serve", env=self.env, cwd=self.cwd,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        self._reader = asyncio.create_task(self._read())
-        return self
-
-    async def _read(self) -> None:
-        assert self.proc is not None and self.proc.stderr is not None
-        async for raw in self.proc.stderr:
-            self.lines.append(raw.decode().rstrip("\n"))
-            self._changed.set()
-        self._changed.set()
-
-    async def line(self, text: str, timeout: float = 30) -> str:
-        """The first stderr line containing `text`, once it is written."""
-        async def found() -> str:
-            while True:
-                for line in self.lines:
-                    if text in line:
-                        return line
-                if self.proc is not None and self.proc.returncode is not None and self._reader and self._reader.done():
-                    raise AssertionError(f"server exited before {text!r}:\n" + "\n".join(self.lines[-30:]))
-                self._changed.clear()
-                await self._changed.wait()
-        try:
-            return await asyncio.wait_for(found(), timeout)
-        except TimeoutError:
-            raise AssertionError(f"no line with {text!r}:\n" + "\n".join(self.lines[-30:])) from None
-
-    async def stop(self) -> int:
-        assert self.proc is not None
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-        code = await asyncio.wait_for(self.proc.wait(), 30)
-        if self._reader is not None:
-            await self._reader
-        return code
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.kill()
-            await self.proc.wait()
-        if self._reader is not None:
-            await self._reader
+def server(env: dict[str, str], cwd: Path) -> LoggedProcess:
+    """`signoff serve` in the background with exactly `env`, its output read line by line."""
+    return LoggedProcess([sys.executable, "-m", "bot", "serve"], env, cwd, cwd / "serve.log")
 
 
 async def test_port_in_use_is_one_line_before_anything_starts(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
@@ -134,28 +81,28 @@ async def test_check_runs_the_checks_and_exits(slack: SlackEmulator, db_url: str
 
 async def test_start_up_line_then_sigterm_says_what_it_drains(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
     port = free_port()
-    async with Server(serve_env(slack, db_url, port), tmp_path) as server:
-        line = await server.line('"serving on ')
+    async with server(serve_env(slack, db_url, port), tmp_path) as serving:
+        line = await serving.line('"serving on ')
         assert f"serving on http://127.0.0.1:{port} (database: " in line
         assert "Slack: HTTP (Slack sends to /slack/events), workspace 'Fake Team' as @signoff)" in line
         async with aiohttp.ClientSession() as session, session.get(
                 f"http://127.0.0.1:{port}/healthz", headers={"Authorization": f"Bearer {API_TOKEN}"}) as resp:
             health = await resp.json()
         assert health["slack"]["state"] == "ok" and health["slack"]["team"] == "Fake Team"
-        assert await server.stop() == 0
+        assert await serving.terminate() == 0
     assert any('"event": "SIGTERM: stopping; finishing 0 acked Slack request(s) or note(s) still being handled, '
-               '0 click(s) in the backlog, 0 outbox deliver(ies) in flight' in line for line in server.lines), server.lines
-    assert '"event": "stopped"' in server.lines[-1]
-    assert not any("Traceback" in line for line in server.lines), [t for t in server.lines if "Traceback" in t]
+               '0 click(s) in the backlog, 0 outbox deliver(ies) in flight' in line for line in serving.lines()), serving.lines()
+    assert '"event": "stopped"' in serving.lines()[-1]
+    assert not any("Traceback" in line for line in serving.lines()), [t for t in serving.lines() if "Traceback" in t]
 
 
 async def test_slack_down_at_start_up_serves_warns_once_and_retries(slack: SlackEmulator, db_url: str,
                                                                     tmp_path: Path) -> None:
     slack.fail("auth.test", status=503, times=2)
     port = free_port()
-    async with Server(serve_env(slack, db_url, port), tmp_path) as server:
-        await server.line('"serving on ')
-        warning = await server.line("Slack did not answer auth.test")
+    async with server(serve_env(slack, db_url, port), tmp_path) as serving:
+        await serving.line('"serving on ')
+        warning = await serving.line("Slack did not answer auth.test")
         assert '"level": "warning"' in warning and "auth.test: HTTP 503" in warning
         # The agent API is up meanwhile, and a request made now is delivered.
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {API_TOKEN}"}) as session:
@@ -164,14 +111,14 @@ async def test_slack_down_at_start_up_serves_warns_once_and_retries(slack: Slack
             }) as resp:
                 assert resp.status == 201
                 made = await resp.json()
-            recovered = await server.line("Slack answers: workspace 'Fake Team' as @signoff")
+            recovered = await serving.line("Slack answers: workspace 'Fake Team' as @signoff")
             assert '"level": "info"' in recovered
             async with session.get(f"http://127.0.0.1:{port}/api/v1/approvals/{made['id']}") as resp:
                 body = await resp.json()
         await slack.wait_for("chat.postMessage", ok_only=True)
-        assert sum("Slack did not answer" in line for line in server.lines) == 1
+        assert sum("Slack did not answer" in line for line in serving.lines()) == 1
         assert body["id"] == made["id"]
-        assert await server.stop() == 0
+        assert await serving.terminate() == 0
 
 
 async def test_placeholders_and_a_closed_agent_api_are_noted(slack: SlackEmulator, db_url: str, tmp_path: Path) -> None:
@@ -179,15 +126,15 @@ async def test_placeholders_and_a_closed_agent_api_are_noted(slack: SlackEmulato
                     SLACK_SIGNING_SECRET="your-signing-secret", SIGNOFF_API_TOKENS="")
     readme = serve_env(slack, db_url, free_port(), SIGNOFF_API_TOKENS="choose-a-long-random-token")
     (tmp_path / ".env").write_text("SIGNOFF_TIMOUT=4h\n")
-    async with Server(env, tmp_path) as server:
-        await server.line('"serving on ')
+    async with server(env, tmp_path) as serving:
+        await serving.line('"serving on ')
         assert "SLACK_BOT_TOKEN and SLACK_SIGNING_SECRET still hold placeholder values" in (
-            await server.line("placeholder values"))
-        assert "set it to one or more comma-separated tokens" in await server.line("the agent API is closed")
+            await serving.line("placeholder values"))
+        assert "set it to one or more comma-separated tokens" in await serving.line("the agent API is closed")
         assert '"SIGNOFF_TIMOUT is not a Signoff setting: did you mean SIGNOFF_TIMEOUT?"' in (
-            await server.line("SIGNOFF_TIMOUT"))
-        await server.stop()
+            await serving.line("SIGNOFF_TIMOUT"))
+        await serving.terminate()
     assert slack.calls_to("auth.test") == []  # a placeholder token is not sent to Slack
-    async with Server(readme, tmp_path) as server:
-        assert "choose a long random token of your own" in await server.line("README's example token")
-        await server.stop()
+    async with server(readme, tmp_path) as serving:
+        assert "choose a long random token of your own" in await serving.line("README's example token")
+        await serving.terminate()

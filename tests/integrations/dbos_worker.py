@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -19,11 +17,12 @@ import pytest_asyncio
 from bench.harness import free_port
 from tests.conftest import PG_URL, _drop_database, _pg_admin, _pg_url_for
 from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App
+from tests.support.process import LoggedProcess
 
 READY = "worker ready"
 
 
-class Worker:
+class Worker(LoggedProcess):
     """`python SCRIPT ARGS...` in `folder`, with what a terminal that pasted the exports has."""
 
     def __init__(self, folder: Path, script: str, app: App, dbos_url: str, *, channel: str = "C1") -> None:
@@ -34,9 +33,7 @@ class Worker:
                    SIGNOFF_URL=app.url, SIGNOFF_TOKEN=API_TOKEN, SIGNOFF_CHANNEL=channel,
                    SIGNOFF_WEBHOOK_SECRET=WEBHOOK_SECRET, WORKER_PORT=str(self.port),
                    DBOS_SYSTEM_DATABASE_URL=dbos_url)
-        self.env = env
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
+        super().__init__([sys.executable, script], env, folder, folder / "worker.log")
 
     @property
     def log(self) -> Path:
@@ -46,42 +43,11 @@ class Worker:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/signoff/webhook"
 
-    def lines(self) -> list[str]:
-        return self.log.read_text().splitlines() if self.log.exists() else []
-
     async def start(self, *args: str) -> None:
         """Start it and wait until it says it is ready (DBOS launched, webhooks served)."""
         before = sum(READY in line for line in self.lines())
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, self.script, *args], cwd=self.folder, env=self.env,
-                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.starts += 1
+        self.launch(*args)
         await self.until(lambda: sum(READY in line for line in self.lines()) > before, "the worker to be ready")
-
-    async def until(self, ready: Any, what: str, timeout: float = 60.0) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not ready():
-            if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"the worker exited ({self.proc.returncode}) waiting for {what}:\n"
-                                     + "\n".join(self.lines()[-60:]))
-            if loop.time() > deadline:
-                raise AssertionError(f"timed out waiting for {what}:\n" + "\n".join(self.lines()[-60:]))
-            await asyncio.sleep(0.05)  # test-side: the worker is another process
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, exactly like a crashed host."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 @pytest_asyncio.fixture(params=["sqlite", "postgresql"])

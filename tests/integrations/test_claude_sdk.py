@@ -10,7 +10,8 @@ from signoff.claude import can_use_tool
 from bot.sandbox.model import message, text, tool_use
 from tests.fakes.claude_api import FakeClaudeApi
 from bot.sandbox.signed import plain_input
-from tests.support.app import API_TOKEN, App, free_port
+from tests.support.app import API_TOKEN, App
+from bench.harness import free_port
 from tests.integrations.claude_cli import ClaudeCli, run_sdk
 from tests.integrations.helpers import pending_id
 

@@ -26,7 +26,8 @@ from tests.fakes.clock import FakeClock
 from tests.fakes.flaky_proxy import FlakyProxy
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import number_input, plain_input
-from tests.support.app import API_TOKEN, ROOT, App, free_port, start_app
+from tests.support.app import API_TOKEN, ROOT, App, start_app
+from bench.harness import free_port
 from tests.integrations.helpers import cards, pending_id
 from tests.timers.helpers import tick
 

@@ -19,7 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.support.app import API_TOKEN, ROOT, App, ServerProcess
+from tests.support.app import API_TOKEN, ROOT, App
+from tests.support.process import ServerProcess
 from tests.integrations.claude_cli import signoff_command
 from tests.integrations.helpers import pending_id
 

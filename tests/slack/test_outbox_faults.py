@@ -12,7 +12,8 @@ import aiohttp
 import pytest
 
 from bot.sandbox import SlackEmulator
-from tests.support.app import API_TOKEN, SIGNING_SECRET, App, ServerProcess, approval_body, start_app
+from tests.support.app import API_TOKEN, SIGNING_SECRET, App, approval_body, start_app
+from tests.support.process import ServerProcess
 from bot.sandbox.signed import SlackClient
 from tests.support.waits import long_poll_registered, more_sweeps
 

@@ -15,7 +15,8 @@ from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
-from tests.support.app import SIGNING_SECRET, App, ServerProcess
+from tests.support.app import SIGNING_SECRET, App
+from tests.support.process import ServerProcess
 
 
 def server_env(clock: ClockFile) -> dict[str, str]:

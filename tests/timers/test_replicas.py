@@ -15,7 +15,8 @@ from pathlib import Path
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
 from bot.sandbox import SlackEmulator
-from tests.support.app import App, ServerProcess
+from tests.support.app import App
+from tests.support.process import ServerProcess
 from tests.timers.procs import calls, client, log_tail, quiet, server_env
 from tests.support.waits import more_sweeps
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from storage.sql import SqlStore
 from tests.fakes.clock import ClockFile
 from bot.sandbox import SlackEmulator
-from tests.support.app import ServerProcess
+from tests.support.process import ServerProcess
 from tests.timers.helpers import TIMELINE
 from tests.timers.procs import calls, client, log_tail, quiet, server_env, thread_posts
 from tests.support.waits import long_poll_registered, more_sweeps
