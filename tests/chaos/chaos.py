@@ -238,7 +238,7 @@ class Chaos:
                 self.figures.kills += 1
                 victim.proc = None
                 await self.start_server(victim)
-            await self.settle()
+            await self.until_quiet()
             await self.check()
         finally:
             for task in self.tasks:
@@ -251,7 +251,7 @@ class Chaos:
             await self.model.stop()
             await self.slack.stop()
 
-    async def settle(self, timeout: float = 180) -> None:
+    async def until_quiet(self, timeout: float = 180) -> None:
         """No more kills: click until every request is decided; let every waiter, run and webhook finish."""
         deadline = time.monotonic() + timeout
         store = await open_store(self.db_url)

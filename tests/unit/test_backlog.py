@@ -27,7 +27,7 @@ def recorder(done: list[str], name: str, event: asyncio.Event | None = None):  #
     return work
 
 
-async def settle() -> None:
+async def let_tasks_run() -> None:
     """Let every ready task run (the backlog's timers here are long: nothing fires by itself)."""
     for _ in range(20):
         await asyncio.sleep(0)
@@ -63,7 +63,7 @@ async def test_a_lone_click_runs_at_once(started: Any) -> None:
     done: list[str] = []
     b.arrived()
     b.add(recorder(done, "a"))
-    await settle()
+    await let_tasks_run()
     assert done == ["a"]
 
 
@@ -97,7 +97,7 @@ async def test_an_endless_burst_still_runs_work_after_max_defer(started: Any) ->
     b.add(recorder(done, "a", ran))
     now.t += 0.001
     b.arrived()
-    await settle()
+    await let_tasks_run()
     assert done == []
     now.t += 0.049  # 0.05 s after it was queued; requests still arriving
     b.arrived()
@@ -118,7 +118,7 @@ async def test_stop_runs_everything_still_queued_and_one_failure_does_not_stop_t
     b.add(recorder(done, "c"))
     now.t += 1
     b.arrived()
-    await settle()
+    await let_tasks_run()
     assert done == []
     await b.stop(timeout=5)
     assert done == ["a", "c"] and len(b) == 0
@@ -166,10 +166,10 @@ async def test_work_started_at_once_is_tracked_like_queued_work(started: Any, ca
     b.arrived()
     now.t += 1
     b.start_now(slow)  # an arrival came before, but it is not queued: no gate
-    await settle()
+    await let_tasks_run()
     assert len(b) == 1 and b.queued == 0
     b.start_now(boom)
-    await settle()
+    await let_tasks_run()
     assert "handling an acked click failed" in caplog.text and len(b) == 1
     release.set()
     await b.stop(timeout=5)
