@@ -34,13 +34,6 @@ PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
 ENGINE = "postgresql" if PG_URL else "sqlite"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "postgres_only: a test of PostgreSQL alone; skipped, visibly, on SQLite")
-    config.addinivalue_line("markers", "sqlite_only: a test of SQLite alone; skipped, visibly, on PostgreSQL")
-    config.addinivalue_line("markers", "policy(text, token=None, usergroups=None, live_directory=False, **env): "
-                                       "the policy file (and settings) the `papp` fixture runs the app under")
-
-
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if not PG_URL and item.get_closest_marker("postgres_only") is not None:
         pytest.skip("PostgreSQL only: runs when SIGNOFF_TEST_DATABASE_URL names a PostgreSQL database")

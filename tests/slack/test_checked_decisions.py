@@ -21,8 +21,8 @@ import pytest
 from bot.domain.model import Status
 from bot.sandbox.signed import plain_input, radio, static_select
 from tests.support.outbox import drain
-from tests.duties.batch_steps import approve_selected
-from tests.duties.test_batch_items import submit_mixed
+from tests.approvals.batch_steps import approve_selected
+from tests.approvals.test_batch_items import submit_mixed
 from tests.support.app import App
 
 from tests.slack.test_grants_flow import MAIL, POLICY

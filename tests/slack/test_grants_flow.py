@@ -134,7 +134,7 @@ async def test_critical_cannot_be_remembered_and_grants_never_apply(papp: App) -
     _, decided = await papp.api("GET", f"/api/v1/approvals/{drop['id']}?wait=5")
     assert decided["status"] == "approved"
     again = await submit(papp, {"table": "orders"}, name="drop_table")
-    assert again["status"] == "pending"  # and evaluation never applies a grant to critical (tests/unit)
+    assert again["status"] == "pending"  # and evaluation never applies a grant to critical (tests/policy)
 
 
 async def test_grants_api_lists_and_an_admin_token_revokes(papp: App) -> None:
