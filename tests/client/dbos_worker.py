@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pytest_asyncio
 
 from bench.harness import free_port
-from tests.conftest import PG_URL, _drop_database, _pg_admin, _pg_url_for
+from tests.support.databases import PG_URL, empty_pg_database
 from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App
 from tests.support.process import LoggedProcess
 
@@ -61,12 +60,8 @@ async def dbos_url(request: Any, tmp_path: Path) -> AsyncIterator[str]:
         import pytest
 
         pytest.skip("DBOS on PostgreSQL: runs when SIGNOFF_TEST_DATABASE_URL names a PostgreSQL database")
-    name = f"signoff_dbos_{uuid.uuid4().hex[:12]}"
-    await _pg_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield _pg_url_for(name)
-    finally:
-        await asyncio.to_thread(_drop_database, name)
+    async with empty_pg_database("signoff_dbos") as url:
+        yield url
 
 
 def _steps(dbos_url: str, workflow_id: str) -> list[str]:

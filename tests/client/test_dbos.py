@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import pytest_asyncio
 
 from bot.api.webhooks import sign
@@ -34,17 +35,10 @@ __all__ = ["dbos_url"]  # the fixture, parametrized over the DBOS engines
 WORKFLOW = "refund-A-1042"
 
 
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    """Signoff as the sandbox page tells you to start it for DBOS: webhooks signed and allowed to reach a
-    worker on loopback. A webhook that failed is retried at most a second later (the default backs off
-    up to 30 minutes), so the restarted worker gets it within the test's patience."""
-    running = await start_app(db_url, slack, SIGNOFF_EGRESS_ALLOW="127.0.0.1",
-                              SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS="1")
-    try:
-        yield running
-    finally:
-        await running.stop()
+# Signoff as the sandbox page tells you to start it for DBOS: webhooks signed and allowed to reach a
+# worker on loopback. A webhook that failed is retried at most a second later (the default backs off
+# up to 30 minutes), so the restarted worker gets it within the test's patience.
+pytestmark = pytest.mark.settings(SIGNOFF_EGRESS_ALLOW="127.0.0.1", SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS="1")
 
 
 def paid(folder: Path) -> list[str]:

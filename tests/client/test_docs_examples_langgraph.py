@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bench.harness import free_port
-from tests.conftest import _pg_admin, _pg_url_for
+from tests.support.databases import pg_admin, pg_url_for
 from tests.support.docs import doc_example
 from tests.client.test_docs_examples import (
     RUNS,
@@ -139,11 +139,11 @@ def test_the_async_example_streams_to_its_pause_and_the_async_resumer_finishes_i
 def checkpoints_url() -> Iterator[str]:
     """A PostgreSQL database for LangGraph's checkpoints (the one SIGNOFF_TEST_DATABASE_URL reaches)."""
     name = f"lg_docs_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
+    asyncio.run(pg_admin(f'CREATE DATABASE "{name}"'))
     try:
-        yield _pg_url_for(name)
+        yield pg_url_for(name)
     finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.mark.postgres_only

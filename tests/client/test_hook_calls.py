@@ -13,15 +13,12 @@ import asyncio
 import json
 import os
 import resource
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from bot.sandbox import SlackEmulator
-from tests.support.app import ROOT, App, start_app
+from tests.support.app import ROOT, App
 from tests.client.claude_cli import signoff_command
 from tests.client.helpers import cards, pending_id
 
@@ -31,14 +28,8 @@ ANSWER_WITHIN = 60.0  # the subprocess timeout: a hook that has not answered by 
 MEMORY_CAP = 3 << 30  # address space of the hook process: a read of a huge file fails fast, not the machine
 
 
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, SIGNOFF_API_TOKENS=f"claude-agent:{AGENT}:agent,ops:{OPS}:admin")
-    running.headers = {"Authorization": f"Bearer {OPS}"}  # the test's own reads see every token's requests
-    try:
-        yield running
-    finally:
-        await running.stop()
+pytestmark = pytest.mark.settings(token=OPS,  # the test's own reads see every token's requests
+                                  SIGNOFF_API_TOKENS=f"claude-agent:{AGENT}:agent,ops:{OPS}:admin")
 
 
 def env(app: App) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from bot.sandbox.signed import plain_input
 from signoff import AsyncSignoffClient
 from signoff.langgraph import AsyncResumer, apost_cards
-from tests.conftest import _pg_admin, _pg_url_for
+from tests.support.databases import empty_pg_database
 from tests.client.lg_async_graphs import async_graph, async_question_graph
 from tests.client.lg_graphs import calls, hitl_agent
 from tests.client.test_langgraph import CARD, decided, lg_env, submit_modal, thread, until
@@ -45,12 +44,8 @@ async def sqlite_saver(path: Path) -> AsyncIterator[Any]:
 @pytest_asyncio.fixture
 async def pg_checkpoints() -> AsyncIterator[str]:
     """A PostgreSQL database of its own for LangGraph's checkpoints (beside Signoff's)."""
-    name = f"lg_ckpt_{uuid.uuid4().hex[:12]}"
-    await _pg_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield _pg_url_for(name)
-    finally:
-        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with empty_pg_database("lg_ckpt") as url:
+        yield url
 
 
 async def claim_of(app: App, key: str) -> dict[str, Any]:

@@ -12,17 +12,14 @@ import io
 import json
 import threading
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
 from bot.api.longpoll import LIMITS
 from bot.api.webhooks import sign as server_sign
-from bot.sandbox import SlackEmulator
 from signoff import AsyncSignoffClient, SignoffClient
 from signoff.langgraph import AsyncResumer, Resumer
 from signoff.webhook import WebhookReceiver
@@ -31,17 +28,10 @@ from tests.client.lg_async_graphs import async_graph
 from tests.client.lg_graphs import calls, hitl_agent, saver
 from tests.client.test_langgraph import CARD, decided, thread, until
 from tests.client.test_langgraph_async import sqlite_saver
-from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App, start_app
+from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App
 
 
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    """The app, allowed to call back to this machine's loopback (where the receivers listen)."""
-    running = await start_app(db_url, slack, SIGNOFF_EGRESS_ALLOW="127.0.0.1")
-    try:
-        yield running
-    finally:
-        await running.stop()
+pytestmark = pytest.mark.settings(SIGNOFF_EGRESS_ALLOW="127.0.0.1")  # the receivers listen on loopback
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from sqlalchemy.engine import make_url
 from bot.process.startup import StartupError, open_database
 from storage.migrate import head_revision, upgrade
 from tests.process.cli import API_TOKEN, BOT_TOKEN, SIGNING_SECRET, assert_one_line, clean_env, signoff
-from tests.conftest import PG_URL
+from tests.support.databases import PG_URL
 from bench.harness import free_port
 
 HEAD = head_revision()
@@ -73,7 +73,6 @@ async def test_serve_db_upgrade_and_run_say_it_in_one_line(tmp_path: Path) -> No
 
 async def test_schema_behind_is_one_line(db_url: str) -> None:
     """PostgreSQL under `serve`, and `run` on any engine: an old schema is refused (SQLite `serve` migrates)."""
-    from storage.sql import SqlStore
     from storage.stores import open_store
 
     store = await open_store(db_url)

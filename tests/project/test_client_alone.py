@@ -9,14 +9,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
-from bot.sandbox import SlackEmulator
-from tests.support.app import ROOT, App, start_app
+from tests.support.app import ROOT, App
 
 AGENT = "client-alone-agent-token"
 SERVER_ONLY = ("bot", "storage", "slack_bolt", "slack_sdk", "sqlalchemy", "aiosqlite", "asyncpg", "alembic",
@@ -53,14 +51,7 @@ def test_the_client_alone_says_the_servers_commands_need_the_server(client_venv:
     assert "a command of the Signoff server, which is not installed here" in done.stderr
 
 
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, SIGNOFF_API_TOKENS=f"claude-agent:{AGENT}:agent")
-    running.headers = {"Authorization": f"Bearer {AGENT}"}
-    try:
-        yield running
-    finally:
-        await running.stop()
+pytestmark = pytest.mark.settings(token=AGENT, SIGNOFF_API_TOKENS=f"claude-agent:{AGENT}:agent")
 
 
 async def test_the_installed_hook_asks_the_server_and_answers_the_persons_decision(client_venv: Path,
