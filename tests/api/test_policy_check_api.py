@@ -6,11 +6,10 @@ refused with the field named, and a token that floods checks is answered 429.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
 from bot.sandbox import SlackEmulator
 from tests.support.app import App, policy_app
@@ -41,10 +40,7 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY, SIGNOFF_API_TOKENS=TOKENS) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY, SIGNOFF_API_TOKENS=TOKENS)  # `papp`: the app under it (tests/conftest.py)
 
 
 async def check(app: App, name: str, params: dict[str, Any], who: dict[str, str] = A, **extra: Any) -> tuple[int, Any]:

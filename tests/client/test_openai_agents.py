@@ -48,10 +48,7 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)  # `papp`: the app under it (tests/conftest.py)
 
 
 @pytest.fixture
