@@ -13,18 +13,20 @@ from aiohttp import web
 
 from bot.api import owners
 from bot.api.duties_in import parse_duties
-from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
+from bot.api.schemas import ApprovalIn, CancelIn, OutcomeIn, body_hash, parse_body
 from bot.api.suggestions_in import suggestion_extra
 from bot.api.rate import SubmitRate
 from bot.api.tokens import bearer, matching
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.api.validation import ParamsChecker, check_body
 from bot.domain.choices import EXTRA_KEY
+from bot.domain.outcomes import STATE_KEY, RanStatus, RunOutcome
+from bot.approvals.outcomes import report_outcome
 from bot.domain.json_codec import dumps
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
-from bot.errors import InvalidInput, SignoffError
+from bot.errors import Forbidden, InvalidInput, SignoffError
 from bot.approvals.gate import policy_gate
 from bot.approvals.service import ApprovalSpec, Service
 from bot.domain.wire import request_json
@@ -117,7 +119,8 @@ async def create_approval(request: web.Request) -> web.Response:
         requested_by=body.requested_by,
         extra={**owners.stamp(request),
                **({EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {}),
-               **suggestion_extra(body.suggestions, body.session)},
+               **suggestion_extra(body.suggestions, body.session),
+               **({STATE_KEY: body.state} if body.state is not None else {})},
         timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
                                if getattr(body, name) is not None),
     )
@@ -194,6 +197,31 @@ async def cancel_approval(request: web.Request) -> web.Response:
         return web.json_response({"error": {"code": "not_pending", "message": message}, "request": payload},
                                  status=409)
     return web.json_response(payload)
+
+
+MAX_OUTCOME_BODY = 64 * 1024
+
+
+async def report_approval_outcome(request: web.Request) -> web.Response:
+    """POST /api/v1/approvals/{id}/outcome: what ran after the approval (an execution receipt).
+
+    Only the token that owns the request; once per request (or batch item): the same report again is
+    a 200 with what was recorded, a different one a 409 (`outcome_already_reported`)."""
+    service = request.app[SERVICE]
+    if request.content_length is not None and request.content_length > MAX_OUTCOME_BODY:
+        raise InvalidInput(f"an outcome body is at most {MAX_OUTCOME_BODY // 1024} KB")
+    raw = await request.content.read(MAX_OUTCOME_BODY + 1)
+    if len(raw) > MAX_OUTCOME_BODY:
+        raise InvalidInput(f"an outcome body is at most {MAX_OUTCOME_BODY // 1024} KB")
+    body: OutcomeIn = parse_body(OutcomeIn, raw)
+    found = owned(request, await service.get(request.match_info["id"]))
+    if found.extra.get(owners.OWNER) != owners.token_of(request).name:  # an admin token sees it, did not run it
+        raise Forbidden("only the token that submitted a request reports what ran")
+    error = " ".join((body.error or "").split())
+    report = RunOutcome(RanStatus(body.status), error, service.clock.now(), body.params, body.result,
+                        by=owners.token_of(request).name)
+    reported = await report_outcome(service.store, request.match_info["id"], report, item=body.item)
+    return web.json_response(request_json(reported.request), status=201 if reported.created else 200, dumps=dumps)
 
 
 async def redeliver_webhook(request: web.Request) -> web.Response:
@@ -296,3 +324,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/approvals/{id}", get_approval)
     app.router.add_post("/api/v1/approvals/{id}/cancel", cancel_approval)
     app.router.add_post("/api/v1/approvals/{id}/redeliver", redeliver_webhook)
+    app.router.add_post("/api/v1/approvals/{id}/outcome", report_approval_outcome)
