@@ -145,4 +145,7 @@ async def test_a_run_whose_approved_calls_worked_reads_as_before_with_a_receipt(
     body = await request(agent, call["request_id"])
     assert body["outcome_status"] == "ran" and body["outcome"]["by"] == "runner"
     assert body["outcome"]["params"] == {"path": "notes.md", "content": "fine\n"} and body["outcome"]["same_params"]
+    assert agent.app.signoff is not None
+    [ran] = [e for e in await agent.app.signoff.store.audit_events(call["request_id"]) if e.type == "run_ran"]
+    assert ran.data["by"] == "runner"
     assert done["failed_steps"] == 0
