@@ -12,7 +12,7 @@ from typing import Any
 from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import plain_input
 from tests.fakes.claude_api import FakeClaudeApi
-from tests.integrations.claude_cli import ClaudeCli, signoff_command
+from tests.integrations.claude_cli import ClaudeCli, readme_example, signoff_command
 from tests.integrations.helpers import pending_id
 from tests.support.app import API_TOKEN, App
 from tests.support.outbox import settle
@@ -58,7 +58,9 @@ async def test_post_tool_use_reports_what_ran_to_the_card_and_the_audit(app: App
     model.script(message(text("Scaling."), tool_use("Write", {"file_path": str(target), "content": "replicas: 9\n"},
                                                     id="toolu_post_1")),
                  message(text("Done.")))
-    running = asyncio.create_task(cli.run("scale to 9", "--settings", pre_and_post("--wait", "60")))
+    (cli.work / ".claude").mkdir()
+    (cli.work / ".claude" / "settings.json").write_text(readme_example("receipts-claude-settings"))  # as docs say
+    running = asyncio.create_task(cli.run("scale to 9"))
     request_id = await pending_id(app)
     assert (await request(app, request_id))["state"].startswith("sha256:")  # bound to the file as previewed
     await app.click(request_id, "U1", user_name="alice")
