@@ -220,7 +220,7 @@ async def report_approval_outcome(request: web.Request) -> web.Response:
     error = " ".join((body.error or "").split())
     report = RunOutcome(RanStatus(body.status), error, service.clock.now(), body.params, body.result,
                         by=owners.token_of(request).name)
-    reported = await report_outcome(service.store, request.match_info["id"], report, item=body.item)
+    reported = await report_outcome(service, request.match_info["id"], report, item=body.item)
     return web.json_response(request_json(reported.request), status=201 if reported.created else 200, dumps=dumps)
 
 

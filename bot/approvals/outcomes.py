@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.approvals.homes import enqueue_homes
+from bot.approvals.service import Service
 from bot.errors import Conflict, InvalidInput, NotFound
 from bot.outbox import effects
 from bot.domain.model import AuditEvent, Outcome, Request, Status
 from bot.domain.outcomes import RunOutcome, outcome_of, with_outcome
-from storage.base import Store, Unit
+from storage.base import Unit
 
 _RETRIES = 5
 WHOLE = "request"  # the call key of a single request's reported outcome
@@ -57,9 +58,9 @@ async def record_run_outcome(unit: Unit, request_id: str, call: str, outcome: Ru
     return False
 
 
-async def report_outcome(store: Store, request_id: str, report: RunOutcome, *, item: str | None) -> Reported:
+async def report_outcome(service: Service, request_id: str, report: RunOutcome, *, item: str | None) -> Reported:
     """An agent's execution receipt for an approved request (or an approved item `item` of a batch)."""
-    async with store.unit() as unit:
+    async with service.store.unit() as unit:
         for _ in range(_RETRIES):
             request = await unit.get_request(request_id)
             if request is None:
@@ -76,6 +77,7 @@ async def report_outcome(store: Store, request_id: str, report: RunOutcome, *, i
             outcome = report.against(approved)
             if await _write(unit, request, item or WHOLE, item, outcome):
                 stored = await unit.get_request(request_id)
+                service.touch(unit, request_id)  # a long-poll on it sees the receipt
                 return Reported(stored or request, outcome, True)
     raise Conflict(f"request {request_id} kept changing; report the outcome again")
 

@@ -213,6 +213,9 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
         return finish(deny(f"{open_note} (a PermissionRequest hook cannot defer a call; use --on-timeout defer "
                            "with a PreToolUse hook)"))
     if options.on_timeout == "defer":
+        if note:  # asked again because the file changed: the call was answered before, deferring would lose it
+            return deny(f"{open_note}; the file changed since it was approved, so it was asked again, and this call "
+                        f"is denied (deferring it again would lose it): wait with `signoff wait {handle.id}`")
         if not handle.created:
             # Asked before (a resumed session): deferring again would lose the call.
             return deny(f"{open_note}; the session was resumed before anyone decided, so this call is denied "
