@@ -136,7 +136,7 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls):
     # -- the calls ------------------------------------------------------------
 
     def request_approval(self, action: str, params: Mapping[str, Any], *, summary: str,
-                         preview: Mapping[str, Any] | None = None, risk: str = "high",
+                         preview: Mapping[str, Any] | None = None, risk: str | None = None,
                          params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                          approvers: Sequence[str] | None = None, timeout: float | None = None,
                          idempotency_key: str | None = None, context: str | None = None,
@@ -151,7 +151,7 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls):
         return raise_unless_approved(self._wait_or_cancel(handle.id, timeout))
 
     def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
-               preview: Mapping[str, Any] | None = None, risk: str = "high",
+               preview: Mapping[str, Any] | None = None, risk: str | None = None,
                params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                context: str | None = None, requested_by: str | None = None,
@@ -176,7 +176,7 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls):
                                     key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
-    def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+    def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None = None,
                      channel: str | None = None, approvers: Sequence[str] | None = None,
                      idempotency_key: str | None = None, context: str | None = None,
                      requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
@@ -310,7 +310,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls):
         await self.aclose()
 
     async def request_approval(self, action: str, params: Mapping[str, Any], *, summary: str,
-                               preview: Mapping[str, Any] | None = None, risk: str = "high",
+                               preview: Mapping[str, Any] | None = None, risk: str | None = None,
                                params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                                approvers: Sequence[str] | None = None, timeout: float | None = None,
                                idempotency_key: str | None = None, context: str | None = None,
@@ -325,7 +325,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls):
         return raise_unless_approved(await self._wait_or_cancel(handle.id, timeout))
 
     async def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
-                     preview: Mapping[str, Any] | None = None, risk: str = "high",
+                     preview: Mapping[str, Any] | None = None, risk: str | None = None,
                      params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                      approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                      context: str | None = None, requested_by: str | None = None,
@@ -343,7 +343,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls):
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
 
-    async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+    async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None = None,
                            channel: str | None = None, approvers: Sequence[str] | None = None,
                            idempotency_key: str | None = None, context: str | None = None,
                            requested_by: str | None = None,
