@@ -29,12 +29,13 @@ from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import Forbidden, InvalidInput, SignoffError
 from bot.approvals.gate import policy_gate
 from bot.approvals.service import ApprovalSpec, Service
-from bot.domain.wire import request_json
+from bot.domain.wire import outcome_status, request_json
 from bot.process.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MAX_LIST = 200
+OUTCOME_FILTERS = ("not_reported", "ran", "failed", "skipped", "unknown")
 MAX_SCAN_PAGES = 20
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
@@ -160,7 +161,11 @@ async def list_approvals(request: web.Request) -> web.Response:
         raise InvalidInput(f"status must be one of: {', '.join(s.value for s in Status)}") from None
     limit = int(float_param(request, "limit", default=50, low=1, high=MAX_LIST))
     after = _decode_cursor(request.query.get("cursor"))
-    items = await _visible(request, service, status=status, limit=limit + 1, after=after)
+    ran = request.query.get("outcome")  # e.g. not_reported: approvals nobody said what ran for (issue 37)
+    if ran is not None and ran not in OUTCOME_FILTERS:
+        raise InvalidInput(f"outcome must be one of: {', '.join(OUTCOME_FILTERS)}")
+    items = await _visible(request, service, status=status, limit=limit + 1, after=after,
+                           keep=None if ran is None else (lambda r: outcome_status(r) == ran))
     page, more = items[:limit], len(items) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
     return web.json_response({"items": [request_json(r) for r in page], "next_cursor": next_cursor})
@@ -232,14 +237,14 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
 
 
 async def _visible(request: web.Request, service: Service, *, status: Status | None, limit: int,
-                   after: tuple[datetime, str] | None) -> list[Any]:
-    """A page of the requests this token may see (an agent token: its own), in the usual order."""
-    if owners.token_of(request).admin:
+                   after: tuple[datetime, str] | None, keep: Callable[[Any], bool] | None = None) -> list[Any]:
+    """A page of the requests this token may see (an agent token: its own) and `keep` keeps, in the usual order."""
+    if owners.token_of(request).admin and keep is None:
         return await service.list(status=status, limit=limit, after=after)
     seen: list[Any] = []
     for _ in range(MAX_SCAN_PAGES):  # bounded: a token that owns few of many requests gets shorter pages
         batch = await service.list(status=status, limit=MAX_LIST, after=after)
-        seen += [r for r in batch if owners.may_see(request, r.extra.get(owners.OWNER))]
+        seen += [r for r in batch if owners.may_see(request, r.extra.get(owners.OWNER)) and (keep is None or keep(r))]
         if len(seen) >= limit or len(batch) < MAX_LIST:
             break
         after = (batch[-1].created_at, batch[-1].id)

@@ -135,3 +135,24 @@ async def test_a_failure_and_a_skip_say_so_on_the_card(served: App) -> None:
     skipped = shown(served, await served.card(skipped_id))
     assert "Not run" in skipped and "the customer cancelled first" in skipped, skipped
     assert [e.type for e in await audit(served, failed_id)].count("run_failed") == 1
+
+
+async def test_an_approval_nobody_reported_on_is_listed_and_shown_as_such(served: App) -> None:
+    quiet, reported = await approved(served), await approved(served)
+    status, _ = await served.api("POST", f"/api/v1/approvals/{reported}/outcome", json={"status": "ran"})
+    assert status == 201
+    status, listing = await served.api("GET", "/api/v1/approvals?status=approved&outcome=not_reported")
+    assert status == 200 and [i["id"] for i in listing["items"]] == [quiet], listing
+    assert listing["items"][0]["outcome_status"] == "not_reported"
+    status, listing = await served.api("GET", "/api/v1/approvals?outcome=ran")
+    assert [i["id"] for i in listing["items"]] == [reported]
+    status, body = await served.api("GET", "/api/v1/approvals?outcome=whatever")
+    assert status == 400 and "not_reported" in body["error"]["message"]
+
+    response = await served.slack_client.event({"type": "app_home_opened", "user": "U1", "channel": "DU1",
+                                                "tab": "home", "event_ts": "1700000000.000100"})
+    assert response.status == 200
+    await served.slack.wait_for("views.publish")
+    await settle(served)
+    home = json.dumps(served.slack.home_views["U1"]["blocks"], ensure_ascii=False)
+    assert "Approved, no outcome reported" in home and "Approved, ran" in home, home
