@@ -12,7 +12,7 @@ from tests.fakes.claude_api import FakeClaudeApi
 from bot.sandbox.signed import plain_input
 from tests.support.app import API_TOKEN, App, free_port
 from tests.integrations.claude_cli import ClaudeCli, hook_settings
-from tests.integrations.helpers import cards, pending_id
+from tests.integrations.helpers import cards, next_pending, pending_id
 
 
 def cli_for(app_url: str, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
@@ -131,6 +131,8 @@ async def test_a_file_changed_before_the_resume_is_asked_again_not_deferred_agai
     assert first["terminal_reason"] == "tool_deferred", first
     request_id = await pending_id(app)
     await app.click(request_id, "U1", user_name="alice")
+    _, decided = await app.api("GET", f"/api/v1/approvals/{request_id}?wait=10")
+    assert decided["status"] == "approved"
     # The file changes after the approval (issue 37): the approval was made on the old file, so the resumed
     # call is asked again with the new preview; still undecided, it is denied (a second defer would lose it).
     target.write_text("v1, edited by hand\n")
@@ -143,7 +145,7 @@ async def test_a_file_changed_before_the_resume_is_asked_again_not_deferred_agai
     assert denied.get("is_error") and "file changed since it was approved" in json.dumps(denied)
     _, first_body = await app.api("GET", f"/api/v1/approvals/{request_id}")
     assert first_body["outcome_status"] == "skipped"
-    pending = await pending_id(app)
+    pending = await next_pending(app, request_id)
     assert pending != request_id and cards(app.slack) == 2
 
 

@@ -13,7 +13,7 @@ from bot.sandbox.model import message, text, tool_use
 from bot.sandbox.signed import plain_input
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.integrations.claude_cli import ClaudeCli, readme_example, signoff_command
-from tests.integrations.helpers import pending_id
+from tests.integrations.helpers import next_pending, pending_id
 from tests.support.app import API_TOKEN, App
 from tests.support.outbox import settle
 
@@ -94,7 +94,7 @@ async def test_a_write_approved_on_a_file_that_then_changed_is_asked_again_not_w
     assert await changer.wait() == 0
     await app.click(first, "U1", user_name="alice")
 
-    second = await pending_id(app)  # asked again, with the new preview
+    second = await next_pending(app, first)  # asked again, with the new preview
     assert second != first
     again = await request(app, second)
     assert again["summary"].endswith("(the file changed since you approved)"), again["summary"]

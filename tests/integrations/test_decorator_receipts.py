@@ -9,7 +9,7 @@ import json
 import pytest
 
 from signoff import SignoffClient, require_approval
-from tests.integrations.helpers import pending_id
+from tests.integrations.helpers import next_pending, pending_id
 from tests.support.app import API_TOKEN, App
 from tests.support.outbox import settle
 
@@ -68,7 +68,7 @@ async def test_an_approval_on_a_state_that_changed_asks_again_with_the_new_previ
     assert (await outcome(app, first))["state"] == "v1"
     record.update(version=2, email="other@example.com")  # someone else changed the row meanwhile
     await app.click(first, "U1", user_name="alice")
-    second = await pending_id(app)
+    second = await next_pending(app, first)
     again = await outcome(app, second)
     assert again["preview"]["text"] == "other@example.com → new@example.com" and again["state"] == "v2"
     assert f"changed since it was approved ({first})" in again["context"]

@@ -23,7 +23,7 @@ import pytest_asyncio
 from bot.sandbox import SlackEmulator
 from tests.support.app import ROOT, App, start_app
 from tests.integrations.claude_cli import signoff_command
-from tests.integrations.helpers import cards, pending_id
+from tests.integrations.helpers import cards, next_pending, pending_id
 
 AGENT, OPS = "tok-claude-agent-1", "tok-claude-ops-2"
 SESSION = "6f1c2d9e-8a0b-4c57-9d3e-2b1f0a7c5e11"
@@ -119,7 +119,7 @@ async def test_the_conflict_fallback_finds_the_agent_tokens_own_request(app: App
     target.write_text("v1, edited by hand\n")
     again = asyncio.create_task(hook(app, call, "--wait", "30"))
     await app.click(request_id, "U1", user_name="alice")
-    second = await pending_id(app)
+    second = await next_pending(app, request_id)
     await app.click(second, "U1", user_name="alice")
     decision, reason = await again
     assert decision == "allow" and second in reason, reason

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.integrations.claude_cli import readme_example
-from tests.integrations.helpers import pending_id
+from tests.integrations.helpers import next_pending, pending_id
 from tests.support.app import API_TOKEN, App
 
 
@@ -55,7 +55,7 @@ async def test_the_state_example_asks_again_when_the_file_changed(docs_app: App,
     first = await pending_id(docs_app)
     prices.write_text("sku,price\nA,11\n")  # someone else's change while the card waits
     await docs_app.click(first, "U1", user_name="alice")
-    second = await pending_id(docs_app)
+    second = await next_pending(docs_app, first)
     assert "A,11" in (await request(docs_app, second))["preview"]["before"]
     assert prices.read_text() == "sku,price\nA,11\n" and printed == []  # not written on the stale approval
     await docs_app.click(second, "U1", user_name="alice")

@@ -47,6 +47,8 @@ async def approved(app: App, *, edit_amount: str | None = None) -> str:
         await app.slack_client.view_submission(user="U1", user_name="alice", callback_id="signoff_edit",
                                                private_metadata=opened.args["view"]["private_metadata"],
                                                values={"p:amount": {"value": number_input(edit_amount)}})
+    _, decided = await app.api("GET", f"/api/v1/approvals/{body['id']}?wait=10")
+    assert decided["status"] == "approved", decided
     await settle(app)
     return str(body["id"])
 
