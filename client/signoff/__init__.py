@@ -16,6 +16,7 @@ from signoff.errors import (
     Expired,
     ParamsChanged,
     Rejected,
+    SignatureInvalid,
     SignoffError,
     SignoffRequestError,
     SignoffUnavailable,
@@ -28,7 +29,8 @@ from signoff.resumes import ResumeClaim, ResumeTaken
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
-    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignoffClient", "SignoffError",
+    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignatureInvalid",
+    "SignoffClient", "SignoffError",
     "SignoffRequestError", "SignoffUnavailable", "StillPending", "Submission", "UndeliverableError", "WebhookRefused",
     "require_approval",
 ]

@@ -30,8 +30,10 @@ import httpx2
 
 import signoff._protocol as p
 import signoff.resumes as rs
+import signoff.signatures as sig
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
-from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
+from signoff.errors import (Cancelled, Expired, Rejected, SignatureInvalid, SignoffUnavailable, StillPending,
+                            UndeliverableError)
 from signoff.models import Answers, Decision, final_decision
 
 Json = dict[str, Any]
@@ -45,8 +47,12 @@ def _timed_out_message(timeout: float | None) -> str:
     return f"no decision within {timeout:g}s; the request was cancelled"
 
 
-def _ended(body: Json) -> Decision | None:
-    """The request's final decision, None while it is pending; `UndeliverableError` if nobody can see it."""
+def _ended(body: Json, request_id: str) -> Decision | None:
+    """The request's final decision, None while it is pending; `UndeliverableError` if nobody can see it.
+    `SignatureInvalid` if the answer is another request's (its own signature then covers the other id)."""
+    if body.get("id") != request_id:
+        raise SignatureInvalid(f"asked for request {request_id}, the answer is for {str(body.get('id'))[:60]}: "
+                               "nothing may run on it", request_id=request_id)
     found = final_decision(body)
     if found is None and (refused := p.undeliverable(body)) is not None:
         raise refused
@@ -228,7 +234,7 @@ class SignoffClient(rs.ResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - time.monotonic()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), time.monotonic()
-            found = _ended(self.get(request_id, wait=asked))
+            found = _ended(self.get(request_id, wait=asked), request_id)
             now = time.monotonic()
             if found is not None or (deadline is not None and now >= deadline):
                 return found
@@ -270,6 +276,8 @@ class SignoffClient(rs.ResumeCalls):
 
     def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
               timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # once: pin the server's key
+            sig.keyring().pin(self.config.url, self._send("GET", sig.KEYS_PATH)[0])
         headers = {"Idempotency-Key": key} if key else None
         started, backoff = time.monotonic(), FIRST_BACKOFF
         while True:
@@ -388,7 +396,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - loop.time()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), loop.time()
-            found = _ended(await self.get(request_id, wait=asked))
+            found = _ended(await self.get(request_id, wait=asked), request_id)
             now = loop.time()
             if found is not None or (deadline is not None and now >= deadline):
                 return found
@@ -425,6 +433,8 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
 
     async def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
                     timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # once: pin the server's key
+            sig.keyring().pin(self.config.url, (await self._send("GET", sig.KEYS_PATH))[0])
         headers = {"Idempotency-Key": key} if key else None
         started, backoff = time.monotonic(), FIRST_BACKOFF
         while True:

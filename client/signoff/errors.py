@@ -7,6 +7,7 @@
     ├── StillPending             `wait(..., timeout=)` ran out while the request is still open
     ├── UndeliverableError       Slack refused the request's card for good: nobody can see it (not approved)
     ├── SignoffUnavailable       the server could not be reached or kept failing (network, 5xx, 429)
+    ├── SignatureInvalid         a decision not signed by the server's key: forged, altered or replayed (nothing runs)
     ├── SignoffRequestError      the server refused the request itself (4xx: bad input, bad token, unknown id)
     │   └── ResumeTaken          another resumer holds the resume claim, or it was finished (signoff.resumes)
     └── WebhookRefused           a POST to an agent's webhook receiver that Signoff did not sign (or not just now)
@@ -74,6 +75,13 @@ class ParamsChanged(SignoffError):
     approved (changed after the decision, or in transit). The action must not run."""
 
     code = "params_changed"
+
+
+class SignatureInvalid(SignoffError):
+    """A decision without a valid signature by a key this agent trusts (signoff.signatures): forged,
+    altered or replayed on the way from the server. The action must not run."""
+
+    code = "decision_signature_invalid"
 
 
 class StillPending(SignoffError):
