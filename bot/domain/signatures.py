@@ -3,7 +3,8 @@
 The server signs, with Ed25519, `PREFIX + canonical JSON` of these fields of a request that has ended:
 its id, kind and status, the action's name and proposed parameters, the decision's outcome, the exact
 parameters to run with (`decision.params`, and each batch item's), the answers to a question, when it was
-decided, and the key's id. The agent side (client/signoff/signatures.py) rebuilds the same bytes from the
+decided, the Idempotency-Key it was submitted under (as stored: `<token name>:<key>` for an agent token),
+and the key's id. The agent side (client/signoff/signatures.py) rebuilds the same bytes from the
 body it received and checks the signature before anything runs, so a body altered on the way, another
 request's signature, or another request's whole decision are refused. The two copies of this function
 must agree; tests/security/test_signed_decisions.py checks one against the other.
@@ -28,6 +29,7 @@ def signed_fields(body: Mapping[str, Any], kid: str) -> dict[str, Any]:
         "action": action.get("name"), "proposed": action.get("params"),
         "outcome": decision.get("outcome"), "params": decision.get("params"), "items": decision.get("items"),
         "answers": body.get("answers"), "decided_at": decision.get("decided_at"),
+        "idempotency_key": body.get("idempotency_key"),
     }
 
 

@@ -47,16 +47,48 @@ def _timed_out_message(timeout: float | None) -> str:
     return f"no decision within {timeout:g}s; the request was cancelled"
 
 
-def _ended(body: Json, request_id: str) -> Decision | None:
+def _ended(body: Json, request_id: str, key: str | None = None) -> Decision | None:
     """The request's final decision, None while it is pending; `UndeliverableError` if nobody can see it.
-    `SignatureInvalid` if the answer is another request's (its own signature then covers the other id)."""
+    `SignatureInvalid` if the answer is another request's: another id, or (when `key` is the Idempotency-Key
+    this client submitted it under) a decision signed for a request made under another key."""
     if body.get("id") != request_id:
         raise SignatureInvalid(f"asked for request {request_id}, the answer is for {str(body.get('id'))[:60]}: "
                                "nothing may run on it", request_id=request_id)
-    found = final_decision(body)
+    found = _checked(body, key)
     if found is None and (refused := p.undeliverable(body)) is not None:
         raise refused
     return found
+
+
+def _checked(body: Json, key: str | None) -> Decision | None:
+    """`final_decision(body)` (its signature checked there), bound to the key it was submitted under."""
+    found = final_decision(body)
+    stored = body.get("idempotency_key")
+    if found is not None and key is not None and not (
+            stored == key or (isinstance(stored, str) and (stored.endswith(":" + key) or stored.startswith("sha256:")))):
+        # A long key is stored as a digest of the token's name and the key: it cannot be matched here.
+        raise SignatureInvalid(f"request {body.get('id')} was not submitted under this call's Idempotency-Key: "
+                               "another request's decision, replayed; nothing may run on it",
+                               request_id=str(body.get("id")))
+    return found
+
+
+class _Keys:
+    """The Idempotency-Key each request this client submitted was sent under (the newest few thousand)."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, str] = {}
+
+    def note(self, request_id: str, key: str) -> str:
+        if len(self._by_id) >= self.LIMIT:
+            self._by_id.pop(next(iter(self._by_id)))
+        self._by_id[request_id] = key
+        return key
+
+    def of(self, request_id: str) -> str | None:
+        return self._by_id.get(request_id)
 
 
 def _unavailable(url: str, method: str, path: str, problem: str, response: httpx2.Response | None) -> str:
@@ -88,11 +120,12 @@ class Submission:
     body: Json
     created: bool
     client: SignoffClient
+    key: str | None = None  # the Idempotency-Key it was submitted under (its decision must be signed for it)
 
     @property
     def decision(self) -> Decision | None:
         """Set at once when the request already ended (a policy or an earlier identical submit)."""
-        return final_decision(self.body)
+        return _checked(self.body, self.key)
 
     def wait(self, timeout: float | None = None) -> Decision:
         return self.client.wait(self.id, timeout)
@@ -109,10 +142,11 @@ class AsyncSubmission:
     body: Json
     created: bool
     client: AsyncSignoffClient
+    key: str | None = None
 
     @property
     def decision(self) -> Decision | None:
-        return final_decision(self.body)
+        return _checked(self.body, self.key)
 
     async def wait(self, timeout: float | None = None) -> Decision:
         return await self.client.wait(self.id, timeout)
@@ -127,6 +161,7 @@ class SignoffClient(rs.ResumeCalls):
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
                  http: httpx2.Client | None = None) -> None:
         self.config = p.Config.resolve(url, token, retry_for)
+        self._keys = _Keys()
         self._http = http or httpx2.Client(headers=self.config.headers(), trust_env=False)
 
     def close(self) -> None:
@@ -175,9 +210,9 @@ class SignoffClient(rs.ResumeCalls):
                                context=context, requested_by=requested_by, timing=timing,
                                allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
                                callback_url=callback_url)
-        answer, status = self._send("POST", "/api/v1/approvals", json=body,
-                                    key=idempotency_key or p.new_key())
-        return Submission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return Submission(str(answer["id"]), answer, status == 201, self, self._keys.note(str(answer["id"]), key))
 
     def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
                      channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -190,8 +225,9 @@ class SignoffClient(rs.ResumeCalls):
         """
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
                             context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
-        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=idempotency_key or p.new_key())
-        return Submission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return Submission(str(answer["id"]), answer, status == 201, self, self._keys.note(str(answer["id"]), key))
 
     def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
             context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -200,7 +236,9 @@ class SignoffClient(rs.ResumeCalls):
         """Ask 1-4 multiple-choice questions (2-4 options each); the answers once someone gives them."""
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by)
-        answer, _ = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        key = idempotency_key or p.new_key()
+        answer, _ = self._send("POST", "/api/v1/questions", json=body, key=key)
+        self._keys.note(str(answer["id"]), key)
         decision = raise_unless_approved(self._wait_or_cancel(str(answer["id"]), timeout))
         return Answers.from_question(self.get(decision.request_id))
 
@@ -211,8 +249,9 @@ class SignoffClient(rs.ResumeCalls):
         """Post the questions (or find the ones this key already posted) without waiting."""
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by, callback_url=callback_url)
-        answer, status = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
-        return Submission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = self._send("POST", "/api/v1/questions", json=body, key=key)
+        return Submission(str(answer["id"]), answer, status == 201, self, self._keys.note(str(answer["id"]), key))
 
     def get(self, request_id: str, *, wait: float = 0.0) -> Json:
         """The request's JSON as the server has it; with `wait`, one long-poll (at most 50 s)."""
@@ -234,7 +273,7 @@ class SignoffClient(rs.ResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - time.monotonic()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), time.monotonic()
-            found = _ended(self.get(request_id, wait=asked), request_id)
+            found = _ended(self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
             now = time.monotonic()
             if found is not None or (deadline is not None and now >= deadline):
                 return found
@@ -303,6 +342,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
                  http: httpx2.AsyncClient | None = None) -> None:
         self.config = p.Config.resolve(url, token, retry_for)
+        self._keys = _Keys()
         self._http = http or httpx2.AsyncClient(headers=self.config.headers(), trust_env=False)
 
     async def aclose(self) -> None:
@@ -343,9 +383,10 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                                context=context, requested_by=requested_by, timing=timing,
                                allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
                                callback_url=callback_url)
-        answer, status = await self._send("POST", "/api/v1/approvals", json=body,
-                                          key=idempotency_key or p.new_key())
-        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = await self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self,
+                               self._keys.note(str(answer["id"]), key))
 
     async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
                            channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -355,9 +396,10 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                            callback_url: str | None = None) -> AsyncSubmission:
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
                             context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
-        answer, status = await self._send("POST", "/api/v1/approvals", json=body,
-                                          key=idempotency_key or p.new_key())
-        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = await self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self,
+                               self._keys.note(str(answer["id"]), key))
 
     async def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
                   context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -365,7 +407,9 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                   requested_by: str | None = None) -> Answers:
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by)
-        answer, _ = await self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        key = idempotency_key or p.new_key()
+        answer, _ = await self._send("POST", "/api/v1/questions", json=body, key=key)
+        self._keys.note(str(answer["id"]), key)
         decision = raise_unless_approved(await self._wait_or_cancel(str(answer["id"]), timeout))
         return Answers.from_question(await self.get(decision.request_id))
 
@@ -376,9 +420,10 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                                callback_url: str | None = None) -> AsyncSubmission:
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by, callback_url=callback_url)
-        answer, status = await self._send("POST", "/api/v1/questions", json=body,
-                                          key=idempotency_key or p.new_key())
-        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = await self._send("POST", "/api/v1/questions", json=body, key=key)
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self,
+                               self._keys.note(str(answer["id"]), key))
 
     async def get(self, request_id: str, *, wait: float = 0.0) -> Json:
         wait = max(0.0, min(wait, p.MAX_LONG_POLL))
@@ -396,7 +441,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - loop.time()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), loop.time()
-            found = _ended(await self.get(request_id, wait=asked), request_id)
+            found = _ended(await self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
             now = loop.time()
             if found is not None or (deadline is not None and now >= deadline):
                 return found

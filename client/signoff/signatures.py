@@ -46,6 +46,7 @@ def signed_fields(body: Mapping[str, Any], kid: str) -> dict[str, Any]:
         "action": action.get("name"), "proposed": action.get("params"),
         "outcome": decision.get("outcome"), "params": decision.get("params"), "items": decision.get("items"),
         "answers": body.get("answers"), "decided_at": decision.get("decided_at"),
+        "idempotency_key": body.get("idempotency_key"),
     }
 
 
