@@ -32,8 +32,13 @@ ANY_UNSEALED = sa.select(ae.c.id).where(ae.c.seq.is_(None)).limit(1)
 
 
 def row_of(r: Any) -> ChainRow:
-    return ChainRow(id=int(r.id), request_id=r.request_id, type=r.type, actor=r.actor, data=r.data or {}, at=r.at,
-                    seq=getattr(r, "seq", None), prev_hash=getattr(r, "prev_hash", None), hash=getattr(r, "hash", None))
+    """A selected row with every chain column."""
+    return ChainRow(id=r.id, request_id=r.request_id, type=r.type, actor=r.actor, data=r.data or {}, at=r.at,
+                    seq=r.seq, prev_hash=r.prev_hash, hash=r.hash)
+
+
+def _unsealed_row(r: Any) -> ChainRow:
+    return ChainRow(id=r.id, request_id=r.request_id, type=r.type, actor=r.actor, data=r.data or {}, at=r.at)
 
 
 def seal_batch(conn: Connection, limit: int = BATCH) -> int:
@@ -46,7 +51,7 @@ def seal_batch(conn: Connection, limit: int = BATCH) -> int:
     updates = []
     for r in rows:
         seq += 1
-        made = link(prev, row_of(r), seq)
+        made = link(prev, _unsealed_row(r), seq)
         updates.append({"b_id": r.id, "b_seq": seq, "b_prev": prev, "b_hash": made})
         prev = made
     conn.execute(_SEAL, updates)

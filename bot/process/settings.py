@@ -35,6 +35,7 @@ _CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 # the agent side's (signoff/ reads SIGNOFF_URL and SIGNOFF_TOKEN; agents and servers may share a .env)
 # and the test and bench suites'. Anything else starting with SIGNOFF_ is most likely a typo.
 KNOWN_SETTINGS = frozenset({
+    "SIGNOFF_SIGNING_KEY", "SIGNOFF_PUBLIC_KEY",  # the server's signing key; the agent side's pinned public half
     "SIGNOFF_API_TOKENS", "SIGNOFF_HOST", "SIGNOFF_WEBHOOK_SECRET", "SIGNOFF_WEBHOOK_MAX_ATTEMPTS",
     "SIGNOFF_DEFAULT_CHANNEL", "SIGNOFF_HTTP_TIMEOUT_SECONDS", "SIGNOFF_OUTBOX_LEASE_SECONDS",
     "SIGNOFF_OUTBOX_SWEEP_SECONDS", "SIGNOFF_POLICY", "SIGNOFF_LOG_LEVEL", "SIGNOFF_REMIND_EVERY",
