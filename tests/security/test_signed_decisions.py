@@ -19,14 +19,17 @@ import pytest
 import pytest_asyncio
 
 import signoff.signatures as sig
+from bot.api.webhooks import sign
 from bot.domain import signatures as server_side
 from bot.sandbox import SlackEmulator
 from signoff import AsyncSignoffClient, SignatureInvalid, SignoffClient, require_approval
 from signoff._hash import params_sha256
+from signoff.webhooks import read
+from tests.api.test_approvals_api import Receiver
 from tests.fakes.tamper_proxy import TamperProxy
 from tests.integrations.claude_cli import signoff_command
 from tests.integrations.helpers import pending_id
-from tests.support.app import API_TOKEN, ROOT, App, start_app
+from tests.support.app import API_TOKEN, ROOT, WEBHOOK_SECRET, App, start_app
 
 
 @pytest.fixture(autouse=True)
@@ -212,3 +215,29 @@ def test_the_server_and_the_agent_side_sign_the_same_bytes() -> None:
                          "items": None}, "answers": None}
     assert server_side.signed_bytes(body, "k1") == sig.signed_bytes(body, "k1")
     assert server_side.signed_fields(body, "k1").keys() == sig.signed_fields(body, "k1").keys()
+
+
+async def test_the_decided_webhook_carries_the_same_signature(db_url: str, slack: SlackEmulator) -> None:
+    """A webhook receiver (signoff.webhooks.read: HMAC first) checks the decision's own signature too."""
+    app = await start_app(db_url, slack, SIGNOFF_EGRESS_ALLOW="127.0.0.1")
+    try:
+        sig.reset({"SIGNOFF_PUBLIC_KEY": await public_key(app)})
+        async with Receiver([200]) as receiver:
+            req = await app.submit(callback_url=receiver.url)
+            await app.click(req["id"], "U1", user_name="alice")
+            await receiver.wait_for(1, timeout=30)
+        headers, raw = receiver.deliveries[0]
+        hook = read(raw, headers, WEBHOOK_SECRET)
+        assert hook.decision is not None and hook.decision.approved  # checked against the pinned key
+        assert hook.request["signature"]["kid"] == (await public_key(app)).split(":")[0]
+        forged = json.dumps({**json.loads(raw), "request": altered(dict(hook.request))}).encode()
+        with pytest.raises(SignatureInvalid):
+            final = read(forged, {**headers, "X-Signoff-Signature": sign_hmac(forged, headers)}, WEBHOOK_SECRET)
+            _ = final.decision
+    finally:
+        await app.stop()
+
+
+def sign_hmac(raw: bytes, headers: dict[str, str]) -> str:
+    """The HMAC a holder of SIGNOFF_WEBHOOK_SECRET could forge: the decision's signature still catches it."""
+    return sign(WEBHOOK_SECRET, headers["X-Signoff-Timestamp"], raw)
