@@ -31,9 +31,9 @@ import httpx2
 import signoff._protocol as p
 import signoff.resumes as rs
 import signoff.signatures as sig
+from signoff._bound import Keys, checked, ended
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
-from signoff.errors import (Cancelled, Expired, Rejected, SignatureInvalid, SignoffUnavailable, StillPending,
-                            UndeliverableError)
+from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
 from signoff.models import Answers, Decision, final_decision
 
 Json = dict[str, Any]
@@ -45,50 +45,6 @@ def _give_up(started: float, pause: float, retry_for: float) -> bool:
 
 def _timed_out_message(timeout: float | None) -> str:
     return f"no decision within {timeout:g}s; the request was cancelled"
-
-
-def _ended(body: Json, request_id: str, key: str | None = None) -> Decision | None:
-    """The request's final decision, None while it is pending; `UndeliverableError` if nobody can see it.
-    `SignatureInvalid` if the answer is another request's: another id, or (when `key` is the Idempotency-Key
-    this client submitted it under) a decision signed for a request made under another key."""
-    if body.get("id") != request_id:
-        raise SignatureInvalid(f"asked for request {request_id}, the answer is for {str(body.get('id'))[:60]}: "
-                               "nothing may run on it", request_id=request_id)
-    found = _checked(body, key)
-    if found is None and (refused := p.undeliverable(body)) is not None:
-        raise refused
-    return found
-
-
-def _checked(body: Json, key: str | None) -> Decision | None:
-    """`final_decision(body)` (its signature checked there), bound to the key it was submitted under."""
-    found = final_decision(body)
-    stored = body.get("idempotency_key")
-    if found is not None and key is not None and not (
-            stored == key or (isinstance(stored, str) and (stored.endswith(":" + key) or stored.startswith("sha256:")))):
-        # A long key is stored as a digest of the token's name and the key: it cannot be matched here.
-        raise SignatureInvalid(f"request {body.get('id')} was not submitted under this call's Idempotency-Key: "
-                               "another request's decision, replayed; nothing may run on it",
-                               request_id=str(body.get("id")))
-    return found
-
-
-class _Keys:
-    """The Idempotency-Key each request this client submitted was sent under (the newest few thousand)."""
-
-    LIMIT = 4096
-
-    def __init__(self) -> None:
-        self._by_id: dict[str, str] = {}
-
-    def note(self, request_id: str, key: str) -> str:
-        if len(self._by_id) >= self.LIMIT:
-            self._by_id.pop(next(iter(self._by_id)))
-        self._by_id[request_id] = key
-        return key
-
-    def of(self, request_id: str) -> str | None:
-        return self._by_id.get(request_id)
 
 
 def _unavailable(url: str, method: str, path: str, problem: str, response: httpx2.Response | None) -> str:
@@ -125,7 +81,7 @@ class Submission:
     @property
     def decision(self) -> Decision | None:
         """Set at once when the request already ended (a policy or an earlier identical submit)."""
-        return _checked(self.body, self.key)
+        return checked(self.body, self.key)
 
     def wait(self, timeout: float | None = None) -> Decision:
         return self.client.wait(self.id, timeout)
@@ -146,7 +102,7 @@ class AsyncSubmission:
 
     @property
     def decision(self) -> Decision | None:
-        return _checked(self.body, self.key)
+        return checked(self.body, self.key)
 
     async def wait(self, timeout: float | None = None) -> Decision:
         return await self.client.wait(self.id, timeout)
@@ -161,7 +117,7 @@ class SignoffClient(rs.ResumeCalls):
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
                  http: httpx2.Client | None = None) -> None:
         self.config = p.Config.resolve(url, token, retry_for)
-        self._keys = _Keys()
+        self._keys = Keys()
         self._http = http or httpx2.Client(headers=self.config.headers(), trust_env=False)
 
     def close(self) -> None:
@@ -273,7 +229,7 @@ class SignoffClient(rs.ResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - time.monotonic()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), time.monotonic()
-            found = _ended(self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
+            found = ended(self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
             now = time.monotonic()
             if found is not None or (deadline is not None and now >= deadline):
                 return found
@@ -342,7 +298,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
                  http: httpx2.AsyncClient | None = None) -> None:
         self.config = p.Config.resolve(url, token, retry_for)
-        self._keys = _Keys()
+        self._keys = Keys()
         self._http = http or httpx2.AsyncClient(headers=self.config.headers(), trust_env=False)
 
     async def aclose(self) -> None:
@@ -441,7 +397,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - loop.time()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), loop.time()
-            found = _ended(await self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
+            found = ended(await self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
             now = loop.time()
             if found is not None or (deadline is not None and now >= deadline):
                 return found
