@@ -4,7 +4,8 @@
                                       ?limit=1..500 (default 100) &cursor=<next_cursor of the last page>;
                                       filters ?since=&until= (ISO times), &tool= (the request's action),
                                       &person= (the actor, a Slack user id), &outcome=, &type=.
-                                      {"items": [...], "next_cursor": ... | null, "head": {seq, hash}}
+                                      {"items": [...], "next_cursor": ... | null}; each item has its
+                                      chain position `seq` and `hash` (null until sealed) and `tool`
     GET /api/v1/keys                  the public decision-signing keys (any token)
     GET /.well-known/signoff-keys     the same, without a token (what the agent side pins)
 """
