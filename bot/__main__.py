@@ -8,7 +8,9 @@
                            start an agent run (a running server posts it and does the work)
     signoff policy check FILE
     signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
-                           validate the policy file; say what it decides for one call
+    signoff policy suggest [--days 14]
+                           validate the policy file; say what it decides for one call; the rules
+                           people's decisions support (allow what they always approve, deny what they reject)
     signoff audit verify     prove the audit log's hash chain (exit 1 at the first altered or missing row)
     signoff audit export [--since 7d] [--format jsonl|csv]
                            stream the audit log (bot/process/audit_cli.py)
