@@ -105,6 +105,7 @@ class DueRow:
     version: int
     timing: Timing
     timers: TimerState
+    undo_until: datetime | None = None  # an approval held in its undo window (bot/domain/undo.py)
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,8 @@ class Request:
     requester_user: str | None = None  # the Slack user who asked (started the run, configured the hook)
     votes: tuple[Vote, ...] = ()  # approvals counted so far (quorum > 1)
     items: tuple[Item, ...] = ()  # a batch's actions and their per-item state
+    undo_until: datetime | None = None  # an approval held in its undo window until then (bot.domain.undo)
+    first_viewed_at: datetime | None = None  # a person first opened it (bot.approvals.stats)
 
     @property
     def is_batch(self) -> bool:

@@ -81,6 +81,12 @@ def register(
         if click is not None:
             await interactions.open_modal(click, "respond")
 
+    async def on_undo(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        click = await _click_or_refuse(body)
+        if click is not None:
+            await interactions.undo(click)
+
     async def on_submit(ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
             sub = extract_submission(body)
@@ -114,6 +120,7 @@ def register(
     app.action(blocks.APPROVE_CONFIRM)(on_approve_confirm)
     app.action(blocks.EDIT)(on_edit)
     app.action(blocks.REJECT)(on_reject)
+    app.action(blocks.UNDO)(on_undo)
     app.view(blocks.EDIT_VIEW)(on_submit)
     app.view(blocks.REJECT_VIEW)(on_submit)
     app.action(blocks.RESPOND)(on_respond)
