@@ -47,6 +47,7 @@ from bot.approvals.access import Access, Directory
 from bot.approvals.homes import home_candidates, user_ids
 from bot.process.metrics import Metrics
 from bot.live.waiters import InFlight, Waiters
+from bot.approvals.stats import Stats
 from bot.approvals.undo import UndoWindow, hold_approval
 from bot.approvals.types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
                                 LostRace as LostRace, StaleCheck as StaleCheck)
@@ -117,7 +118,9 @@ class Service:
         self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
         self.known = Known()  # pending requests as last committed here, for a click's check (bot/live/pending_states.py)
         self.in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
-        self.undo_window = UndoWindow(self)  # approvals held in their tier's undo window (bot/approvals/undo.py)
+        self.undo_window = UndoWindow(self)
+        self.stats = Stats(store, self.metrics, self.clock)  # time to decide (bot/approvals/stats.py)
+        self.on_decided(self.stats.decided)  # approvals held in their tier's undo window (bot/approvals/undo.py)
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.

@@ -126,6 +126,10 @@ class Timers:
                     stuck.add(request.id)
             if claimed == 0:
                 break
+        try:  # the weekly digests are stored timers too (bot/approvals/stats.py)
+            await self.service.stats.digest_tick()
+        except Exception:
+            log.exception("weekly digest failed; the next sweep tries again")
         return report
 
     async def _claim_round(
@@ -212,6 +216,7 @@ class Timers:
                                             by=by.id if by else None, note=note, **data))
         await unit.enqueue(effects.update_card(request.id, f"card:{key}", now))
         await republish_homes(unit, [*direct, *([by.id] if by else [])], f"{request.id}:v{request.version + 1}", now)
+        unit.after_commit(lambda: self.service.stats.counted("escalated", request))
 
     async def _write(
         self, unit: Unit, request: Request, timers: TimerState, now: datetime, **changes: Any

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import Any
 
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, iso
 from bot.domain.timing import next_due
@@ -25,8 +25,8 @@ from bot.outbox import effects
 from bot.approvals.types import DecideResult, LostRace
 from storage.base import Unit
 
-if TYPE_CHECKING:
-    from bot.approvals.service import Service
+# bot.approvals.service.Service (which imports this module: typed loosely to keep imports one-way).
+Service = Any
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +103,13 @@ class UndoWindow:
             await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:undone:v{request.version + 1}", now))
             back = back.evolve(version=request.version + 1)
             unit.after_commit(lambda: self.service.known.put(back))
+            unit.after_commit(lambda: self.service.stats.counted("undone", back))
             return None
 
         result = await self.service.guarded(request_id, change)
         if result.ran:
-            return result.value
+            why: str | None = result.value
+            return why
         if result.settled:
             return (f"Too late to undo: this request is already {result.request.status.value}. Nothing was changed.")
         return "The request kept changing while you undid it. Please try again."

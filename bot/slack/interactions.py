@@ -304,6 +304,8 @@ class Interactions:
         )
         try:
             await self.client.views_open(trigger_id=click.trigger_id, view=view)
+            if request.first_viewed_at is None:  # a person opened it: its first view (bot/domain/stats.py)
+                self.later(self.service.stats.viewed([request.id]))
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             why = str(exc.response.get("error")) if isinstance(exc, SlackApiError) else "connection"
             self.metrics.slack_api_errors.labels("views.open", why).inc()
