@@ -119,7 +119,8 @@ class Service:
         self.known = Known()  # pending requests as last committed here, for a click's check (bot/live/pending_states.py)
         self.in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
         self.undo_window = UndoWindow(self)
-        self.stats = Stats(store, self.metrics, self.clock)  # time to decide (bot/approvals/stats.py)
+        # Time to decide (bot/approvals/stats.py); a first view stamped is read afresh by the next click here.
+        self.stats = Stats(store, self.metrics, self.clock, stamped=self.known.forget)
         self.on_decided(self.stats.decided)  # approvals held in their tier's undo window (bot/approvals/undo.py)
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:

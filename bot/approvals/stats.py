@@ -9,6 +9,7 @@ App Home), and the weekly digest per channel. Definitions: bot/domain/stats.py.
 - The digest: at each sweep, once the week's digest time has passed, each digest channel's summary of
   the 7 days before it is enqueued as one outbox item keyed `digest:{channel}:{week}`. The outbox stores
   a key once, so two replicas, a restart or a repeated tick post it once; the item is the stored claim.
+  A channel with no requests that week gets no digest.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ CAP = 50_000  # requests read per summary at most (the summary says when it was 
 
 class Stats:
     def __init__(self, store: Store, metrics: Metrics, clock: Clock, *, digest_channels: Sequence[str] = (),
-                 digest_at: tuple[int, int] = (0, 9), cap: int = CAP) -> None:
+                 digest_at: tuple[int, int] = (0, 9), cap: int = CAP,
+                 stamped: Callable[[str], None] = lambda request_id: None) -> None:
+        self.stamped = stamped  # told each request whose first view was stamped (the pending-states cache forgets it)
         self.store = store
         self.metrics = metrics
         self.clock = clock
@@ -63,7 +66,9 @@ class Stats:
             labels = self._labels(request)
             took = (decision.decided_at - request.created_at).total_seconds()
             m.time_to_decision.labels(*labels).observe(took)
-            if request.first_viewed_at is None:  # deciding is the first view when nothing came before
+            # Deciding is the first view when nothing came before. (Another replica's cached copy of a request
+            # may not know of a view stamped meanwhile: then this counts it again; `/signoff stats` reads the rows.)
+            if request.first_viewed_at is None:
                 m.time_to_first_view.labels(*labels).observe(took)
             if decision.outcome is Outcome.REJECTED:
                 m.request_outcomes.labels("rejected", tier).inc()
@@ -89,6 +94,7 @@ class Stats:
         m = self.metrics
         for row in stamped:
             assert row.first_viewed_at is not None
+            self.stamped(row.id)
             m.time_to_first_view.labels(row.tier, m.channel_label(row.channel), m.tool_label(row.tool)).observe(
                 (row.first_viewed_at - row.created_at).total_seconds())
 
@@ -129,6 +135,8 @@ class Stats:
         enqueued = 0
         for channel in channels:
             summary = await self.summary(since, week, channel)
+            if not summary.requests:
+                continue  # a quiet week: no message
             async with self.store.unit() as unit:
                 if await unit.enqueue(effects.digest(channel, week, now, self.render_digest(summary))):
                     enqueued += 1

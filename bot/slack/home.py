@@ -168,9 +168,9 @@ class Home:
 
     async def opened(self, user_id: str) -> None:
         """`app_home_opened`: remember the user (their Home is kept up to date) and publish it."""
-        await self.opens.opened(user_id, self.clock.now())
         if self.viewed is not None:  # what their Home lists for them to decide is now seen
             await self.viewed(_decidable(await self.inbox(user_id)))
+        await self.opens.opened(user_id, self.clock.now())
 
     async def pending(self, user_id: str) -> dict[str, Any]:
         inbox = await self.inbox(user_id)
