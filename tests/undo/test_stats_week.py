@@ -17,8 +17,11 @@ from tests.slack.test_decisions import EDIT_PARAMS, EDIT_SCHEMA, edit_values
 from tests.support.app import App, start_app
 from tests.support.outbox import settle
 from tests.timers.helpers import tick
+from tests.undo.test_undo_window import docs_block
 
-ENV = {"SIGNOFF_SWEEP_SECONDS": "3600", "SIGNOFF_DIGEST_CHANNELS": "C1", "SIGNOFF_DIGEST_AT": "mon 09:00"}
+# The digest settings as docs/stats.md shows them.
+ENV = {"SIGNOFF_SWEEP_SECONDS": "3600", **dict(
+    line.split("=", 1) for line in docs_block("stats.md", "## Weekly digest", "bash").splitlines() if line)}
 
 
 @pytest_asyncio.fixture
@@ -114,6 +117,10 @@ async def test_a_scripted_week_shows_in_the_histograms_stats_home_and_one_digest
     assert "*4* requests" in text and "median *5 min*, p90 *10 min*" in text, text
     assert "1 rejected" in text and "1 expired" in text and "1 escalated" in text and "(1 edited)" in text, text
     assert "`send_email` (2)" in text and f"`deploy` `{r4['id']}`" in text, text
+    example = docs_block("stats.md", "## In Slack", "text")  # the page's example has the answer's shape
+    for part in ("📊 Last 7 days in", "still pending", "Time to decide: median", "(1 edited)", "Most asked: `send_email` (2)",
+                 "Expired: `deploy` `"):
+        assert part in example and part in text, part
     everywhere = (await app.slack_client.command(user="U1", text="stats all", channel="C9")).json()["text"]
     assert "*4* requests" in everywhere and "the workspace" in everywhere
     nothing = (await app.slack_client.command(user="U1", text="stats", channel="C9")).json()["text"]

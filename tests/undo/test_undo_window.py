@@ -22,10 +22,18 @@ from tests.support.app import App, policy_app
 from tests.support.outbox import settle
 from tests.timers.helpers import tick
 
-POLICY = """\
-tiers:
-  high: {undo: 30s}
-"""
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def docs_block(page: str, after: str, lang: str) -> str:
+    """The first ```lang block after `after` on docs/`page`: the examples these tests run, as written."""
+    text = (DOCS / page).read_text()
+    text = text[text.index(after):]
+    start = text.index(f"```{lang}\n") + len(lang) + 4
+    return text[start:text.index("```\n", start)]
+
+
+POLICY = docs_block("policy.md", "**Undo window.**", "yaml")  # tiers: {high: {undo: 30s}}
 
 
 @pytest_asyncio.fixture
