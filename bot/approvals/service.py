@@ -399,8 +399,9 @@ class Service:
 
         async def record(unit: Unit, request: Request) -> DecideResult:
             now = self.clock.now()
-            if request.undo_until is not None and releasing is None and via is not Via.API:
-                return DecideResult(request, won=False)  # held: only its window's end or an Undo moves it
+            if (request.undo_until is not None and releasing is None and outcome is not Outcome.CANCELLED
+                    and via is not Via.API):
+                return DecideResult(request, won=False)  # held: its window's end, an Undo or a cancel moves it
             if (only_on_read or items is not None) and read is not None and request.version != read.version:
                 # Checked (or its batch items decided) on an older version: nothing written, the caller
                 # checks again on the request as read now.
