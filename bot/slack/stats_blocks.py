@@ -41,7 +41,7 @@ def figures(summary: Summary) -> str:
     ]
     if summary.top_tools:
         lines.append("Most asked: " + ", ".join(f"{_tool(t)} ({n})" for t, n in summary.top_tools))
-    if summary.expired_ids:
+    if summary.expired_ids and summary.channel is not None:  # ids only in a channel's own figures, not workspace-wide
         shown = ", ".join(f"{_tool(tool)} `{rid}`" for rid, tool in summary.expired_ids[:EXPIRED_SHOWN])
         more = len(summary.expired_ids) - EXPIRED_SHOWN
         lines.append("Expired: " + shown + (f" and {more} more" if more > 0 else ""))
