@@ -15,7 +15,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from tests.fakes.clock import FakeClock
 from tests.support.app import start_app
-from tests.undo.test_undo_window import POLICY
+from tests.approvals.test_undo_window import POLICY
 
 async def audited(agent: AgentApp, request_id: str, kind: str, count: int = 1) -> None:
     """Until the request's audit has `count` rows of `kind` (an observable state, not a sleep)."""
