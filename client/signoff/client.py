@@ -30,6 +30,7 @@ import httpx2
 
 import signoff._protocol as p
 import signoff.resumes as rs
+from signoff.policy_check import AsyncPolicyCalls, PolicyCalls
 from signoff.receipts import AsyncOutcomeCalls, OutcomeCalls
 import signoff.signatures as sig
 from signoff._bound import Keys, checked, ended
@@ -112,7 +113,7 @@ class AsyncSubmission:
         return await self.client.cancel(self.id, reason)
 
 
-class SignoffClient(rs.ResumeCalls, OutcomeCalls):
+class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
     """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -295,7 +296,7 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls):
             backoff = next_backoff(backoff)
 
 
-class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls):
+class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls, AsyncPolicyCalls):
     """The asyncio client; the same calls as `SignoffClient`, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
