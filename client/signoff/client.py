@@ -29,6 +29,7 @@ from urllib.parse import urlencode
 import httpx2
 
 import signoff._protocol as p
+import signoff.policy_check as pc
 import signoff.resumes as rs
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
 from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
@@ -115,7 +116,7 @@ class AsyncSubmission:
         return await self.client.cancel(self.id, reason)
 
 
-class SignoffClient(rs.ResumeCalls):
+class SignoffClient(rs.ResumeCalls, pc.PolicyCalls):
     """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -289,7 +290,7 @@ class SignoffClient(rs.ResumeCalls):
             backoff = next_backoff(backoff)
 
 
-class AsyncSignoffClient(rs.AsyncResumeCalls):
+class AsyncSignoffClient(rs.AsyncResumeCalls, pc.AsyncPolicyCalls):
     """The asyncio client; the same calls as `SignoffClient`, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,

@@ -1,0 +1,403 @@
+"""Pydantic AI agents stop at the tools a person must approve, and continue with what the person decided.
+
+    from pydantic_ai import Agent, DeferredToolRequests
+    from signoff.pydantic_ai import Paused, SignoffApprovals
+
+    approvals = SignoffApprovals(channel="C0123ABCD")      # wait=0: end the run when a person must decide
+    agent = Agent(model, output_type=[str, DeferredToolRequests], capabilities=[approvals.capability()])
+
+    @agent.tool_plain(requires_approval=True)
+    def send_email(to: str, subject: str) -> str: ...
+
+    result = await agent.run("Send the refund email")
+    if isinstance(result.output, DeferredToolRequests):
+        paused = await approvals.pause(result)           # the card is in Slack; keep paused.to_json() anywhere
+    ...
+    result = await approvals.resume(agent, Paused.from_json(saved))   # any process, once decided
+
+A process that can wait asks inline instead: `SignoffApprovals(wait=None)` (or a number of seconds)
+long-polls the decision inside the run and goes on with it; `agent.run` returns the model's answer.
+
+Invariants:
+- Policy first. Every call that a step defers for approval is checked against Signoff's policy
+  (`POST /api/v1/policy/check`) before anyone is asked. A call policy allows or denies is submitted
+  alone (the server decides it at once by the same policy and records it; no card) and answered in
+  the run: allowed calls run without interrupting it, denied ones never run (the model reads the
+  rule's reason). The rest of the step goes on one card (a batch card when several calls are left),
+  each call decided on its own.
+- One step, one card: the request's Idempotency-Key is made of the run's conversation id and the
+  step's calls (their `tool_call_id`s), so the handler, a retry and `pause()` all reach the same card.
+- Exactly what was decided: an approved call runs with the decision's parameters
+  (`ToolApproved(override_args=...)`, checked against the decision's `params_sha256`), a person's
+  edits included; a rejection is `ToolDenied` with who rejected and their reason ("Reply instead":
+  their reply); a request nobody decided (expired, cancelled, its card refused by Slack) is denied.
+- Fail closed: Signoff unreachable raises from the run (nothing runs); `resume` of a request still
+  pending raises `StillPending` and runs nothing.
+- Resumed exactly once, from any process on any machine: `resume` holds a claim on the Signoff
+  server (`pydantic-ai:<request id>`) while it continues the run, and finishes it `done` (or `failed`
+  with the error). A second resumer, concurrent or later, gets None and runs nothing. A claim left
+  `resuming` by a resumer that died is not taken over: its tools may have run (a person looks at it).
+
+Pydantic AI is imported when a function here is called: importing this module needs only `signoff`.
+Tested with pydantic-ai-slim 2.78 (the `HandleDeferredToolCalls` capability, `DeferredToolResults`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from signoff.errors import SignoffError, StillPending, UndeliverableError
+from signoff.models import Decision, ItemDecision
+from signoff.resumes import DEFAULT_LEASE_SECONDS, ResumeClaim, ResumeTaken
+
+if TYPE_CHECKING:
+    from pydantic_ai.capabilities import HandleDeferredToolCalls
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
+
+    from signoff.client import AsyncSignoffClient, AsyncSubmission
+
+__all__ = ["Paused", "PausedCall", "SignoffApprovals", "answers", "step_key"]
+
+log = logging.getLogger("signoff.pydantic_ai")
+
+KEY_MAX = 255  # the server's Idempotency-Key limit
+FORMAT = "signoff.pydantic_ai/1"
+
+
+def _need_pydantic_ai() -> None:
+    try:
+        import pydantic_ai  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise SignoffError("signoff.pydantic_ai needs Pydantic AI: pip install 'signoff[pydantic-ai]'") from exc
+
+
+def step_key(conversation_id: str | None, call_ids: Sequence[str]) -> str:
+    """The Idempotency-Key of the request for these calls of one run step."""
+    key = f"pydantic-ai:{conversation_id or '-'}:{','.join(sorted(call_ids))}"
+    if len(key) <= KEY_MAX:
+        return key
+    return f"pydantic-ai:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+
+
+def claim_key(request_id: str) -> str:
+    """The resume claim of a paused run: one per request (one request per paused step)."""
+    return f"pydantic-ai:{request_id}"
+
+
+@dataclass(frozen=True)
+class PausedCall:
+    """One call the paused step waits on: its id, tool and the arguments a person is shown."""
+
+    id: str
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A run that ended for a person to decide: the request, the calls and the message history, as JSON."""
+
+    request_id: str
+    calls: tuple[PausedCall, ...]
+    history: list[Any] = field(repr=False)  # ModelMessagesTypeAdapter's JSON form
+    conversation_id: str | None = None
+
+    @property
+    def claim_key(self) -> str:
+        return claim_key(self.request_id)
+
+    def to_json(self) -> str:
+        return json.dumps({"format": FORMAT, "request_id": self.request_id, "conversation_id": self.conversation_id,
+                           "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in self.calls],
+                           "history": self.history})
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Paused:
+        try:
+            data = json.loads(text)
+            if data.get("format") != FORMAT:
+                raise ValueError(f"format is {data.get('format')!r}, not {FORMAT!r}")
+            return cls(str(data["request_id"]),
+                       tuple(PausedCall(str(c["id"]), str(c["name"]), dict(c["args"])) for c in data["calls"]),
+                       list(data["history"]), data.get("conversation_id"))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SignoffError(f"not a paused Pydantic AI run saved by signoff.pydantic_ai: {exc}") from None
+
+
+def _args(call: ToolCallPart, validated: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The arguments the tool would get (validated, defaults filled in), else as the model sent them."""
+    found = validated.get(call.tool_call_id)
+    return dict(found) if found is not None else call.args_as_dict()
+
+
+def _denied_words(outcome: str | None, via: str | None, comment: str | None, who: str | None,
+                  ended: Decision | None = None) -> str:
+    """What the model reads for a call that must not run."""
+    if outcome == "rejected":
+        if via == "policy":
+            return f"Signoff's policy does not allow this call: {comment or 'denied'}"
+        if via == "reply" and comment:
+            return comment  # "Reply instead": the person's answer stands in for the tool's
+        return f"{who or 'A person'} rejected this call in Slack" + (f": {comment}" if comment else ".")
+    if ended is not None and outcome is None:  # a batch that ended before this call was decided
+        return _denied_words(ended.outcome, ended.via, ended.comment, ended.decider)
+    why = f": {comment}" if comment else ""
+    if outcome == "expired":
+        return f"Nobody approved this call in Slack in time{why}. It did not run."
+    if outcome == "cancelled":
+        return f"The approval request was cancelled{why}. It did not run."
+    return f"This call was not approved ({outcome}){why}. It did not run."
+
+
+def answers(decision: Decision, call_ids: Sequence[str]) -> dict[str, Any]:
+    """`DeferredToolResults.approvals` for `call_ids` from the decision of their request (a batch: in order)."""
+    from pydantic_ai.tools import ToolApproved, ToolDenied
+
+    found: dict[str, Any] = {}
+    if decision.items:
+        if len(decision.items) != len(call_ids):
+            raise SignoffError(f"request {decision.request_id} has {len(decision.items)} actions, not the "
+                               f"{len(call_ids)} calls it was made for", request_id=decision.request_id)
+        for call_id, item in zip(call_ids, decision.items, strict=True):
+            found[call_id] = (ToolApproved(override_args=dict(item.params)) if item.approved else
+                              ToolDenied(_denied_words(item.outcome, item.via, item.comment, _who(item), decision)))
+        return found
+    if len(call_ids) != 1:
+        raise SignoffError(f"request {decision.request_id} is one action, not {len(call_ids)} calls",
+                           request_id=decision.request_id)
+    found[call_ids[0]] = (ToolApproved(override_args=dict(decision.params)) if decision.approved else
+                          ToolDenied(_denied_words(decision.outcome, decision.via, decision.comment, decision.decider)))
+    return found
+
+
+def _who(item: ItemDecision) -> str | None:
+    return (item.decided_by.name or item.decided_by.id) if item.decided_by else None
+
+
+class SignoffApprovals:
+    """Signoff as the approver of a Pydantic AI agent's deferred tool calls.
+
+    `wait`: how long a run waits inline for a person (seconds; None: as long as it takes; 0, the
+    default: not at all, the run ends with `DeferredToolRequests` and `pause`/`resume` continue it).
+    When an inline wait runs out the run ends the same way, its card still open.
+    Card options: `channel`, `approvers`, `risk` (the agent's: it only ever raises policy's tier),
+    `requested_by`, `timing`, `context`; `summary` (a string, or a function of the calls), `preview`
+    (a function of a tool's name and arguments returning a Signoff preview, or None).
+    `client`: an `AsyncSignoffClient` (default: one from SIGNOFF_URL / SIGNOFF_TOKEN per call).
+    """
+
+    def __init__(self, *, client: AsyncSignoffClient | None = None, wait: float | None = 0.0,
+                 channel: str | None = None, approvers: Sequence[str] | None = None, risk: str = "high",
+                 requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
+                 context: str | None = None, summary: str | Callable[[Sequence[PausedCall]], str] | None = None,
+                 preview: Callable[[str, dict[str, Any]], Mapping[str, Any] | None] | None = None,
+                 lease_seconds: int = DEFAULT_LEASE_SECONDS) -> None:
+        if wait is not None and wait < 0:
+            raise SignoffError(f"wait must be 0 or more seconds (None: no limit), not {wait}")
+        self.client, self.wait = client, wait
+        self.card: dict[str, Any] = {k: v for k, v in {
+            "channel": channel, "approvers": list(approvers) if approvers else None, "risk": risk,
+            "requested_by": requested_by, "timing": dict(timing) if timing else None, "context": context}.items()
+            if v is not None}
+        self.summary, self.preview, self.lease_seconds = summary, preview, lease_seconds
+
+    # -- in the run ----------------------------------------------------------------------------
+
+    def capability(self) -> HandleDeferredToolCalls[Any]:
+        """The capability to give the agent (`Agent(..., capabilities=[approvals.capability()])`)."""
+        _need_pydantic_ai()
+        from pydantic_ai.capabilities import HandleDeferredToolCalls
+
+        return HandleDeferredToolCalls(handler=self.handle)
+
+    async def handle(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
+        """Answer a step's deferred approvals: policy's at once, a person's when one decides in `wait`."""
+        from pydantic_ai.tools import DeferredToolResults
+
+        if not requests.approvals:
+            return None  # external calls are not Signoff's to answer
+        async with self._client() as client:
+            decided, asking = await self._policy_first(client, ctx.conversation_id, requests)
+            if asking:
+                submitted = await self._submit_step(client, ctx.conversation_id, asking, requests.validated_args)
+                ended = submitted.decision
+                if ended is None and self.wait != 0:
+                    ended = await _decision(client, submitted.id, self.wait)
+                if ended is not None:
+                    decided.update(answers(ended, [c.tool_call_id for c in asking]))
+        return DeferredToolResults(approvals=decided) if decided else None
+
+    async def _policy_first(self, client: AsyncSignoffClient, conversation_id: str | None,
+                            requests: DeferredToolRequests) -> tuple[dict[str, Any], list[ToolCallPart]]:
+        """(answers for the calls policy decides, the calls left for a person)."""
+        calls = list(requests.approvals)
+        actions: list[dict[str, Any]] = [{"name": c.tool_name, "params": _args(c, requests.validated_args)}
+                                         for c in calls]
+        verdicts = await client.check_policy(actions, risk=self.card.get("risk"),
+                                             requested_by=self.card.get("requested_by"),
+                                             channel=self.card.get("channel"), session=conversation_id)
+        decided: dict[str, Any] = {}
+        asking: list[ToolCallPart] = []
+        for call, action, verdict in zip(calls, actions, verdicts, strict=True):
+            if verdict.outcome == "ask":
+                asking.append(call)
+                continue
+            # Submitted alone: the server decides it by the same policy, records it, posts no card.
+            summary = self._summary_of([call], requests.validated_args)
+            alone = await client.submit(action["name"], action["params"], summary=summary,
+                                        idempotency_key=step_key(conversation_id, [call.tool_call_id]),
+                                        session=conversation_id, **self._options(action))
+            ended = alone.decision
+            if ended is None:  # policy changed between the check and the submit: ask on the step's card
+                ended = await client.cancel(alone.id, "policy changed while Signoff was asked; asked again on the "
+                                                      "step's card")
+                if ended.outcome == "cancelled":
+                    asking.append(call)
+                    continue
+            decided.update(answers(ended, [call.tool_call_id]))
+        return decided, asking
+
+    # -- ending the run and continuing it later ---------------------------------------------------
+
+    async def pause(self, result: Any) -> Paused:
+        """The card for the calls a finished run (`agent.run`'s result) ended on, and what `resume` needs.
+
+        Finds the card the run's handler posted (or posts it, for an agent run without the capability).
+        Save `paused.to_json()` anywhere; `Paused.from_json` reads it back in any process."""
+        from pydantic_ai.tools import DeferredToolRequests
+
+        output = result.output
+        if not isinstance(output, DeferredToolRequests) or not output.approvals:
+            raise SignoffError("pause() takes the result of a run that ended on deferred tool calls needing approval "
+                               "(output_type=[str, DeferredToolRequests] and requires_approval=True tools)")
+        if output.calls:
+            raise SignoffError(f"the run also waits on {len(output.calls)} external call(s) (CallDeferred / external "
+                               "tools): Signoff answers approvals only; answer those calls yourself")
+        conversation_id = getattr(result, "conversation_id", None)
+        async with self._client() as client:
+            submitted = await self._submit_step(client, conversation_id, list(output.approvals), output.validated_args)
+        calls = tuple(PausedCall(c.tool_call_id, c.tool_name, _args(c, output.validated_args))
+                      for c in output.approvals)
+        return Paused(submitted.id, calls, json.loads(result.all_messages_json()), conversation_id)
+
+    async def resume(self, agent: Any, paused: Paused, *, wait: float | None = 0.0, owner: str | None = None,
+                     **run_options: Any) -> Any:
+        """Continue the paused run with the person's decisions: the new run's result (it may pause again),
+        or None when another resumer holds or finished this resume (nothing ran here).
+
+        `wait`: how long to wait for the decision (0: not at all); still pending after it raises
+        `StillPending`. `run_options` go to `agent.run` (deps, usage limits, ...)."""
+        _need_pydantic_ai()
+        from pydantic_ai.messages import ModelMessagesTypeAdapter
+        from pydantic_ai.tools import DeferredToolResults
+
+        async with self._client() as client:
+            decision = await _decision(client, paused.request_id, wait)
+            if decision is None:
+                raise StillPending(f"{paused.request_id} is not decided yet: nothing was resumed",
+                                   request_id=paused.request_id)
+            results = DeferredToolResults(approvals=answers(decision, [c.id for c in paused.calls]))
+            history = ModelMessagesTypeAdapter.validate_python(paused.history)
+            held = await client.get_resume(paused.claim_key)
+            if held is not None:
+                if held.state == "resuming":
+                    log.warning("%s is being resumed by %s (or that resumer died mid-run: its tools may have run; "
+                                "not taken over)", paused.request_id, held.owner)
+                return None
+            claim = await client.claim_resume(paused.claim_key, owner, lease_seconds=self.lease_seconds,
+                                              request_ids=[paused.request_id])
+            if claim is None:
+                return None
+            renewing = asyncio.create_task(_renew(client, claim))
+            try:
+                result = await agent.run(message_history=history, deferred_tool_results=results, **run_options)
+            except BaseException as exc:
+                await _finish(client, claim, "failed", f"{type(exc).__name__}: {exc}")
+                raise
+            finally:
+                renewing.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewing
+            await _finish(client, claim, "done")
+            return result
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _client(self) -> AsyncIterator[AsyncSignoffClient]:
+        if self.client is not None:
+            yield self.client
+            return
+        from signoff.client import AsyncSignoffClient
+
+        async with AsyncSignoffClient() as made:  # per call: a run may be on any event loop
+            yield made
+
+    def _options(self, action: Mapping[str, Any]) -> dict[str, Any]:
+        shown = self.preview(action["name"], dict(action["params"])) if self.preview is not None else None
+        return {**self.card, **({"preview": dict(shown)} if shown is not None else {})}
+
+    def _summary_of(self, calls: Sequence[ToolCallPart], validated: Mapping[str, Mapping[str, Any]]) -> str:
+        if isinstance(self.summary, str):
+            return self.summary
+        if self.summary is not None:
+            return self.summary([PausedCall(c.tool_call_id, c.tool_name, _args(c, validated))
+                                 for c in calls])
+        names = [c.tool_name for c in calls]
+        return f"Run {names[0]}" if len(names) == 1 else f"Run {len(names)} tool calls: {', '.join(names)}"
+
+    async def _submit_step(self, client: AsyncSignoffClient, conversation_id: str | None,
+                           calls: Sequence[ToolCallPart],
+                           validated: Mapping[str, Mapping[str, Any]]) -> AsyncSubmission:
+        """One request for the calls a person decides: one action, or a batch card for several."""
+        summary = self._summary_of(calls, validated)
+        key = step_key(conversation_id, [c.tool_call_id for c in calls])
+        if len(calls) == 1:
+            [call] = calls
+            action: dict[str, Any] = {"name": call.tool_name, "params": _args(call, validated)}
+            return await client.submit(action["name"], action["params"], summary=summary, idempotency_key=key,
+                                       session=conversation_id, **self._options(action))
+        items = []
+        for call in calls:
+            params = _args(call, validated)
+            shown = self.preview(call.tool_name, dict(params)) if self.preview is not None else None
+            items.append({"name": call.tool_name, "params": params,
+                          **({"preview": dict(shown)} if shown is not None else {})})
+        return await client.submit_batch(items, summary=summary, idempotency_key=key, **self.card)
+
+
+async def _decision(client: AsyncSignoffClient, request_id: str, wait: float | None) -> Decision | None:
+    """The request's decision within `wait` seconds (None: no limit), else None. A card Slack refused is
+    cancelled (nobody can see it): that cancellation is the decision, unless someone decided first."""
+    try:
+        return await client.decision(request_id, wait)
+    except UndeliverableError as exc:
+        log.warning("%s", exc.message)
+        return await client.cancel(request_id, exc.cancel_reason)
+
+
+async def _renew(client: AsyncSignoffClient, claim: ResumeClaim) -> None:
+    while True:
+        await asyncio.sleep(claim.lease_seconds / 3)
+        try:
+            await client.renew_resume(claim)
+        except ResumeTaken as lost:
+            log.warning("lost the claim on %s to %s while resuming it", claim.key, lost.owner)
+            return
+        except SignoffError as exc:
+            log.warning("could not renew the claim on %s: %s", claim.key, exc)
+
+
+async def _finish(client: AsyncSignoffClient, claim: ResumeClaim, state: str, error: str | None = None) -> None:
+    try:
+        await client.finish_resume(claim, state, error)
+    except ResumeTaken as lost:
+        log.warning("resume %s was taken over by %s while this resumer held it", claim.key, lost.owner)
