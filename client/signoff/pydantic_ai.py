@@ -53,7 +53,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from signoff.errors import SignoffError, StillPending, UndeliverableError
+from signoff.errors import SignoffError, SignoffRequestError, StillPending, UndeliverableError
 from signoff.models import Decision, ItemDecision
 from signoff.resumes import DEFAULT_LEASE_SECONDS, ResumeClaim, ResumeTaken
 
@@ -64,11 +64,12 @@ if TYPE_CHECKING:
 
     from signoff.client import AsyncSignoffClient, AsyncSubmission
 
-__all__ = ["Paused", "PausedCall", "SignoffApprovals", "answers", "step_key"]
+__all__ = ["Asked", "Paused", "PausedCall", "SignoffApprovals", "answers", "claim_key", "step_key"]
 
 log = logging.getLogger("signoff.pydantic_ai")
 
 KEY_MAX = 255  # the server's Idempotency-Key limit
+CLAIM_KEY_MAX = 200  # the server's resume claim key limit
 FORMAT = "signoff.pydantic_ai/1"
 
 
@@ -79,17 +80,19 @@ def _need_pydantic_ai() -> None:
         raise SignoffError("signoff.pydantic_ai needs Pydantic AI: pip install 'signoff[pydantic-ai]'") from exc
 
 
-def step_key(conversation_id: str | None, call_ids: Sequence[str]) -> str:
-    """The Idempotency-Key of the request for these calls of one run step."""
-    key = f"pydantic-ai:{conversation_id or '-'}:{','.join(sorted(call_ids))}"
+def step_key(conversation_id: str | None, call_ids: Sequence[str], kind: str = "ask") -> str:
+    """The Idempotency-Key of the request for these calls of one run step (`kind`: "ask" for a person's
+    card, "policy" for a call submitted alone because policy decides it)."""
+    key = f"pydantic-ai:{kind}:{conversation_id or '-'}:{','.join(sorted(call_ids))}"
     if len(key) <= KEY_MAX:
         return key
-    return f"pydantic-ai:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
+    return f"pydantic-ai:{kind}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
 
 
-def claim_key(request_id: str) -> str:
-    """The resume claim of a paused run: one per request (one request per paused step)."""
-    return f"pydantic-ai:{request_id}"
+def claim_key(request_ids: Sequence[str]) -> str:
+    """The resume claim of a paused run: `pydantic-ai:<its request id(s)>` (a digest when long)."""
+    key = f"pydantic-ai:{'+'.join(request_ids)}"
+    return key if len(key) <= CLAIM_KEY_MAX else f"pydantic-ai:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
 
 
 @dataclass(frozen=True)
@@ -102,20 +105,41 @@ class PausedCall:
 
 
 @dataclass(frozen=True)
-class Paused:
-    """A run that ended for a person to decide: the request, the calls and the message history, as JSON."""
+class Asked:
+    """One request of a paused step and the calls it decides, in order (a batch: one call per action)."""
 
     request_id: str
+    call_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Paused:
+    """A run that ended for a person to decide: its request(s), the calls and the message history, as JSON.
+
+    Usually one request (one card, a batch card for several calls); one per call when policy puts a
+    call at a tier a batch cannot carry (a quorum, typed confirmation, other approvers)."""
+
+    asked: tuple[Asked, ...]
     calls: tuple[PausedCall, ...]
     history: list[Any] = field(repr=False)  # ModelMessagesTypeAdapter's JSON form
     conversation_id: str | None = None
 
     @property
+    def request_ids(self) -> tuple[str, ...]:
+        return tuple(a.request_id for a in self.asked)
+
+    @property
+    def request_id(self) -> str:
+        """The request (the first, when the step needed several)."""
+        return self.asked[0].request_id
+
+    @property
     def claim_key(self) -> str:
-        return claim_key(self.request_id)
+        return claim_key(self.request_ids)
 
     def to_json(self) -> str:
-        return json.dumps({"format": FORMAT, "request_id": self.request_id, "conversation_id": self.conversation_id,
+        return json.dumps({"format": FORMAT, "conversation_id": self.conversation_id,
+                           "asked": [{"request_id": a.request_id, "call_ids": list(a.call_ids)} for a in self.asked],
                            "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in self.calls],
                            "history": self.history})
 
@@ -125,8 +149,10 @@ class Paused:
             data = json.loads(text)
             if data.get("format") != FORMAT:
                 raise ValueError(f"format is {data.get('format')!r}, not {FORMAT!r}")
-            return cls(str(data["request_id"]),
-                       tuple(PausedCall(str(c["id"]), str(c["name"]), dict(c["args"])) for c in data["calls"]),
+            asked = tuple(Asked(str(a["request_id"]), tuple(str(i) for i in a["call_ids"])) for a in data["asked"])
+            if not asked:
+                raise ValueError("no request")
+            return cls(asked, tuple(PausedCall(str(c["id"]), str(c["name"]), dict(c["args"])) for c in data["calls"]),
                        list(data["history"]), data.get("conversation_id"))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise SignoffError(f"not a paused Pydantic AI run saved by signoff.pydantic_ai: {exc}") from None
@@ -227,12 +253,10 @@ class SignoffApprovals:
         async with self._client() as client:
             decided, asking = await self._policy_first(client, ctx.conversation_id, requests)
             if asking:
-                submitted = await self._submit_step(client, ctx.conversation_id, asking, requests.validated_args)
-                ended = submitted.decision
-                if ended is None and self.wait != 0:
-                    ended = await _decision(client, submitted.id, self.wait)
-                if ended is not None:
-                    decided.update(answers(ended, [c.tool_call_id for c in asking]))
+                asked = await self._submit_step(client, ctx.conversation_id, asking, requests.validated_args)
+                # All of the step's asked calls or none: what the run ends on is then exactly what was
+                # asked, and `pause` finds the same request(s) by the same keys.
+                decided.update(await _answered(client, asked, self.wait) or {})
         return DeferredToolResults(approvals=decided) if decided else None
 
     async def _policy_first(self, client: AsyncSignoffClient, conversation_id: str | None,
@@ -253,7 +277,7 @@ class SignoffApprovals:
             # Submitted alone: the server decides it by the same policy, records it, posts no card.
             summary = self._summary_of([call], requests.validated_args)
             alone = await client.submit(action["name"], action["params"], summary=summary,
-                                        idempotency_key=step_key(conversation_id, [call.tool_call_id]),
+                                        idempotency_key=step_key(conversation_id, [call.tool_call_id], "policy"),
                                         session=conversation_id, **self._options(action))
             ended = alone.decision
             if ended is None:  # policy changed between the check and the submit: ask on the step's card
@@ -283,10 +307,11 @@ class SignoffApprovals:
                                "tools): Signoff answers approvals only; answer those calls yourself")
         conversation_id = getattr(result, "conversation_id", None)
         async with self._client() as client:
-            submitted = await self._submit_step(client, conversation_id, list(output.approvals), output.validated_args)
+            asked = await self._submit_step(client, conversation_id, list(output.approvals), output.validated_args)
         calls = tuple(PausedCall(c.tool_call_id, c.tool_name, _args(c, output.validated_args))
                       for c in output.approvals)
-        return Paused(submitted.id, calls, json.loads(result.all_messages_json()), conversation_id)
+        return Paused(tuple(Asked(s.id, ids) for s, ids in asked), calls, json.loads(result.all_messages_json()),
+                      conversation_id)
 
     async def resume(self, agent: Any, paused: Paused, *, wait: float | None = 0.0, owner: str | None = None,
                      **run_options: Any) -> Any:
@@ -300,20 +325,23 @@ class SignoffApprovals:
         from pydantic_ai.tools import DeferredToolResults
 
         async with self._client() as client:
-            decision = await _decision(client, paused.request_id, wait)
-            if decision is None:
-                raise StillPending(f"{paused.request_id} is not decided yet: nothing was resumed",
-                                   request_id=paused.request_id)
-            results = DeferredToolResults(approvals=answers(decision, [c.id for c in paused.calls]))
+            approvals: dict[str, Any] = {}
+            for part in paused.asked:
+                decision = await _decision(client, part.request_id, wait)
+                if decision is None:
+                    raise StillPending(f"{part.request_id} is not decided yet: nothing was resumed",
+                                       request_id=part.request_id)
+                approvals.update(answers(decision, part.call_ids))
+            results = DeferredToolResults(approvals=approvals)
             history = ModelMessagesTypeAdapter.validate_python(paused.history)
             held = await client.get_resume(paused.claim_key)
             if held is not None:
                 if held.state == "resuming":
                     log.warning("%s is being resumed by %s (or that resumer died mid-run: its tools may have run; "
-                                "not taken over)", paused.request_id, held.owner)
+                                "not taken over)", held.key, held.owner)
                 return None
             claim = await client.claim_resume(paused.claim_key, owner, lease_seconds=self.lease_seconds,
-                                              request_ids=[paused.request_id])
+                                              request_ids=paused.request_ids)
             if claim is None:
                 return None
             renewing = asyncio.create_task(_renew(client, claim))
@@ -356,22 +384,51 @@ class SignoffApprovals:
 
     async def _submit_step(self, client: AsyncSignoffClient, conversation_id: str | None,
                            calls: Sequence[ToolCallPart],
-                           validated: Mapping[str, Mapping[str, Any]]) -> AsyncSubmission:
-        """One request for the calls a person decides: one action, or a batch card for several."""
-        summary = self._summary_of(calls, validated)
-        key = step_key(conversation_id, [c.tool_call_id for c in calls])
-        if len(calls) == 1:
-            [call] = calls
-            action: dict[str, Any] = {"name": call.tool_name, "params": _args(call, validated)}
-            return await client.submit(action["name"], action["params"], summary=summary, idempotency_key=key,
-                                       session=conversation_id, **self._options(action))
-        items = []
+                           validated: Mapping[str, Mapping[str, Any]]) -> list[tuple[AsyncSubmission, tuple[str, ...]]]:
+        """The request(s) for the calls a person decides: one card, a batch card for several; one card
+        per call when policy puts one at a tier a batch cannot carry (`not_batchable`: nothing was stored)."""
+        if len(calls) > 1:
+            items = []
+            for call in calls:
+                params = _args(call, validated)
+                shown = self.preview(call.tool_name, dict(params)) if self.preview is not None else None
+                items.append({"name": call.tool_name, "params": params,
+                              **({"preview": dict(shown)} if shown is not None else {})})
+            try:
+                batch = await client.submit_batch(items, summary=self._summary_of(calls, validated),
+                                                  idempotency_key=step_key(conversation_id,
+                                                                           [c.tool_call_id for c in calls]),
+                                                  **self.card)
+                return [(batch, tuple(c.tool_call_id for c in calls))]
+            except SignoffRequestError as exc:
+                if exc.error_code != "not_batchable":
+                    raise
+        asked: list[tuple[AsyncSubmission, tuple[str, ...]]] = []
         for call in calls:
-            params = _args(call, validated)
-            shown = self.preview(call.tool_name, dict(params)) if self.preview is not None else None
-            items.append({"name": call.tool_name, "params": params,
-                          **({"preview": dict(shown)} if shown is not None else {})})
-        return await client.submit_batch(items, summary=summary, idempotency_key=key, **self.card)
+            action: dict[str, Any] = {"name": call.tool_name, "params": _args(call, validated)}
+            alone = await client.submit(action["name"], action["params"], summary=self._summary_of([call], validated),
+                                        idempotency_key=step_key(conversation_id, [call.tool_call_id]),
+                                        session=conversation_id, **self._options(action))
+            asked.append((alone, (call.tool_call_id,)))
+        return asked
+
+
+async def _answered(client: AsyncSignoffClient, asked: Sequence[tuple[AsyncSubmission, tuple[str, ...]]],
+                    wait: float | None) -> dict[str, Any] | None:
+    """The answers to every asked call once all their requests are decided, waiting up to `wait` seconds
+    in all (None: no limit; 0: not at all); None if any is still pending then."""
+    loop = asyncio.get_running_loop()
+    deadline = None if wait is None else loop.time() + wait
+    found: dict[str, Any] = {}
+    for submitted, call_ids in asked:
+        ended = submitted.decision
+        if ended is None and wait != 0:
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            ended = await _decision(client, submitted.id, left)
+        if ended is None:
+            return None
+        found.update(answers(ended, call_ids))
+    return found
 
 
 async def _decision(client: AsyncSignoffClient, request_id: str, wait: float | None) -> Decision | None:

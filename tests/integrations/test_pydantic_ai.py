@@ -116,7 +116,7 @@ async def test_ended_run_resumed_in_new_processes_by_two_resumers_runs_once(
         "resumed: send_email[success]: sent to customer@example.com: Your refund of $45", "taken"]
     assert calls() == [{"tool": "send_email", "args": {"to": "customer@example.com", "subject": "Your refund of $45"}}]
     assert (await run(resumer, pai_env)).strip() == "taken"  # never again, later either
-    _, claim = await app.api("GET", f"/api/v1/resumes/pydantic-ai:{request_id}")
+    _, claim = await app.api("GET", f"/api/v1/resumes/{paused.claim_key}")
     assert claim["state"] == "done" and claim["request_ids"] == [request_id]
     assert cards(app.slack) == 1
 
@@ -200,3 +200,42 @@ async def run(cmd: list[str], env: dict[str, str]) -> str:
     assert proc.returncode == 0, err.decode()[-3000:]
     return out.decode()
 
+
+
+CRITICAL_DELETES = """\
+tiers:
+  high:
+    approvers: [U1]
+  critical:
+    approvers: [U1, U2, U3]
+    quorum: 2
+rules:
+  - name: deletes-are-critical
+    tool: delete_*
+    tier: critical
+"""
+
+
+async def test_a_call_a_batch_cannot_carry_gets_its_own_card_and_the_step_resumes_once_both_are_decided(
+        db_url: str, slack: SlackEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAI_CALLS", str(tmp_path / "calls.jsonl"))
+    wanted = [TIDY[0], TIDY[2]]  # send_email (high) and delete_file (critical: a quorum of 2)
+    async with policy_app(db_url, slack, tmp_path, CRITICAL_DELETES) as papp, \
+            AsyncSignoffClient(papp.url, API_TOKEN) as client:
+        approvals = SignoffApprovals(client=client, **CARD)
+        agent = build(approvals, wanted)
+        result = await agent.run("Tidy up")
+        paused = await approvals.pause(result)
+        assert len(paused.asked) == 2 and cards(papp.slack) == 2  # not_batchable: one card per call
+        send_id, delete_id = paused.request_ids
+        assert (await papp.api("GET", f"/api/v1/approvals/{delete_id}"))[1]["quorum"] == 2
+        await papp.click(send_id, "U1", user_name="alice")
+        await decided(papp, send_id)
+        with pytest.raises(StillPending):  # the step goes on only once every call of it is decided
+            await approvals.resume(agent, paused)
+        await submit_modal(papp, delete_id, "signoff_reject", {"reason": {"value": plain_input("Keep it")}})
+        resumed = await approvals.resume(agent, Paused.from_json(paused.to_json()))
+        assert await approvals.resume(agent, paused) is None  # once
+    assert calls() == [{"tool": "send_email", "args": {"to": "a@example.com", "subject": "Hi"}}]
+    assert resumed.output == ("send_email[success]: sent to a@example.com: Hi | "
+                              "delete_file[denied]: alice rejected this call in Slack: Keep it")
