@@ -37,8 +37,8 @@ from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.domain.json_codec import dumps, loads
 from bot.domain.model import Request
 from bot.api import grants as grants_api
-from bot.api import policy_check
 from bot.api import longpoll
+from bot.api import policy_check
 from bot.api import resumes as resumes_api
 from bot.api.rate import SubmitRate
 from bot.api import routes as api
@@ -327,9 +327,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     grants_api.add_routes(web_app, grants, policy)
-    policy_check.add_routes(web_app)  # POST /api/v1/policy/check: advice before asking (agent frameworks)
     resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(
         settings.submit_rate_per_token, settings.submit_burst_per_token, what="resume calls", doing="sends resume calls"))
+    policy_check.add_routes(web_app, SubmitRate(
+        settings.submit_rate_per_token, settings.submit_burst_per_token, what="policy checks", doing="checks policy"))
     run_routes.add_routes(web_app, agent.run_service, agent.runner, DEFAULT_AGENT)
     add_mcp(web_app, settings)  # MCP tools over streamable HTTP at /mcp (issue 10)
 

@@ -29,8 +29,8 @@ from urllib.parse import urlencode
 import httpx2
 
 import signoff._protocol as p
-import signoff.policy_check as pc
 import signoff.resumes as rs
+from signoff.policy_check import AsyncPolicyCalls, PolicyCalls
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
 from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
 from signoff.models import Answers, Decision, final_decision
@@ -116,7 +116,7 @@ class AsyncSubmission:
         return await self.client.cancel(self.id, reason)
 
 
-class SignoffClient(rs.ResumeCalls, pc.PolicyCalls):
+class SignoffClient(rs.ResumeCalls, PolicyCalls):
     """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -290,7 +290,7 @@ class SignoffClient(rs.ResumeCalls, pc.PolicyCalls):
             backoff = next_backoff(backoff)
 
 
-class AsyncSignoffClient(rs.AsyncResumeCalls, pc.AsyncPolicyCalls):
+class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncPolicyCalls):
     """The asyncio client; the same calls as `SignoffClient`, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,

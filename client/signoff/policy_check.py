@@ -1,107 +1,87 @@
-"""Ask the server what policy would do with some calls, before deciding whether to stop for a person.
+"""Ask Signoff's policy about a call without making a request (`POST /api/v1/policy/check`).
 
-    verdicts = client.check_policy([{"name": "read_file", "params": {"path": "/tmp/x"}}])
-    verdicts[0].outcome      # "allow" | "deny" | "ask"; `.reason`, `.rule`, `.tier`
+    verdict = client.check_policy("send_email", {"to": "a@example.com"})
+    if verdict.allowed: ...          # runs with no card
+    elif verdict.denied: ...         # never runs: verdict.reason says which rule
+    else: ...                        # a person decides: submit it
 
-Advice, never a grant: nothing is written and no card is posted. An agent that acts on "allow" or
-"deny" then submits the call (`submit`), which the server decides at once by the same policy and
-records (no card); only "ask" calls need a person. A server older than the route (404) answers
-"ask" for every call: asking a person is the safe side.
+For frameworks that decide per call whether to pause (the OpenAI Agents SDK's `needs_approval`).
+Nothing is written on the server; the verdict is the one a submit of the same call would reach then.
+The agent is its token; `risk` may only raise the tier policy gives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 
-from signoff.errors import SignoffError, SignoffRequestError
-
 Json = dict[str, Any]
 PATH = "/api/v1/policy/check"
-OUTCOMES = ("allow", "deny", "ask")
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What policy would do with one call."""
+    """What policy says of a call: `outcome` allow | deny | ask, its tier, the rule or grant, and why."""
 
-    name: str
-    outcome: str  # allow | deny | ask
-    reason: str | None = None
-    rule: str | None = None
+    outcome: str
     tier: str | None = None
+    rule: str | None = None
+    grant_id: str | None = None
+    reason: str | None = None
+    policy: bool = True  # False: the server has no policy file (every call asks)
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def allowed(self) -> bool:
+        return self.outcome == "allow"
+
+    @property
+    def denied(self) -> bool:
+        return self.outcome == "deny"
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> Verdict:
+        return cls(outcome=str(body.get("outcome")), tier=body.get("tier"), rule=body.get("rule"),
+                   grant_id=body.get("grant_id"), reason=body.get("reason"), policy=bool(body.get("policy", True)),
+                   raw=dict(body))
 
 
-def check_body(actions: Sequence[Mapping[str, Any]], *, risk: str | None, requested_by: str | None,
-               channel: str | None, session: str | None) -> Json:
-    if not actions:
-        raise SignoffError("check_policy needs at least one action")
-    shaped = []
-    for action in actions:
-        if not isinstance(action, Mapping) or not isinstance(action.get("name"), str):
-            raise SignoffError("each action is a mapping with a `name` and its `params`")
-        shaped.append({"name": action["name"], "params": dict(action.get("params") or {})})
-    optional = {"risk": risk, "requested_by": requested_by, "channel": channel, "session": session}
-    return {"actions": shaped, **{k: v for k, v in optional.items() if v is not None}}
-
-
-def verdicts(body: Mapping[str, Any], count: int) -> list[Verdict]:
-    items = body.get("items")
-    if not isinstance(items, list) or len(items) != count:
-        raise SignoffError(f"the server's policy check answered {body!r:.200}, not one verdict per call")
-    found = []
-    for item in items:
-        outcome = item.get("outcome") if isinstance(item, Mapping) else None
-        # Anything but a clear allow or deny asks a person: the side that fails closed.
-        found.append(Verdict(str(item.get("name")), outcome if outcome in OUTCOMES else "ask", item.get("reason"),
-                             item.get("rule"), item.get("tier")) if isinstance(item, Mapping) else
-                     Verdict("", "ask"))
-    return found
-
-
-def all_ask(actions: Sequence[Mapping[str, Any]]) -> list[Verdict]:
-    return [Verdict(str(a.get("name")), "ask", "the server has no policy check (404): a person decides")
-            for a in actions]
+def check_body(action: str, params: Mapping[str, Any], *, risk: str | None, channel: str | None,
+               requested_by: str | None, session: str | None) -> Json:
+    body: Json = {"action": {"name": action, "params": dict(params)}}
+    optional = {"risk": risk, "channel": channel, "requested_by": requested_by, "session": session}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
 
 
 class PolicyCalls:
-    """`SignoffClient.check_policy` (it provides `_send`)."""
+    """`SignoffClient.check_policy` (it provides `_send`: retries, backoff, errors)."""
 
     def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
               timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
         raise NotImplementedError
 
-    def check_policy(self, actions: Sequence[Mapping[str, Any]], *, risk: str | None = None,
-                     requested_by: str | None = None, channel: str | None = None,
-                     session: str | None = None) -> list[Verdict]:
-        """Policy's verdict on each of `actions` ({name, params}), in order. Writes nothing."""
-        body = check_body(actions, risk=risk, requested_by=requested_by, channel=channel, session=session)
-        try:
-            return verdicts(self._send("POST", PATH, json=body)[0], len(actions))
-        except SignoffRequestError as exc:
-            if exc.status != 404:
-                raise
-            return all_ask(actions)
+    def check_policy(self, action: str, params: Mapping[str, Any], *, risk: str | None = None,
+                     channel: str | None = None, requested_by: str | None = None,
+                     session: str | None = None) -> Verdict:
+        """The policy's verdict on `action(params)` now, without making a request."""
+        body = check_body(action, params, risk=risk, channel=channel, requested_by=requested_by, session=session)
+        return Verdict.from_json(self._send("POST", PATH, json=body)[0])
 
 
 class AsyncPolicyCalls:
-    """`AsyncSignoffClient.check_policy`, awaited."""
+    """`AsyncSignoffClient.check_policy`: `PolicyCalls`, awaited."""
 
     async def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
                     timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
         raise NotImplementedError
 
-    async def check_policy(self, actions: Sequence[Mapping[str, Any]], *, risk: str | None = None,
-                           requested_by: str | None = None, channel: str | None = None,
-                           session: str | None = None) -> list[Verdict]:
-        """Policy's verdict on each of `actions` ({name, params}), in order. Writes nothing."""
-        body = check_body(actions, risk=risk, requested_by=requested_by, channel=channel, session=session)
-        try:
-            return verdicts((await self._send("POST", PATH, json=body))[0], len(actions))
-        except SignoffRequestError as exc:
-            if exc.status != 404:
-                raise
-            return all_ask(actions)
+    async def check_policy(self, action: str, params: Mapping[str, Any], *, risk: str | None = None,
+                           channel: str | None = None, requested_by: str | None = None,
+                           session: str | None = None) -> Verdict:
+        """The policy's verdict on `action(params)` now, without making a request."""
+        body = check_body(action, params, risk=risk, channel=channel, requested_by=requested_by, session=session)
+        return Verdict.from_json((await self._send("POST", PATH, json=body))[0])

@@ -265,13 +265,10 @@ class SignoffApprovals:
         calls = list(requests.approvals)
         actions: list[dict[str, Any]] = [{"name": c.tool_name, "params": _args(c, requests.validated_args)}
                                          for c in calls]
-        verdicts = await client.check_policy(actions, risk=self.card.get("risk"),
-                                             requested_by=self.card.get("requested_by"),
-                                             channel=self.card.get("channel"), session=conversation_id)
         decided: dict[str, Any] = {}
         asking: list[ToolCallPart] = []
-        for call, action, verdict in zip(calls, actions, verdicts, strict=True):
-            if verdict.outcome == "ask":
+        for call, action in zip(calls, actions, strict=True):
+            if await self._verdict(client, action, conversation_id) not in ("allow", "deny"):
                 asking.append(call)
                 continue
             # Submitted alone: the server decides it by the same policy, records it, posts no card.
@@ -288,6 +285,19 @@ class SignoffApprovals:
                     continue
             decided.update(answers(ended, [call.tool_call_id]))
         return decided, asking
+
+    async def _verdict(self, client: AsyncSignoffClient, action: Mapping[str, Any],
+                       conversation_id: str | None) -> str:
+        """Policy's outcome for the call (allow | deny | ask); "ask" from a server without the check (404)."""
+        try:
+            verdict = await client.check_policy(action["name"], action["params"], risk=self.card.get("risk"),
+                                                channel=self.card.get("channel"),
+                                                requested_by=self.card.get("requested_by"), session=conversation_id)
+        except SignoffRequestError as exc:
+            if exc.status != 404:
+                raise
+            return "ask"  # an older server: a person decides, the safe side
+        return verdict.outcome
 
     # -- ending the run and continuing it later ---------------------------------------------------
 
