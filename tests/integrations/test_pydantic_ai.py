@@ -239,3 +239,28 @@ async def test_a_call_a_batch_cannot_carry_gets_its_own_card_and_the_step_resume
     assert calls() == [{"tool": "send_email", "args": {"to": "a@example.com", "subject": "Hi"}}]
     assert resumed.output == ("send_email[success]: sent to a@example.com: Hi | "
                               "delete_file[denied]: alice rejected this call in Slack: Keep it")
+
+
+async def test_an_inline_wait_that_runs_out_ends_the_run_and_its_card_is_continued_later(
+        app: App, pai_env: dict[str, str], aclient: AsyncSignoffClient) -> None:
+    approvals = SignoffApprovals(client=aclient, wait=0.2, **CARD)
+    agent = build(approvals)
+    result = await agent.run("Send the refund email")  # nobody decides in 0.2 s: the run ends, the card stays
+    assert isinstance(result.output, DeferredToolRequests) and calls() == []
+    paused = await approvals.pause(result)
+    assert cards(app.slack) == 1  # pause found the card the run posted
+    await app.click(paused.request_id, "U1", user_name="alice")
+    resumed = await approvals.resume(agent, paused, wait=10)
+    assert resumed.output == "send_email[success]: sent to customer@example.com: Your refund"
+    assert len(calls()) == 1
+
+
+async def test_a_card_nobody_can_see_is_cancelled_and_the_call_denied(app: App, pai_env: dict[str, str],
+                                                                      aclient: AsyncSignoffClient) -> None:
+    approvals = SignoffApprovals(client=aclient, wait=None, channel="C0123NOWHERE")  # Slack knows no such channel
+    result = await asyncio.wait_for(build(approvals).run("Send the refund email"), 30)
+    assert calls() == []
+    assert result.output.startswith("send_email[denied]: The approval request was cancelled: its card could not be "
+                                    "posted in Slack (channel_not_found)"), result.output
+    _, listed = await app.api("GET", "/api/v1/approvals?status=cancelled")
+    assert len(listed["items"]) == 1
