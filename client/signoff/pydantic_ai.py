@@ -335,9 +335,12 @@ class SignoffApprovals:
         from pydantic_ai.tools import DeferredToolResults
 
         async with self._client() as client:
+            loop = asyncio.get_running_loop()
+            deadline = None if wait is None else loop.time() + wait
             approvals: dict[str, Any] = {}
-            for part in paused.asked:
-                decision = await _decision(client, part.request_id, wait)
+            for part in paused.asked:  # `wait` bounds them all together
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                decision = await _decision(client, part.request_id, left)
                 if decision is None:
                     raise StillPending(f"{part.request_id} is not decided yet: nothing was resumed",
                                        request_id=part.request_id)

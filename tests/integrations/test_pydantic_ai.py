@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from pydantic_ai.tools import DeferredToolRequests
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from signoff import AsyncSignoffClient, StillPending
+from signoff import AsyncSignoffClient, SignoffError, StillPending
 from signoff.pydantic_ai import Paused, SignoffApprovals
 from tests.duties.batch_steps import approve_selected, item_state, open_item, submit
 from tests.integrations.helpers import cards, pending_id
@@ -264,3 +265,14 @@ async def test_a_card_nobody_can_see_is_cancelled_and_the_call_denied(app: App, 
                                     "posted in Slack (channel_not_found)"), result.output
     _, listed = await app.api("GET", "/api/v1/approvals?status=cancelled")
     assert len(listed["items"]) == 1
+
+
+def test_importing_the_adapter_loads_no_pydantic_ai_and_a_bad_pause_file_is_refused() -> None:
+    code = "import sys, signoff.pydantic_ai; print('pydantic_ai' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "client")})
+    assert out.stdout.strip() == "False"
+    with pytest.raises(SignoffError, match="not a paused Pydantic AI run"):
+        Paused.from_json('{"format": "something else"}')
+    with pytest.raises(SignoffError, match="wait must be 0 or more"):
+        SignoffApprovals(wait=-1)
