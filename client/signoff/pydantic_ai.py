@@ -214,14 +214,14 @@ class SignoffApprovals:
     `wait`: how long a run waits inline for a person (seconds; None: as long as it takes; 0, the
     default: not at all, the run ends with `DeferredToolRequests` and `pause`/`resume` continue it).
     When an inline wait runs out the run ends the same way, its card still open.
-    Card options: `channel`, `approvers`, `risk` (the agent's: it only ever raises policy's tier),
+    Card options: `channel`, `approvers`, `risk` (unset: policy's tier; given, it only ever raises it),
     `requested_by`, `timing`, `context`; `summary` (a string, or a function of the calls), `preview`
     (a function of a tool's name and arguments returning a Signoff preview, or None).
     `client`: an `AsyncSignoffClient` (default: one from SIGNOFF_URL / SIGNOFF_TOKEN per call).
     """
 
     def __init__(self, *, client: AsyncSignoffClient | None = None, wait: float | None = 0.0,
-                 channel: str | None = None, approvers: Sequence[str] | None = None, risk: str = "high",
+                 channel: str | None = None, approvers: Sequence[str] | None = None, risk: str | None = None,
                  requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
                  context: str | None = None, summary: str | Callable[[Sequence[PausedCall]], str] | None = None,
                  preview: Callable[[str, dict[str, Any]], Mapping[str, Any] | None] | None = None,
