@@ -35,8 +35,9 @@ Invariants:
   pending raises `StillPending` and runs nothing.
 - Resumed exactly once, from any process on any machine: `resume` holds a claim on the Signoff
   server (`pydantic-ai:<request id>`) while it continues the run, and finishes it `done` (or `failed`
-  with the error). A second resumer, concurrent or later, gets None and runs nothing. A claim left
-  `resuming` by a resumer that died is not taken over: its tools may have run (a person looks at it).
+  with the error). A second resumer, concurrent or later, gets None and runs nothing. A resumer that
+  takes over the claim of one that died mid-run (its lease ran out) does not run the approved calls
+  again (they may have run): the model is told their outcome is unknown.
 
 Pydantic AI is imported when a function here is called: importing this module needs only `signoff`.
 Tested with pydantic-ai-slim 2.78 (the `HandleDeferredToolCalls` capability, `DeferredToolResults`).
@@ -348,15 +349,16 @@ class SignoffApprovals:
             results = DeferredToolResults(approvals=approvals)
             history = ModelMessagesTypeAdapter.validate_python(paused.history)
             held = await client.get_resume(paused.claim_key)
-            if held is not None:
-                if held.state == "resuming":
-                    log.warning("%s is being resumed by %s (or that resumer died mid-run: its tools may have run; "
-                                "not taken over)", held.key, held.owner)
-                return None
+            if held is not None and held.state != "resuming":
+                return None  # resumed (or failed, kept with its error): never again
             claim = await client.claim_resume(paused.claim_key, owner, lease_seconds=self.lease_seconds,
                                               request_ids=paused.request_ids)
             if claim is None:
-                return None
+                return None  # another resumer holds it, its lease still running
+            if held is not None:  # taken over from a resumer that stopped mid-run: what it approved may have run
+                log.warning("taking over %s from %s, which stopped mid-run: its approved calls are not run again",
+                            held.key, held.owner)
+                results = DeferredToolResults(approvals=_not_again(results.approvals))
             renewing = asyncio.create_task(_renew(client, claim))
             try:
                 result = await agent.run(message_history=history, deferred_tool_results=results, **run_options)
@@ -442,6 +444,19 @@ async def _answered(client: AsyncSignoffClient, asked: Sequence[tuple[AsyncSubmi
             return None
         found.update(answers(ended, call_ids))
     return found
+
+
+UNKNOWN = ("Not run again: this call was approved, but the process resuming it stopped before it could say "
+           "whether the call ran. Its outcome is unknown; check before trying again.")
+
+
+def _not_again(approvals: Mapping[str, Any]) -> dict[str, Any]:
+    """The answers of a resume taken over mid-run: an approved call may have run already, so it is not run
+    again and the model is told its outcome is unknown (rejections stand as they are)."""
+    from pydantic_ai.tools import ToolApproved, ToolDenied
+
+    return {call_id: ToolDenied(UNKNOWN) if isinstance(answer, ToolApproved) else answer
+            for call_id, answer in approvals.items()}
 
 
 async def _decision(client: AsyncSignoffClient, request_id: str, wait: float | None) -> Decision | None:

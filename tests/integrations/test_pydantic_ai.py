@@ -25,7 +25,7 @@ from tests.duties.batch_steps import approve_selected, item_state, open_item, su
 from tests.integrations.helpers import cards, pending_id
 from tests.integrations.pai_agents import CARD, TIDY, build, calls
 from tests.integrations.test_langgraph import ITEM_EDIT, ITEM_REJECT, decided, submit_modal
-from tests.support.app import API_TOKEN, ROOT, App, policy_app
+from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, policy_app, start_app
 
 POLICY = """\
 rules:
@@ -276,3 +276,32 @@ def test_importing_the_adapter_loads_no_pydantic_ai_and_a_bad_pause_file_is_refu
         Paused.from_json('{"format": "something else"}')
     with pytest.raises(SignoffError, match="wait must be 0 or more"):
         SignoffApprovals(wait=-1)
+
+
+async def test_a_resume_taken_over_from_a_dead_resumer_does_not_run_the_approved_call_again(
+        db_url: str, slack: SlackEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAI_CALLS", str(tmp_path / "calls.jsonl"))
+    clock = ShiftedClock()
+    app = await start_app(db_url, slack, clock=clock)
+    try:
+        async with AsyncSignoffClient(app.url, API_TOKEN) as client:
+            approvals = SignoffApprovals(client=client, **CARD)
+            agent = build(approvals)
+            paused = await approvals.pause(await agent.run("Send the refund email"))
+            await app.click(paused.request_id, "U1", user_name="alice")
+            await decided(app, paused.request_id)
+            # What a resumer that died mid-run leaves behind: its claim, `resuming`, its lease running.
+            dead = await client.claim_resume(paused.claim_key, "host-a|4242|dead", lease_seconds=60,
+                                             request_ids=paused.request_ids)
+            assert dead is not None
+            assert await approvals.resume(agent, paused) is None  # its lease still runs: left alone
+            clock.advance(61)  # the dead resumer's lease runs out on the server's clock
+            resumed = await approvals.resume(agent, paused)
+            assert await approvals.resume(agent, paused) is None
+        assert calls() == []  # approved, but maybe run by the dead resumer: not run again
+        assert resumed.output.startswith("send_email[denied]: Not run again: this call was approved, but the "
+                                         "process resuming it stopped"), resumed.output
+        _, claim = await app.api("GET", f"/api/v1/resumes/{paused.claim_key}")
+        assert claim["state"] == "done" and claim["owner"] != "host-a|4242|dead"
+    finally:
+        await app.stop()
