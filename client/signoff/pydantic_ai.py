@@ -47,15 +47,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from signoff.errors import SignoffError, SignoffRequestError, StillPending, UndeliverableError
-from signoff.models import Decision, ItemDecision
+from signoff.models import Decision
+from signoff.pydantic_ai_steps import Asked, Paused, PausedCall, answers, call_args, claim_key, not_again, step_key
 from signoff.resumes import DEFAULT_LEASE_SECONDS, ResumeClaim, ResumeTaken
 
 if TYPE_CHECKING:
@@ -69,144 +68,12 @@ __all__ = ["Asked", "Paused", "PausedCall", "SignoffApprovals", "answers", "clai
 
 log = logging.getLogger("signoff.pydantic_ai")
 
-KEY_MAX = 255  # the server's Idempotency-Key limit
-CLAIM_KEY_MAX = 200  # the server's resume claim key limit
-FORMAT = "signoff.pydantic_ai/1"
-
 
 def _need_pydantic_ai() -> None:
     try:
         import pydantic_ai  # noqa: F401
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise SignoffError("signoff.pydantic_ai needs Pydantic AI: pip install 'signoff[pydantic-ai]'") from exc
-
-
-def step_key(conversation_id: str | None, call_ids: Sequence[str], kind: str = "ask") -> str:
-    """The Idempotency-Key of the request for these calls of one run step (`kind`: "ask" for a person's
-    card, "policy" for a call submitted alone because policy decides it)."""
-    key = f"pydantic-ai:{kind}:{conversation_id or '-'}:{','.join(sorted(call_ids))}"
-    if len(key) <= KEY_MAX:
-        return key
-    return f"pydantic-ai:{kind}:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
-
-
-def claim_key(request_ids: Sequence[str]) -> str:
-    """The resume claim of a paused run: `pydantic-ai:<its request id(s)>` (a digest when long)."""
-    key = f"pydantic-ai:{'+'.join(request_ids)}"
-    return key if len(key) <= CLAIM_KEY_MAX else f"pydantic-ai:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
-
-
-@dataclass(frozen=True)
-class PausedCall:
-    """One call the paused step waits on: its id, tool and the arguments a person is shown."""
-
-    id: str
-    name: str
-    args: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Asked:
-    """One request of a paused step and the calls it decides, in order (a batch: one call per action)."""
-
-    request_id: str
-    call_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Paused:
-    """A run that ended for a person to decide: its request(s), the calls and the message history, as JSON.
-
-    Usually one request (one card, a batch card for several calls); one per call when policy puts a
-    call at a tier a batch cannot carry (a quorum, typed confirmation, other approvers)."""
-
-    asked: tuple[Asked, ...]
-    calls: tuple[PausedCall, ...]
-    history: list[Any] = field(repr=False)  # ModelMessagesTypeAdapter's JSON form
-    conversation_id: str | None = None
-
-    @property
-    def request_ids(self) -> tuple[str, ...]:
-        return tuple(a.request_id for a in self.asked)
-
-    @property
-    def request_id(self) -> str:
-        """The request (the first, when the step needed several)."""
-        return self.asked[0].request_id
-
-    @property
-    def claim_key(self) -> str:
-        return claim_key(self.request_ids)
-
-    def to_json(self) -> str:
-        return json.dumps({"format": FORMAT, "conversation_id": self.conversation_id,
-                           "asked": [{"request_id": a.request_id, "call_ids": list(a.call_ids)} for a in self.asked],
-                           "calls": [{"id": c.id, "name": c.name, "args": c.args} for c in self.calls],
-                           "history": self.history})
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Paused:
-        try:
-            data = json.loads(text)
-            if data.get("format") != FORMAT:
-                raise ValueError(f"format is {data.get('format')!r}, not {FORMAT!r}")
-            asked = tuple(Asked(str(a["request_id"]), tuple(str(i) for i in a["call_ids"])) for a in data["asked"])
-            if not asked:
-                raise ValueError("no request")
-            return cls(asked, tuple(PausedCall(str(c["id"]), str(c["name"]), dict(c["args"])) for c in data["calls"]),
-                       list(data["history"]), data.get("conversation_id"))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise SignoffError(f"not a paused Pydantic AI run saved by signoff.pydantic_ai: {exc}") from None
-
-
-def _args(call: ToolCallPart, validated: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The arguments the tool would get (validated, defaults filled in), else as the model sent them."""
-    found = validated.get(call.tool_call_id)
-    return dict(found) if found is not None else call.args_as_dict()
-
-
-def _denied_words(outcome: str | None, via: str | None, comment: str | None, who: str | None,
-                  ended: Decision | None = None) -> str:
-    """What the model reads for a call that must not run."""
-    if outcome == "rejected":
-        if via == "policy":
-            return f"Signoff's policy does not allow this call: {comment or 'denied'}"
-        if via == "reply" and comment:
-            return comment  # "Reply instead": the person's answer stands in for the tool's
-        return f"{who or 'A person'} rejected this call in Slack" + (f": {comment}" if comment else ".")
-    if ended is not None and outcome is None:  # a batch that ended before this call was decided
-        return _denied_words(ended.outcome, ended.via, ended.comment, ended.decider)
-    why = f": {comment}" if comment else ""
-    if outcome == "expired":
-        return f"Nobody approved this call in Slack in time{why}. It did not run."
-    if outcome == "cancelled":
-        return f"The approval request was cancelled{why}. It did not run."
-    return f"This call was not approved ({outcome}){why}. It did not run."
-
-
-def answers(decision: Decision, call_ids: Sequence[str]) -> dict[str, Any]:
-    """`DeferredToolResults.approvals` for `call_ids` from the decision of their request (a batch: in order)."""
-    from pydantic_ai.tools import ToolApproved, ToolDenied
-
-    found: dict[str, Any] = {}
-    if decision.items:
-        if len(decision.items) != len(call_ids):
-            raise SignoffError(f"request {decision.request_id} has {len(decision.items)} actions, not the "
-                               f"{len(call_ids)} calls it was made for", request_id=decision.request_id)
-        for call_id, item in zip(call_ids, decision.items, strict=True):
-            found[call_id] = (ToolApproved(override_args=dict(item.params)) if item.approved else
-                              ToolDenied(_denied_words(item.outcome, item.via, item.comment, _who(item), decision)))
-        return found
-    if len(call_ids) != 1:
-        raise SignoffError(f"request {decision.request_id} is one action, not {len(call_ids)} calls",
-                           request_id=decision.request_id)
-    found[call_ids[0]] = (ToolApproved(override_args=dict(decision.params)) if decision.approved else
-                          ToolDenied(_denied_words(decision.outcome, decision.via, decision.comment, decision.decider)))
-    return found
-
-
-def _who(item: ItemDecision) -> str | None:
-    return (item.decided_by.name or item.decided_by.id) if item.decided_by else None
 
 
 class SignoffApprovals:
@@ -264,7 +131,7 @@ class SignoffApprovals:
                             requests: DeferredToolRequests) -> tuple[dict[str, Any], list[ToolCallPart]]:
         """(answers for the calls policy decides, the calls left for a person)."""
         calls = list(requests.approvals)
-        actions: list[dict[str, Any]] = [{"name": c.tool_name, "params": _args(c, requests.validated_args)}
+        actions: list[dict[str, Any]] = [{"name": c.tool_name, "params": call_args(c, requests.validated_args)}
                                          for c in calls]
         decided: dict[str, Any] = {}
         asking: list[ToolCallPart] = []
@@ -319,7 +186,7 @@ class SignoffApprovals:
         conversation_id = getattr(result, "conversation_id", None)
         async with self._client() as client:
             asked = await self._submit_step(client, conversation_id, list(output.approvals), output.validated_args)
-        calls = tuple(PausedCall(c.tool_call_id, c.tool_name, _args(c, output.validated_args))
+        calls = tuple(PausedCall(c.tool_call_id, c.tool_name, call_args(c, output.validated_args))
                       for c in output.approvals)
         return Paused(tuple(Asked(s.id, ids) for s, ids in asked), calls, json.loads(result.all_messages_json()),
                       conversation_id)
@@ -358,7 +225,7 @@ class SignoffApprovals:
             if held is not None:  # taken over from a resumer that stopped mid-run: what it approved may have run
                 log.warning("taking over %s from %s, which stopped mid-run: its approved calls are not run again",
                             held.key, held.owner)
-                results = DeferredToolResults(approvals=_not_again(results.approvals))
+                results = DeferredToolResults(approvals=not_again(results.approvals))
             renewing = asyncio.create_task(_renew(client, claim))
             try:
                 result = await agent.run(message_history=history, deferred_tool_results=results, **run_options)
@@ -392,7 +259,7 @@ class SignoffApprovals:
         if isinstance(self.summary, str):
             return self.summary
         if self.summary is not None:
-            return self.summary([PausedCall(c.tool_call_id, c.tool_name, _args(c, validated))
+            return self.summary([PausedCall(c.tool_call_id, c.tool_name, call_args(c, validated))
                                  for c in calls])
         names = [c.tool_name for c in calls]
         return f"Run {names[0]}" if len(names) == 1 else f"Run {len(names)} tool calls: {', '.join(names)}"
@@ -405,7 +272,7 @@ class SignoffApprovals:
         if len(calls) > 1:
             items = []
             for call in calls:
-                params = _args(call, validated)
+                params = call_args(call, validated)
                 shown = self.preview(call.tool_name, dict(params)) if self.preview is not None else None
                 items.append({"name": call.tool_name, "params": params,
                               **({"preview": dict(shown)} if shown is not None else {})})
@@ -420,7 +287,7 @@ class SignoffApprovals:
                     raise
         asked: list[tuple[AsyncSubmission, tuple[str, ...]]] = []
         for call in calls:
-            action: dict[str, Any] = {"name": call.tool_name, "params": _args(call, validated)}
+            action: dict[str, Any] = {"name": call.tool_name, "params": call_args(call, validated)}
             alone = await client.submit(action["name"], action["params"], summary=self._summary_of([call], validated),
                                         idempotency_key=step_key(conversation_id, [call.tool_call_id]),
                                         session=conversation_id, **self._options(action))
@@ -444,19 +311,6 @@ async def _answered(client: AsyncSignoffClient, asked: Sequence[tuple[AsyncSubmi
             return None
         found.update(answers(ended, call_ids))
     return found
-
-
-UNKNOWN = ("Not run again: this call was approved, but the process resuming it stopped before it could say "
-           "whether the call ran. Its outcome is unknown; check before trying again.")
-
-
-def _not_again(approvals: Mapping[str, Any]) -> dict[str, Any]:
-    """The answers of a resume taken over mid-run: an approved call may have run already, so it is not run
-    again and the model is told its outcome is unknown (rejections stand as they are)."""
-    from pydantic_ai.tools import ToolApproved, ToolDenied
-
-    return {call_id: ToolDenied(UNKNOWN) if isinstance(answer, ToolApproved) else answer
-            for call_id, answer in approvals.items()}
 
 
 async def _decision(client: AsyncSignoffClient, request_id: str, wait: float | None) -> Decision | None:
