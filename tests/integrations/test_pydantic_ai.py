@@ -60,17 +60,24 @@ def inline(aclient: AsyncSignoffClient) -> SignoffApprovals:
     return SignoffApprovals(client=aclient, wait=None, **CARD)
 
 
+def email(name: str, args: dict[str, str]) -> dict[str, object] | None:
+    return {"kind": "email", "to": [args["to"]], "subject": args["subject"], "body": "(drafted by the agent)"} \
+        if name == "send_email" else None
+
+
 async def test_approved_inline_the_tool_runs_and_the_model_hears_it(app: App, pai_env: dict[str, str],
                                                                     aclient: AsyncSignoffClient) -> None:
-    agent = build(inline(aclient))
+    agent = build(SignoffApprovals(client=aclient, wait=None, preview=email, **CARD))
     running = asyncio.create_task(agent.run("Send the refund email"))
     request_id = await pending_id(app)
     _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
     assert body["action"]["name"] == "send_email" and body["summary"] == "Run send_email"
     assert body["action"]["params"] == {"to": "customer@example.com", "subject": "Your refund"}
+    assert body["preview"]["kind"] == "email" and body["preview"]["subject"] == "Your refund"
     await app.click(request_id, "U1", user_name="alice")
     result = await asyncio.wait_for(running, 30)
     assert result.output == "send_email[success]: sent to customer@example.com: Your refund"
+    assert body["session"] == result.conversation_id  # the run is the request's session: grants "for this run"
     assert calls() == [{"tool": "send_email", "args": {"to": "customer@example.com", "subject": "Your refund"}}]
     assert cards(app.slack) == 1
 
