@@ -25,7 +25,7 @@ from tests.approvals.batch_steps import approve_selected, item_state, open_item,
 from tests.client.helpers import cards, pending_id
 from tests.client.pai_agents import CARD, TIDY, build, calls
 from tests.client.test_langgraph import ITEM_EDIT, ITEM_REJECT, decided, submit_modal
-from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, policy_app, start_app
+from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
 
 POLICY = """\
 rules:
@@ -173,15 +173,10 @@ async def test_several_calls_of_a_step_on_one_batch_card_each_decided_on_its_own
     assert cards(app.slack) == 1
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path,
-               monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        monkeypatch.setenv("PAI_CALLS", str(tmp_path / "calls.jsonl"))
-        yield running
-
-
-async def test_policy_first_allowed_calls_run_denied_never_and_only_the_rest_is_asked(papp: App) -> None:
+@pytest.mark.policy(POLICY)
+async def test_policy_first_allowed_calls_run_denied_never_and_only_the_rest_is_asked(
+        papp: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PAI_CALLS", str(tmp_path / "calls.jsonl"))
     async with AsyncSignoffClient(papp.url, API_TOKEN) as client:
         approvals = SignoffApprovals(client=client, **CARD)  # wait=0: ends the run only for a person's call
         agent = build(approvals, TIDY)
@@ -227,12 +222,12 @@ rules:
 """
 
 
+@pytest.mark.policy(CRITICAL_DELETES)
 async def test_a_call_a_batch_cannot_carry_gets_its_own_card_and_the_step_resumes_once_both_are_decided(
-        db_url: str, slack: SlackEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        papp: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PAI_CALLS", str(tmp_path / "calls.jsonl"))
     wanted = [TIDY[0], TIDY[2]]  # send_email (high) and delete_file (critical: a quorum of 2)
-    async with policy_app(db_url, slack, tmp_path, CRITICAL_DELETES) as papp, \
-            AsyncSignoffClient(papp.url, API_TOKEN) as client:
+    async with AsyncSignoffClient(papp.url, API_TOKEN) as client:
         approvals = SignoffApprovals(client=client, **CARD)
         agent = build(approvals, wanted)
         result = await agent.run("Tidy up")
