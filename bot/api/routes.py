@@ -28,6 +28,7 @@ from bot.domain.timing import Timing
 from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import Forbidden, InvalidInput, SignoffError
 from bot.approvals.gate import policy_gate
+from bot.approvals.keys import Signer
 from bot.approvals.service import ApprovalSpec, Service
 from bot.domain.wire import outcome_status, request_json
 from bot.process.settings import Settings
@@ -41,6 +42,7 @@ SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
 CHECKER = web.AppKey("params_checker", ParamsChecker)
 RATE = web.AppKey("submit_rate", SubmitRate)
+SIGNER = web.AppKey("signer", Signer)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -131,7 +133,7 @@ async def create_approval(request: web.Request) -> web.Response:
     # The body's hash is what a key is bound to: without a key nothing ever compares it (not computed).
     created_request, created = await service.submit(spec, idempotency_key=key,
                                                     body_hash=body_hash(body) if key is not None else None)
-    response = web.json_response(request_json(created_request), status=201 if created else 200, dumps=dumps)
+    response = web.json_response(signed(request, request_json(created_request)), status=201 if created else 200, dumps=dumps)
     response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
     return response
 
@@ -142,7 +144,12 @@ async def get_approval(request: web.Request) -> web.Response:
     request_id = request.match_info["id"]
     # Checked on the first read, before any waiting: a long-poll is never held for someone else's request.
     found = await service.wait(request_id, wait, check=lambda read: owned(request, read))
-    return web.json_response(request_json(found), dumps=dumps)  # the agents' hot path: orjson writes it
+    return web.json_response(signed(request, request_json(found)), dumps=dumps)  # the agents' hot path: orjson writes it
+
+
+def signed(request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (a request's JSON) with the server's signature over its decision once it has ended."""
+    return request.app[SIGNER].sign(body)
 
 
 def owned(request: web.Request, found: Any) -> Any:
@@ -156,7 +163,7 @@ async def list_approvals(request: web.Request) -> web.Response:
     if "idempotency_key" in request.query:
         # The request an agent submitted under a key it can derive again (e.g. a Claude Code session + tool call).
         found = await _find_by_key(request, service, request.query["idempotency_key"])
-        return web.json_response({"items": [request_json(found)] if found else [], "next_cursor": None})
+        return web.json_response({"items": [signed(request, request_json(found))] if found else [], "next_cursor": None})
     raw_status = request.query.get("status")
     try:
         status = Status(raw_status) if raw_status else None
@@ -171,7 +178,7 @@ async def list_approvals(request: web.Request) -> web.Response:
                            keep=None if ran is None else (lambda r: outcome_status(r) == ran))
     page, more = items[:limit], len(items) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
-    return web.json_response({"items": [request_json(r) for r in page], "next_cursor": next_cursor})
+    return web.json_response({"items": [signed(request, request_json(r)) for r in page], "next_cursor": next_cursor})
 
 
 async def _find_by_key(request: web.Request, service: Service, given: str) -> Any:
@@ -198,7 +205,7 @@ async def cancel_approval(request: web.Request) -> web.Response:
     body: CancelIn = parse_body(CancelIn, await request.read())
     owned(request, await service.get(request.match_info["id"]))
     result = await service.cancel(request.match_info["id"], reason=body.reason)
-    payload = request_json(result.request)
+    payload = signed(request, request_json(result.request))
     if not result.won:
         # The request sits beside the error (not inside it): the agent reads the winner's decision there.
         message = f"request is already {result.request.status.value}"

@@ -40,6 +40,9 @@ def request_json(request: Request) -> dict[str, Any]:
         "approvers": list(request.approvers),
         "callback_url": request.callback_url,
         "requested_by": request.requested_by,
+        # As stored (an agent token's `<token name>:<key>`): the decision's signature covers it, so an agent
+        # can tell its own request's decision from another's (client/signoff/signatures.py).
+        "idempotency_key": request.idempotency_key,
         "created_at": iso(request.created_at),
         "updated_at": iso(request.updated_at),
         "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,

@@ -13,7 +13,7 @@ import contextlib
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,10 @@ from bot.api.slow_body import body_deadline
 from bot.api.tokens import bearer, matching
 from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
+from bot.api import audit as audit_api
+from bot.approvals.audit import AuditLog
+from bot.approvals.keys import load_signer
+from storage.signing_keys import SigningKeyStore
 from bot.process.clock import Clock, FileClock, SystemClock
 from bot.outbox.egress import EgressPolicy, guarded_session
 from bot.approvals.gate import PolicyGate
@@ -220,6 +224,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     clock = clock or _clock(settings)
     policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
     store = store or await open_store(settings.database_url)
+    signer = await load_signer(settings.signing_key, SigningKeyStore(store), clock.now())
+    audit = AuditLog(store)
     metrics = Metrics()
     waiters = Waiters()
     # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the
@@ -255,7 +261,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds,
                                policy=egress, max_age=settings.webhook_max_age,
-                               backoff_cap=settings.webhook_backoff_cap_seconds)
+                               backoff_cap=settings.webhook_backoff_cap_seconds, signer=signer)
     outbox_handlers = effects.registry(
         pages.handlers(),
         webhooks.handlers(),
@@ -310,7 +316,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     watcher = CrossProcessWatcher(store, waiters, metrics)
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
-                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
+                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
                       background=background, team=team)
@@ -321,11 +327,13 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings
+    web_app[api.SIGNER] = signer
     if not settings.socket_mode:
         web_app.router.add_post("/slack/events", slack_events)
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
+    audit_api.add_routes(web_app, audit)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(
         settings.submit_rate_per_token, settings.submit_burst_per_token, what="resume calls", doing="sends resume calls"))
@@ -341,6 +349,17 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app.cleanup_ctx.append(lifecycle)
     return signoff
+
+
+def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog) -> Callable[[], Awaitable[None]]:
+    """The timers' sweep, then the audit rows written since the last one sealed into the chain (off the
+    approval path: a decision writes its audit row as before; bot/approvals/audit.py)."""
+    async def both() -> None:
+        try:
+            await sweep()
+        finally:
+            await audit.seal()
+    return both
 
 
 def _clock(settings: Settings) -> Clock:

@@ -19,6 +19,7 @@ from typing import Any
 from dotenv import dotenv_values
 
 from bot.api.tokens import ApiToken, parse_tokens
+from bot.approvals.keys import private_from_seed
 from bot.domain.durations import DurationError, parse_duration
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
 from bot.domain.values import APPROVER_ID, CHANNEL_ID
@@ -34,6 +35,7 @@ _CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 # the agent side's (signoff/ reads SIGNOFF_URL and SIGNOFF_TOKEN; agents and servers may share a .env)
 # and the test and bench suites'. Anything else starting with SIGNOFF_ is most likely a typo.
 KNOWN_SETTINGS = frozenset({
+    "SIGNOFF_SIGNING_KEY", "SIGNOFF_PUBLIC_KEY",  # the server's signing key; the agent side's pinned public half
     "SIGNOFF_API_TOKENS", "SIGNOFF_HOST", "SIGNOFF_WEBHOOK_SECRET", "SIGNOFF_WEBHOOK_MAX_ATTEMPTS",
     "SIGNOFF_DEFAULT_CHANNEL", "SIGNOFF_HTTP_TIMEOUT_SECONDS", "SIGNOFF_OUTBOX_LEASE_SECONDS",
     "SIGNOFF_OUTBOX_SWEEP_SECONDS", "SIGNOFF_POLICY", "SIGNOFF_LOG_LEVEL", "SIGNOFF_REMIND_EVERY",
@@ -89,6 +91,7 @@ class Settings:
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
     api_token_specs: tuple[ApiToken, ...] = field(default=(), repr=False)  # names and scopes (bot/api/tokens.py)
     webhook_secret: str | None = field(default=None, repr=False)
+    signing_key: str | None = field(default=None, repr=False)  # SIGNOFF_SIGNING_KEY (bot/approvals/keys.py)
     policy_path: str | None = None
     anthropic_api_key: str | None = field(default=None, repr=False)
     anthropic_base_url: str | None = None
@@ -297,7 +300,16 @@ def _parse(env: Mapping[str, str]) -> Settings:
         if ("/" in entry and _network(entry) is None) or not _HOST_OR_NET.match(entry):
             raise SettingsError(f"SIGNOFF_EGRESS_ALLOW: {entry!r} is not a host name, an IP address or a CIDR")
 
+    signing_key = get("SIGNOFF_SIGNING_KEY")
+    if signing_key is not None:
+        try:
+            private_from_seed(signing_key)
+        except ValueError as exc:
+            raise SettingsError(f"SIGNOFF_SIGNING_KEY is not an Ed25519 key's 32-byte seed in base64url ({exc}); "
+                                "`signoff keys --new` prints one") from None
+
     return Settings(
+        signing_key=signing_key,
         egress_allow=egress_allow,
         slack_bot_token=bot_token,
         slack_signing_secret=signing_secret,

@@ -16,6 +16,7 @@ from signoff.errors import (
     Expired,
     ParamsChanged,
     Rejected,
+    SignatureInvalid,
     SignoffError,
     SignoffRequestError,
     SignoffUnavailable,
@@ -29,7 +30,8 @@ from signoff.resumes import ResumeClaim, ResumeTaken
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
-    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignoffClient", "SignoffError",
-    "SignoffRequestError", "SignoffUnavailable", "StateChanged", "StillPending", "Submission", "UndeliverableError", "WebhookRefused",
+    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignatureInvalid",
+    "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable", "StateChanged", "StillPending",
+    "Submission", "UndeliverableError", "WebhookRefused",
     "require_approval",
 ]

@@ -13,6 +13,7 @@ from typing import Any
 
 FINAL = ("approved", "rejected", "expired", "cancelled", "answered")
 from signoff._hash import params_sha256
+import signoff.signatures as signatures
 from signoff.errors import ParamsChanged
 
 
@@ -143,6 +144,7 @@ class Decision:
     @classmethod
     def from_request(cls, body: Mapping[str, Any]) -> Decision | None:
         """The decision in a request's JSON, or None while it is pending."""
+        signatures.keyring().check(body)  # before anything of it is read: a decision the server did not sign
         raw = body.get("decision")
         if not isinstance(raw, dict):
             return None

@@ -138,6 +138,7 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         "approvers": ["U1", "U2"],
         "callback_url": None,
         "requested_by": "support-agent",
+        "idempotency_key": None,  # the body was sent without one
         "created_at": None,
         "updated_at": None,
         "card": None,
