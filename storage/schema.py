@@ -99,6 +99,12 @@ requests = sa.Table(
     # The API token that made it (migration 0008; extra["api_token"] too): its pending requests counted
     # at submit (SIGNOFF_MAX_PENDING_PER_TOKEN) on an index of pending rows only.
     sa.Column("owner", sa.String(100)),
+    # Migration 0012: an approval held in its undo window until then (due then: next_due_at too), and when
+    # a person first opened the request (App Home, a modal), for the time-to-first-view histogram.
+    sa.Column("undo_until", UTCDateTime),
+    sa.Column("first_viewed_at", UTCDateTime),
+    sa.Index("ix_requests_created", "created_at"),
+    sa.Index("ix_requests_channel_created", "channel", "created_at"),
     sa.Index("ix_requests_owner_pending", "owner", sqlite_where=sa.text("status = 'pending'"),
              postgresql_where=sa.text("status = 'pending'")),
     sa.Index("ix_requests_status_created", "status", "created_at", "id"),

@@ -87,6 +87,7 @@ from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
+from bot.slack.stats_blocks import DigestDelivery, digest_message, home_section
 from bot.approvals.timers import Timers
 from storage.grants import GrantStore
 from storage.pace_store import PaceStore
@@ -226,7 +227,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     store = store or await open_store(settings.database_url)
     signer = await load_signer(settings.signing_key, SigningKeyStore(store), clock.now())
     audit = AuditLog(store)
-    metrics = Metrics()
+    metrics = Metrics(max_channels=settings.metrics_max_channels, max_tools=settings.metrics_max_tools)
     waiters = Waiters()
     # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the
     # session's timeout is the one that holds, so it is set here.
@@ -243,7 +244,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       default_timing=settings.default_timing(), gate=gate, max_pending=settings.max_pending_per_token,
                       access=Access(directory, still_delegate=still_delegate))
     timers = Timers(service, clock)
-    home = Home(service.reads, HomeOpens(store), clock)
+    service.stats.digest_channels, service.stats.digest_at = settings.digest_channels, settings.digest_at
+    service.stats.render_digest = digest_message
+    home = Home(service.reads, HomeOpens(store), clock, viewed=service.stats.viewed)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
     health = SlackHealth()
     pace = ChannelPace(clock, settings.slack_channel_pace_seconds, PaceStore(store))  # shared by replicas
@@ -269,6 +272,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         home_publisher.handlers(),
         agent.delivery.handlers(),
         FyiDelivery(service.reads, call, clock).handlers(),
+        DigestDelivery(call).handlers(),
     )
     dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
@@ -300,7 +304,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     team = InstalledTeam(auth_test)
     bolt.use(team.middleware())  # Socket Mode's requests reach Bolt directly; HTTP's are checked in slack_events
     grant_interactions = GrantInteractions(interactions, grants, home)
-    home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
+    async def home_tail(user: str) -> list[dict[str, Any]]:  # the away control and grants, then the last 7 days
+        return [*await grant_interactions.home_blocks(user), *home_section(await service.stats.last_week(None))]
+
+    home_publisher.tail = home_tail
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too

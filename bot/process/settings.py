@@ -52,7 +52,9 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", "SIGNOFF_WEBHOOK_MAX_AGE",
     "SIGNOFF_HEADER_TIMEOUT_SECONDS", "SIGNOFF_VALIDATION_BUDGET_MS", "SIGNOFF_SUBMIT_RATE_PER_TOKEN",
     "SIGNOFF_SUBMIT_BURST_PER_TOKEN", "SIGNOFF_MAX_PENDING_PER_TOKEN", "SIGNOFF_BODY_TIMEOUT_SECONDS",
+    "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
 })
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
 
 
@@ -144,6 +146,12 @@ class Settings:
     run_lease_seconds: float = 30.0
     run_sweep_seconds: float = 5.0
     run_max_steps: int = 50
+    # Time to decide (docs/stats.md): label bounds of the histograms; the weekly digest's channels
+    # ("all": every channel that had requests that week; empty: no digest) and its time (weekday, hour UTC).
+    metrics_max_channels: int = 50
+    metrics_max_tools: int = 50
+    digest_channels: tuple[str, ...] = ()
+    digest_at: tuple[int, int] = (0, 9)
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)  # raw SIGNOFF_* values
 
     def unknown_settings_lines(self) -> list[str]:
@@ -344,10 +352,33 @@ def _parse(env: Mapping[str, str]) -> Settings:
         max_pending_per_token=number("SIGNOFF_MAX_PENDING_PER_TOKEN", 1000, int, 1, 100_000_000),
         body_timeout_seconds=number("SIGNOFF_BODY_TIMEOUT_SECONDS", 30.0, float, 0.1, 3600),
         log_level=level,
+        metrics_max_channels=number("SIGNOFF_METRICS_MAX_CHANNELS", 50, int, 1, 10_000),
+        metrics_max_tools=number("SIGNOFF_METRICS_MAX_TOOLS", 50, int, 1, 10_000),
+        digest_channels=_digest_channels(get("SIGNOFF_DIGEST_CHANNELS")),
+        digest_at=_digest_at(get("SIGNOFF_DIGEST_AT")),
         **_timers(get, number),
         **_agent(get, number),
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},
     )
+
+
+def _digest_channels(raw: str | None) -> tuple[str, ...]:
+    """SIGNOFF_DIGEST_CHANNELS: channel ids (C..., G...), comma-separated, or `all`."""
+    channels = tuple(c.strip() for c in (raw or "").split(",") if c.strip())
+    for channel in channels:
+        if channel != "all" and not CHANNEL_ID.match(channel):
+            raise SettingsError(f"SIGNOFF_DIGEST_CHANNELS: {channel!r} is not a channel id (C0123ABCD) or 'all'")
+    return channels
+
+
+def _digest_at(raw: str | None) -> tuple[int, int]:
+    """SIGNOFF_DIGEST_AT: `mon 09:00` (a weekday and a whole hour, UTC); default Monday 09:00."""
+    if not raw or not raw.strip():
+        return (0, 9)
+    found = re.fullmatch(r"\s*([A-Za-z]{3})[a-z]*\s+(\d{1,2}):00\s*", raw)
+    if not found or found.group(1).lower() not in _WEEKDAYS or int(found.group(2)) > 23:
+        raise SettingsError(f"SIGNOFF_DIGEST_AT={raw!r} must be a weekday and a whole hour in UTC, e.g. 'mon 09:00'")
+    return (_WEEKDAYS.index(found.group(1).lower()), int(found.group(2)))
 
 
 def _timers(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Vi
 from bot.domain.outcomes import RanStatus, RunOutcome, any_failed, outcome_of
 from bot.slack.duties import duty_notes, progress_text
 from bot.slack.receipts import ran_blocks
+from bot.slack.undo_blocks import UNDO as UNDO, held_blocks, undo_notes
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
@@ -110,11 +111,11 @@ def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None
     """
     outcome = _outcome(req)
     top = [_header(req), *_long_summary(req), _context_line(req, now)]
-    notes = [*(notes or []), *duty_notes(req)]
+    notes = [*(notes or []), *duty_notes(req), *undo_notes(req)]
     if notes:
         top.append(_notes(notes))
     bottom = [*_params(req), *_reasoning(req)]
-    bottom += _decided(req, outcome) if outcome else [_buttons(req)]
+    bottom += _decided(req, outcome) if outcome else held_blocks(req, now) or [_buttons(req)]
     preview: list[dict[str, Any]] = []
     if req.preview is not None:
         room = TOTAL_TEXT_BUDGET - SAFETY_MARGIN - text_length(top) - text_length(bottom)
