@@ -3,8 +3,8 @@
     from signoff import SignoffClient, require_approval
 
 Talks to a Signoff server over HTTP only (httpx); never imports the server's packages.
-Framework adapters (`signoff.claude`, `signoff.mcp_server`, `signoff.langgraph`, `signoff.dbos`, `signoff.openai`)
-import their framework lazily.
+Framework adapters (`signoff.claude`, `signoff.mcp_server`, `signoff.langgraph`, `signoff.dbos`, `signoff.openai`,
+`signoff.pydantic_ai`) import their framework lazily.
 """
 
 from __future__ import annotations

@@ -67,6 +67,9 @@ RUN_HERE = {
     "langgraph-resume-postgres": "test_docs_examples_langgraph.test_the_postgres_example_is_resumed_once_per_thread_by_resumers_in_two_folders",
     "langgraph-webhook": "test_docs_examples_langgraph.test_the_webhook_lines_wake_the_resumer_with_the_sandboxs_signed_webhook",
     "openai-agents": "test_docs_examples_openai.test_the_example_sends_what_was_approved_or_edited_and_the_model_reads_a_rejection",
+    # Pydantic AI's, in test_docs_examples_pydantic_ai.py (with this file's sandbox):
+    "pydantic-ai-inline": "test_docs_examples_pydantic_ai.test_the_inline_example_waits_for_the_person_and_goes_on_with_their_decision",
+    "pydantic-ai-pause": "test_docs_examples_pydantic_ai.test_the_pause_example_ends_the_run_and_resumes_it_once_in_another_process",
     # Run in its own module: it needs a server that signs webhooks, a worker to SIGKILL, and PostgreSQL.
     "dbos-refunds": "test_dbos.test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once",
 }
@@ -165,7 +168,7 @@ def test_every_marked_example_is_run_here_and_every_page_starts_from_the_sandbox
         where = vars(importlib.import_module(f"tests.client.{module}")) if module else globals()
         assert callable(where.get(test)), f"{RUN_HERE[name]}, listed for {name!r}, does not exist"
     assert {p.name for p in pages} >= {"index.md", "python.md", "claude-code.md", "agent-sdk.md", "mcp.md",
-                                       "langgraph.md", "dbos.md", "openai-agents.md"}
+                                       "langgraph.md", "dbos.md", "openai-agents.md", "pydantic-ai.md"}
     for page in pages:
         text = page.read_text()
         sections = re.findall(r"^## (.+)$", text, re.M)
