@@ -1,0 +1,157 @@
+"""Everything Signoff acks is stored first: a click, a form answer, a command or an event is one
+`slack_received` row, committed before Slack gets the ack, and handled after it.
+
+Listeners ack at once and work afterwards (bot/process/app.py), so a process that died in a burst of
+clicks used to lose the clicks whose work had not started, although the people had seen them taken
+(Slack never sends an interactive payload again). Now:
+
+- `accept` stores the raw body (group commit: the inputs that arrive together share one transaction,
+  so a burst costs a few commits, not one per click) under Slack's own id for it: an event's
+  `event_id`, an interaction's or a command's `trigger_id`. A key stored before is a duplicate (Slack's
+  retry of an event): acked, not handled again.
+- The process that stored a row holds it (a lease, renewed while its work waits or runs) and marks it
+  done once its listener returned (`held`). A listener's failure is told to the person as before
+  (bot/slack/listener_errors.py) and the row is done: a replay would not fare better.
+- Rows whose lease ran out (their process was killed) are claimed by any process (one guarded write
+  per row: one winner) and replayed through the same listeners (`replay`), with `REPLAYING` set so
+  that a click whose decision had committed before the crash does not tell its clicker "already
+  approved by you". A decision is never written twice either way: a replayed click meets the request
+  decided (the version guard) and writes nothing; cards and webhooks go out with the decision only.
+- A row that fails to replay `MAX_ATTEMPTS` times is given up, with an ERROR line naming it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from slack_bolt.request.async_request import AsyncBoltRequest
+
+from bot.slack.form import parse_body
+from storage.received import Received, ReceivedStore
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("signoff_replaying", default=False)
+MAX_ATTEMPTS = 5
+KEEP_DONE = timedelta(hours=1)  # long enough to recognise Slack's retries of an event (minutes)
+
+
+def key_of(body: dict[str, Any], raw: str) -> str:
+    """Slack's id for this input: the same for a retry of it, another for anything else."""
+    kind = str(body.get("type") or ("command" if "command" in body else "other"))
+    if kind == "event_callback" and body.get("event_id"):
+        return f"event:{body['event_id']}"
+    trigger = body.get("trigger_id")
+    if isinstance(trigger, str) and trigger:
+        actions = body.get("actions")
+        first = actions[0] if isinstance(actions, list) and actions and isinstance(actions[0], dict) else {}
+        return f"{kind}:{trigger}:{first.get('action_ts', '')}"[:200]
+    return f"{kind}:sha256:{hashlib.sha256(raw.encode()).hexdigest()}"
+
+
+class SlackInbox:
+    """`dispatch(request)` runs a stored input through the listeners (the `clicks` Bolt app)."""
+
+    def __init__(self, store: ReceivedStore, dispatch: Callable[[AsyncBoltRequest], Awaitable[Any]],
+                 *, lease_seconds: float,
+                 spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]) -> None:
+        self.store = store
+        self.dispatch = dispatch
+        self.lease_seconds = lease_seconds
+        self.spawn = spawn
+        self.held: set[int] = set()
+        self.replayed = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def accept(self, body: dict[str, Any], raw: str, content_type: str) -> int | None:
+        """Store one input (committed on return): its row id, or None if it was stored before."""
+        item = Received(key_of(body, raw), raw, content_type)
+        if not await self.store.add(item):
+            log.info("Slack sent %s again; it was handled already", item.key)
+            return None
+        assert item.id is not None
+        self.held.add(item.id)
+        return item.id
+
+    def held_work(self, row_id: int, work: Callable[[], Awaitable[T]]) -> Callable[[], Coroutine[Any, Any, T]]:
+        """`work`, then the row marked done."""
+        async def run() -> T:
+            try:
+                return await work()
+            finally:
+                await self.done(row_id)
+        return run
+
+    async def done(self, row_id: int) -> None:
+        try:
+            await self.store.done(row_id)
+        except Exception:  # the database is away: the row is replayed later, and its replay writes nothing new
+            log.warning("could not mark a handled Slack input done (row %d); it will be replayed", row_id,
+                        exc_info=True)
+        finally:
+            self.held.discard(row_id)
+
+    # -- replays --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="signoff-slack-inbox")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        every = max(0.05, self.lease_seconds / 3)
+        rounds = 0
+        while True:
+            try:
+                await self.store.renew(sorted(self.held))
+                await self.replay_stale()
+                if rounds % 1000 == 0:
+                    await self.store.prune(KEEP_DONE)
+            except Exception:
+                log.warning("the Slack inbox could not reach the database; trying again", exc_info=True)
+            rounds += 1
+            await asyncio.sleep(every)
+
+    async def replay_stale(self) -> int:
+        """Claim the rows whose process is gone, and run each through the listeners again."""
+        rows = await self.store.claim_stale()
+        for row in rows:
+            assert row.id is not None
+            self.held.add(row.id)
+            if row.attempts > MAX_ATTEMPTS:
+                log.error("gave up on a Slack input after %d tries (row %d, %s)", row.attempts - 1, row.id, row.key)
+                await self.done(row.id)
+                continue
+            log.info("replaying a Slack input whose process stopped before handling it (row %d, %s)",
+                     row.id, row.key)
+            self.replayed += 1
+            self.spawn(self.held_work(row.id, _bound(self._replay, row))())
+        return len(rows)
+
+    async def _replay(self, row: Received) -> None:
+        body = parse_body(row.body, row.content_type)
+        # Socket Mode's kind of request: Bolt checks no signature (it was checked when the row was
+        # stored, and its timestamp is old now).
+        request = AsyncBoltRequest(body=body, mode="socket_mode")
+        token = REPLAYING.set(True)
+        try:
+            await self.dispatch(request)
+        finally:
+            REPLAYING.reset(token)
+
+
+def _bound(replay: Callable[[Received], Awaitable[None]], row: Received) -> Callable[[], Awaitable[None]]:
+    return lambda: replay(row)

@@ -1,0 +1,99 @@
+"""What Slack sent, kept from before its ack until it is handled (`slack_received`; bot/slack/received.py).
+
+`add` writes the rows of the inputs that arrive together in one transaction (group commit,
+storage/group_commit.py) and says, for each, whether it is new: the key is Slack's own id for the input
+(an event's `event_id`, an interaction's `trigger_id`), so Slack's retry of an event, or the same
+payload twice, is stored and handled once. A new row is leased to the process that wrote it.
+`done` marks handled rows (group-committed too), `renew` extends the leases of the rows a process is
+still working on, and `claim_stale` hands rows whose lease ran out (their process died) to a
+process that replays them: one guarded UPDATE per row, so two processes never both take one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+
+from storage.group_commit import GroupCommit
+from storage.schema import slack_received as t
+from storage.sql import SqlStore
+
+
+@dataclass(eq=False)
+class Received:
+    """One input from Slack. `id` is set once stored (None: the key was stored before, a duplicate)."""
+
+    key: str
+    body: str
+    content_type: str
+    id: int | None = None
+    attempts: int = 0
+
+
+_RENEW = (t.update().where(t.c.id.in_(sa.bindparam("b_ids", expanding=True)), t.c.done_at.is_(None))
+          .values(lease_until=sa.bindparam("b_until")))
+_DONE = t.update().where(t.c.id.in_(sa.bindparam("b_ids", expanding=True))).values(done_at=sa.bindparam("b_now"))
+_STALE = (sa.select(t.c.id).where(t.c.done_at.is_(None), t.c.lease_until < sa.bindparam("b_now"))
+          .order_by(t.c.id).limit(sa.bindparam("b_limit")))
+_CLAIM = (t.update().where(t.c.id == sa.bindparam("b_id"), t.c.done_at.is_(None),
+                           t.c.lease_until < sa.bindparam("b_now"))
+          .values(lease_until=sa.bindparam("b_until"), attempts=t.c.attempts + 1))
+_READ = sa.select(t.c.id, t.c.key, t.c.body, t.c.content_type, t.c.attempts).where(
+    t.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(t.c.id)
+_PRUNE = t.delete().where(t.c.done_at < sa.bindparam("b_before"))
+
+
+class ReceivedStore:
+    def __init__(self, store: SqlStore, now: Callable[[], datetime], lease: timedelta) -> None:
+        self.store = store
+        self.now = now
+        self.lease = lease
+        self._adds: GroupCommit[Received] = GroupCommit(self._add)
+        self._dones: GroupCommit[int] = GroupCommit(self._done)
+
+    async def add(self, item: Received) -> bool:
+        """Store `item` (committed when this returns); False if its key was stored before."""
+        await self._adds.submit(item)
+        return item.id is not None
+
+    async def _add(self, items: Sequence[Received]) -> None:
+        now = self.now()
+        async with self.store.unit() as unit:
+            for item in items:
+                values = {"key": item.key, "body": item.body, "content_type": item.content_type,
+                          "received_at": now, "lease_until": now + self.lease, "attempts": 1}
+                stmt = unit._insert_ignore(t, values, "key").returning(t.c.id)
+                item.id = (await unit.conn.execute(stmt)).scalar_one_or_none()
+
+    async def done(self, row_id: int) -> None:
+        await self._dones.submit(row_id)
+
+    async def _done(self, ids: Sequence[int]) -> None:
+        async with self.store.unit() as unit:
+            await unit.conn.execute(_DONE, {"b_ids": list(ids), "b_now": self.now()})
+
+    async def renew(self, ids: Sequence[int]) -> None:
+        if ids:
+            async with self.store.unit() as unit:
+                await unit.conn.execute(_RENEW, {"b_ids": list(ids), "b_until": self.now() + self.lease})
+
+    async def claim_stale(self, *, limit: int = 100) -> list[Received]:
+        """Rows whose lease ran out, leased to this caller now, oldest first."""
+        now = self.now()
+        async with self.store.unit() as unit:
+            conn = unit.conn
+            ids = [r[0] for r in (await conn.execute(_STALE, {"b_now": now, "b_limit": limit})).all()]
+            won = [i for i in ids if (await conn.execute(
+                _CLAIM, {"b_id": i, "b_now": now, "b_until": now + self.lease})).rowcount == 1]
+            if not won:
+                return []
+            rows = (await conn.execute(_READ, {"b_ids": won})).all()
+        return [Received(r.key, r.body, r.content_type, id=r.id, attempts=r.attempts) for r in rows]
+
+    async def prune(self, older_than: timedelta) -> int:
+        """Delete rows handled more than `older_than` ago (kept that long to recognise Slack's retries)."""
+        async with self.store.unit() as unit:
+            return int((await unit.conn.execute(_PRUNE, {"b_before": self.now() - older_than})).rowcount or 0)
