@@ -42,6 +42,7 @@ T = TypeVar("T")
 REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("signoff_replaying", default=False)
 MAX_ATTEMPTS = 5
 KEEP_DONE = timedelta(hours=1)  # long enough to recognise Slack's retries of an event (minutes)
+PRUNE_EVERY_SECONDS = 300.0
 
 
 def key_of(body: dict[str, Any], raw: str) -> str:
@@ -70,6 +71,7 @@ class SlackInbox:
         self.held: set[int] = set()
         self.replayed = 0
         self._task: asyncio.Task[None] | None = None
+        self._failing = False
 
     async def accept(self, body: dict[str, Any], raw: str, content_type: str) -> int | None:
         """Store one input (committed on return): its row id, or None if it was stored before."""
@@ -113,16 +115,24 @@ class SlackInbox:
 
     async def _loop(self) -> None:
         every = max(0.05, self.lease_seconds / 3)
-        rounds = 0
+        loop = asyncio.get_running_loop()
+        pruned = -float("inf")
         while True:
             try:
                 await self.store.renew(sorted(self.held))
                 await self.replay_stale()
-                if rounds % 1000 == 0:
+                if loop.time() - pruned > PRUNE_EVERY_SECONDS:
                     await self.store.prune(KEEP_DONE)
-            except Exception:
-                log.warning("the Slack inbox could not reach the database; trying again", exc_info=True)
-            rounds += 1
+                    pruned = loop.time()
+            except Exception as exc:
+                if not self._failing:  # one line per outage, not one a round
+                    log.warning("the Slack inbox cannot reach the database (%s: %s); replays wait until it is back",
+                                type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                self._failing = True
+            else:
+                if self._failing:
+                    log.warning("the Slack inbox reaches the database again")
+                self._failing = False
             await asyncio.sleep(every)
 
     async def replay_stale(self) -> int:

@@ -275,3 +275,37 @@ async def test_an_event_slack_sends_again_is_handled_once(
     finally:
         server.stop()
     assert len([e for e in slack.ephemerals if e["user"] == "U1"]) == 1
+
+
+async def test_socket_mode_clicks_acked_before_a_sigkill_are_decided_after_the_restart(
+        db_url: str, slack: SlackEmulator, receiver: Receiver, tmp_path: Path) -> None:
+    """The same over Socket Mode: an envelope's ack goes back only once its click is stored."""
+    clicks = 10
+    server = ServerProcess(db_url, slack, SLACK_APP_TOKEN="xapp-test", **ENV)
+    await server.start(tmp_path)
+    try:
+        async with aiohttp.ClientSession() as session:
+            open_cards = await cards(session, server, slack, receiver.url, clicks)
+            await asyncio.wait_for(slack.socket_mode.connected.wait(), 30)
+            acks = await asyncio.gather(*(slack.socket_mode.send("interactive", {
+                "type": "block_actions", "user": {"id": f"U{i}", "name": f"person{i}"}, "team": {"id": "T1"},
+                "api_app_id": "A1", "trigger_id": f"socket-trigger-{i}",
+                "container": {"type": "message", "message_ts": card.ts, "channel_id": card.channel},
+                "channel": {"id": card.channel},
+                "actions": [{"action_id": "signoff_approve", "block_id": "decide", "type": "button",
+                             "value": request_id, "action_ts": "1"}],
+            }) for i, (request_id, card) in enumerate(open_cards, start=1)))
+            server.kill()
+            assert all("envelope_id" in a for a in acks)
+            server.proc = None
+            await server.start(tmp_path)
+            ids = [request_id for request_id, _ in open_cards]
+
+            async def all_decided() -> dict[str, Any] | None:
+                seen = await decisions_of(session, server, ids)
+                return seen if all(seen.values()) else None
+
+            seen = await until(all_decided, f"all {clicks} acked Socket Mode clicks decided after the restart")
+            assert [seen[r]["decided_by"]["id"] for r in ids] == [f"U{i}" for i in range(1, clicks + 1)]
+    finally:
+        server.stop()
