@@ -4,7 +4,10 @@
 storage/group_commit.py) and says, for each, whether it is new: the key is Slack's own id for the input
 (an event's `event_id`, an interaction's `trigger_id`), so Slack's retry of an event, or the same
 payload twice, is stored and handled once. A new row is leased to the process that wrote it.
-`done` marks handled rows (group-committed too), `renew` extends the leases of the rows a process is
+`done_later` marks a handled row in the next transaction this store writes anyway (the next input's
+`add`), or in `flush_done` (the inbox's loop, a stop) if none comes first: a click costs one
+transaction, not two. A row not yet marked is still leased to its process, and if the process dies
+first, its replay writes nothing new (bot/slack/received.py). `renew` extends the leases of the rows a process is
 still working on, and `claim_stale` hands rows whose lease ran out (their process died) to a
 process that replays them: one guarded UPDATE per row, so two processes never both take one.
 """
@@ -47,12 +50,16 @@ _PRUNE = t.delete().where(t.c.done_at < sa.bindparam("b_before"))
 
 
 class ReceivedStore:
-    def __init__(self, store: SqlStore, now: Callable[[], datetime], lease: timedelta) -> None:
+    def __init__(self, store: SqlStore, now: Callable[[], datetime], lease: timedelta,
+                 marked: Callable[[Sequence[int]], None] = lambda ids: None) -> None:
+        """`marked(ids)`: told once those rows' done marks committed."""
         self.store = store
         self.now = now
         self.lease = lease
+        self.marked = marked
         self._adds: GroupCommit[Received] = GroupCommit(self._add)
-        self._dones: GroupCommit[int] = GroupCommit(self._done)
+        self._flushes: GroupCommit[None] = GroupCommit(self._flush)
+        self._done: set[int] = set()  # handled, not yet marked
 
     async def add(self, item: Received) -> bool:
         """Store `item` (committed when this returns); False if its key was stored before."""
@@ -61,19 +68,40 @@ class ReceivedStore:
 
     async def _add(self, items: Sequence[Received]) -> None:
         now = self.now()
+        done = sorted(self._done)
         async with self.store.unit() as unit:
             for item in items:
                 values = {"key": item.key, "body": item.body, "content_type": item.content_type,
                           "received_at": now, "lease_until": now + self.lease, "attempts": 1}
                 stmt = unit._insert_ignore(t, values, "key").returning(t.c.id)
                 item.id = (await unit.conn.execute(stmt)).scalar_one_or_none()
+            if done:
+                await unit.conn.execute(_DONE, {"b_ids": done, "b_now": now})
+        self._marked(done)
 
-    async def done(self, row_id: int) -> None:
-        await self._dones.submit(row_id)
+    def done_later(self, row_id: int) -> None:
+        self._done.add(row_id)
 
-    async def _done(self, ids: Sequence[int]) -> None:
-        async with self.store.unit() as unit:
-            await unit.conn.execute(_DONE, {"b_ids": list(ids), "b_now": self.now()})
+    @property
+    def unmarked(self) -> int:
+        return len(self._done)
+
+    async def flush_done(self) -> None:
+        """Write the done marks still waiting (committed on return)."""
+        if self._done:
+            await self._flushes.submit(None)
+
+    async def _flush(self, _: Sequence[None]) -> None:
+        done = sorted(self._done)
+        if done:
+            async with self.store.unit() as unit:
+                await unit.conn.execute(_DONE, {"b_ids": done, "b_now": self.now()})
+            self._marked(done)
+
+    def _marked(self, ids: Sequence[int]) -> None:
+        if ids:
+            self._done.difference_update(ids)
+            self.marked(ids)
 
     async def renew(self, ids: Sequence[int]) -> None:
         if ids:

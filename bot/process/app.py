@@ -183,13 +183,13 @@ class Signoff:
         if self.socket_handler is not None:
             await self.socket_handler.close_async()  # type: ignore[no-untyped-call]
         await self.backlog.stop()
-        await self.inbox.stop()
         # Clicks already acked: let their listeners reach the database, and the notes they start
         # (ephemeral refusals, "already decided") reach Slack, before the session closes.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5
         while self.background and (left := deadline - loop.time()) > 0:
             await asyncio.wait(list(self.background), timeout=left)
+        await self.inbox.stop()  # the done marks of what finished
         if self.sweep_job is not None:
             await self.sweep_job.stop()
         if self.agent is not None:
@@ -329,9 +329,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     metrics.long_polls.set_function(lambda: limits.held)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     watcher = CrossProcessWatcher(store, waiters, metrics)
-    inbox = SlackInbox(ReceivedStore(store, clock.now, timedelta(seconds=settings.slack_inbox_lease_seconds)),
-                       clicks.async_dispatch, lease_seconds=settings.slack_inbox_lease_seconds,
+    received = ReceivedStore(store, clock.now, timedelta(seconds=settings.slack_inbox_lease_seconds))
+    inbox = SlackInbox(received, clicks.async_dispatch, lease_seconds=settings.slack_inbox_lease_seconds,
                        spawn=lambda work: signoff.in_background(work))
+    received.marked = inbox.marked
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
                       http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),

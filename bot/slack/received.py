@@ -27,7 +27,7 @@ import contextlib
 import contextvars
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -93,13 +93,11 @@ class SlackInbox:
         return run
 
     async def done(self, row_id: int) -> None:
-        try:
-            await self.store.done(row_id)
-        except Exception:  # the database is away: the row is replayed later, and its replay writes nothing new
-            log.warning("could not mark a handled Slack input done (row %d); it will be replayed", row_id,
-                        exc_info=True)
-        finally:
-            self.held.discard(row_id)
+        """Marked with the next row stored (or by the loop): held, and its lease renewed, until then."""
+        self.store.done_later(row_id)
+
+    def marked(self, ids: Sequence[int]) -> None:
+        self.held.difference_update(ids)
 
     # -- replays --------------------------------------------------------------------------
 
@@ -112,6 +110,10 @@ class SlackInbox:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        try:
+            await self.store.flush_done()
+        except Exception:  # the database is away: those rows are replayed later, and write nothing new
+            log.warning("stopping with %d handled Slack inputs not marked done", self.store.unmarked)
 
     async def _loop(self) -> None:
         every = max(0.05, self.lease_seconds / 3)
@@ -119,6 +121,7 @@ class SlackInbox:
         pruned = -float("inf")
         while True:
             try:
+                await self.store.flush_done()
                 await self.store.renew(sorted(self.held))
                 await self.replay_stale()
                 if loop.time() - pruned > PRUNE_EVERY_SECONDS:
