@@ -78,7 +78,7 @@ from bot.slack.home import Home, HomePublisher
 from bot.approvals.homes import HomeOpens
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
-from bot.slack.received import SlackInbox
+from bot.slack.received import SlackInbox, Unavailable
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.grant_views import AWAY
@@ -144,7 +144,10 @@ class Signoff:
             return None
         if self.team is not None and (refused := await self.team.check(body)) is not None:
             return BoltResponse(status=refused, body="")
-        row = await self.inbox.accept(body, raw, "application/json")
+        try:
+            row = await self.inbox.accept(body, raw, "application/json")
+        except Unavailable:  # no ack: Slack shows the person an error
+            return BoltResponse(status=503, body="")
         if row is None:
             return BoltResponse(status=200, body="")
         return await _when_acked(self, request, row)
@@ -402,7 +405,10 @@ async def slack_events(request: web.Request) -> web.Response:
     if kind in DURABLE or "command" in bolt_request.body:
         # Stored before the ack (bot/slack/received.py): a click Slack saw taken is handled even if this
         # process dies before its work ran. Stored before: Slack's retry of it, acked and dropped.
-        row = await signoff.inbox.accept(bolt_request.body, body, bolt_request.content_type or "")
+        try:
+            row = await signoff.inbox.accept(bolt_request.body, body, bolt_request.content_type or "")
+        except Unavailable:  # logged once per outage; Slack shows the person an error: nothing was promised
+            return web.json_response({"error": "unavailable"}, status=503)
         if row is None:
             response = web.Response(status=200)
             signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)

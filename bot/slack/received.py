@@ -58,6 +58,10 @@ def key_of(body: dict[str, Any], raw: str) -> str:
     return f"{kind}:sha256:{hashlib.sha256(raw.encode()).hexdigest()}"
 
 
+class Unavailable(Exception):
+    """An input could not be stored (the database is away): Slack gets no ack for it."""
+
+
 class SlackInbox:
     """`dispatch(request)` runs a stored input through the listeners (the `clicks` Bolt app)."""
 
@@ -74,9 +78,16 @@ class SlackInbox:
         self._failing = False
 
     async def accept(self, body: dict[str, Any], raw: str, content_type: str) -> int | None:
-        """Store one input (committed on return): its row id, or None if it was stored before."""
+        """Store one input (committed on return): its row id, or None if it was stored before.
+        Raises `Unavailable` when it cannot be stored: then it must not be acked."""
         item = Received(key_of(body, raw), raw, content_type)
-        if not await self.store.add(item):
+        try:
+            new = await self.store.add(item)
+        except Exception as exc:
+            self._unreachable(exc)
+            raise Unavailable from exc
+        self._reachable()
+        if not new:
             log.info("Slack sent %s again; it was handled already", item.key)
             return None
         assert item.id is not None
@@ -128,15 +139,22 @@ class SlackInbox:
                     await self.store.prune(KEEP_DONE)
                     pruned = loop.time()
             except Exception as exc:
-                if not self._failing:  # one line per outage, not one a round
-                    log.warning("the Slack inbox cannot reach the database (%s: %s); replays wait until it is back",
-                                type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
-                self._failing = True
+                self._unreachable(exc)
             else:
-                if self._failing:
-                    log.warning("the Slack inbox reaches the database again")
-                self._failing = False
+                self._reachable()
             await asyncio.sleep(every)
+
+    def _unreachable(self, exc: Exception) -> None:
+        if not self._failing:  # one line per outage, not one a click or a round
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            log.error("Slack's requests cannot be stored: cannot reach the database (%s: %s); they are answered "
+                      "503 (Slack shows the person an error) until it is back", type(exc).__name__, first[:300])
+        self._failing = True
+
+    def _reachable(self) -> None:
+        if self._failing:
+            log.warning("Slack's requests are stored again: the database is back")
+        self._failing = False
 
     async def replay_stale(self) -> int:
         """Claim the rows whose process is gone, and run each through the listeners again."""
