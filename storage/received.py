@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from storage.group_commit import GroupCommit
@@ -87,12 +88,17 @@ class ReceivedStore:
                     item.id = row[0] if row is not None else None
                 for row_id in done:
                     await fast.run(unit.conn, _SQLITE_DONE, {"b_id": row_id, "b_now": now})
-            else:
+            else:  # PostgreSQL: the whole group in one statement (one round trip, not one per input)
+                first: dict[str, Received] = {}
                 for item in items:
-                    values = {"key": item.key, "body": item.body, "content_type": item.content_type,
-                              "received_at": now, "lease_until": now + self.lease, "attempts": 1}
-                    stmt = unit._insert_ignore(t, values, "key").returning(t.c.id)
-                    item.id = (await unit.conn.execute(stmt)).scalar_one_or_none()
+                    first.setdefault(item.key, item)  # a key twice in one group: the second is a duplicate
+                    item.id = None
+                rows = [{"key": i.key, "body": i.body, "content_type": i.content_type, "received_at": now,
+                         "lease_until": now + self.lease, "attempts": 1} for i in first.values()]
+                stmt = (pg_insert(t).values(rows).on_conflict_do_nothing(index_elements=["key"])
+                        .returning(t.c.id, t.c.key))
+                for row_id, key in (await unit.conn.execute(stmt)).all():
+                    first[key].id = row_id
                 if done:
                     await unit.conn.execute(_DONE, {"b_ids": done, "b_now": now})
         self._marked(done)  # committed
