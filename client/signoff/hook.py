@@ -77,7 +77,7 @@ class Options:
     on_timeout: str = "deny"
     channel: str | None = None
     approvers: tuple[str, ...] = ()
-    risk: str = "high"
+    risk: str | None = None
     url: str | None = None
     token: str | None = None
 
@@ -241,7 +241,8 @@ def parse_options(argv: Sequence[str]) -> Options:
     parser.add_argument("--on-timeout", choices=["deny", "ask", "defer"], default="deny")
     parser.add_argument("--channel", default=os.environ.get("SIGNOFF_CHANNEL") or None)
     parser.add_argument("--approvers", default=os.environ.get("SIGNOFF_APPROVERS", ""))
-    parser.add_argument("--risk", choices=["low", "medium", "high", "critical"], default="high")
+    parser.add_argument("--risk", choices=["low", "medium", "high", "critical"], default=None,
+                        help="ask for at least this risk (default: the policy's tier for the tool; high without a policy file)")
     parser.add_argument("--url")
     parser.add_argument("--token")
     args = parser.parse_args(list(argv))
