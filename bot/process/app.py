@@ -79,6 +79,7 @@ from bot.approvals.homes import HomeOpens
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
 from bot.slack.received import SlackInbox, Unavailable
+from bot.approvals.received import Inputs
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.grant_views import AWAY
@@ -333,7 +334,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     watcher = CrossProcessWatcher(store, waiters, metrics)
     received = ReceivedStore(store, clock.now, timedelta(seconds=settings.slack_inbox_lease_seconds))
-    inbox = SlackInbox(received, clicks.async_dispatch, lease_seconds=settings.slack_inbox_lease_seconds,
+    inbox = SlackInbox(Inputs(received), clicks.async_dispatch, lease_seconds=settings.slack_inbox_lease_seconds,
                        spawn=lambda work: signoff.in_background(work))
     received.marked = inbox.marked
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,

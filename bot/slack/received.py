@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.slack.form import parse_body
-from storage.received import Received, ReceivedStore
+from bot.approvals.received import Inputs, Received
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -66,10 +66,10 @@ class Unavailable(Exception):
 class SlackInbox:
     """`dispatch(request)` runs a stored input through the listeners (the `clicks` Bolt app)."""
 
-    def __init__(self, store: ReceivedStore, dispatch: Callable[[AsyncBoltRequest], Awaitable[Any]],
+    def __init__(self, inputs: Inputs, dispatch: Callable[[AsyncBoltRequest], Awaitable[Any]],
                  *, lease_seconds: float,
                  spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]) -> None:
-        self.store = store
+        self.inputs = inputs
         self.dispatch = dispatch
         self.lease_seconds = lease_seconds
         self.spawn = spawn
@@ -83,7 +83,7 @@ class SlackInbox:
         Raises `Unavailable` when it cannot be stored: then it must not be acked."""
         item = Received(key_of(body, raw), raw, content_type)
         try:
-            new = await self.store.add(item)
+            new = await self.inputs.add(item)
         except Exception as exc:
             self._unreachable(exc)
             raise Unavailable from exc
@@ -106,7 +106,7 @@ class SlackInbox:
 
     async def done(self, row_id: int) -> None:
         """Marked with the next row stored (or by the loop): held, and its lease renewed, until then."""
-        self.store.done_later(row_id)
+        self.inputs.done_later(row_id)
 
     def marked(self, ids: Sequence[int]) -> None:
         self.held.difference_update(ids)
@@ -123,9 +123,9 @@ class SlackInbox:
                 await self._task
             self._task = None
         try:
-            await self.store.flush_done()
+            await self.inputs.flush_done()
         except Exception:  # the database is away: those rows are replayed later, and write nothing new
-            log.warning("stopping with %d handled Slack inputs not marked done", self.store.unmarked)
+            log.warning("stopping with %d handled Slack inputs not marked done", self.inputs.unmarked)
 
     async def _loop(self) -> None:
         every = max(0.05, self.lease_seconds / 3)
@@ -133,11 +133,11 @@ class SlackInbox:
         pruned = -float("inf")
         while True:
             try:
-                await self.store.flush_done()
-                await self.store.renew(sorted(self.held))
+                await self.inputs.flush_done()
+                await self.inputs.renew(sorted(self.held))
                 await self.replay_stale()
                 if loop.time() - pruned > PRUNE_EVERY_SECONDS:
-                    await self.store.prune(KEEP_DONE)
+                    await self.inputs.prune(KEEP_DONE)
                     pruned = loop.time()
             except Exception as exc:
                 self._unreachable(exc)
@@ -159,7 +159,7 @@ class SlackInbox:
 
     async def replay_stale(self) -> int:
         """Claim the rows whose process is gone, and run each through the listeners again."""
-        rows = await self.store.claim_stale()
+        rows = await self.inputs.claim_stale()
         for row in rows:
             assert row.id is not None
             self.held.add(row.id)

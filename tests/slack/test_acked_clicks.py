@@ -19,8 +19,11 @@ from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import Response, SlackClient
 from storage.schema import audit_events, slack_received
 from storage.stores import open_store
-from tests.chaos.chaos import Receiver
-from tests.support.app import API_TOKEN, SIGNING_SECRET, ServerProcess, approval_body
+from tests.process.chaos import Receiver
+from tests.support.app import API_TOKEN, SIGNING_SECRET, approval_body
+from tests.support.process import ServerProcess
+
+pytestmark = pytest.mark.chaos
 
 PEOPLE = 40
 HEADERS = {"Authorization": f"Bearer {API_TOKEN}"}

@@ -28,9 +28,12 @@ from bot.sandbox.signed import SlackClient
 from storage.migrate import upgrade
 from storage.schema import audit_events
 from storage.stores import open_store
-from tests.chaos.chaos import Receiver
-from tests.chaos.test_acked_clicks import ENV, api, cards, decisions_of, until
-from tests.support.app import SIGNING_SECRET, ServerProcess
+from tests.process.chaos import Receiver
+from tests.slack.test_acked_clicks import ENV, api, cards, decisions_of, until
+from tests.support.app import SIGNING_SECRET
+from tests.support.process import ServerProcess
+
+pytestmark = pytest.mark.chaos
 
 PG_BIN = Path(os.environ.get("SIGNOFF_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 CLICKS = 16
