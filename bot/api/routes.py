@@ -13,26 +13,29 @@ from aiohttp import web
 
 from bot.api import owners
 from bot.api.duties_in import parse_duties
-from bot.api.schemas import ApprovalIn, CancelIn, body_hash, parse_body
+from bot.api.schemas import ApprovalIn, CancelIn, OutcomeIn, body_hash, parse_body
 from bot.api.suggestions_in import suggestion_extra
 from bot.api.rate import SubmitRate
 from bot.api.tokens import bearer, matching
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.api.validation import ParamsChecker, check_body
 from bot.domain.choices import EXTRA_KEY
+from bot.domain.outcomes import STATE_KEY, RanStatus, RunOutcome
+from bot.approvals.outcomes import report_outcome
 from bot.domain.json_codec import dumps
 from bot.domain.model import Status, iso
 from bot.domain.timing import Timing
 from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
-from bot.errors import InvalidInput, SignoffError
+from bot.errors import Forbidden, InvalidInput, SignoffError
 from bot.approvals.gate import policy_gate
 from bot.approvals.service import ApprovalSpec, Service
-from bot.domain.wire import request_json
+from bot.domain.wire import outcome_status, request_json
 from bot.process.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MAX_LIST = 200
+OUTCOME_FILTERS = ("not_reported", "ran", "failed", "skipped", "unknown")
 MAX_SCAN_PAGES = 20
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
@@ -120,7 +123,8 @@ async def create_approval(request: web.Request) -> web.Response:
         requested_by=body.requested_by,
         extra={**owners.stamp(request),
                **({EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {}),
-               **suggestion_extra(body.suggestions, body.session)},
+               **suggestion_extra(body.suggestions, body.session),
+               **({STATE_KEY: body.state} if body.state is not None else {})},
         timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
                                if getattr(body, name) is not None),
     )
@@ -160,7 +164,11 @@ async def list_approvals(request: web.Request) -> web.Response:
         raise InvalidInput(f"status must be one of: {', '.join(s.value for s in Status)}") from None
     limit = int(float_param(request, "limit", default=50, low=1, high=MAX_LIST))
     after = _decode_cursor(request.query.get("cursor"))
-    items = await _visible(request, service, status=status, limit=limit + 1, after=after)
+    ran = request.query.get("outcome")  # e.g. not_reported: approvals nobody said what ran for (issue 37)
+    if ran is not None and ran not in OUTCOME_FILTERS:
+        raise InvalidInput(f"outcome must be one of: {', '.join(OUTCOME_FILTERS)}")
+    items = await _visible(request, service, status=status, limit=limit + 1, after=after,
+                           keep=None if ran is None else (lambda r: outcome_status(r) == ran))
     page, more = items[:limit], len(items) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
     return web.json_response({"items": [request_json(r) for r in page], "next_cursor": next_cursor})
@@ -199,6 +207,31 @@ async def cancel_approval(request: web.Request) -> web.Response:
     return web.json_response(payload)
 
 
+MAX_OUTCOME_BODY = 64 * 1024
+
+
+async def report_approval_outcome(request: web.Request) -> web.Response:
+    """POST /api/v1/approvals/{id}/outcome: what ran after the approval (an execution receipt).
+
+    Only the token that owns the request; once per request (or batch item): the same report again is
+    a 200 with what was recorded, a different one a 409 (`outcome_already_reported`)."""
+    service = request.app[SERVICE]
+    if request.content_length is not None and request.content_length > MAX_OUTCOME_BODY:
+        raise InvalidInput(f"an outcome body is at most {MAX_OUTCOME_BODY // 1024} KB")
+    raw = await request.content.read(MAX_OUTCOME_BODY + 1)
+    if len(raw) > MAX_OUTCOME_BODY:
+        raise InvalidInput(f"an outcome body is at most {MAX_OUTCOME_BODY // 1024} KB")
+    body: OutcomeIn = parse_body(OutcomeIn, raw)
+    found = owned(request, await service.get(request.match_info["id"]))
+    if found.extra.get(owners.OWNER) != owners.token_of(request).name:  # an admin token sees it, did not run it
+        raise Forbidden("only the token that submitted a request reports what ran")
+    error = " ".join((body.error or "").split())
+    report = RunOutcome(RanStatus(body.status), error, service.clock.now(), body.params, body.result,
+                        by=owners.token_of(request).name)
+    reported = await report_outcome(service, request.match_info["id"], report, item=body.item)
+    return web.json_response(request_json(reported.request), status=201 if reported.created else 200, dumps=dumps)
+
+
 async def redeliver_webhook(request: web.Request) -> web.Response:
     """POST /api/v1/approvals/{id}/redeliver: the decision's webhook again, for a receiver that lost it."""
     owned(request, await request.app[SERVICE].get(request.match_info["id"]))
@@ -207,14 +240,14 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
 
 
 async def _visible(request: web.Request, service: Service, *, status: Status | None, limit: int,
-                   after: tuple[datetime, str] | None) -> list[Any]:
-    """A page of the requests this token may see (an agent token: its own), in the usual order."""
-    if owners.token_of(request).admin:
+                   after: tuple[datetime, str] | None, keep: Callable[[Any], bool] | None = None) -> list[Any]:
+    """A page of the requests this token may see (an agent token: its own) and `keep` keeps, in the usual order."""
+    if owners.token_of(request).admin and keep is None:
         return await service.list(status=status, limit=limit, after=after)
     seen: list[Any] = []
     for _ in range(MAX_SCAN_PAGES):  # bounded: a token that owns few of many requests gets shorter pages
         batch = await service.list(status=status, limit=MAX_LIST, after=after)
-        seen += [r for r in batch if owners.may_see(request, r.extra.get(owners.OWNER))]
+        seen += [r for r in batch if owners.may_see(request, r.extra.get(owners.OWNER)) and (keep is None or keep(r))]
         if len(seen) >= limit or len(batch) < MAX_LIST:
             break
         after = (batch[-1].created_at, batch[-1].id)
@@ -299,3 +332,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/approvals/{id}", get_approval)
     app.router.add_post("/api/v1/approvals/{id}/cancel", cancel_approval)
     app.router.add_post("/api/v1/approvals/{id}/redeliver", redeliver_webhook)
+    app.router.add_post("/api/v1/approvals/{id}/outcome", report_approval_outcome)

@@ -21,6 +21,7 @@ from bot.domain.choices import allowed_decisions
 from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
 from bot.domain.outcomes import RanStatus, RunOutcome, any_failed, outcome_of
 from bot.slack.duties import duty_notes, progress_text
+from bot.slack.receipts import ran_blocks
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
@@ -249,7 +250,9 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
     section = {"type": "section", "text": {"type": "mrkdwn", "text": clip(line, SECTION_TEXT_MAX)}}
     blocks: list[dict[str, Any]] = [section]
     ran = outcome_of(req.extra)
-    if ran is not None and decision is not None:  # what happened when it ran (bot.domain.outcomes)
+    if ran is not None and decision is not None and ran.status in (RanStatus.RAN, RanStatus.SKIPPED):
+        blocks += ran_blocks(ran, decision)  # an execution receipt (bot.slack.receipts)
+    elif ran is not None and decision is not None:  # it did not succeed when it ran (bot.domain.outcomes)
         said = f"⚠️ *{label} {_who(decision)}, {ran_text(ran)}:*"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": clip(said, SECTION_TEXT_MAX)}})
         blocks.append(rich_text(rt_quote(cut(ran.error, RAN_ERROR_BUDGET) or "(no error text)")))
@@ -263,6 +266,10 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
 
 def ran_text(ran: RunOutcome) -> str:
     """'then failed when run' (what follows "Approved by X")."""
+    if ran.status is RanStatus.RAN:
+        return "then ran" + (" with different parameters" if ran.same_params is False else "")
+    if ran.status is RanStatus.SKIPPED:
+        return "then not run"
     return "then failed when run" if ran.status is RanStatus.FAILED else "then its outcome is unknown"
 
 

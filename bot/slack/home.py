@@ -22,7 +22,8 @@ from bot.approvals.reads import Reads
 from bot.process.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Kind, Request
-from bot.domain.outcomes import any_failed
+from bot.domain.outcomes import NOT_REPORTED, any_failed
+from bot.domain.wire import outcome_status
 from bot.outbox import effects
 from bot.outbox.effects import Handler
 from bot.outbox.dispatcher import Dead, Done, Result
@@ -78,6 +79,11 @@ def _decided_block(req: Request, links: dict[str, str]) -> dict[str, Any]:
     if any_failed(req.extra):  # approved, then it (or an item of its batch) failed when it ran
         emoji, label = "⚠️", "Failed when run"
     when = slack_date(req.decision.decided_at, "{date_short_pretty} at {time}")
+    ran = outcome_status(req)
+    if ran == NOT_REPORTED and req.kind is Kind.APPROVAL:  # issue 37: nobody said what ran (yet)
+        label += ", no outcome reported"
+    elif ran in ("ran", "skipped"):
+        label += ", ran" if ran == "ran" else ", not run"
     return _note(f"{emoji} {label} · {_link(req, links)} · {when}")
 
 

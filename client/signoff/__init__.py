@@ -19,6 +19,7 @@ from signoff.errors import (
     SignoffError,
     SignoffRequestError,
     SignoffUnavailable,
+    StateChanged,
     StillPending,
     UndeliverableError,
     WebhookRefused,
@@ -29,6 +30,6 @@ from signoff.resumes import ResumeClaim, ResumeTaken
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
     "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignoffClient", "SignoffError",
-    "SignoffRequestError", "SignoffUnavailable", "StillPending", "Submission", "UndeliverableError", "WebhookRefused",
+    "SignoffRequestError", "SignoffUnavailable", "StateChanged", "StillPending", "Submission", "UndeliverableError", "WebhookRefused",
     "require_approval",
 ]

@@ -30,6 +30,7 @@ import httpx2
 
 import signoff._protocol as p
 import signoff.resumes as rs
+from signoff.receipts import AsyncOutcomeCalls, OutcomeCalls
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
 from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
 from signoff.models import Answers, Decision, final_decision
@@ -115,7 +116,7 @@ class AsyncSubmission:
         return await self.client.cancel(self.id, reason)
 
 
-class SignoffClient(rs.ResumeCalls):
+class SignoffClient(rs.ResumeCalls, OutcomeCalls):
     """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -141,12 +142,12 @@ class SignoffClient(rs.ResumeCalls):
                          idempotency_key: str | None = None, context: str | None = None,
                          requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
                          suggestions: Sequence[Mapping[str, Any]] | None = None,
-                         session: str | None = None) -> Decision:
+                         session: str | None = None, state: str | None = None) -> Decision:
         """Submit once and wait: the approved `Decision` (run with its `params`), or an error saying why not."""
         handle = self.submit(action, params, summary=summary, preview=preview, risk=risk,
                              params_schema=params_schema, channel=channel, approvers=approvers,
                              idempotency_key=idempotency_key, context=context, requested_by=requested_by,
-                             timing=timing, suggestions=suggestions, session=session)
+                             timing=timing, suggestions=suggestions, session=session, state=state)
         return raise_unless_approved(self._wait_or_cancel(handle.id, timeout))
 
     def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
@@ -157,18 +158,20 @@ class SignoffClient(rs.ResumeCalls):
                timing: Mapping[str, Any] | None = None,
                allowed_decisions: Sequence[str] | None = None,
                suggestions: Sequence[Mapping[str, Any]] | None = None,
-               session: str | None = None, callback_url: str | None = None) -> Submission:
+               session: str | None = None, callback_url: str | None = None,
+               state: str | None = None) -> Submission:
         """Create the request (or find the one this key already made) without waiting.
 
         `suggestions`: Claude's permission updates for this call (offered on the card as "Approve &
         always allow ..."); `session`: the agent's run or session id, for session-scoped grants;
         `callback_url`: where the server POSTs the decision, signed (`signoff.webhooks.read` checks it;
-        the server needs SIGNOFF_WEBHOOK_SECRET set, or the submit is refused)."""
+        the server needs SIGNOFF_WEBHOOK_SECRET set, or the submit is refused); `state`: what the
+        preview was computed from (a hash, an etag), carried back as `Decision.state` to re-check."""
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
                                allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
-                               callback_url=callback_url)
+                               callback_url=callback_url, state=state)
         answer, status = self._send("POST", "/api/v1/approvals", json=body,
                                     key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
@@ -289,7 +292,7 @@ class SignoffClient(rs.ResumeCalls):
             backoff = next_backoff(backoff)
 
 
-class AsyncSignoffClient(rs.AsyncResumeCalls):
+class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls):
     """The asyncio client; the same calls as `SignoffClient`, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
@@ -314,11 +317,11 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                                requested_by: str | None = None,
                                timing: Mapping[str, Any] | None = None,
                                suggestions: Sequence[Mapping[str, Any]] | None = None,
-                               session: str | None = None) -> Decision:
+                               session: str | None = None, state: str | None = None) -> Decision:
         handle = await self.submit(action, params, summary=summary, preview=preview, risk=risk,
                                    params_schema=params_schema, channel=channel, approvers=approvers,
                                    idempotency_key=idempotency_key, context=context, requested_by=requested_by,
-                                   timing=timing, suggestions=suggestions, session=session)
+                                   timing=timing, suggestions=suggestions, session=session, state=state)
         return raise_unless_approved(await self._wait_or_cancel(handle.id, timeout))
 
     async def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
@@ -329,12 +332,13 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                      timing: Mapping[str, Any] | None = None,
                      allowed_decisions: Sequence[str] | None = None,
                      suggestions: Sequence[Mapping[str, Any]] | None = None,
-                     session: str | None = None, callback_url: str | None = None) -> AsyncSubmission:
+                     session: str | None = None, callback_url: str | None = None,
+                     state: str | None = None) -> AsyncSubmission:
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
                                allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
-                               callback_url=callback_url)
+                               callback_url=callback_url, state=state)
         answer, status = await self._send("POST", "/api/v1/approvals", json=body,
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)

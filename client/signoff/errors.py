@@ -76,6 +76,13 @@ class ParamsChanged(SignoffError):
     code = "params_changed"
 
 
+class StateChanged(SignoffError):
+    """What the approved preview was computed from (its `state`) kept changing after each approval:
+    asked again up to the limit, then nothing ran."""
+
+    code = "state_changed"
+
+
 class StillPending(SignoffError):
     """The caller's own wait ran out; the request is still open on the server (wait again later)."""
 

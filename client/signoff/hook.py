@@ -44,6 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 import signoff.claude_suggestions as suggestions
 import signoff.claude_transcript as claude_transcript
 import signoff.claude_tools as claude_tools
+import signoff.hook_outcome as hook_outcome
+import signoff.hook_state as hook_state
 from signoff.client import SignoffClient, Submission
 from signoff.hook_permission import EVENT as PERMISSION_REQUEST
 from signoff.hook_permission import as_permission_request, event_of
@@ -69,6 +71,8 @@ class HookInput(BaseModel):
     permission_mode: str | None = None
     hook_event_name: str | None = None
     permission_suggestions: list[Any] | None = None  # PermissionRequest only
+    tool_response: Any = None  # PostToolUse only
+    error: Any = None  # PostToolUseFailure only
 
 
 @dataclass(frozen=True)
@@ -148,38 +152,58 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
         return as_permission_request(result, chosen)
 
     started = time.monotonic()
-    key = call_key(hook, asking)
+    base_key = call_key(hook, asking)
     with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
-        def submit(offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Submission:
+        def submit(key: str, tool_input: dict[str, Any], state: str | None, note: str, changed: str,
+                   offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Submission:
             return client.submit(
-                hook.tool_name, hook.tool_input,
-                summary=claude_tools.summary(hook.tool_name, hook.tool_input, hook.cwd),
-                preview=claude_tools.preview(hook.tool_name, hook.tool_input, hook.cwd),
-                params_schema=claude_tools.input_schema(hook.tool_name, hook.tool_input), risk=options.risk,
+                hook.tool_name, tool_input,
+                summary=claude_tools.summary(hook.tool_name, tool_input, hook.cwd) + changed,
+                preview=claude_tools.preview(hook.tool_name, tool_input, hook.cwd),
+                params_schema=claude_tools.input_schema(hook.tool_name, tool_input), risk=options.risk,
                 channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
-                context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}",
-                suggestions=[wire for _, wire in offer] or None, session=session)
+                context=context_line(hook) + note, requested_by=f"Claude Code on {socket.gethostname()}",
+                suggestions=[wire for _, wire in offer] or None, session=session, state=state)
 
-        try:
+        def ask(key: str, tool_input: dict[str, Any], note: str, changed: str) -> Submission:
+            nonlocal sent
+            # Read before the preview is made: a change in between makes the approval look stale (asks again),
+            # never current.
+            state = claude_tools.file_state(hook.tool_name, tool_input, hook.cwd)
             try:
-                handle = submit(sent, hook.session_id)
+                try:
+                    return submit(key, tool_input, state, note, changed, sent, hook.session_id)
+                except SignoffRequestError as exc:
+                    if not suggestions.refused(exc):
+                        raise
+                    sent = []  # a suggestion never costs the approval: ask without them (an older server)
+                    return submit(key, tool_input, state, note, changed, sent, None)
             except SignoffRequestError as exc:
-                if not suggestions.refused(exc):
+                # Asked before with a different card (the file on disk changed since, another host resumed):
+                # the call is the same, so the request made then is the one to answer from.
+                earlier = client.find(key) if exc.error_code == "idempotency_key_reused" else None
+                if earlier is None:
                     raise
-                sent = []  # a suggestion never costs the approval: ask without them (an older server)
-                handle = submit(sent, None)
-        except SignoffRequestError as exc:
-            # Asked before with a different card (the file on disk changed since, another host resumed):
-            # the call is the same, so the request made then is the one to answer from.
-            earlier = client.find(key) if exc.error_code == "idempotency_key_reused" else None
-            if earlier is None:
-                raise
-            handle = Submission(str(earlier["id"]), earlier, False, client)
-        try:
-            found = handle.decision or client.decision(handle.id,
-                                                       max(0.0, options.wait - (time.monotonic() - started)))
-        except UndeliverableError as exc:  # nobody can see the card: deny now, saying why and how to fix it
-            return finish(deny(exc.message))
+                return Submission(str(earlier["id"]), earlier, False, client)
+
+        proposed, note, changed = hook.tool_input, "", ""
+        found: Decision | None = None
+        for key in hook_state.chain_keys(base_key):
+            handle = ask(key, proposed, note, changed)
+            try:
+                found = handle.decision or client.decision(handle.id,
+                                                           max(0.0, options.wait - (time.monotonic() - started)))
+            except UndeliverableError as exc:  # nobody can see the card: deny now, saying why and how to fix it
+                return finish(deny(exc.message))
+            if found is None or not found.approved:
+                break
+            # Bound to the state it was approved on (signoff.hook_state): the file as it is now, or ask again.
+            if hook_state.still_current(found.state, claude_tools.file_state(hook.tool_name, found.params, hook.cwd)):
+                break
+            client.report_quietly(found.request_id, "skipped", error=hook_state.CHANGED)
+            proposed, note, changed = found.params, hook_state.changed_context(found.request_id), hook_state.CHANGED_SUMMARY
+        else:
+            return finish(deny(f"the file changed after each of {hook_state.MAX_ASKS} approvals; nothing was written"))
     if found is not None:
         return finish(from_decision(found), found)
     open_note = f"no decision in Slack within {options.wait:g}s; request {handle.id} is {STILL_WAITING}"
@@ -189,6 +213,9 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
         return finish(deny(f"{open_note} (a PermissionRequest hook cannot defer a call; use --on-timeout defer "
                            "with a PreToolUse hook)"))
     if options.on_timeout == "defer":
+        if note:  # asked again because the file changed: the call was answered before, deferring would lose it
+            return deny(f"{open_note}; the file changed since it was approved, so it was asked again, and this call "
+                        f"is denied (deferring it again would lose it): wait with `signoff wait {handle.id}`")
         if not handle.created:
             # Asked before (a resumed session): deferring again would lose the call.
             return deny(f"{open_note}; the session was resumed before anyone decided, so this call is denied "
@@ -201,6 +228,17 @@ def decide(hook: HookInput, options: Options) -> dict[str, Any]:
         return answer("defer", f"Signoff: waiting for a decision in Slack on {handle.id}; "
                                f"run `signoff wait {handle.id}` then `claude -p --resume {hook.session_id}`")
     return finish(deny(open_note))
+
+
+def after(hook: HookInput, options: Options) -> dict[str, Any]:
+    """PostToolUse / PostToolUseFailure: report what ran to the request that allowed it (signoff.hook_outcome)."""
+    if not hook.tool_use_id:
+        return {}
+    failed = hook.hook_event_name == hook_outcome.POST_FAILURE
+    with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
+        hook_outcome.report(client, request_key(hook.session_id, hook.tool_use_id), hook.tool_input, failed=failed,
+                            response=hook.tool_response, error=str(hook.error) if hook.error is not None else None)
+    return {}
 
 
 def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
@@ -216,9 +254,12 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
             problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
                                  for e in exc.errors(include_url=False)[:5])
             raise ValueError(f"the hook input is not what Claude Code sends ({problems})") from None
-        result = decide(hook, options)
+        result = after(hook, options) if event in hook_outcome.EVENTS else decide(hook, options)
     except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit from argparse
-        if isinstance(exc, KeyboardInterrupt):
+        if event in hook_outcome.EVENTS:  # the call already ran: nothing to close; the receipt is lost, said so
+            print(f"signoff: could not report the outcome: {type(exc).__name__}: {exc}"[:600], file=sys.stderr)
+            result = {}
+        elif isinstance(exc, KeyboardInterrupt):
             result = deny("interrupted before a decision")
         else:
             detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
@@ -256,4 +297,5 @@ HELP = """signoff hook claude-code [--wait SECONDS] [--on-timeout deny|ask|defer
                          [--approvers U1,U2,S3] [--risk high] [--url URL] [--token TOKEN]
 Claude Code PreToolUse or PermissionRequest hook: reads the hook JSON on stdin, prints the decision
 JSON, exits 0. As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
+As a PostToolUse (and PostToolUseFailure) hook it reports what ran to the request that allowed it.
 SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment."""

@@ -129,6 +129,13 @@ class Decision:
         return (index, dict(found["update"])) if isinstance(index, int) else None
 
     @property
+    def state(self) -> str | None:
+        """What the preview the person saw was computed from (the `state` given at submit), if given:
+        re-check it before the action runs; if the world changed, ask again."""
+        found = self.raw.get("state")
+        return found if isinstance(found, str) else None
+
+    @property
     def reply(self) -> str | None:
         """The person's answer when they chose "Reply instead" (a rejection: the action must not run)."""
         return self.comment if self.outcome == "rejected" and self.via == "reply" else None
