@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 REPLAYING: contextvars.ContextVar[bool] = contextvars.ContextVar("signoff_replaying", default=False)
-MAX_ATTEMPTS = 5
+MAX_ATTEMPTS = 100  # claims, not failures: a process killed while replaying a row counts one too
 KEEP_DONE = timedelta(hours=1)  # long enough to recognise Slack's retries of an event (minutes)
 PRUNE_EVERY_SECONDS = 300.0
 
