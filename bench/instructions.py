@@ -65,7 +65,8 @@ async def flow(db_url: str, n: int) -> None:
     await slack.start()
     # The sweeps that run on a timer: hourly (the module docstring says why).
     app = await start_app(db_url, slack, SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0", SIGNOFF_OUTBOX_SWEEP_SECONDS="3600",
-                          SIGNOFF_SWEEP_SECONDS="3600", SIGNOFF_RUN_SWEEP_SECONDS="3600")
+                          SIGNOFF_SWEEP_SECONDS="3600", SIGNOFF_RUN_SWEEP_SECONDS="3600",
+                          SIGNOFF_SLACK_INBOX_LEASE_SECONDS="3600")
     client = Client()
     try:
         for _ in range(n):

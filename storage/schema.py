@@ -239,6 +239,23 @@ channel_pace = sa.Table(
     sa.Column("next_at", UTCDateTime, nullable=False),
 )
 
+# What Slack sent, stored before the ack (migration 0014_slack_received; bot/slack/received.py): the raw
+# body, unique on Slack's own id for it (`key`), held by the process handling it until `lease_until`,
+# replayed by any process after that until `done_at` is set.
+slack_received = sa.Table(
+    "slack_received",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("key", sa.String(200), nullable=False, unique=True),
+    sa.Column("body", sa.Text, nullable=False),
+    sa.Column("content_type", sa.String(80), nullable=False),
+    sa.Column("received_at", UTCDateTime, nullable=False),
+    sa.Column("lease_until", UTCDateTime, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("done_at", UTCDateTime, nullable=True),
+    sa.Index("ix_slack_received_open", "done_at", "lease_until"),
+)
+
 # Resume claims (migration 0010_resume_claims; bot/domain/resumes.py): at most one resumer applies a
 # decision to a suspended agent call. The key is the claiming API token's name and the key it chose;
 # every change is one statement guarded on state, owner and lease (storage/resume_sql.py).

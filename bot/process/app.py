@@ -13,6 +13,7 @@ import contextlib
 import ipaddress
 import logging
 import time
+from datetime import timedelta
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -82,6 +83,8 @@ from bot.slack.home import Home, HomePublisher
 from bot.approvals.homes import HomeOpens
 from bot.slack.interactions import Interactions
 from bot.slack.pace import ChannelPace
+from bot.slack.received import SlackInbox, Unavailable
+from bot.approvals.received import Inputs
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.grant_views import AWAY
@@ -91,11 +94,12 @@ from bot.slack.stats_blocks import DigestDelivery, digest_message, home_section
 from bot.approvals.timers import Timers
 from storage.grants import GrantStore
 from storage.pace_store import PaceStore
+from storage.received import ReceivedStore
 from storage.sql import SqlStore
 from storage.stores import open_store
 
 if TYPE_CHECKING:
-    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+    from bot.slack.socket_intake import DurableSocketMode
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +109,8 @@ MAX_BODY_BYTES = 1024 * 1024
 OPENS_VIEW = frozenset({blocks.APPROVE_CONFIRM, blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
                         REMEMBER, AWAY})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
+# What Slack sends that is stored before its ack (bot/slack/received.py); and slash commands.
+DURABLE = frozenset({"block_actions", "view_submission", "event_callback"})
 SIGNOFF: web.AppKey[Signoff] = web.AppKey("signoff")
 
 
@@ -123,7 +129,8 @@ class Signoff:
     http: aiohttp.ClientSession
     web_app: web.Application
     verifier: SignatureVerifier
-    socket_handler: AsyncSocketModeHandler | None = None
+    inbox: SlackInbox  # what Slack sent, stored before the ack (bot/slack/received.py)
+    socket_handler: DurableSocketMode | None = None
     timers: Timers | None = None  # reminders, escalation, timeouts
     sweep_job: SweepJob | None = None
     agent: AgentRuntime | None = None  # Signoff's own agent runner
@@ -137,6 +144,21 @@ class Signoff:
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
     team: InstalledTeam | None = None  # the workspace the bot is installed in (bot/slack/team.py)
 
+    async def _socket_intake(self, request: AsyncBoltRequest, raw: str) -> BoltResponse | None:
+        """A Socket Mode request stored before its ack, like slack_events' (None: not one to store)."""
+        body = request.body
+        if body.get("type") not in DURABLE and "command" not in body:
+            return None
+        if self.team is not None and (refused := await self.team.check(body)) is not None:
+            return BoltResponse(status=refused, body="")
+        try:
+            row = await self.inbox.accept(body, raw, "application/json")
+        except Unavailable:  # no ack: Slack shows the person an error
+            return BoltResponse(status=503, body="")
+        if row is None:
+            return BoltResponse(status=200, body="")
+        return await _when_acked(self, request, row)
+
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run `work` after the response; kept referenced until done, awaited (briefly) at shutdown."""
         task = asyncio.create_task(work)
@@ -146,6 +168,7 @@ class Signoff:
 
     async def start(self) -> None:
         self.backlog.start()
+        self.inbox.start()  # and replays what a stopped process had acked and not handled
         await self.watcher.start()
         await self.dispatcher.start()
         if self.agent is not None:
@@ -153,9 +176,10 @@ class Signoff:
         if self.sweep_job is not None:
             await self.sweep_job.start()
         if self.settings.socket_mode:
-            from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+            from bot.slack.socket_intake import DurableSocketMode
 
-            self.socket_handler = AsyncSocketModeHandler(self.bolt, self.settings.slack_app_token)
+            self.socket_handler = DurableSocketMode(self.bolt, self.settings.slack_app_token)
+            self.socket_handler.intake = self._socket_intake
             # Connected in the background: Slack being unreachable must not keep the HTTP port (the agent
             # API) closed. A refused app token stops the retries with one line instead of a traceback a try.
             self._socket_task = asyncio.create_task(connect_socket_mode(self.socket_handler),
@@ -175,6 +199,7 @@ class Signoff:
         deadline = loop.time() + 5
         while self.background and (left := deadline - loop.time()) > 0:
             await asyncio.wait(list(self.background), timeout=left)
+        await self.inbox.stop()  # the done marks of what finished
         if self.sweep_job is not None:
             await self.sweep_job.stop()
         if self.agent is not None:
@@ -322,8 +347,12 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     metrics.long_polls.set_function(lambda: limits.held)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     watcher = CrossProcessWatcher(store, waiters, metrics)
+    received = ReceivedStore(store, clock.now, timedelta(seconds=settings.slack_inbox_lease_seconds))
+    inbox = SlackInbox(Inputs(received), clicks.async_dispatch, lease_seconds=settings.slack_inbox_lease_seconds,
+                       spawn=lambda work: signoff.in_background(work))
+    received.marked = inbox.marked
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
-                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
+                      http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
                       background=background, team=team)
@@ -401,35 +430,51 @@ async def slack_events(request: web.Request) -> web.Response:
         return web.Response(status=200)
     if signoff.team is not None and (refused := await signoff.team.check(bolt_request.body)) is not None:
         return web.Response(status=refused)  # addressed to another workspace (acked), or ours is not known yet
-    if bolt_request.body.get("type") == "block_actions":
-        # Slack ignores the body of a button click's ack. Answer as soon as the signature checks out;
+    kind = bolt_request.body.get("type")
+    row: int | None = None
+    if kind in DURABLE or "command" in bolt_request.body:
+        # Stored before the ack (bot/slack/received.py): a click Slack saw taken is handled even if this
+        # process dies before its work ran. Stored before: Slack's retry of it, acked and dropped.
+        try:
+            row = await signoff.inbox.accept(bolt_request.body, body, bolt_request.content_type or "")
+        except Unavailable:  # logged once per outage; Slack shows the person an error: nothing was promised
+            return web.json_response({"error": "unavailable"}, status=503)
+        if row is None:
+            response = web.Response(status=200)
+            signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)
+            return response
+    if kind == "block_actions" and row is not None:
+        # Slack ignores the body of a button click's ack. Answer as soon as the click is stored;
         # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks
         # of a burst of clicks never wait behind the listener work of the clicks before them.
+        held = signoff.inbox.held_work
         actions = bolt_request.body.get("actions") or []
         direct = _direct_click(signoff, bolt_request.body, actions)
         if direct is not None and not len(signoff.backlog):
             # A lone click: started now, not two turns of the loop later. A click that comes in while it
             # runs is queued (the backlog counts it), so a burst's acks never wait behind its work.
-            signoff.backlog.start_now(direct)
+            signoff.backlog.start_now(held(row, direct))
         elif direct is not None:
-            signoff.backlog.add(direct)
+            signoff.backlog.add(held(row, direct))
         elif any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
-            signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
+            signoff.in_background(held(row, lambda: signoff.clicks.async_dispatch(bolt_request))())
         else:
             # The backlog keeps the raw body, not the parsed one: a click's payload carries the whole
             # card (hundreds of small objects), and a burst of them held while queued would fill the
             # young GC generation, whose collections stop the event loop, acks included.
             query, headers = request.query_string, dict(request.headers)
-            signoff.backlog.add(lambda: signoff.clicks.async_dispatch(parsed_request(body, query, headers)))
+            signoff.backlog.add(held(row, lambda: signoff.clicks.async_dispatch(parsed_request(body, query, headers))))
         response = web.Response(status=200)
-    elif bolt_request.body.get("type") in ("view_submission", "view_closed") or "command" in bolt_request.body:
+    elif (kind == "view_submission" or "command" in bolt_request.body) and row is not None:
         # A modal's answer (validation errors) and a command's reply are whatever the listener passes
         # to ack(): answer the moment it does, and let the listener finish in the background.
-        response = await to_aiohttp_response(await _when_acked(signoff, bolt_request))
-    elif bolt_request.body.get("type") == "event_callback":
+        response = await to_aiohttp_response(await _when_acked(signoff, bolt_request, row))
+    elif kind == "view_closed":
+        response = await to_aiohttp_response(await _when_acked(signoff, bolt_request, None))
+    elif kind == "event_callback" and row is not None:
         # Slack reads nothing from an event's ack but the status. Run the listener to its end in
         # the background, tracked, so that a graceful stop lets it finish.
-        signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
+        signoff.in_background(signoff.inbox.held_work(row, lambda: signoff.clicks.async_dispatch(bolt_request))())
         response = web.Response(status=200)
     else:  # url_verification (Bolt answers the challenge), options, shortcuts, anything else
         response = await to_aiohttp_response(await signoff.bolt.async_dispatch(bolt_request))
@@ -477,7 +522,7 @@ class _SignallingAck(AsyncAck):
         return response
 
 
-async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltResponse:
+async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest, row: int | None) -> BoltResponse:
     """Run the listener to its end in the background; return its ack as soon as it acks.
 
     Bolt's own way (`process_before_response=False`) checks for the ack every 10 ms, so no answer
@@ -486,7 +531,10 @@ async def _when_acked(signoff: Signoff, bolt_request: AsyncBoltRequest) -> BoltR
     """
     ack = _SignallingAck()
     bolt_request.context["ack"] = ack
-    run = signoff.in_background(signoff.clicks.async_dispatch(bolt_request))
+    async def dispatch() -> BoltResponse:
+        return await signoff.clicks.async_dispatch(bolt_request)
+
+    run = signoff.in_background(dispatch() if row is None else signoff.inbox.held_work(row, dispatch)())
     await asyncio.wait({run, ack.answer}, timeout=ACK_WITHIN_SECONDS, return_when=asyncio.FIRST_COMPLETED)
     if ack.answer.done():
         return ack.answer.result()

@@ -111,6 +111,8 @@ class Settings:
     metrics_token: str | None = field(default=None, repr=False)  # SIGNOFF_METRICS_TOKEN
     metrics_allow: tuple[str, ...] = ("127.0.0.0/8", "::1/128")  # SIGNOFF_METRICS_ALLOW: CIDRs without a token
     slack_channel_pace_seconds: float = 1.0  # SIGNOFF_SLACK_CHANNEL_PACE_SECONDS (bot/slack/pace.py)
+    # How long a stored Slack input stays with the process that acked it before another replays it
+    slack_inbox_lease_seconds: float = 30.0  # SIGNOFF_SLACK_INBOX_LEASE_SECONDS (bot/slack/received.py)
     longpoll_per_token: int = 100
     # A connection's request headers must arrive within this long (also an idle keep-alive's life).
     header_timeout_seconds: float = 15.0  # SIGNOFF_HEADER_TIMEOUT_SECONDS
@@ -343,6 +345,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         metrics_token=get("SIGNOFF_METRICS_TOKEN"),
         metrics_allow=_networks(get, "SIGNOFF_METRICS_ALLOW", ("127.0.0.0/8", "::1/128")),
         slack_channel_pace_seconds=number("SIGNOFF_SLACK_CHANNEL_PACE_SECONDS", 1.0, float, 0, 60),
+        slack_inbox_lease_seconds=number("SIGNOFF_SLACK_INBOX_LEASE_SECONDS", 30.0, float, 0.5, 3600),
         longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
         longpoll_max=number("SIGNOFF_LONGPOLL_MAX", 2000, int, 1, 1_000_000),
         header_timeout_seconds=number("SIGNOFF_HEADER_TIMEOUT_SECONDS", 15.0, float, 0.1, 3600),

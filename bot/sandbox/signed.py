@@ -342,7 +342,7 @@ class SlackClient:
             "api_app_id": self.api_app_id,
             "event": event,
             "type": "event_callback",
-            "event_id": event_id or f"Ev{next(self._counter):08d}",
+            "event_id": event_id or f"Ev{next(self._counter):08d}{uuid.uuid4().hex[:8].upper()}",
             "event_time": int(time.time()),
             "authorizations": [
                 {"enterprise_id": None, "team_id": self.team_id, "user_id": bot_user_id, "is_bot": True}

@@ -32,6 +32,7 @@ from bot.approvals.service import Service
 from bot.slack import blocks
 from bot.slack.duties import CONFIRM_VIEW, confirm_block, confirm_errors, confirm_modal, counted_text, duplicate_text
 from bot.slack.payloads import Click, Submission
+from bot.slack.received import REPLAYING
 from bot.slack.text import groups_unknown_text, mention, mentions, strip_markup, when
 
 log = logging.getLogger(__name__)
@@ -188,10 +189,21 @@ class Interactions:
             # free to answer the next clicks' acks promptly (Slack's 3 s), while decisions go at full speed.
             async with self._deciding:
                 note = await self._approve(click)
+        if note is not None and REPLAYING.get() and await self._decided_by(click.request_id, click.user_id):
+            return  # a replayed click (bot/slack/received.py) whose decision committed before the crash: it is theirs
         if note is not None:
             # After the slot is released, and in the background: a slow or rate-limited Slack (with
             # its retries) delays only this person's note, never someone else's decision.
             self.later(self.tell(click.user_id, click.channel_id, note))
+
+    async def _decided_by(self, request_id: str, user_id: str) -> bool:
+        """Whether `user_id` decided the request, or voted on it."""
+        request = await self.service.reads.request(request_id)
+        if request is None:
+            return False
+        decided = request.decision is not None and request.decision.decided_by is not None \
+            and request.decision.decided_by.id == user_id
+        return decided or any(v.voter.id == user_id for v in request.votes)
 
     async def _look_up_groups(self, click: Click) -> None:
         """Before a decision slot is taken: the members of the user groups the click's check will need

@@ -8,7 +8,9 @@ Invariants checked at the end (`Chaos.check`):
 - every request has at most one decision (one `decided` audit row, one decisions row);
 - every agent waiting on a request got its decision, and it is the stored one;
 - no tool ran twice (each execution writes an .eml tagged with its tool_use id);
-- no lost webhook: every decided request with a callback_url was delivered to the receiver.
+- no lost webhook: every decided request with a callback_url was delivered to the receiver;
+- no acked click lost: a card is clicked until Slack's ack for one click comes back, never after;
+  its request ends decided by one of the people who clicked it, or was decided before that ack.
 Everything is driven over HTTP; Slack, Anthropic and the webhook receiver are the local fakes.
 """
 
@@ -26,6 +28,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,8 @@ class Chaos:
         self.requests: list[str] = []
         self.run_ids: list[str] = []
         self.seen_decisions: dict[str, dict[str, Any]] = {}
+        self.clicked_by: dict[str, set[str]] = {}  # who clicked each request's card (acked or not)
+        self.acked_at: dict[str, datetime] = {}  # when Slack got the ack of the card's click
         self.tasks: set[asyncio.Task[Any]] = set()
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -133,6 +138,7 @@ class Chaos:
             "SIGNOFF_WORKSPACE": str(self.work / "workspace"), "SIGNOFF_EMAIL_OUTBOX": str(self.work / "outbox"),
             "SIGNOFF_RUN_LEASE_SECONDS": "3", "SIGNOFF_RUN_SWEEP_SECONDS": "0.2",
             "SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS": "2",  # a retry after a kill comes within the test's patience
+            "SIGNOFF_SLACK_INBOX_LEASE_SECONDS": "2",  # an acked click of a killed process is replayed soon
             "SIGNOFF_REMIND_EVERY": "3s", "SIGNOFF_REMIND_MAX": "3", "SIGNOFF_TIMEOUT": "20s",
         }
 
@@ -188,19 +194,23 @@ class Chaos:
             self.figures.runs += 1
 
     async def person(self) -> None:
-        """Click Approve on every open card (again and again: a click lost in a crash is clicked anew)."""
+        """Click Approve on every open card until one click's ack comes back: like a person, who saw it
+        taken and does not click again (the click must not be lost, whenever the kill lands)."""
         assert self.session is not None
         for msg in list(self.slack.messages.values()):
             meta = (msg.metadata or {}).get("event_payload") or {}
             request_id = meta.get("request_id")
-            if not request_id or not any(b.get("type") == "actions" for b in msg.blocks):
+            if not request_id or request_id in self.acked_at or not any(b.get("type") == "actions" for b in msg.blocks):
                 continue
             user = self.random.choice(["U1", "U2"])
+            self.clicked_by.setdefault(request_id, set()).add(user)
             try:
                 async with SlackClient(self.url(), SIGNING_SECRET, fake=self.slack) as clicker:
-                    await clicker.block_action(user=user, user_name=user.lower(), action_id="signoff_approve",
-                                               value=request_id, block_id="decide", channel=msg.channel,
-                                               message_ts=msg.ts)
+                    answer = await clicker.block_action(user=user, user_name=user.lower(), action_id="signoff_approve",
+                                                        value=request_id, block_id="decide", channel=msg.channel,
+                                                        message_ts=msg.ts)
+                if answer.status == 200:
+                    self.acked_at.setdefault(request_id, datetime.now(UTC))
                 self.figures.clicks += 1
             except RETRYABLE:
                 pass
@@ -307,6 +317,13 @@ class Chaos:
                 problems.append(f"{request_id}: {cards[request_id]} cards")
             if decided[request_id] > 1:
                 problems.append(f"{request_id}: {decided[request_id]} decisions")
+        for request_id, acked in self.acked_at.items():
+            row = decision_rows.get(request_id)
+            if row is None:
+                problems.append(f"{request_id}: an acked click, and no decision")
+            elif row.decided_by_id not in self.clicked_by[request_id] and not row.decided_at <= acked:
+                problems.append(f"{request_id}: acked click lost: decided by {row.decided_by_id or row.via} "
+                                f"at {row.decided_at}, after the click's ack at {acked}")
         for request_id, seen in self.seen_decisions.items():
             row = decision_rows.get(request_id)
             if row is None or seen["outcome"] != row.outcome:
@@ -323,7 +340,7 @@ class Chaos:
         problems += [f"tool {t} ran {c} times" for t, c in executions.items() if c > 1]
         problems += [f"outbox item gave up: {kind}: {error}" for kind, error in dead]
         duplicates = sum(c - 1 for c in self.receiver.by_request.values() if c > 1)
-        print(f"chaos: {self.figures.line()} cards={sum(cards.values())} decisions={len(decision_rows)} "
+        print(f"chaos: {self.figures.line()} acked_clicks={len(self.acked_at)} cards={sum(cards.values())} decisions={len(decision_rows)} "
               f"tool_runs={sum(executions.values())} webhooks={sum(self.receiver.by_request.values())} "
               f"(repeats {duplicates}, at least once by design)")
         assert not problems, "\n".join(problems[:30])

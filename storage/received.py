@@ -1,0 +1,151 @@
+"""What Slack sent, kept from before its ack until it is handled (`slack_received`; bot/slack/received.py).
+
+`add` writes the rows of the inputs that arrive together in one transaction (group commit,
+storage/group_commit.py) and says, for each, whether it is new: the key is Slack's own id for the input
+(an event's `event_id`, an interaction's `trigger_id`), so Slack's retry of an event, or the same
+payload twice, is stored and handled once. A new row is leased to the process that wrote it.
+`done_later` marks a handled row in the next transaction this store writes anyway (the next input's
+`add`), or in `flush_done` (the inbox's loop, a stop) if none comes first: a click costs one
+transaction, not two. A row not yet marked is still leased to its process, and if the process dies
+first, its replay writes nothing new (bot/slack/received.py). `renew` extends the leases of the rows a process is
+still working on, and `claim_stale` hands rows whose lease ran out (their process died) to a
+process that replays them: one guarded UPDATE per row, so two processes never both take one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from storage.group_commit import GroupCommit
+from storage.schema import slack_received as t
+from storage.sql import SqlStore
+from storage.sqlite import fast
+
+
+@dataclass(eq=False)
+class Received:
+    """One input from Slack. `id` is set once stored (None: the key was stored before, a duplicate)."""
+
+    key: str
+    body: str
+    content_type: str
+    id: int | None = None
+    attempts: int = 0
+
+
+_RENEW = (t.update().where(t.c.id.in_(sa.bindparam("b_ids", expanding=True)), t.c.done_at.is_(None))
+          .values(lease_until=sa.bindparam("b_until")))
+_DONE = t.update().where(t.c.id.in_(sa.bindparam("b_ids", expanding=True))).values(done_at=sa.bindparam("b_now"))
+_STALE = (sa.select(t.c.id).where(t.c.done_at.is_(None), t.c.lease_until < sa.bindparam("b_now"))
+          .order_by(t.c.id).limit(sa.bindparam("b_limit")))
+_CLAIM = (t.update().where(t.c.id == sa.bindparam("b_id"), t.c.done_at.is_(None),
+                           t.c.lease_until < sa.bindparam("b_now"))
+          .values(lease_until=sa.bindparam("b_until"), attempts=t.c.attempts + 1))
+_READ = sa.select(t.c.id, t.c.key, t.c.body, t.c.content_type, t.c.attempts).where(
+    t.c.id.in_(sa.bindparam("b_ids", expanding=True))).order_by(t.c.id)
+_PRUNE = t.delete().where(t.c.done_at < sa.bindparam("b_before"))
+# SQLite: the insert and the done marks as driver SQL (storage/sqlite/fast.py: a Core statement costs about
+# three times SQLite's own work, and this is on every click's way to its ack).
+_SQLITE_ADD = (sqlite_insert(t).values(key=sa.bindparam("b_key"), body=sa.bindparam("b_body"),
+                                       content_type=sa.bindparam("b_type"), received_at=sa.bindparam("b_at"),
+                                       lease_until=sa.bindparam("b_until"), attempts=1)
+               .on_conflict_do_nothing(index_elements=["key"]).returning(t.c.id))
+_SQLITE_DONE = t.update().where(t.c.id == sa.bindparam("b_id")).values(done_at=sa.bindparam("b_now"))
+
+
+class ReceivedStore:
+    def __init__(self, store: SqlStore, now: Callable[[], datetime], lease: timedelta,
+                 marked: Callable[[Sequence[int]], None] = lambda ids: None) -> None:
+        """`marked(ids)`: told once those rows' done marks committed."""
+        self.store = store
+        self.now = now
+        self.lease = lease
+        self.marked = marked
+        self._adds: GroupCommit[Received] = GroupCommit(self._add)
+        self._flushes: GroupCommit[None] = GroupCommit(self._flush)
+        self._done: set[int] = set()  # handled, not yet marked
+
+    async def add(self, item: Received) -> bool:
+        """Store `item` (committed when this returns); False if its key was stored before."""
+        await self._adds.submit(item)
+        return item.id is not None
+
+    async def _add(self, items: Sequence[Received]) -> None:
+        now = self.now()
+        done = sorted(self._done)
+        async with self.store.unit() as unit:
+            if self.store.dialect == "sqlite":
+                for item in items:
+                    row = (await fast.run(unit.conn, _SQLITE_ADD, {
+                        "b_key": item.key, "b_body": item.body, "b_type": item.content_type, "b_at": now,
+                        "b_until": now + self.lease})).fetchone()
+                    item.id = row[0] if row is not None else None
+                for row_id in done:
+                    await fast.run(unit.conn, _SQLITE_DONE, {"b_id": row_id, "b_now": now})
+            else:  # PostgreSQL: the whole group in one statement (one round trip, not one per input)
+                first: dict[str, Received] = {}
+                for item in items:
+                    first.setdefault(item.key, item)  # a key twice in one group: the second is a duplicate
+                    item.id = None
+                rows = [{"key": i.key, "body": i.body, "content_type": i.content_type, "received_at": now,
+                         "lease_until": now + self.lease, "attempts": 1} for i in first.values()]
+                stmt = (pg_insert(t).values(rows).on_conflict_do_nothing(index_elements=["key"])
+                        .returning(t.c.id, t.c.key))
+                for row_id, key in (await unit.conn.execute(stmt)).all():
+                    first[key].id = row_id
+                if done:
+                    await unit.conn.execute(_DONE, {"b_ids": done, "b_now": now})
+        self._marked(done)  # committed
+
+    def done_later(self, row_id: int) -> None:
+        self._done.add(row_id)
+
+    @property
+    def unmarked(self) -> int:
+        return len(self._done)
+
+    async def flush_done(self) -> None:
+        """Write the done marks still waiting (committed on return)."""
+        if self._done:
+            await self._flushes.submit(None)
+
+    async def _flush(self, _: Sequence[None]) -> None:
+        done = sorted(self._done)
+        if done:
+            async with self.store.unit() as unit:
+                await unit.conn.execute(_DONE, {"b_ids": done, "b_now": self.now()})
+            self._marked(done)
+
+    def _marked(self, ids: Sequence[int]) -> None:
+        if ids:
+            self._done.difference_update(ids)
+            self.marked(ids)
+
+    async def renew(self, ids: Sequence[int]) -> None:
+        if ids:
+            async with self.store.unit() as unit:
+                await unit.conn.execute(_RENEW, {"b_ids": list(ids), "b_until": self.now() + self.lease})
+
+    async def claim_stale(self, *, limit: int = 100) -> list[Received]:
+        """Rows whose lease ran out, leased to this caller now, oldest first."""
+        now = self.now()
+        async with self.store.unit() as unit:
+            conn = unit.conn
+            ids = [r[0] for r in (await conn.execute(_STALE, {"b_now": now, "b_limit": limit})).all()]
+            won = [i for i in ids if (await conn.execute(
+                _CLAIM, {"b_id": i, "b_now": now, "b_until": now + self.lease})).rowcount == 1]
+            if not won:
+                return []
+            rows = (await conn.execute(_READ, {"b_ids": won})).all()
+        return [Received(r.key, r.body, r.content_type, id=r.id, attempts=r.attempts) for r in rows]
+
+    async def prune(self, older_than: timedelta) -> int:
+        """Delete rows handled more than `older_than` ago (kept that long to recognise Slack's retries)."""
+        async with self.store.unit() as unit:
+            return int((await unit.conn.execute(_PRUNE, {"b_before": self.now() - older_than})).rowcount or 0)
