@@ -7,7 +7,7 @@ decided, the Idempotency-Key it was submitted under (as stored: `<token name>:<k
 and the key's id. The agent side (client/signoff/signatures.py) rebuilds the same bytes from the
 body it received and checks the signature before anything runs, so a body altered on the way, another
 request's signature, or another request's whole decision are refused. The two copies of this function
-must agree; tests/security/test_signed_decisions.py checks one against the other.
+must agree; tests/api/test_signed_decisions.py checks one against the other.
 """
 
 from __future__ import annotations

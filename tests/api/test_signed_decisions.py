@@ -31,6 +31,8 @@ from tests.client.claude_cli import signoff_command
 from tests.client.helpers import pending_id
 from tests.support.app import API_TOKEN, ROOT, WEBHOOK_SECRET, App, start_app
 
+pytestmark = pytest.mark.security
+
 
 @pytest.fixture(autouse=True)
 def fresh_keyring() -> Iterator[None]:

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # One decision-signing key for every server this test process starts (made here, never stored): the
 # agent side pins a key per process, and in-process tests start many servers on many databases. Tests
-# of the key made on first start pass SIGNOFF_SIGNING_KEY="" (tests/security/test_signed_decisions.py).
+# of the key made on first start pass SIGNOFF_SIGNING_KEY="" (tests/api/test_signed_decisions.py).
 TEST_SIGNING_KEY = new_seed()
 
 
