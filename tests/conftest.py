@@ -30,6 +30,16 @@ from bot.sandbox import SlackEmulator
 from bot.slack.directory import SlackDirectory
 from tests.support.app import App, policy_app, start_app
 from tests.support.databases import ENGINE, PG_URL, drop_database, pg_admin, pg_url_for
+from signoff import signatures
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keyring() -> Iterator[None]:
+    """Each test starts with this process's trusted keys as the environment gives them: a server key
+    pinned by an earlier test in the same worker must not judge another test's decisions."""
+    signatures.reset()
+    yield
+    signatures.reset()
 
 
 

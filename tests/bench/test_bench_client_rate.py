@@ -19,4 +19,5 @@ def test_a_short_run_prints_every_case() -> None:
                                                          done.stdout, re.M)}
     assert set(rows) == {"pending", "undeliverable", "restart: down", "restart: back", "restart: all"}, done.stdout
     assert "UndeliverableError (channel_not_found)" in rows["undeliverable"]
-    assert "(1 in " in rows["undeliverable"]  # one long-poll, then the wait ended
+    # One fetch of the server's signing keys (pinned for the process), one long-poll, then the wait ended.
+    assert "(2 in " in rows["undeliverable"]
