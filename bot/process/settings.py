@@ -123,6 +123,9 @@ class Settings:
     run_approvers: tuple[str, ...] = ()
     run_writers: tuple[str, ...] = ()
     run_self_approval: bool = False
+    # Read the Claude Code transcript an HTTP hook names (only where the server runs on the agents' own
+    # machine): how many tool calls a turn holds decides whether a call may be deferred.
+    claude_transcripts: bool = False  # SIGNOFF_CLAUDE_TRANSCRIPTS=read
     # Timers: the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
@@ -331,6 +334,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         submit_burst_per_token=number("SIGNOFF_SUBMIT_BURST_PER_TOKEN", 50, int, 1, 1_000_000),
         max_pending_per_token=number("SIGNOFF_MAX_PENDING_PER_TOKEN", 1000, int, 1, 100_000_000),
         body_timeout_seconds=number("SIGNOFF_BODY_TIMEOUT_SECONDS", 30.0, float, 0.1, 3600),
+        claude_transcripts=_choice(get, "SIGNOFF_CLAUDE_TRANSCRIPTS", "off", ("off", "read")) == "read",
         log_level=level,
         **_timers(get, number),
         **_agent(get, number),

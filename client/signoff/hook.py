@@ -1,206 +1,161 @@
-"""`signoff hook claude-code`: Claude Code's PreToolUse (or PermissionRequest) hook, answered by a
-person in Slack.
+"""`signoff hook claude-code`: Claude Code's PreToolUse (or PermissionRequest) command hook, for
+machines whose Claude Code cannot reach the server with an HTTP hook itself.
 
-Reads the hook's JSON on stdin, prints the hook's decision JSON on stdout, and ALWAYS exits 0.
+Reads the hook's JSON on stdin, adds what only this machine can see (`signoff_local`: the diff of
+the call against the file on disk, how many tool calls the turn holds, a PermissionRequest's call
+id, this host's name), forwards it to the server's `POST /api/v1/hooks/claude-code` (the endpoint
+Claude Code's HTTP hook calls, so both kinds follow the same rules: `signoff.claude_hook`), prints
+the server's answer on stdout, and ALWAYS exits 0.
 
 Invariants:
 - Fails closed. The CLI ignores a hook that crashes, exits 1 or prints non-JSON and lets the call
-  through, so every error (server down, bad token, bad input, a bug) becomes a printed `deny`
-  with a reason.
-- One request per `session_id` + `tool_use_id` (the idempotency key): asking again for the same
-  call, including `claude -p --resume` after a `defer`, finds the same request and answers from its
-  stored decision. An approval is for one call: a call whose id is unknown (no `tool_use_id`, and for
-  a PermissionRequest not exactly one open call like it in the transcript) gets a request of its
-  own, every time, and is never deferred.
-- The transcript is read bounded (`signoff.claude_transcript`): a regular file only, its tail only,
-  within a time limit; one that cannot be read counts as "cannot tell", which asks and never defers.
-- Never loses a call: `defer` is answered only for a call asked for the first time in a turn with
-  one tool call. The real CLI loses a call deferred again on resume, and all but the last deferred
-  call of a turn with several; those get a `deny` saying the request is still waiting instead.
-- Answers within `--wait` seconds (keep it below the hook's `timeout` in settings.json: a hook that
-  times out does not block the call). A card Slack refused for good is a deny at once, naming why;
-  the waiting is the client's, paced by `signoff._pace`.
-- As a PermissionRequest hook (`signoff.hook_permission`) it answers in that event's shape, sends
-  Claude's `permission_suggestions` with the request, and returns the one a person accepted
-  ("Approve & always allow ...") in `updatedPermissions`. It never defers there.
+  through (even with `"onFailure": "block"`, plain-text stdout proceeds), so every error (server
+  down, bad token, bad input, a bug) becomes a printed `deny` with a reason.
+- Starts fast: runs on most tool calls of a session. The standard library only (http.client, no
+  httpx or pydantic), and nothing imported that the call does not use.
+- Answers within `--wait` seconds plus the time to reach the server (keep `--wait` below the
+  hook's `timeout` in settings.json: a hook that times out does not block the call unless
+  `"onFailure": "block"`). An unreachable server is retried for a few seconds, then denied.
+- The transcript and files are read bounded (`signoff._files`): a regular file only, within a
+  time limit; one that cannot be read counts as "cannot tell", which asks and never defers.
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import os
-import socket
 import sys
 import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, TextIO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import signoff.claude_hook as rules
+from signoff.claude_hook import STILL_WAITING as STILL_WAITING
+from signoff.claude_hook import answer as answer
+from signoff.claude_hook import deny as deny
+from signoff.claude_hook import request_key as request_key
 
-import signoff.claude_suggestions as suggestions
-import signoff.claude_transcript as claude_transcript
-import signoff.claude_tools as claude_tools
-from signoff.client import SignoffClient, Submission
-from signoff.hook_permission import EVENT as PERMISSION_REQUEST
-from signoff.hook_permission import as_permission_request, event_of
-from signoff.errors import SignoffRequestError, UndeliverableError
-from signoff.models import Decision
-
-DEFAULT_WAIT = 50.0
-KEY_MAX = 128
-ONCE = "once-"  # a call without an id: its key's call part is this and a random id, never derived again
-STILL_WAITING = "still waiting for a decision"
+RETRY_PAUSE = 0.25
+MARGIN = 10.0  # past --wait, what reaching the server and its answer may take
 
 
-class HookInput(BaseModel):
-    """What Claude Code sends a PreToolUse hook (unknown newer fields are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-    session_id: str = Field(min_length=1)
-    tool_name: str = Field(min_length=1)
-    tool_input: dict[str, Any]
-    tool_use_id: str | None = None
-    transcript_path: str | None = None
-    cwd: str | None = None
-    permission_mode: str | None = None
-    hook_event_name: str | None = None
-    permission_suggestions: list[Any] | None = None  # PermissionRequest only
+class _Options:
+    def __init__(self, hook: rules.Options, url: str | None, token: str | None) -> None:
+        self.hook, self.url, self.token = hook, url, token
 
 
-@dataclass(frozen=True)
-class Options:
-    wait: float = DEFAULT_WAIT
-    on_timeout: str = "deny"
-    channel: str | None = None
-    approvers: tuple[str, ...] = ()
-    risk: str = "high"
-    url: str | None = None
-    token: str | None = None
+def parse_options(argv: Sequence[str]) -> _Options:
+    """`--wait S --on-timeout deny|ask|defer --channel C --approvers U1,U2 --risk R --url U --token T`."""
+    values = {"--wait": str(rules.DEFAULT_WAIT), "--on-timeout": "deny",
+              "--channel": os.environ.get("SIGNOFF_CHANNEL") or "",
+              "--approvers": os.environ.get("SIGNOFF_APPROVERS", ""), "--risk": "high", "--url": "", "--token": ""}
+    args = list(argv)
+    while args:
+        name = args.pop(0)
+        name, eq, given = name.partition("=")
+        if name not in values:
+            raise ValueError(f"bad hook options: unknown option {name!r}")
+        if not eq:
+            if not args:
+                raise ValueError(f"bad hook options: {name} needs a value")
+            given = args.pop(0)
+        values[name] = given
+    query = {"wait": values["--wait"], "on_timeout": values["--on-timeout"], "risk": values["--risk"]}
+    if values["--channel"]:
+        query["channel"] = values["--channel"]
+    if values["--approvers"]:
+        query["approvers"] = values["--approvers"]
+    try:
+        options = rules.options_from(query)
+    except ValueError as exc:
+        raise ValueError(f"bad hook options: {str(exc).replace('on_timeout', '--on-timeout')}") from None
+    return _Options(options, values["--url"] or None, values["--token"] or None)
 
 
-def answer(decision: str, reason: str, updated_input: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision,
-                           "permissionDecisionReason": reason}
-    if updated_input is not None:
-        out["updatedInput"] = updated_input
-    return {"hookSpecificOutput": out}
+def local_facts(call: rules.HookCall, options: rules.Options) -> dict[str, Any]:
+    """What this machine sees of the call that the server cannot (`signoff_local`)."""
+    import socket
+
+    import signoff.claude_tools as claude_tools
+
+    facts: dict[str, Any] = {"host": socket.gethostname(),
+                             "preview": claude_tools.preview(call.tool_name, call.tool_input, call.cwd)}
+    counting = options.on_timeout == "defer" and not call.asking
+    finding = call.asking and not call.tool_use_id
+    if counting or finding:
+        import signoff.claude_transcript as claude_transcript
+
+        transcript = claude_transcript.read(call.transcript_path)
+        if counting:
+            facts["calls_in_turn"] = claude_transcript.tool_calls_in_turn(transcript, call.tool_use_id)
+        if finding:
+            facts["call_id"] = claude_transcript.pending_call_id(transcript, call.tool_name, call.tool_input)
+    return facts
 
 
-def deny(reason: str) -> dict[str, Any]:
-    return answer("deny", f"Signoff: {reason}")
+def _server(url: str | None, token: str | None) -> tuple[str, str | None]:
+    chosen = (url or os.environ.get("SIGNOFF_URL") or "").strip().rstrip("/")
+    if not chosen:
+        raise ValueError("no Signoff server: pass --url or set SIGNOFF_URL (like http://127.0.0.1:3000)")
+    if not chosen.startswith(("http://", "https://")):
+        raise ValueError(f"SIGNOFF_URL must start with http:// or https://, not {chosen[:40]!r}")
+    return chosen, token or os.environ.get("SIGNOFF_TOKEN") or None
 
 
-def from_decision(decision: Decision) -> dict[str, Any]:
-    """allow with the person's (possibly edited) input, or deny with their reason."""
-    who = decision.decider
-    by = f"by Signoff's {decision.via}" if decision.via in ("policy", "grant") or not who else f"in Slack by {who}"
-    if decision.outcome == "approved":
-        edited = decision.edits_words
-        return answer("allow", f"Approved {by}{edited} ({decision.request_id})", decision.params)
-    if decision.outcome == "rejected":
-        because = f": {decision.comment}" if decision.comment else " (no reason given)"
-        return deny(f"rejected {by}{because}")
-    return deny(f"the request was {decision.outcome}{': ' + decision.comment if decision.comment else ''}")
+def forward(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
+    """POST the hook's JSON to the server's hook endpoint; its answer. Raises SignoffError when there is none."""
+    import http.client
+    from urllib.parse import urlencode, urlsplit
 
+    from signoff.errors import SignoffRequestError, SignoffUnavailable
 
-def request_key(session_id: str, tool_use_id: str) -> str:
-    """The idempotency key of a tool call's request: `signoff wait --claude-result` derives it again.
-
-    Hashed when long, never cut (a cut key could be another call's); short enough that the server's
-    per-token prefix still fits its 255 characters.
-    """
-    key = f"claude-code:{session_id}:{tool_use_id}"
-    return key if len(key) <= KEY_MAX else f"claude-code:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
-
-
-def call_key(hook: HookInput, asking: bool) -> str:
-    """The key of this call's request. Only a call id makes a key that a later invocation derives again
-    (a retry, `claude -p --resume`): without one, whatever else the call shares with another call (its
-    tool and input) would answer it from that call's approval. So no id means a key of its own: it asks.
-    """
-    call_id = hook.tool_use_id or (
-        claude_transcript.pending_call_id(claude_transcript.read(hook.transcript_path), hook.tool_name,
-                                          hook.tool_input) if asking else None)
-    return request_key(hook.session_id, call_id or f"{ONCE}{uuid.uuid4().hex}")
-
-
-def context_line(hook: HookInput) -> str:
-    parts = [f"Claude Code session {hook.session_id}", f"in {hook.cwd or '(unknown directory)'}",
-             f"on host {socket.gethostname()}"]
-    if hook.permission_mode:
-        parts.append(f"(permission mode {hook.permission_mode})")
-    return " ".join(parts) + "."
-
-
-def decide(hook: HookInput, options: Options) -> dict[str, Any]:
-    """The hook's answer for one tool call. Raises on errors; `run` turns those into a deny."""
-    asking = hook.hook_event_name == PERMISSION_REQUEST
-    sent = suggestions.as_sent(hook.permission_suggestions) if asking else []
-
-    def finish(result: dict[str, Any], found: Decision | None = None) -> dict[str, Any]:
-        if not asking:
-            return result
-        chosen = suggestions.accepted(found, sent) if found is not None else None
-        return as_permission_request(result, chosen)
-
+    base, token = _server(options.url, options.token)
+    parts = urlsplit(base)
+    hook = options.hook
+    query: dict[str, str] = {"wait": f"{hook.wait:g}", "on_timeout": hook.on_timeout, "risk": hook.risk}
+    if hook.channel:
+        query["channel"] = hook.channel
+    if hook.approvers:
+        query["approvers"] = ",".join(hook.approvers)
+    path = f"{parts.path}/api/v1/hooks/claude-code?{urlencode(query)}"
+    body = json.dumps(data).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "signoff-hook"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     started = time.monotonic()
-    key = call_key(hook, asking)
-    with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
-        def submit(offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Submission:
-            return client.submit(
-                hook.tool_name, hook.tool_input,
-                summary=claude_tools.summary(hook.tool_name, hook.tool_input, hook.cwd),
-                preview=claude_tools.preview(hook.tool_name, hook.tool_input, hook.cwd),
-                params_schema=claude_tools.input_schema(hook.tool_name, hook.tool_input), risk=options.risk,
-                channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
-                context=context_line(hook), requested_by=f"Claude Code on {socket.gethostname()}",
-                suggestions=[wire for _, wire in offer] or None, session=session)
-
+    retry_for = min(10.0, max(1.0, hook.wait / 4))
+    while True:
+        if parts.scheme == "https":
+            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
+                parts.hostname or "", parts.port, timeout=hook.wait + MARGIN)
+        else:
+            connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=hook.wait + MARGIN)
         try:
-            try:
-                handle = submit(sent, hook.session_id)
-            except SignoffRequestError as exc:
-                if not suggestions.refused(exc):
-                    raise
-                sent = []  # a suggestion never costs the approval: ask without them (an older server)
-                handle = submit(sent, None)
-        except SignoffRequestError as exc:
-            # Asked before with a different card (the file on disk changed since, another host resumed):
-            # the call is the same, so the request made then is the one to answer from.
-            earlier = client.find(key) if exc.error_code == "idempotency_key_reused" else None
-            if earlier is None:
-                raise
-            handle = Submission(str(earlier["id"]), earlier, False, client)
+            connection.request("POST", path, body, headers)
+            response = connection.getresponse()
+            status, raw = response.status, response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            if time.monotonic() - started + RETRY_PAUSE < retry_for and not isinstance(exc, TimeoutError):
+                time.sleep(RETRY_PAUSE)  # a server restarting: bounded, paced retries (the key makes them safe)
+                continue
+            raise SignoffUnavailable(f"cannot reach the Signoff server at {base}: {exc}") from None
+        finally:
+            connection.close()
         try:
-            found = handle.decision or client.decision(handle.id,
-                                                       max(0.0, options.wait - (time.monotonic() - started)))
-        except UndeliverableError as exc:  # nobody can see the card: deny now, saying why and how to fix it
-            return finish(deny(exc.message))
-    if found is not None:
-        return finish(from_decision(found), found)
-    open_note = f"no decision in Slack within {options.wait:g}s; request {handle.id} is {STILL_WAITING}"
-    if options.on_timeout == "ask":
-        return finish(answer("ask", f"Signoff: {open_note}"))
-    if options.on_timeout == "defer" and asking:
-        return finish(deny(f"{open_note} (a PermissionRequest hook cannot defer a call; use --on-timeout defer "
-                           "with a PreToolUse hook)"))
-    if options.on_timeout == "defer":
-        if not handle.created:
-            # Asked before (a resumed session): deferring again would lose the call.
-            return deny(f"{open_note}; the session was resumed before anyone decided, so this call is denied "
-                        f"(deferring it again would lose it): wait with `signoff wait {handle.id}` before resuming")
-        calls = claude_transcript.tool_calls_in_turn(claude_transcript.read(hook.transcript_path), hook.tool_use_id)
-        if calls != 1:
-            # With several calls in one turn the CLI keeps only the last deferred one.
-            many = "several tool calls in this turn" if calls else "cannot tell how many tool calls this turn has"
-            return deny(f"{open_note} ({many}, so it cannot be deferred)")
-        return answer("defer", f"Signoff: waiting for a decision in Slack on {handle.id}; "
-                               f"run `signoff wait {handle.id}` then `claude -p --resume {hook.session_id}`")
-    return finish(deny(open_note))
+            answered = json.loads(raw)
+        except ValueError:
+            answered = None
+        if status == 200 and isinstance(answered, dict):
+            return answered
+        error = answered.get("error") if isinstance(answered, dict) else None
+        if status == 404:
+            raise SignoffRequestError(f"the Signoff server at {base} has no Claude Code hook endpoint (it is older "
+                                      "than this hook: upgrade it)", status=status)
+        if status in (502, 503, 504) and time.monotonic() - started + RETRY_PAUSE < retry_for:
+            time.sleep(RETRY_PAUSE)
+            continue
+        message = error.get("message") if isinstance(error, dict) else None
+        raise SignoffRequestError(f"the Signoff server answered {status}: {message or raw[:200]!r}", status=status)
 
 
 def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
@@ -209,50 +164,28 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
     try:
         options = parse_options(argv)
         raw = stdin.read()
-        event = event_of(raw)
         try:
-            hook = HookInput.model_validate_json(raw)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
-                                 for e in exc.errors(include_url=False)[:5])
-            raise ValueError(f"the hook input is not what Claude Code sends ({problems})") from None
-        result = decide(hook, options)
-    except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit from argparse
+            data = json.loads(raw)
+        except ValueError:
+            raise ValueError("the hook input is not what Claude Code sends (not JSON)") from None
+        event = rules.event_of(data)
+        call = rules.parse(data)
+        data[rules.LOCAL] = local_facts(call, options.hook)
+        result = forward(options, data)
+    except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit
         if isinstance(exc, KeyboardInterrupt):
-            result = deny("interrupted before a decision")
+            result = rules.shaped(deny("interrupted before a decision"), event)
         else:
             detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-            result = deny(f"could not get a decision ({type(exc).__name__}: {' '.join(str(detail).split())[:500]})")
-        if event == PERMISSION_REQUEST:  # an error's deny, in the shape that event's answer takes
-            result = as_permission_request(result)
+            result = rules.failed(event, f"{type(exc).__name__}: {detail}")
     stdout.write(json.dumps(result) + "\n")
     stdout.flush()
     return 0
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # raise instead of exit 2: the caller prints a deny
-        raise ValueError(f"bad hook options: {message}")
-
-
-def parse_options(argv: Sequence[str]) -> Options:
-    parser = _Parser(prog="signoff hook claude-code", add_help=False)
-    parser.add_argument("--wait", type=float, default=DEFAULT_WAIT)
-    parser.add_argument("--on-timeout", choices=["deny", "ask", "defer"], default="deny")
-    parser.add_argument("--channel", default=os.environ.get("SIGNOFF_CHANNEL") or None)
-    parser.add_argument("--approvers", default=os.environ.get("SIGNOFF_APPROVERS", ""))
-    parser.add_argument("--risk", choices=["low", "medium", "high", "critical"], default="high")
-    parser.add_argument("--url")
-    parser.add_argument("--token")
-    args = parser.parse_args(list(argv))
-    if args.wait < 0:
-        raise ValueError("--wait must be 0 or more seconds")
-    approvers = tuple(a.strip() for a in args.approvers.replace(" ", ",").split(",") if a.strip())
-    return Options(args.wait, args.on_timeout, args.channel, approvers, args.risk, args.url, args.token)
 
 
 HELP = """signoff hook claude-code [--wait SECONDS] [--on-timeout deny|ask|defer] [--channel C...]
                          [--approvers U1,U2,S3] [--risk high] [--url URL] [--token TOKEN]
 Claude Code PreToolUse or PermissionRequest hook: reads the hook JSON on stdin, prints the decision
 JSON, exits 0. As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
-SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment."""
+SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment.
+Where Claude Code can reach the server, prefer its HTTP hook: no process per tool call."""

@@ -1,0 +1,158 @@
+"""`POST /api/v1/hooks/claude-code`: Claude Code's hooks answered by the server itself.
+
+Claude Code's HTTP hook (`"type": "http"`) POSTs the hook's JSON here, with the options in the URL
+(`?wait=50&on_timeout=defer&channel=C1&approvers=U1,U2&risk=high`) and the agent's token in
+`Authorization: Bearer $SIGNOFF_TOKEN` (listed in the hook's `allowedEnvVars`). `signoff hook
+claude-code` (the command hook) forwards the same JSON, plus what it saw on the agent's machine.
+The rules are `signoff.claude_hook`'s; this module is the edge: auth, submit, wait, answer.
+
+Invariants:
+- Every answer is 200 with a complete decision, errors included (a bad token, a bad body, a full
+  server): Claude Code treats a non-2xx answer or a timeout as "no decision" and, unless the hook
+  says `"onFailure": "block"`, lets the call through.
+- Answers within `wait` seconds (keep it below the hook's `timeout`).
+- Files named by the agent are never read here: previews show the proposed input, not a diff
+  against this machine's disk. A transcript is read only when the operator says the server runs
+  beside the agents (SIGNOFF_CLAUDE_TRANSCRIPTS=read), and only a `<session_id>.jsonl`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any
+
+from aiohttp import web
+
+import signoff.claude_hook as rules
+from bot.api import owners
+from bot.api.longpoll import LIMITS
+from bot.api.routes import CLAUDE_HOOK_PATH, RATE, SERVICE, SETTINGS, _find_by_key, submit_approval
+from bot.api.schemas import ApprovalIn, load_object, validate
+from bot.domain.json_codec import dumps
+from bot.domain.wire import request_json
+from bot.errors import IdempotencyMismatch, InvalidInput, SignoffError
+from bot.approvals.service import MAX_WAIT_SECONDS
+
+log = logging.getLogger(__name__)
+
+
+
+def _answer(result: dict[str, Any]) -> web.Response:
+    return web.json_response(result, dumps=dumps)
+
+
+def _suggestion_refused(exc: InvalidInput) -> bool:
+    details = exc.details if isinstance(exc.details, list) else []
+    return any(str(d.get("field", "")).split(".")[0] in ("suggestions", "session")
+               for d in details if isinstance(d, dict))
+
+
+def _transcript_facts(path: str | None, call: rules.HookCall, *, count: bool) -> tuple[int | None, str | None]:
+    """(tool calls in the turn, the PermissionRequest's call id) from the transcript, when it may be read."""
+    import signoff.claude_transcript as transcript
+
+    if not path or not os.path.isabs(path) or os.path.basename(path) != f"{call.session_id}.jsonl":
+        return None, None
+    read = transcript.read(path)
+    calls = transcript.tool_calls_in_turn(read, call.tool_use_id) if count else None
+    call_id = (transcript.pending_call_id(read, call.tool_name, call.tool_input)
+               if call.asking and not call.tool_use_id else None)
+    return calls, call_id
+
+
+async def claude_code_hook(request: web.Request) -> web.Response:
+    event: str | None = None
+    try:
+        options = rules.options_from(request.query)
+        data = load_object(await request.read())
+        event = rules.event_of(data)
+        call = rules.parse(data)
+        return _answer(await _decide(request, call, options))
+    except (SignoffError, ValueError) as exc:
+        return _answer(rules.failed(event, getattr(exc, "message", None) or str(exc)))
+    except Exception as exc:  # noqa: BLE001 - fail closed: an error is a deny, never an allow
+        log.exception("claude code hook failed")
+        return _answer(rules.failed(event, f"the server failed ({type(exc).__name__})"))
+
+
+async def _decide(request: web.Request, call: rules.HookCall, options: rules.Options) -> dict[str, Any]:
+    import signoff.claude_suggestions as claude_suggestions
+    import signoff.claude_tools as claude_tools
+
+    request.app[RATE].take(owners.token_of(request).name)
+    local = call.local
+    calls_in_turn, call_id = (local.calls_in_turn, local.call_id) if local else (None, None)
+    if local is None and request.app[SETTINGS].claude_transcripts and (
+            options.on_timeout == "defer" or (call.asking and not call.tool_use_id)):
+        calls_in_turn, call_id = await asyncio.to_thread(_transcript_facts, call.transcript_path, call,
+                                                         count=options.on_timeout == "defer")
+    key = rules.call_key(call, call_id)
+    preview = (local.preview if local and local.preview
+               else claude_tools.preview(call.tool_name, call.tool_input, call.cwd, read_files=False))
+    sent = [wire for _, wire in claude_suggestions.as_sent(list(call.suggestions))] if call.asking else []
+
+    async def submit(offer: list[dict[str, Any]]) -> tuple[Any, bool]:
+        body = rules.approval_body(call, options, preview=preview, host=local.host if local else None,
+                                   suggestions=offer)
+        return await submit_approval(request, validate(ApprovalIn, body), key)
+
+    try:
+        try:
+            found, created = await submit(sent)
+        except InvalidInput as exc:
+            if not sent or not _suggestion_refused(exc):
+                raise
+            sent = []  # a suggestion never costs the approval: ask without them
+            found, created = await submit(sent)
+    except IdempotencyMismatch:
+        # Asked before with a different card (the file on disk changed since): the call is the same,
+        # so the request made then is the one to answer from.
+        earlier = await _find_by_key(request, request.app[SERVICE], key)
+        if earlier is None:
+            raise
+        found, created = earlier, False
+    if found.is_pending and options.wait > 0:
+        found = await _wait(request, found.id, options.wait)
+    body = request_json(found)
+    decided = rules.from_request(body)
+    if decided is not None:
+        return rules.shaped(decided, call.event, rules.accepted_suggestion(body, sent) if call.asking else None)
+    from signoff._protocol import undeliverable
+
+    nobody = undeliverable(body)
+    if nobody is not None:  # nobody can see the card: deny now, saying why and how to fix it
+        return rules.shaped(rules.deny(nobody.message), call.event)
+    return rules.shaped(rules.no_decision(call, options, found.id, created=created, calls_in_turn=calls_in_turn),
+                        call.event)
+
+
+async def _wait(request: web.Request, request_id: str, seconds: float) -> Any:
+    """The request once decided, or after `seconds`; the wait counts against the long-poll caps."""
+    limits = request.app[LIMITS]
+    token = request.headers.get("Authorization", "").partition(" ")[2].strip()  # as cap_long_polls counts
+    refusal = limits.refusal(token)
+    service = request.app[SERVICE]
+    if refusal is not None:
+        raise InvalidInput(refusal)
+    limits.active[token] += 1
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while True:
+            found = await service.wait(request_id, min(MAX_WAIT_SECONDS, max(0.0, deadline - loop.time())))
+            if not found.is_pending or loop.time() >= deadline:
+                return found
+            from bot.domain.delivery_state import is_undelivered
+
+            if is_undelivered(found):
+                return found
+    finally:
+        limits.active[token] -= 1
+        if not limits.active[token]:
+            del limits.active[token]
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post(CLAUDE_HOOK_PATH, claude_code_hook)
