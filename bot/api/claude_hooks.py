@@ -49,23 +49,30 @@ def _suggestion_refused(exc: InvalidInput) -> bool:
                for d in details if isinstance(d, dict))
 
 
-def _transcript_facts(path: str | None, call: rules.HookCall, *, count: bool) -> tuple[int | None, str | None]:
-    """(tool calls in the turn, the PermissionRequest's call id) from the transcript, when it may be read."""
+def _readable(path: str | None, call: rules.HookCall) -> str | None:
+    """The transcript's path if the server may read it: the operator said so (SIGNOFF_CLAUDE_TRANSCRIPTS),
+    and it names this session's transcript (an absolute `<session_id>.jsonl`)."""
+    if not path or not os.path.isabs(path) or os.path.basename(path) != f"{call.session_id}.jsonl":
+        return None
+    return path
+
+
+def _pending_call_id(path: str, call: rules.HookCall) -> str | None:
     import signoff.claude_transcript as transcript
 
-    if not path or not os.path.isabs(path) or os.path.basename(path) != f"{call.session_id}.jsonl":
-        return None, None
-    read = transcript.read(path)
-    calls = transcript.tool_calls_in_turn(read, call.tool_use_id) if count else None
-    call_id = (transcript.pending_call_id(read, call.tool_name, call.tool_input)
-               if call.asking and not call.tool_use_id else None)
-    return calls, call_id
+    return transcript.pending_call_id(transcript.read(path), call.tool_name, call.tool_input)
+
+
+def _calls_in_turn(path: str, call: rules.HookCall) -> int | None:
+    import signoff.claude_transcript as transcript
+
+    return transcript.calls_in_turn(path, call.tool_use_id)
 
 
 async def claude_code_hook(request: web.Request) -> web.Response:
     event: str | None = None
     try:
-        options = rules.options_from(request.query)
+        options = rules.options_from(request.query.items())
         data = load_object(await request.read())
         event = rules.event_of(data)
         call = rules.parse(data)
@@ -83,11 +90,11 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
 
     request.app[RATE].take(owners.token_of(request).name)
     local = call.local
-    calls_in_turn, call_id = (local.calls_in_turn, local.call_id) if local else (None, None)
-    if local is None and request.app[SETTINGS].claude_transcripts and (
-            options.on_timeout == "defer" or (call.asking and not call.tool_use_id)):
-        calls_in_turn, call_id = await asyncio.to_thread(_transcript_facts, call.transcript_path, call,
-                                                         count=options.on_timeout == "defer")
+    transcript = (_readable(call.transcript_path, call)
+                  if local is None and request.app[SETTINGS].claude_transcripts else None)
+    call_id = local.call_id if local else None
+    if transcript is not None and call.asking and not call.tool_use_id:
+        call_id = await asyncio.to_thread(_pending_call_id, transcript, call)
     key = rules.call_key(call, call_id)
     preview = (local.preview if local and local.preview
                else claude_tools.preview(call.tool_name, call.tool_input, call.cwd, read_files=False))
@@ -124,6 +131,10 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
     nobody = undeliverable(body)
     if nobody is not None:  # nobody can see the card: deny now, saying why and how to fix it
         return rules.shaped(rules.deny(nobody.message), call.event)
+    calls_in_turn = local.calls_in_turn if local else None
+    if transcript is not None and options.on_timeout == "defer" and created and not call.asking:
+        # Read only now, for a call that might be deferred: most calls never need it.
+        calls_in_turn = await asyncio.to_thread(_calls_in_turn, transcript, call)
     return rules.shaped(rules.no_decision(call, options, found.id, created=created, calls_in_turn=calls_in_turn),
                         call.event)
 

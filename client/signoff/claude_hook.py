@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,12 +157,16 @@ def approvers_of(raw: str) -> tuple[str, ...]:
     return tuple(a.strip() for a in raw.replace(" ", ",").split(",") if a.strip())
 
 
-def options_from(query: Mapping[str, str]) -> Options:
+def options_from(pairs: Iterable[tuple[str, str]]) -> Options:
     """The options an HTTP hook's URL carries (`?wait=50&on_timeout=defer&channel=C1&approvers=U1,U2`)."""
     known = {"wait", "on_timeout", "channel", "approvers", "risk"}
-    unknown = sorted(set(query) - known)
-    if unknown:
-        raise ValueError(f"unknown hook option {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    query: dict[str, str] = {}
+    for name, value in pairs:
+        if name not in known:
+            raise ValueError(f"unknown hook option {name!r} (known: {', '.join(sorted(known))})")
+        if name in query:
+            raise ValueError(f"the hook option {name!r} is given twice")
+        query[name] = value
     on_timeout = query.get("on_timeout", "deny")
     if on_timeout not in ON_TIMEOUT:
         raise ValueError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}")

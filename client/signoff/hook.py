@@ -66,7 +66,7 @@ def parse_options(argv: Sequence[str]) -> _Options:
     if values["--approvers"]:
         query["approvers"] = values["--approvers"]
     try:
-        options = rules.options_from(query)
+        options = rules.options_from(query.items())
     except ValueError as exc:
         raise ValueError(f"bad hook options: {str(exc).replace('on_timeout', '--on-timeout')}") from None
     return _Options(options, values["--url"] or None, values["--token"] or None)
@@ -85,11 +85,11 @@ def local_facts(call: rules.HookCall, options: rules.Options) -> dict[str, Any]:
     if counting or finding:
         import signoff.claude_transcript as claude_transcript
 
-        transcript = claude_transcript.read(call.transcript_path)
         if counting:
-            facts["calls_in_turn"] = claude_transcript.tool_calls_in_turn(transcript, call.tool_use_id)
+            facts["calls_in_turn"] = claude_transcript.calls_in_turn(call.transcript_path, call.tool_use_id)
         if finding:
-            facts["call_id"] = claude_transcript.pending_call_id(transcript, call.tool_name, call.tool_input)
+            facts["call_id"] = claude_transcript.pending_call_id(claude_transcript.read(call.transcript_path),
+                                                                 call.tool_name, call.tool_input)
     return facts
 
 
