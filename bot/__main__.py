@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import logging
@@ -120,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _demo(port: int, *, agent: bool, token: str | None) -> int:
+    import asyncio
     import os
 
     from bot.sandbox.demo import serve
@@ -157,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _server_side(argv: list[str] | None) -> int:
     # Imported here, not in main: the agent-side commands (a Claude Code hook runs once per tool call)
-    # must not pay for loading the server's settings and SQLAlchemy.
+    # must not pay for loading the server's settings and SQLAlchemy (nor asyncio).
+    import asyncio
+
     from bot.policy import cli as policy_cli
     from bot.errors import SignoffError
     from bot.process.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env

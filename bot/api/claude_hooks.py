@@ -32,7 +32,7 @@ from bot.api.routes import CLAUDE_HOOK_PATH, RATE, SERVICE, SETTINGS, _find_by_k
 from bot.api.schemas import ApprovalIn, load_object, validate
 from bot.domain.json_codec import dumps
 from bot.domain.wire import request_json
-from bot.errors import IdempotencyMismatch, InvalidInput, SignoffError
+from bot.errors import IdempotencyMismatch, InvalidInput, SignoffError, TooManyPending
 from bot.approvals.service import MAX_WAIT_SECONDS
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,9 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
     async def submit(offer: list[dict[str, Any]]) -> tuple[Any, bool]:
         body = rules.approval_body(call, options, preview=preview, host=local.host if local else None,
                                    suggestions=offer)
-        return await submit_approval(request, validate(ApprovalIn, body), key)
+        # A call's first ask is the common case (a resumed or retried call is the exception): its key is
+        # not looked up before the write, which finds a taken one anyway.
+        return await submit_approval(request, validate(ApprovalIn, body), key, probe=False)
 
     try:
         try:
@@ -113,9 +115,10 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
                 raise
             sent = []  # a suggestion never costs the approval: ask without them
             found, created = await submit(sent)
-    except IdempotencyMismatch:
-        # Asked before with a different card (the file on disk changed since): the call is the same,
-        # so the request made then is the one to answer from.
+    except (IdempotencyMismatch, TooManyPending):
+        # Asked before with a different card (the file on disk changed since), or asked before and the
+        # token is at its cap of pending requests: the call is the same, so the request made then is
+        # the one to answer from.
         earlier = await _find_by_key(request, request.app[SERVICE], key)
         if earlier is None:
             raise

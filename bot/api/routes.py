@@ -107,9 +107,11 @@ async def create_approval(request: web.Request) -> web.Response:
     return response
 
 
-async def submit_approval(request: web.Request, body: ApprovalIn, given_key: str | None) -> tuple[Request, bool]:
+async def submit_approval(request: web.Request, body: ApprovalIn, given_key: str | None, *,
+                          probe: bool = True) -> tuple[Request, bool]:
     """Submit a validated approval body for the calling token (the rate is the caller's to take):
-    (request, created). Shared by `POST /api/v1/approvals` and the Claude Code hook endpoint."""
+    (request, created). Shared by `POST /api/v1/approvals` and the Claude Code hook endpoint;
+    `probe`: Service.submit's."""
     service = request.app[SERVICE]
     await check_body(request.app[CHECKER], body, who=owners.token_of(request).name,
                      budget_ms=request.app[SETTINGS].validation_budget_ms)
@@ -146,7 +148,8 @@ async def submit_approval(request: web.Request, body: ApprovalIn, given_key: str
                                if getattr(body, name) is not None),
     )
     # The body's hash is what a key is bound to: without a key nothing ever compares it (not computed).
-    return await service.submit(spec, idempotency_key=key, body_hash=body_hash(body) if key is not None else None)
+    return await service.submit(spec, idempotency_key=key, body_hash=body_hash(body) if key is not None else None,
+                                probe=probe)
 
 
 async def get_approval(request: web.Request) -> web.Response:
