@@ -28,8 +28,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 PRE_TOOL_USE = "PreToolUse"
 PERMISSION_REQUEST = "PermissionRequest"
@@ -45,8 +44,7 @@ STILL_WAITING = "still waiting for a decision"
 LOCAL = "signoff_local"  # what the command hook adds to the hook's JSON
 
 
-@dataclass(frozen=True)
-class Local:
+class Local(NamedTuple):
     """What a command hook running beside the agent saw there (the server cannot see that machine).
 
     These only ever lower what the call gets (a preview to look at, a deny instead of a defer):
@@ -58,8 +56,7 @@ class Local:
     host: str | None = None
 
 
-@dataclass(frozen=True)
-class HookCall:
+class HookCall(NamedTuple):
     """A PreToolUse or PermissionRequest hook's input (unknown newer fields are ignored)."""
 
     session_id: str
@@ -79,8 +76,7 @@ class HookCall:
         return self.event == PERMISSION_REQUEST
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(NamedTuple):
     """The hook's options: the command's flags, or the HTTP hook URL's query."""
 
     wait: float = DEFAULT_WAIT

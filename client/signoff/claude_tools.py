@@ -14,8 +14,6 @@ import difflib
 import os
 from typing import Any
 
-from signoff._files import read_head
-
 DIFF_MAX_CHARS = 200_000  # the server takes previews up to 512 KB; a longer diff is cut with a note
 FILE_MAX_BYTES = 2_000_000
 
@@ -54,6 +52,8 @@ def _full(path: str, cwd: str | None) -> str:
 def _read(path: str, cwd: str | None) -> str | None:
     """The file a call would change, as text; None when it is not a regular file of at most FILE_MAX_BYTES
     (the path is the model's: a FIFO or /dev/zero must not hold the hook past its timeout)."""
+    from signoff._files import read_head  # here: a Bash call's card reads no file (the hook starts fast)
+
     data = read_head(_full(path, cwd), FILE_MAX_BYTES)
     if data is None:
         return None

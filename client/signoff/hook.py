@@ -11,7 +11,7 @@ Invariants:
 - Fails closed. The CLI ignores a hook that crashes, exits 1 or prints non-JSON and lets the call
   through (even with `"onFailure": "block"`, plain-text stdout proceeds), so every error (server
   down, bad token, bad input, a bug) becomes a printed `deny` with a reason.
-- Starts fast: runs on most tool calls of a session. The standard library only (http.client, no
+- Starts fast: runs on most tool calls of a session. The standard library only (a plain socket, no
   httpx or pydantic), and nothing imported that the call does not use.
 - Answers within `--wait` seconds plus the time to reach the server (keep `--wait` below the
   hook's `timeout` in settings.json: a hook that times out does not block the call unless
@@ -102,9 +102,51 @@ def _server(url: str | None, token: str | None) -> tuple[str, str | None]:
     return chosen, token or os.environ.get("SIGNOFF_TOKEN") or None
 
 
+def _exchange(parts: Any, target: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST on its own connection: (status, body). On a plain socket, not http.client: its
+    import (the email package) costs more than the rest of the hook; ssl is imported only for https."""
+    import socket
+
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    lines = [f"POST {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}", "Connection: close",
+             f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        conn: Any = raw
+        if parts.scheme == "https":
+            import ssl
+
+            conn = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
+        conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    head, _, rest = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    try:
+        status = int(status_line.split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise OSError(f"not an HTTP answer: {status_line[:80]!r}") from None
+    fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines)}
+    if fields.get("transfer-encoding", "").lower() == "chunked":
+        rest = _unchunk(rest)
+    elif "content-length" in fields and len(rest) < int(fields["content-length"]):
+        raise OSError("the answer was cut short")
+    return status, rest
+
+
+def _unchunk(data: bytes) -> bytes:
+    out: list[bytes] = []
+    while True:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(data[:size])
+        data = data[size + 2:]
+
+
 def forward(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
     """POST the hook's JSON to the server's hook endpoint; its answer. Raises SignoffError when there is none."""
-    import http.client
     from urllib.parse import urlencode, urlsplit
 
     from signoff.errors import SignoffRequestError, SignoffUnavailable
@@ -117,7 +159,7 @@ def forward(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
         query["channel"] = hook.channel
     if hook.approvers:
         query["approvers"] = ",".join(hook.approvers)
-    path = f"{parts.path}/api/v1/hooks/claude-code?{urlencode(query)}"
+    target = f"{parts.path}/api/v1/hooks/claude-code?{urlencode(query)}"
     body = json.dumps(data).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "signoff-hook"}
     if token:
@@ -125,22 +167,13 @@ def forward(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     retry_for = min(10.0, max(1.0, hook.wait / 4))
     while True:
-        if parts.scheme == "https":
-            connection: http.client.HTTPConnection = http.client.HTTPSConnection(
-                parts.hostname or "", parts.port, timeout=hook.wait + MARGIN)
-        else:
-            connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=hook.wait + MARGIN)
         try:
-            connection.request("POST", path, body, headers)
-            response = connection.getresponse()
-            status, raw = response.status, response.read()
-        except (OSError, http.client.HTTPException) as exc:
+            status, raw = _exchange(parts, target, body, headers, hook.wait + MARGIN)
+        except (OSError, ValueError) as exc:
             if time.monotonic() - started + RETRY_PAUSE < retry_for and not isinstance(exc, TimeoutError):
                 time.sleep(RETRY_PAUSE)  # a server restarting: bounded, paced retries (the key makes them safe)
                 continue
             raise SignoffUnavailable(f"cannot reach the Signoff server at {base}: {exc}") from None
-        finally:
-            connection.close()
         try:
             answered = json.loads(raw)
         except ValueError:
