@@ -2,6 +2,7 @@
 
 SignoffError
   +-- InvalidInput         400  the caller sent something we cannot accept (details name the fields)
+  |     +-- NotBatchable   400  policy asks about an action of a batch with more than a batch can give
   +-- Forbidden            403  this token may not do that (e.g. an agent token revoking a grant)
   +-- NotFound             404  no request with that id
   +-- IdempotencyMismatch  409  the Idempotency-Key was used with a different body
@@ -34,6 +35,13 @@ class SignoffError(Exception):
 class InvalidInput(SignoffError):
     code = "invalid_request"
     status = 400
+
+
+class NotBatchable(InvalidInput):
+    """An action of a batch needs its own request under policy (a quorum, typed confirmation, the
+    critical tier, other approvers): `not_batchable`, so a client can submit the actions one by one."""
+
+    code = "not_batchable"
 
 
 class Forbidden(SignoffError):

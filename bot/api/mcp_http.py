@@ -49,16 +49,18 @@ def _defaults(settings: Settings) -> Callable[[Any], Defaults]:
     """Where a call's card goes: `/mcp?channel=C...&approvers=U1,S2`, else the server's default channel.
 
     An MCP host cannot pass environment to a remote server; its configured URL can carry these. The
-    URL's `risk` and `approvers` are the operator's: the model's arguments may raise the risk, never
-    lower it, and cannot replace the approvers (`signoff.mcp_server.bar`).
+    URL's `risk`, `approvers` and `channel` are the operator's: the model's arguments may raise the
+    risk, never lower it, and cannot replace the approvers or the channel (`signoff.mcp_server.bar`).
     """
     def for_call(ctx: Any) -> Defaults:
         from signoff.mcp_server import Defaults  # imported by then (`_import_sdk`)
 
         query = ctx.request_context.request.query_params
         approvers = tuple(a.strip() for a in query.get("approvers", "").split(",") if a.strip())
-        return Defaults(channel=query.get("channel") or settings.default_channel, approvers=approvers,
-                        risk=query.get("risk") or "high", requested_by="MCP client over HTTP")
+        # The URL's channel is the operator's and holds; without one the model's, else the API's
+        # SIGNOFF_DEFAULT_CHANNEL (applied when the loopback submit names none).
+        return Defaults(channel=query.get("channel") or None, approvers=approvers,
+                        risk=query.get("risk") or None, requested_by="MCP client over HTTP")
 
     return for_call
 

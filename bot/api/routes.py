@@ -51,6 +51,9 @@ def error_response(status: int, code: str, message: str, **extra: Any) -> web.Re
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """API errors as JSON bodies that name the problem (never an HTML error page)."""
+    if "%00" in request.raw_path and request.path.startswith(("/api/", "/mcp")):
+        # No id, key or filter holds U+0000 (PostgreSQL cannot even compare one): refused before any lookup.
+        return error_response(400, "invalid_request", "the URL contains a NUL byte (%00)")
     try:
         return await handler(request)
     except SignoffError as exc:

@@ -13,7 +13,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from bot.api.suggestions_in import MAX_SUGGESTIONS, SuggestionIn, check_size
 from bot.domain.batch import BATCH_ACTION, MAX_ITEMS, Item
 from bot.domain.edits import shape_problem
-from bot.domain.linear import MAX_DEPTH, too_deep_at
+from bot.domain.linear import MAX_DEPTH, nul_at, too_deep_at
 from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from bot.domain.model import Action, Preview, Risk
 from bot.errors import InvalidInput
@@ -296,6 +296,12 @@ def load_object(raw: bytes) -> dict[str, Any]:
         raise InvalidInput("body must be a JSON object")
     if not checked:
         where = too_deep_at(data, MAX_BODY_DEPTH)
+    if where is None and (not checked or b"\\u0000" in raw):  # JSON writes U+0000 only as that escape
+        nul = nul_at(data)
+        if nul is not None:
+            field = ".".join(nul) or "body"
+            message = "contains a NUL character (U+0000), which cannot be stored"
+            raise InvalidInput(f"invalid request body: {field}: {message}", details=[{"field": field, "message": message}])
     if where is not None:
         # Checked here, before pydantic or jsonschema recurse into it (both would hit RecursionError).
         field = ".".join(where[:2]) or "body"

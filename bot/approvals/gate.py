@@ -26,13 +26,15 @@ from typing import Any
 from bot.outbox import effects
 from bot.approvals.access import Directory
 from bot.domain.duties import able_to_approve
+from bot.domain.batch import overall
+from bot.domain.batch_policy import BatchRefused, judge_items
 from bot.domain.durations import compact
 from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
 from bot.domain.model import AuditEvent, Decision, Kind, Outcome, Request, Status, Via, iso
 from bot.domain.params_hash import params_sha256
 from bot.domain.policy import Call, Effect, Evaluation, evaluate
 from bot.domain.timing import DEFAULT, Timing
-from bot.errors import InvalidInput
+from bot.errors import InvalidInput, NotBatchable
 from storage.group_commit import GroupCommit
 from bot.approvals.homes import user_ids
 from bot.policy.holder import PolicyHolder
@@ -189,8 +191,10 @@ def _check_quorum(approvers: Sequence[str], members: Sequence[str], quorum: int,
 def _decided(request: Request, evaluation: Evaluation, now: datetime) -> Request:
     """`request`, already decided by policy (deny -> rejected, allow -> approved)."""
     outcome = Outcome.REJECTED if evaluation.outcome is Effect.DENY else Outcome.APPROVED
+    if request.items:  # each action was decided by policy on its own (bot.domain.batch_policy)
+        outcome = overall(request.items)
     decision = Decision(
-        outcome=outcome, params=request.action.params, changes=(),
+        outcome=outcome, params=request.action.params, changes=(), items=request.items,
         comment=evaluation.reason if evaluation.outcome is Effect.DENY else None,
         decided_by=None, decided_at=now, via=Via.GRANT if evaluation.grant_id else Via.POLICY,
         params_sha256=params_sha256(request.action.params),  # what runs is bound to what policy saw
@@ -271,7 +275,10 @@ class PolicyGate:
         """
         now = service.clock.now()
         evaluation, stamp = None, None
-        if spec.kind is not Kind.QUESTION:  # a question is asked, never allowed or denied by policy
+        judged: dict[str, Any] = {}
+        if spec.items and spec.kind is not Kind.QUESTION:
+            spec, evaluation, judged = await self._judge_batch(spec, now)
+        elif spec.kind is not Kind.QUESTION:  # a question is asked, never allowed or denied by policy
             evaluation, stamp = await self._evaluate(call_of(spec), now, verify_later=verify_later)
         if evaluation is not None:
             if (not record_defaults and evaluation.outcome is Effect.ALLOW and evaluation.rule is None
@@ -289,7 +296,7 @@ class PolicyGate:
             delegated = delegates_for(users, live, now)
         extra = dict(spec.extra)
         if evaluation is not None:
-            extra["policy"] = evaluation.to_json()
+            extra["policy"] = {**evaluation.to_json(), **judged}
         if delegated:
             extra["delegations"] = [{"user": d.user, "delegate": d.delegate, "until": iso(d.until),
                                      "added": d.delegate not in spec.approvers} for d in delegated]
@@ -300,6 +307,24 @@ class PolicyGate:
             request = _decided(request, evaluation, request.created_at)
         return Checked(request, people, evaluation, spec, stamp, spec.action.name if stamp is not None else None,
                        delegations_stamp)
+
+    async def _judge_batch(self, spec: ApprovalSpec, now: datetime
+                           ) -> tuple[ApprovalSpec, Evaluation | None, dict[str, Any]]:
+        """Each action of a batch judged as if submitted alone (bot.domain.batch_policy): the spec
+        with policy's own item decisions, the batch's evaluation, and each item's for the record."""
+        evaluations = []
+        for item in spec.items:
+            evaluation, _ = await self._evaluate(call_of(replace(spec, action=item.action, items=())), now,
+                                                 verify_later=False)
+            if evaluation is None:  # no policy file (it was unloaded meanwhile): the batch asks as it is
+                return spec, None, {}
+            evaluations.append(evaluation)
+        try:
+            items, evaluation = judge_items(spec.items, evaluations)
+        except BatchRefused as refused:
+            raise NotBatchable(f"invalid request body: items: {refused}",
+                               details=[{"field": "items", "message": str(refused)}]) from None
+        return replace(spec, items=items), evaluation, {"items": [e.to_json() for e in evaluations]}
 
     async def _delegations_of(self, users: list[str], now: datetime, *,
                               verify_later: bool) -> tuple[Sequence[Delegation], tuple[Any, ...] | None]:

@@ -131,6 +131,25 @@ def too_deep_at(value: Any, limit: int) -> list[str] | None:
     return None
 
 
+def nul_at(value: Any) -> list[str] | None:
+    """The path (keys and indexes) to the first string or key holding U+0000, or None. No database
+    here can store one (PostgreSQL's text and jsonb refuse it), so the API refuses it by name."""
+    stack: list[tuple[Any, list[str]]] = [(value, [])]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if "\x00" in str(key):
+                    return [*path, str(key).replace("\x00", "\\u0000")]
+                stack.append((child, [*path, str(key)]))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, [*path, str(i)]) for i, child in enumerate(item))
+    return None
+
+
 @functools.lru_cache(maxsize=512)
 def _compiled(pattern: str) -> Any:
     options = re2.Options()

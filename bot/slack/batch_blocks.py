@@ -131,7 +131,8 @@ def _note_text(req: Request, index: int) -> str | None:
         return None
     if req.decision is not None and req.decision.comment and req.decision.comment.strip() == comment:
         return None  # "Reject all" with a reason: shown once, under the card
-    return f"{'Reply' if item.via is Via.REPLY else 'Reason'}: {one_line(comment)}"
+    label = {Via.REPLY: "Reply", Via.POLICY: "Policy", Via.GRANT: "Policy"}.get(item.via, "Reason") if item.via else "Reason"
+    return f"{label}: {one_line(comment)}"
 
 
 def _item_blocks(req: Request, index: int) -> list[dict[str, Any]]:

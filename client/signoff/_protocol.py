@@ -54,13 +54,15 @@ def new_key() -> str:
 
 
 def approval_body(action: str, params: Mapping[str, Any], *, summary: str, preview: Mapping[str, Any] | None,
-                  risk: str, params_schema: Mapping[str, Any] | None, channel: str | None,
+                  risk: str | None, params_schema: Mapping[str, Any] | None, channel: str | None,
                   approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
                   timing: Mapping[str, Any] | None,
                   allowed_decisions: Sequence[str] | None = None,
                   suggestions: Sequence[Mapping[str, Any]] | None = None,
                   session: str | None = None, callback_url: str | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"action": {"name": action, "params": dict(params)}, "summary": summary, "risk": risk}
+    body: dict[str, Any] = {"action": {"name": action, "params": dict(params)}, "summary": summary}
+    if risk is not None:  # unset: policy's tier for the tool (high without a policy file); a risk only raises it
+        body["risk"] = risk
     if callback_url is not None:  # the decision is POSTed there, signed (signoff.webhooks reads it)
         body["callback_url"] = callback_url
     if suggestions:  # Claude's permission updates, offered on the card ("Approve & always allow ...")
@@ -82,7 +84,7 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
     return body
 
 
-def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str, channel: str | None,
+def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None, channel: str | None,
                approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
                timing: Mapping[str, Any] | None, callback_url: str | None = None) -> dict[str, Any]:
     """A batch: `items` of {name, params, params_schema?, preview?, allowed_decisions?}, one card for all."""

@@ -55,7 +55,7 @@ def answers_for(questions: list[dict[str, Any]], answers: Any) -> dict[str, str]
 
 
 def can_use_tool(client: AsyncSignoffClient | None = None, *, channel: str | None = None,
-                 approvers: Sequence[str] | None = None, risk: str = "high", timeout: float | None = None,
+                 approvers: Sequence[str] | None = None, risk: str | None = None, timeout: float | None = None,
                  session: str | None = None, cwd: str | None = None) -> Callback:
     """A `can_use_tool` callback that asks in Slack. `session` names this agent run on the cards and in the
     idempotency keys (default: a new id per callback), so asking twice for one `tool_use_id` makes one card."""

@@ -135,7 +135,7 @@ class SignoffClient(rs.ResumeCalls):
     # -- the calls ------------------------------------------------------------
 
     def request_approval(self, action: str, params: Mapping[str, Any], *, summary: str,
-                         preview: Mapping[str, Any] | None = None, risk: str = "high",
+                         preview: Mapping[str, Any] | None = None, risk: str | None = None,
                          params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                          approvers: Sequence[str] | None = None, timeout: float | None = None,
                          idempotency_key: str | None = None, context: str | None = None,
@@ -150,7 +150,7 @@ class SignoffClient(rs.ResumeCalls):
         return raise_unless_approved(self._wait_or_cancel(handle.id, timeout))
 
     def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
-               preview: Mapping[str, Any] | None = None, risk: str = "high",
+               preview: Mapping[str, Any] | None = None, risk: str | None = None,
                params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                context: str | None = None, requested_by: str | None = None,
@@ -173,7 +173,7 @@ class SignoffClient(rs.ResumeCalls):
                                     key=idempotency_key or p.new_key())
         return Submission(str(answer["id"]), answer, status == 201, self)
 
-    def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+    def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None = None,
                      channel: str | None = None, approvers: Sequence[str] | None = None,
                      idempotency_key: str | None = None, context: str | None = None,
                      requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
@@ -307,7 +307,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
         await self.aclose()
 
     async def request_approval(self, action: str, params: Mapping[str, Any], *, summary: str,
-                               preview: Mapping[str, Any] | None = None, risk: str = "high",
+                               preview: Mapping[str, Any] | None = None, risk: str | None = None,
                                params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                                approvers: Sequence[str] | None = None, timeout: float | None = None,
                                idempotency_key: str | None = None, context: str | None = None,
@@ -322,7 +322,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
         return raise_unless_approved(await self._wait_or_cancel(handle.id, timeout))
 
     async def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
-                     preview: Mapping[str, Any] | None = None, risk: str = "high",
+                     preview: Mapping[str, Any] | None = None, risk: str | None = None,
                      params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                      approvers: Sequence[str] | None = None, idempotency_key: str | None = None,
                      context: str | None = None, requested_by: str | None = None,
@@ -339,7 +339,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                                           key=idempotency_key or p.new_key())
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
 
-    async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str = "high",
+    async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None = None,
                            channel: str | None = None, approvers: Sequence[str] | None = None,
                            idempotency_key: str | None = None, context: str | None = None,
                            requested_by: str | None = None,

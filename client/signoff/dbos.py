@@ -109,7 +109,7 @@ def _dbos() -> type[DBOS]:
 def approval(action: str, params: Mapping[str, Any], *, summary: str | None = None,
              callback_url: str | None = None, poll_every: float = 60.0, poll_max: float = 900.0,
              timeout: float | None = None, client: SignoffClient | None = None,
-             preview: Mapping[str, Any] | None = None, risk: str = "high",
+             preview: Mapping[str, Any] | None = None, risk: str | None = None,
              params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
              approvers: Sequence[str] | None = None, context: str | None = None,
              requested_by: str | None = None, timing: Mapping[str, Any] | None = None,

@@ -46,7 +46,7 @@ def params_schema(fn: Callable[..., Any]) -> tuple[type[BaseModel], dict[str, An
     return model, schema
 
 
-def require_approval(*, risk: str = "high", summary: Summary = None, preview: PreviewFn = None,
+def require_approval(*, risk: str | None = None, summary: Summary = None, preview: PreviewFn = None,
                      channel: str | None = None, approvers: list[str] | None = None, action: str | None = None,
                      timeout: float | None = None, client: SignoffClient | AsyncSignoffClient | None = None,
                      ) -> Callable[[F], F]:

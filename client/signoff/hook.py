@@ -48,7 +48,7 @@ def parse_options(argv: Sequence[str]) -> _Options:
     """`--wait S --on-timeout deny|ask|defer --channel C --approvers U1,U2 --risk R --url U --token T`."""
     values = {"--wait": str(rules.DEFAULT_WAIT), "--on-timeout": "deny",
               "--channel": os.environ.get("SIGNOFF_CHANNEL") or "",
-              "--approvers": os.environ.get("SIGNOFF_APPROVERS", ""), "--risk": "high", "--url": "", "--token": ""}
+              "--approvers": os.environ.get("SIGNOFF_APPROVERS", ""), "--risk": "", "--url": "", "--token": ""}
     args = list(argv)
     while args:
         name = args.pop(0)
@@ -60,7 +60,9 @@ def parse_options(argv: Sequence[str]) -> _Options:
                 raise ValueError(f"bad hook options: {name} needs a value")
             given = args.pop(0)
         values[name] = given
-    query = {"wait": values["--wait"], "on_timeout": values["--on-timeout"], "risk": values["--risk"]}
+    query = {"wait": values["--wait"], "on_timeout": values["--on-timeout"]}
+    if values["--risk"]:  # only when asked: otherwise the policy's tier for the tool holds
+        query["risk"] = values["--risk"]
     if values["--channel"]:
         query["channel"] = values["--channel"]
     if values["--approvers"]:
@@ -154,7 +156,9 @@ def forward(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
     base, token = _server(options.url, options.token)
     parts = urlsplit(base)
     hook = options.hook
-    query: dict[str, str] = {"wait": f"{hook.wait:g}", "on_timeout": hook.on_timeout, "risk": hook.risk}
+    query: dict[str, str] = {"wait": f"{hook.wait:g}", "on_timeout": hook.on_timeout}
+    if hook.risk:
+        query["risk"] = hook.risk
     if hook.channel:
         query["channel"] = hook.channel
     if hook.approvers:
@@ -217,8 +221,9 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
 
 
 HELP = """signoff hook claude-code [--wait SECONDS] [--on-timeout deny|ask|defer] [--channel C...]
-                         [--approvers U1,U2,S3] [--risk high] [--url URL] [--token TOKEN]
+                         [--approvers U1,U2,S3] [--risk R] [--url URL] [--token TOKEN]
 Claude Code PreToolUse or PermissionRequest hook: reads the hook JSON on stdin, prints the decision
-JSON, exits 0. As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
+JSON, exits 0. --risk asks for at least that risk (default: the policy's tier for the tool; high
+without a policy file). As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
 SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment.
 Where Claude Code can reach the server, prefer its HTTP hook: no process per tool call."""

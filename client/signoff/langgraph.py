@@ -151,7 +151,7 @@ def _cards(state: Any, config: Mapping[str, Any], card: Mapping[str, Any]) -> St
 
 
 def approval(action: str, params: Mapping[str, Any], *, summary: str | None = None,
-             client: SignoffClient | None = None, preview: Mapping[str, Any] | None = None, risk: str = "high",
+             client: SignoffClient | None = None, preview: Mapping[str, Any] | None = None, risk: str | None = None,
              params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
              approvers: Sequence[str] | None = None, context: str | None = None,
              requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
@@ -176,7 +176,7 @@ def approval(action: str, params: Mapping[str, Any], *, summary: str | None = No
 
 async def aapproval(action: str, params: Mapping[str, Any], *, summary: str | None = None,
                     client: AsyncSignoffClient | None = None, preview: Mapping[str, Any] | None = None,
-                    risk: str = "high", params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
+                    risk: str | None = None, params_schema: Mapping[str, Any] | None = None, channel: str | None = None,
                     approvers: Sequence[str] | None = None, context: str | None = None,
                     requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
                     allowed_decisions: Sequence[str] | None = None, callback_url: str | None = None) -> Decision:

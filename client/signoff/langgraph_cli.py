@@ -49,7 +49,7 @@ def add_parser(sub: Any) -> None:
     resume.add_argument("--public-url", help="the webhook URL Signoff should call, when not http://HOST:PORT/...")
     resume.add_argument("--channel", help="channel for cards this posts (HumanInTheLoopMiddleware interrupts)")
     resume.add_argument("--approver", action="append", help="approver for those cards (repeatable)")
-    resume.add_argument("--risk", default="high")
+    resume.add_argument("--risk", default=None, help="ask for at least this risk (default: the policy tier)")
     resume.add_argument("--requested-by")
     resume.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
     resume.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")

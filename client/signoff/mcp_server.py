@@ -45,12 +45,13 @@ class Defaults:
 
     `risk` and `approvers` are the operator's bar (`--risk`/`--approvers`, SIGNOFF_APPROVERS, the
     `/mcp?risk=&approvers=` URL): the model's arguments may raise the risk, never lower it, and
-    name approvers only when the operator named none (`bar`).
+    name approvers only when the operator named none (`bar`). The same for `channel` (where the card
+    goes picks who sees and decides it): the model's counts only where the operator named none.
     """
 
     channel: str | None = None
     approvers: tuple[str, ...] = ()
-    risk: str = "high"
+    risk: str | None = None
     prompt_wait: float | None = None  # None: until decided (or the server's own timeout)
     # Diff a permission prompt's Write/Edit against the file on this machine: only `signoff mcp` over
     # stdio, beside the agent. Off by default: in the server (/mcp) the path would name the server's file.
@@ -64,12 +65,13 @@ class Defaults:
                    approvers=tuple(a.strip() for a in approvers.split(",") if a.strip()))
 
 
-def bar(chosen: Defaults, risk: str | None, approvers: list[str] | None) -> tuple[str, list[str]]:
+def bar(chosen: Defaults, risk: str | None, approvers: list[str] | None) -> tuple[str | None, list[str]]:
     """(risk, approvers) for a call: the higher of the operator's risk and the model's (an unknown word
-    is sent as given, for the server to refuse), and the operator's approvers when it named any."""
-    floor = chosen.risk if chosen.risk in RISKS else "high"
+    is sent as given, for the server to refuse; None when neither named one: policy's tier holds), and
+    the operator's approvers when it named any."""
+    floor = chosen.risk if chosen.risk in RISKS else None
     asked = risk or floor
-    if asked in RISKS and RISKS.index(asked) < RISKS.index(floor):
+    if floor is not None and asked in RISKS and RISKS.index(asked) < RISKS.index(floor):
         asked = floor
     return asked, list(chosen.approvers) or list(approvers or [])
 
@@ -159,7 +161,7 @@ def build_server(client_factory: ClientFactory | None = None,
             try:
                 handle = await client.submit(
                     action, params, summary=summary, preview=preview, risk=risk,
-                    params_schema=params_schema, channel=channel or chosen.channel,
+                    params_schema=params_schema, channel=chosen.channel or channel,
                     approvers=approvers, idempotency_key=idempotency_key,
                     context=context, requested_by=chosen.requested_by)
                 return decision_json(await _settle(client, handle.id, handle.decision, timeout_seconds))
@@ -178,7 +180,7 @@ def build_server(client_factory: ClientFactory | None = None,
         async with factory(ctx) as client:
             try:
                 answers = await client.ask([q.model_dump() for q in questions], summary=summary, context=context,
-                                           channel=channel or chosen.channel,
+                                           channel=chosen.channel or channel,
                                            approvers=bar(chosen, None, approvers)[1], timeout=timeout_seconds,
                                            idempotency_key=idempotency_key, requested_by=chosen.requested_by)
             except SignoffError as exc:
@@ -241,7 +243,8 @@ def run_stdio(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="signoff mcp", description="Signoff's MCP server over stdio.")
     parser.add_argument("--channel", default=os.environ.get("SIGNOFF_CHANNEL") or None)
     parser.add_argument("--approvers", default=os.environ.get("SIGNOFF_APPROVERS", ""))
-    parser.add_argument("--risk", choices=["low", "medium", "high", "critical"], default="high")
+    parser.add_argument("--risk", choices=["low", "medium", "high", "critical"], default=None,
+                        help="ask for at least this risk (default: the policy's tier for the tool; high without a policy file)")
     parser.add_argument("--prompt-wait", type=float, default=None,
                         help="seconds a permission prompt waits before it is denied (default: until decided)")
     parser.add_argument("--retry-for", type=float, default=10.0,

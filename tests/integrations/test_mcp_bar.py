@@ -45,3 +45,17 @@ async def test_the_models_arguments_never_lower_the_operators_mcp_url(app: App) 
         named = await call(session, approvers=["U9"])
     _, own = await app.api("GET", f"/api/v1/approvals/{named['request_id']}")
     assert (own["risk"], own["approvers"]) == ("high", ["U9"])
+
+
+async def test_the_operators_channel_holds_over_the_models(app: App) -> None:
+    # Where cards go picks who sees and decides them: the model names a channel only where the
+    # operator named none.
+    async with over_http(app, "channel=C1&approvers=U1") as session:
+        moved = await call(session, channel="CFRIENDLY")
+    _, kept = await app.api("GET", f"/api/v1/approvals/{moved['request_id']}")
+    assert kept["channel"] == "C1"
+    app.slack.add_channel("C2", "elsewhere")
+    async with over_http(app, "approvers=U1") as session:
+        chosen = await call(session, channel="C2")
+    _, own = await app.api("GET", f"/api/v1/approvals/{chosen['request_id']}")
+    assert own["channel"] == "C2"
