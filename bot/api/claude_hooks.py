@@ -60,7 +60,7 @@ def _readable(path: str | None, call: rules.HookCall) -> str | None:
 def _pending_call_id(path: str, call: rules.HookCall) -> str | None:
     import signoff.claude_transcript as transcript
 
-    return transcript.pending_call_id(transcript.read(path), call.tool_name, call.tool_input)
+    return transcript.call_id_of(path, call.tool_name, call.tool_input)
 
 
 def _calls_in_turn(path: str, call: rules.HookCall) -> int | None:

@@ -83,7 +83,7 @@ class Options(NamedTuple):
     on_timeout: str = "deny"
     channel: str | None = None
     approvers: tuple[str, ...] = ()
-    risk: str = "high"
+    risk: str | None = None  # asked-for risk: only ever raises the policy's tier (None: the policy's)
 
 
 def _text(data: Mapping[str, Any], name: str, problems: list[str], *, required: bool = False) -> str | None:
@@ -166,8 +166,8 @@ def options_from(pairs: Iterable[tuple[str, str]]) -> Options:
     on_timeout = query.get("on_timeout", "deny")
     if on_timeout not in ON_TIMEOUT:
         raise ValueError(f"on_timeout must be one of {', '.join(ON_TIMEOUT)}")
-    risk = query.get("risk", "high")
-    if risk not in RISKS:
+    risk = query.get("risk")
+    if risk is not None and risk not in RISKS:
         raise ValueError(f"risk must be one of {', '.join(RISKS)}")
     return Options(wait=_number(query["wait"], "wait") if "wait" in query else DEFAULT_WAIT, on_timeout=on_timeout,
                    channel=query.get("channel") or None, approvers=approvers_of(query.get("approvers", "")),
@@ -212,9 +212,11 @@ def approval_body(call: HookCall, options: Options, *, preview: dict[str, Any], 
         "action": {"name": call.tool_name, "params": call.tool_input,
                    "params_schema": claude_tools.input_schema(call.tool_name, call.tool_input)},
         "summary": claude_tools.summary(call.tool_name, call.tool_input, call.cwd),
-        "preview": preview, "risk": options.risk, "context": context_line(call, host),
+        "preview": preview, "context": context_line(call, host),
         "requested_by": f"Claude Code on {host}" if host else "Claude Code",
     }
+    if options.risk:
+        body["risk"] = options.risk
     if body["action"]["params_schema"] is None:
         del body["action"]["params_schema"]
     if options.channel:

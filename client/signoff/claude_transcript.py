@@ -135,3 +135,16 @@ def calls_in_turn(path: str | None, tool_use_id: str | None, settle: float = SET
         if _holds(transcript, tool_use_id) or time.monotonic() >= deadline:
             return tool_calls_in_turn(transcript, tool_use_id)
         time.sleep(SETTLE_PAUSE)
+
+
+def call_id_of(path: str | None, tool_name: str, tool_input: dict[str, Any],
+               settle: float = SETTLE_SECONDS) -> str | None:
+    """`pending_call_id` in the transcript at `path`, read again for up to `settle` seconds while it
+    finds none (the hook may be called before the call reaches the transcript)."""
+    deadline = time.monotonic() + settle
+    while True:
+        transcript = read(path)
+        found = pending_call_id(transcript, tool_name, tool_input)
+        if found is not None or transcript is None or time.monotonic() >= deadline:
+            return found
+        time.sleep(SETTLE_PAUSE)

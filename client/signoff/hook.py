@@ -90,8 +90,7 @@ def local_facts(call: rules.HookCall, options: rules.Options) -> dict[str, Any]:
         if counting:
             facts["calls_in_turn"] = claude_transcript.calls_in_turn(call.transcript_path, call.tool_use_id)
         if finding:
-            facts["call_id"] = claude_transcript.pending_call_id(claude_transcript.read(call.transcript_path),
-                                                                 call.tool_name, call.tool_input)
+            facts["call_id"] = claude_transcript.call_id_of(call.transcript_path, call.tool_name, call.tool_input)
     return facts
 
 

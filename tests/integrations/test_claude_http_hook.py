@@ -227,3 +227,40 @@ async def test_without_the_transcript_the_server_denies_rather_than_defer(app: A
     assert result["terminal_reason"] == "completed" and not target.exists(), result
     [held] = model.tool_results(1)
     assert held.get("is_error") and "cannot tell how many tool calls" in json.dumps(held)
+
+
+NPM_RULE = {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test *"}], "behavior": "allow",
+            "destination": "localSettings"}
+
+
+async def test_as_a_permission_request_hook_an_accepted_suggestion_becomes_claude_codes_rule(
+        db_url: str, slack: SlackEmulator, model: FakeClaudeApi, tmp_path: Path) -> None:
+    async with policy_app(db_url, slack, tmp_path, "rules:\n  - name: drops\n    tool: drop_table\n    tier: critical\n",
+                          SIGNOFF_CLAUDE_TRANSCRIPTS="read") as app:
+        cli = cli_for(model, tmp_path)
+        ran = cli.root / "npm.log"
+        (cli.bin / "npm").write_text(f"#!/bin/sh\necho \"$*\" >> '{ran}'\n")
+        (cli.bin / "npm").chmod(0o755)
+        model.script(message(tool_use("Bash", {"command": "npm test -- --ci", "description": "Run"}, id="toolu_http_pr_1")),
+                     message(tool_use("Bash", {"command": "npm test -- --again", "description": "Run"},
+                                      id="toolu_http_pr_2")),
+                     message(text("Both ran.")))
+        settings = http_settings(app.url, "&channel=C1&approvers=U1,U2", event="PermissionRequest")
+        running = asyncio.create_task(cli.run("run the tests twice", "--settings", settings))
+        request_id = await pending_id(app)
+        _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+        assert body["suggestions"] == [NPM_RULE] and body["action"]["params"]["command"] == "npm test -- --ci"
+        card = await app.card(request_id)
+        await app.slack_client.block_action(user="U1", user_name="alice", action_id="signoff_suggest_0",
+                                            value=request_id, block_id="decide", channel=card.channel,
+                                            message_ts=card.ts)
+        result = await running
+        assert result["_exit"] == 0 and result["result"] == "Both ran.", result
+        # Claude Code applied updatedPermissions: the second call matched its own new rule and never asked.
+        assert ran.read_text() == "test -- --ci\ntest -- --again\n"
+        assert json.loads((cli.work / ".claude" / "settings.local.json").read_text())["permissions"]["allow"] == [
+            "Bash(npm test *)"]
+        assert cards(slack) == 1
+        assert app.signoff is not None  # no tool_use_id in a PermissionRequest: found in the transcript
+        stored = await app.signoff.store.get_request(request_id)
+        assert stored is not None and str(stored.idempotency_key).endswith(":toolu_http_pr_1")
