@@ -247,6 +247,8 @@ def shaped(pre_tool_use: dict[str, Any], event: str | None, accepted: dict[str, 
         from signoff.hook_permission import as_permission_request
 
         return as_permission_request(pre_tool_use, accepted)
+    if event == ELICITATION:  # not answered here (yet): nobody answered the form, as in a run without a hook
+        return {"hookSpecificOutput": {"hookEventName": ELICITATION, "action": "cancel"}}
     return pre_tool_use
 
 
