@@ -8,7 +8,9 @@
                            start an agent run (a running server posts it and does the work)
     signoff policy check FILE
     signoff policy explain --action NAME --params JSON [--requester U..] [--channel C..]
-                           validate the policy file; say what it decides for one call
+    signoff policy suggest [--days 14]
+                           validate the policy file; say what it decides for one call; the rules
+                           people's decisions support (allow what they always approve, deny what they reject)
     signoff demo [--port 3000] [--no-agent] [--token T]
                            the bot, an emulated Slack and a page to click in, on this machine; prints the
                            `export SIGNOFF_URL=... SIGNOFF_TOKEN=... SIGNOFF_CHANNEL=...` lines for an agent

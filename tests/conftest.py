@@ -27,19 +27,17 @@ from storage.migrate import upgrade
 from storage.sql import SqlStore
 from storage.stores import open_store
 from bot.sandbox import SlackEmulator
-from tests.support.app import App, start_app
+from bot.slack.directory import SlackDirectory
+from tests.support.app import App, policy_app, start_app
+from tests.support.databases import ENGINE, PG_URL, drop_database, pg_admin, pg_url_for
 
-PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
-ENGINE = "postgresql" if PG_URL else "sqlite"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "postgres_only: a test of PostgreSQL alone; skipped, visibly, on SQLite")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if not PG_URL and item.get_closest_marker("postgres_only") is not None:
         pytest.skip("PostgreSQL only: runs when SIGNOFF_TEST_DATABASE_URL names a PostgreSQL database")
+    if PG_URL and item.get_closest_marker("sqlite_only") is not None:
+        pytest.skip("SQLite only: runs when SIGNOFF_TEST_DATABASE_URL is unset")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -54,7 +52,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not (os.environ.get("CI") and PG_URL):
         return
     try:
-        asyncio.run(asyncio.wait_for(_pg_admin("SELECT 1"), timeout=15))
+        asyncio.run(asyncio.wait_for(pg_admin("SELECT 1"), timeout=15))
     except Exception as exc:  # any failure to connect is the message
         where = make_url(PG_URL.replace("postgres://", "postgresql://", 1)).render_as_string(hide_password=True)
         pytest.exit(f"CI is set and SIGNOFF_TEST_DATABASE_URL={where} is unreachable: "
@@ -73,24 +71,6 @@ def _compile_sources() -> None:
         compileall.compile_dir(root / package, quiet=1)
 
 
-async def _pg_admin(sql: str) -> None:
-    import asyncpg
-
-    url = make_url(PG_URL.replace("postgres://", "postgresql://", 1))
-    conn = await asyncpg.connect(
-        host=url.host, port=url.port or 5432, user=url.username, password=url.password, database="postgres"
-    )
-    try:
-        await conn.execute(sql)
-    finally:
-        await conn.close()
-
-
-def _pg_url_for(name: str) -> str:
-    url = make_url(PG_URL.replace("postgres://", "postgresql://", 1)).set(database=name)
-    return url.render_as_string(hide_password=False)
-
-
 @pytest.fixture(scope="session")
 def template_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A migrated database to copy from: a SQLite file, or a PostgreSQL template database."""
@@ -100,16 +80,11 @@ def template_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield str(path)
         return
     name = f"signoff_tpl_{os.getpid()}"
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}"'))
-    asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
-    asyncio.run(upgrade(_pg_url_for(name)))
+    asyncio.run(pg_admin(f'DROP DATABASE IF EXISTS "{name}"'))
+    asyncio.run(pg_admin(f'CREATE DATABASE "{name}"'))
+    asyncio.run(upgrade(pg_url_for(name)))
     yield name
-    _drop_database(name)
-
-
-def _drop_database(name: str) -> None:
-    """Drop a test database (WITH (FORCE): servers of its test may still be connected)."""
-    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    drop_database(name)
 
 
 class PgClones:
@@ -132,7 +107,7 @@ class PgClones:
 
     def _create(self) -> str:
         name = f"signoff_t_{uuid.uuid4().hex[:12]}"
-        asyncio.run(_pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
+        asyncio.run(pg_admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"'))
         return name
 
     def take(self) -> Future[str]:
@@ -143,14 +118,14 @@ class PgClones:
 
     def done(self, name: str) -> None:
         """The test that had `name` is over: drop it."""
-        self._dropper.submit(_drop_database, name)
+        self._dropper.submit(drop_database, name)
 
     def close(self) -> None:
         """Drop every clone still unused, and wait until every drop has run."""
         self._creator.shutdown(wait=True)
         for made in self._ready:
             if made.exception() is None:  # a clone that failed to be made has nothing to drop
-                self._dropper.submit(_drop_database, made.result())
+                self._dropper.submit(drop_database, made.result())
         self._dropper.shutdown(wait=True)
 
 
@@ -176,7 +151,7 @@ async def db_url(template_db: str, pg_clones: PgClones | None, tmp_path: Path) -
         return
     name = await asyncio.wrap_future(pg_clones.take())
     try:
-        yield _pg_url_for(name)
+        yield pg_url_for(name)
     finally:
         pg_clones.done(name)
 
@@ -205,9 +180,43 @@ async def slack() -> AsyncIterator[SlackEmulator]:
 
 
 @pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack)
+async def app(request: pytest.FixtureRequest, db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
+    """The running app. A `pytest.mark.settings(token=SECRET, **env)` on the test or its module gives it
+    further settings (`env`, e.g. SIGNOFF_EGRESS_ALLOW) and the agent token its client sends."""
+    marker = request.node.get_closest_marker("settings")
+    env = dict(marker.kwargs) if marker is not None else {}
+    token = env.pop("token", None)
+    running = await start_app(db_url, slack, **env)
+    if token is not None:
+        running.headers = {"Authorization": f"Bearer {token}"}
     try:
         yield running
     finally:
         await running.stop()
+
+
+@pytest_asyncio.fixture
+async def papp(request: pytest.FixtureRequest, db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
+    """The app under a policy file, as the test's (or its module's) `policy` marker says:
+    `pytest.mark.policy(TEXT, token=SECRET, usergroups={"S1": ["U2"]}, live_directory=True, **env)`.
+
+    `token` is the agent token the app's client sends (the harness's own by default); `usergroups` are
+    made in the Slack emulator first; `live_directory` makes every access check ask Slack again (no
+    cached directory); `env` are further settings (e.g. SIGNOFF_API_TOKENS)."""
+    marker = request.node.get_closest_marker("policy")
+    if marker is None:
+        raise pytest.UsageError(f"{request.node.nodeid}: the papp fixture needs @pytest.mark.policy(TEXT)")
+    [text] = marker.args
+    options = dict(marker.kwargs)
+    token, live_directory = options.pop("token", None), options.pop("live_directory", False)
+    for group, members in options.pop("usergroups", {}).items():
+        slack.add_usergroup(group, members)
+    async with policy_app(db_url, slack, tmp_path, text, **options) as running:
+        if token is not None:
+            running.headers = {"Authorization": f"Bearer {token}"}
+        if live_directory:
+            assert running.signoff is not None
+            directory = running.signoff.service.directory
+            assert isinstance(directory, SlackDirectory)
+            directory.ttl = 0  # every check asks Slack who is in the group
+        yield running

@@ -2,7 +2,7 @@
 
 The Slack listeners and deliveries, the agent API and the runner's Slack side read through here and
 write only through the use cases (bot/approvals/service.py, bot/approvals/timers.py, bot/approvals/homes.py, ...), which alone hold
-the store; tests/unit/test_layers.py keeps the edges off the store.
+the store; tests/project/test_layers.py keeps the edges off the store.
 """
 
 from __future__ import annotations

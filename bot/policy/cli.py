@@ -7,6 +7,11 @@
         [--policy FILE]
         the outcome, the tier and the rule (or tier default) that made it; exit 0 (1 on a bad file)
 
+    signoff policy suggest [--days 14] [--min-approvals 20] [--min-people 3] [--max-edits 1]
+        [--min-rejections 5]
+        what people's decisions in the database (DATABASE_URL) say policy could allow or deny,
+        as rules to paste into the policy file (never for the critical tier)
+
 `explain` reads SIGNOFF_POLICY unless --policy is given. Remembered grants live in the database
 and are not consulted here: explain says what the file decides.
 """
@@ -14,6 +19,7 @@ and are not consulted here: explain says what the file decides.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -21,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.domain.duties import SLACK_USER_ID
+from bot.domain.history import Thresholds
 from bot.domain.model import Risk
 from bot.domain.policy import Call, Effect, evaluate
 from bot.policy.file import PolicyError, load_policy
@@ -43,11 +50,20 @@ def add_parser(sub: Any) -> None:
                          help="the agent's risk (API body, MCP argument): only ever raises the tier")
     explain.add_argument("--destructive", action="store_true", help="the tool says it is destructive")
     explain.add_argument("--policy", help="the policy file (default: $SIGNOFF_POLICY)")
+    suggest = actions.add_parser("suggest", help="rules the decision record supports, as a policy-file snippet")
+    defaults = Thresholds()
+    suggest.add_argument("--days", type=int, default=defaults.days, help="how far back to read (default %(default)s)")
+    suggest.add_argument("--min-approvals", type=int, default=defaults.min_approvals)
+    suggest.add_argument("--min-people", type=int, default=defaults.min_people)
+    suggest.add_argument("--max-edits", type=int, default=defaults.max_edits)
+    suggest.add_argument("--min-rejections", type=int, default=defaults.min_rejections)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.policy_command == "check":
         return _check(args.file)
+    if args.policy_command == "suggest":
+        return asyncio.run(_suggest(args))
     return _explain(args)
 
 
@@ -93,4 +109,33 @@ def _explain(args: argparse.Namespace) -> int:
               + (f", type {result.confirm!r} to confirm" if result.confirm else "") + ")")
     elif result.fyi:
         print("fyi:     the channel is told after the fact")
+    return 0
+
+
+async def _suggest(args: argparse.Namespace) -> int:
+    import yaml
+
+    from bot.approvals.history import history_suggestions
+    from bot.process.settings import SettingsError, database_url_from_env
+    from bot.process.startup import StartupError, open_database
+
+    thresholds = Thresholds(days=args.days, min_approvals=args.min_approvals, min_people=args.min_people,
+                            max_edits=args.max_edits, min_rejections=args.min_rejections)
+    try:
+        store = await open_database(database_url_from_env(), migrate=False, must_exist=True)
+    except (StartupError, SettingsError) as exc:
+        print(f"signoff: {exc}", file=sys.stderr)
+        return 2
+    try:
+        found = await history_suggestions(store, datetime.now(UTC), thresholds)
+    finally:
+        await store.close()
+    if not found:
+        print(f"# Nothing to suggest from the last {thresholds.days} days (allow: {thresholds.min_approvals}+ approvals "
+              f"by {thresholds.min_people}+ people, never rejected; deny: {thresholds.min_rejections}+ rejections).")
+        return 0
+    print(f"# From people's decisions in the last {thresholds.days} days. Paste under `rules:` in the policy file.")
+    for suggestion in found:
+        print(f"# {suggestion.text()}")
+        print(yaml.safe_dump([suggestion.rule()], sort_keys=False, allow_unicode=True).rstrip())
     return 0

@@ -30,7 +30,7 @@ DEFAULT_DATABASE_PATH = "signoff.db"
 _CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 
 
-# Every SIGNOFF_* variable Signoff reads (tests/unit/test_settings_hygiene.py keeps this complete), plus
+# Every SIGNOFF_* variable Signoff reads (tests/process/test_settings_hygiene.py keeps this complete), plus
 # the agent side's (signoff/ reads SIGNOFF_URL and SIGNOFF_TOKEN; agents and servers may share a .env)
 # and the test and bench suites'. Anything else starting with SIGNOFF_ is most likely a typo.
 KNOWN_SETTINGS = frozenset({

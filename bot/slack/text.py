@@ -34,7 +34,7 @@ _TOKEN_START = re.compile(r"<(?=[!@#]|[A-Za-z][A-Za-z0-9+.\-]*:)")
 # Invisible characters: every format control (Unicode category Cf: bidi embeddings, overrides and
 # isolates, zero-width space/joiners, word joiner, invisible operators, BOM, the Arabic letter mark,
 # tags), and letters and marks that draw nothing (combining grapheme joiner, Hangul fillers).
-# tests/unit/test_visible_text.py checks this covers every Cf character Python knows.
+# tests/slack/test_visible_text.py checks this covers every Cf character Python knows.
 _INVISIBLE_CLASS = (
     "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u180e"
     "\u200c-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 # `decision` below is a signoff.models.Decision. Not imported, not even for type checking: models
-# raises ParamsChanged from here, and the agent side keeps no import cycles (tests/unit/test_imports.py).
+# raises ParamsChanged from here, and the agent side keeps no import cycles (tests/project/test_imports.py).
 
 
 class SignoffError(Exception):

@@ -8,7 +8,7 @@ no latest id (its threads are read each round).
 
 Reaches into the savers' tables and connections (`conn`, `lock`, `_cursor`): the `langgraph` extra pins
 `langgraph-checkpoint-sqlite` and `langgraph-checkpoint-postgres` below their next major version, and
-tests/integrations/test_langgraph_async.py reads through each of the four.
+tests/client/test_langgraph_async.py reads through each of the four.
 """
 
 from __future__ import annotations

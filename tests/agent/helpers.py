@@ -44,7 +44,7 @@ class AgentApp:
         assert status == 200, body
         return body
 
-    async def wait(self, run_id: str, cond: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> dict[str, Any]:
+    async def wait(self, run_id: str, cond: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
         """Poll the run (test side only) until `cond` holds."""
         deadline = asyncio.get_running_loop().time() + timeout
         while True:
@@ -55,7 +55,7 @@ class AgentApp:
                 raise AssertionError(f"run {run_id} never got there: {body}")
             await asyncio.sleep(0.02)
 
-    async def wait_status(self, run_id: str, *statuses: str, timeout: float = 10.0) -> dict[str, Any]:
+    async def wait_status(self, run_id: str, *statuses: str, timeout: float = 30.0) -> dict[str, Any]:
         return await self.wait(run_id, lambda r: r["status"] in statuses, timeout)
 
     async def waiting_calls(self, run_id: str, count: int = 1, timeout: float = 10.0) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ from tests.agent.conftest import agent_env
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
-from tests.support.app import API_TOKEN, SIGNING_SECRET, ServerProcess
+from tests.support.app import API_TOKEN, SIGNING_SECRET
+from tests.support.process import ServerProcess
 
 HEADERS = {"Authorization": f"Bearer {API_TOKEN}"}
 

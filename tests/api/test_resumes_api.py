@@ -214,17 +214,13 @@ async def test_the_python_clients_claim_renew_and_finish(served: App, clock: Shi
 async def test_the_api_pages_curl_example_runs_as_written(served: App) -> None:
     """docs/api.md's Resume claims example, run by bash and curl against this server."""
     import os
-    import re
     import subprocess
 
-    from tests.support.app import ROOT
+    from tests.support.docs import fenced, page
 
-    page = (ROOT / "docs" / "api.md").read_text()
-    section = page[page.index("## Resume claims"):]
-    script = re.search(r"```sh\n(.*?)\n```", section, re.S)
-    assert script is not None
+    script = fenced(page("docs/api.md"), "sh", after="## Resume claims")
     env = {"PATH": os.environ["PATH"], "TOKEN": "token-aaaaaaaa"}
-    lines = script.group(1).replace("localhost:3000", served.url)
+    lines = script.replace("localhost:3000", served.url)
     done = await asyncio.to_thread(subprocess.run, ["bash", "-euo", "pipefail", "-c", lines], env=env,
                                    capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr

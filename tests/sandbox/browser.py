@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.app import ROOT, free_port
+from tests.support.app import ROOT
+from bench.harness import free_port
 
 CHROMIUM = os.environ.get("SIGNOFF_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

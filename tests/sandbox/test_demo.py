@@ -10,7 +10,7 @@ import aiohttp
 import pytest_asyncio
 
 from bot.sandbox.demo import APPROVER, CHANNEL, Demo, banner, start_demo
-from tests.support.app import free_port
+from bench.harness import free_port
 
 
 @pytest_asyncio.fixture

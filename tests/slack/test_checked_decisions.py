@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from bot.domain.model import Status
-from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input, radio, static_select
-from bot.slack.directory import SlackDirectory
 from tests.support.outbox import drain
-from tests.duties.batch_steps import approve_selected
-from tests.duties.test_batch_items import submit_mixed
-from tests.support.app import App, policy_app
+from tests.approvals.batch_steps import approve_selected
+from tests.approvals.test_batch_items import submit_mixed
+from tests.support.app import App
 
 from tests.slack.test_grants_flow import MAIL, POLICY
 from tests.slack.test_grants_flow import submit as submit_mail
@@ -39,16 +35,9 @@ GROUP = "SOPS"  # U1 is its one member
 LOOKUP = "usergroups.users.list"
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    slack.add_usergroup(GROUP, ["U1"])
-    async with policy_app(db_url, slack, tmp_path, POLICY + "  - name: publishing\n    tool: Bash\n"
-                          "    params: {command: {regex: \"--publish\"}}\n    effect: deny\n") as running:
-        assert running.signoff is not None
-        directory = running.signoff.service.directory
-        assert isinstance(directory, SlackDirectory)
-        directory.ttl = 0  # every check asks Slack who is in the group
-        yield running
+pytestmark = pytest.mark.policy(POLICY + "  - name: publishing\n    tool: Bash\n"
+                                "    params: {command: {regex: \"--publish\"}}\n    effect: deny\n",
+                                usergroups={GROUP: ["U1"]}, live_directory=True)
 
 
 async def written_during_the_check(app: App, request_id: str, send: Callable[[], Awaitable[Any]],

@@ -5,16 +5,15 @@ still asks, and a revoked grant stops matching at once. Delegation: allowed and 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import checkboxes, radio, static_select
 from bot.sandbox.signed import plain_input
-from tests.support.app import App, approval_body, policy_app
+from tests.support.app import App, approval_body
+from tests.support.app import submit_tool
 
 POLICY = """\
 tiers:
@@ -28,17 +27,11 @@ rules:
 MAIL = {"to": "ann@example.com", "subject": "Your refund", "body": "Sent."}
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)
 
 
 async def submit(app: App, params: dict[str, Any], name: str = "send_email", **kw: Any) -> dict[str, Any]:
-    status, body = await app.api("POST", "/api/v1/approvals",
-                                 json=approval_body(action={"name": name, "params": params}, preview=None, **kw))
-    assert status == 201, body
-    return body
+    return await submit_tool(app, name, params, **kw)
 
 
 def buttons(message: Any) -> list[str]:
@@ -141,7 +134,7 @@ async def test_critical_cannot_be_remembered_and_grants_never_apply(papp: App) -
     _, decided = await papp.api("GET", f"/api/v1/approvals/{drop['id']}?wait=5")
     assert decided["status"] == "approved"
     again = await submit(papp, {"table": "orders"}, name="drop_table")
-    assert again["status"] == "pending"  # and evaluation never applies a grant to critical (tests/unit)
+    assert again["status"] == "pending"  # and evaluation never applies a grant to critical (tests/policy)
 
 
 async def test_grants_api_lists_and_an_admin_token_revokes(papp: App) -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 from bot.sandbox.signed import plain_input
 from tests.support.app import App
-from tests.timers.test_home import valid_view
-from tests.unit.test_blocks import assert_valid_message
+from tests.approvals.test_home import valid_view
+from tests.slack.test_blocks import assert_valid_message
 
 SPOOF = "invoice\u202efdp.exe"  # shows as "invoiceexe.pdf" in a right-to-left override
 SHOWN = "invoice⟨U+202E⟩fdp.exe"

@@ -4,14 +4,11 @@ modal, and nothing is written; an edit policy allows approves as usual."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
-import pytest_asyncio
+import pytest
 
-from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.support.app import App, policy_app
+from tests.support.app import App
 
 POLICY = """\
 rules:
@@ -23,10 +20,7 @@ rules:
 """
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY)
 
 
 async def _edit(app: App, request_id: str, to: str) -> dict:

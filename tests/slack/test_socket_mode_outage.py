@@ -36,7 +36,7 @@ async def test_http_serves_while_socket_mode_retries(db_url: str, slack: SlackEm
 
 async def test_an_app_token_refused_mid_run_is_one_error_not_a_traceback_a_try(
         db_url: str, slack: SlackEmulator, caplog: pytest.LogCaptureFixture) -> None:
-    # (At start-up `signoff serve` refuses a bad app token with one line: tests/cli/test_startup.py.)
+    # (At start-up `signoff serve` refuses a bad app token with one line: tests/process/test_startup.py.)
     slack.socket_mode.app_token = "xapp-revoked"
     app = await start_app(db_url, slack, SLACK_APP_TOKEN="xapp-test")
     try:

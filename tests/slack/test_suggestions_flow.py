@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from bot.sandbox import SlackEmulator
-from tests.support.app import API_TOKEN, App, approval_body, policy_app
-from tests.integrations.claude_cli import readme_example
+from tests.support.app import API_TOKEN, App, approval_body
+from tests.support.docs import doc_example
+from tests.support.app import submit_body
 
 POLICY = """\
 rules:
@@ -38,11 +35,7 @@ OTHER = f"other-agent:{OTHER_TOKEN}:agent"
 SET_MODE = {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    # The harness's token (an admin token named token-1) and another agent's token.
-    async with policy_app(db_url, slack, tmp_path, POLICY, SIGNOFF_API_TOKENS=f"{API_TOKEN},{OTHER}") as running:
-        yield running
+pytestmark = pytest.mark.policy(POLICY, SIGNOFF_API_TOKENS=f"{API_TOKEN},{OTHER}")  # the harness's admin token and another agent's
 
 
 def bash(command: str, description: str = "Run the tests", more: dict[str, Any] | None = None,
@@ -56,10 +49,7 @@ def bash(command: str, description: str = "Run the tests", more: dict[str, Any] 
 
 
 async def submit(app: App, body: dict[str, Any], token: str | None = None) -> dict[str, Any]:
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    status, created = await app.api("POST", "/api/v1/approvals", json=body, headers=headers)
-    assert status == 201, created
-    return created
+    return await submit_body(app, body, token=token)
 
 
 def buttons(card: Any) -> dict[str, str]:
@@ -243,7 +233,7 @@ async def test_suggestions_belong_to_one_action_and_unknown_kinds_are_accepted(p
 
 
 async def test_the_readme_curl_example(papp: App) -> None:
-    shell = readme_example("suggestions-curl")
+    shell = doc_example("suggestions-curl")
     body = json.loads(re.search(r"-d '(.*)'", shell, re.S).group(1))  # type: ignore[union-attr]
     asked = await submit(papp, {**body, "channel": "C1", "approvers": ["U1"]})
     assert asked["suggestions"] == body["suggestions"]

@@ -10,18 +10,14 @@ and trying again once Slack answers decides the request."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from bot.domain.model import Status
-from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
 from bot.slack.directory import SlackDirectory
 from tests.support.outbox import drain
-from tests.support.app import App, policy_app
+from tests.support.app import App
 from tests.slack.test_checked_decisions import GROUP, LOOKUP, note_to, shown
 
 from tests.slack.test_grants_flow import MAIL, POLICY
@@ -30,15 +26,7 @@ from tests.slack.test_grants_flow import submit as submit_mail
 UNKNOWN = "Slack did not say who is in <!subteam^SOPS>"
 
 
-@pytest_asyncio.fixture
-async def papp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[App]:
-    slack.add_usergroup(GROUP, ["U1"])
-    async with policy_app(db_url, slack, tmp_path, POLICY) as running:
-        assert running.signoff is not None
-        directory = running.signoff.service.directory
-        assert isinstance(directory, SlackDirectory)
-        directory.ttl = 0
-        yield running
+pytestmark = pytest.mark.policy(POLICY, usergroups={GROUP: ["U1"]}, live_directory=True)
 
 
 async def pending_untouched(app: App, request_id: str, version: int) -> None:

@@ -28,12 +28,12 @@ from storage.postgres.fast import driver_rows
 from storage.schema import outbox
 from storage.sql import SqlStore
 from storage.stores import open_store
-from tests.conftest import PG_URL, _pg_admin
+from tests.support.databases import PG_URL, pg_admin
 from tests.storage.test_lone_unit import spec
 
 
 async def _terminate(where: str) -> None:
-    await _pg_admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {where}")
+    await pg_admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE {where}")
 
 
 async def test_the_store_recovers_after_the_database_drops_its_connections(db_url: str) -> None:

@@ -12,7 +12,6 @@ import os
 import pkgutil
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -32,7 +31,7 @@ from storage.migrate import current_revision, head_revision
 from storage.schema import audit_events, metadata, outbox, requests
 from storage.sql import SqlStore
 from storage.stores import open_store
-from tests.conftest import PG_URL, _pg_admin, _pg_url_for
+from tests.support.databases import PG_URL, empty_pg_database
 from tests.support.app import ROOT
 from tests.storage.test_contract import T0, full_request, insert, make_request
 
@@ -73,12 +72,8 @@ async def empty_db_url(tmp_path: Path) -> AsyncIterator[str]:
     if not PG_URL:
         yield f"sqlite:///{tmp_path / 'empty.db'}"
         return
-    name = f"signoff_e_{uuid.uuid4().hex[:12]}"
-    await _pg_admin(f'CREATE DATABASE "{name}"')
-    try:
-        yield _pg_url_for(name)
-    finally:
-        await _pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    async with empty_pg_database("signoff_e") as url:
+        yield url
 
 
 def signoff_db_upgrade(database_url: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -5,10 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json as json_module
-import os
-import signal
-import subprocess
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,7 +14,6 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bench.harness import free_port, wait_until_healthy
 from bot.process.clock import Clock
 from bot.process.serve import app_runner
 from bot.process.settings import Settings
@@ -68,6 +63,28 @@ def approval_body(**overrides: Any) -> dict[str, Any]:
     return body
 
 
+def tool_body(name: str, params: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """A request for a call of tool `name` with `params` and no preview (what policy rules match on)."""
+    return approval_body(action={"name": name, "params": params}, preview=None, **overrides)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def submit_body(app: App, body: dict[str, Any], *, token: str | None = None) -> dict[str, Any]:
+    """POST `body` as `token`'s agent (the app's own token by default); it must be accepted (201)."""
+    status, created = await app.api("POST", "/api/v1/approvals", json=body, headers=bearer(token) if token else None)
+    assert status == 201, created
+    return dict(created)
+
+
+async def submit_tool(app: App, name: str, params: dict[str, Any], *, token: str | None = None,
+                      **overrides: Any) -> dict[str, Any]:
+    """Submit a call of tool `name` with `params` (`tool_body`); it must be accepted (201)."""
+    return await submit_body(app, tool_body(name, params, **overrides), token=token)
+
+
 @dataclass
 class App:
     """A running Signoff reachable over HTTP, with clients for the agent API and for Slack."""
@@ -92,9 +109,8 @@ class App:
                 return resp.status, text
 
     async def submit(self, **overrides: Any) -> dict[str, Any]:
-        status, body = await self.api("POST", "/api/v1/approvals", json=approval_body(**overrides))
-        assert status == 201, body
-        return body
+        """The harness's default request (`approval_body`) with `overrides`; it must be accepted (201)."""
+        return await submit_body(self, approval_body(**overrides))
 
     async def card(self, request_id: str, timeout: float = 5.0) -> Any:
         """Wait for the request's card to be posted and stored; return the fake's message."""
@@ -157,37 +173,3 @@ async def policy_app(db_url: str, slack: SlackEmulator, tmp_path: Path, policy: 
         yield running
     finally:
         await running.stop()
-
-
-class ServerProcess:
-    """`python -m bot serve` in a subprocess, for kill -9 and multi-process tests."""
-
-    def __init__(self, db_url: str, slack: SlackEmulator, **env: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **app_env(db_url, slack, **env), "PORT": str(self.port),
-                    "SIGNOFF_HOST": "127.0.0.1", "PYTHONPATH": str(ROOT)}
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path: Path | None = None
-
-    async def start(self, log_dir: Path) -> None:
-        self.log_path = log_dir / f"server-{self.port}.log"
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "bot", "serve"], env=self.env, cwd=log_dir,
-                                     stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        await wait_until_healthy(self.proc, self.url, self.log_path)
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no goodbye, exactly like a crashed host."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()

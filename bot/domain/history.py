@@ -1,0 +1,140 @@
+"""Suggestions from what people decided: ask less where people always say yes, deny where they say no.
+
+From the decision record of the last `days`: "send_email to *@example.com: approved 23 times by 4
+people in 14 days, never rejected, edited once: allow it?" and the reverse ("db_exec on prod-*:
+rejected 6 of 7: deny?"). Each suggestion carries the exact policy rule it would add (printed by
+`signoff policy suggest` as a policy-file snippet).
+
+What counts: only people's decisions (a button, a form, a thread answer), never policy's, a
+grant's or the clock's; a batch counts each of its actions. Requests are grouped by tool and, where a
+parameter holds an email address, by the address's domain (`*@example.com`), so a suggestion is no
+wider than what people actually saw. Never suggested: anything at the critical tier (a person
+always decides those), and a group where any request was critical.
+
+Pure: bot.approvals.history reads the record and hands it here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from bot.domain.model import Outcome, Via
+from bot.domain.values import Risk
+
+__all__ = ["Decided", "HistorySuggestion", "Thresholds", "suggest"]
+
+PEOPLE = frozenset({Via.BUTTON, Via.MODAL, Via.THREAD, Via.REPLY})
+EMAIL = re.compile(r"^[^@\s]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)$")
+
+
+@dataclass(frozen=True)
+class Decided:
+    """One action a person decided (a batch gives one per action)."""
+
+    tool: str
+    params: Mapping[str, Any]
+    outcome: Outcome
+    via: Via
+    decided_by: str | None
+    decided_at: datetime
+    risk: Risk
+    edited: bool = False
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When history is enough to suggest (settings: SIGNOFF_SUGGEST_*)."""
+
+    days: int = 14
+    min_approvals: int = 20  # allow: approved at least this often ...
+    min_people: int = 3  # ... by at least this many different people ...
+    max_edits: int = 1  # ... edited at most this often, and never rejected
+    min_rejections: int = 5  # deny: rejected at least this often ...
+    min_reject_share: float = 0.8  # ... and at least this share of its decisions
+
+
+@dataclass(frozen=True)
+class HistorySuggestion:
+    effect: str  # "allow" | "deny"
+    tool: str
+    params: dict[str, dict[str, str]] = field(default_factory=dict)  # the rule's `params:` (field -> glob)
+    approved: int = 0
+    rejected: int = 0
+    edited: int = 0
+    people: int = 0
+    days: int = 0
+
+    @property
+    def scope(self) -> str:
+        where = ", ".join(f"{name} {m['glob']}" for name, m in self.params.items())
+        return self.tool + (f" {where}" if where else "")  # "send_email to *@example.com"
+
+    @property
+    def name(self) -> str:
+        words = [self.effect, self.tool, *(m["glob"] for m in self.params.values())]
+        return re.sub(r"[^a-z0-9]+", "-", "-".join(words).lower()).strip("-")[:60]
+
+    def text(self) -> str:
+        """What a person reads: the evidence, then the question."""
+        if self.effect == "allow":
+            edits = {0: "never edited", 1: "edited once"}.get(self.edited, f"edited {self.edited} times")
+            return (f"{self.scope}: approved {self.approved} times by {self.people} people in {self.days} days, "
+                    f"never rejected, {edits}: allow it?")
+        total = self.approved + self.rejected
+        return f"{self.scope}: rejected {self.rejected} of {total} in {self.days} days: deny it?"
+
+    def rule(self) -> dict[str, Any]:
+        """The policy rule it would add (a mapping in the policy file's `rules:` form)."""
+        rule: dict[str, Any] = {"name": self.name, "tool": self.tool}
+        if self.params:
+            rule["params"] = {k: dict(v) for k, v in self.params.items()}
+        rule["effect"] = self.effect
+        if self.effect == "deny":
+            rule["reason"] = f"people rejected {self.rejected} of {self.approved + self.rejected} such requests"
+        return rule
+
+
+def suggest(decided: Iterable[Decided], now: datetime, thresholds: Thresholds = Thresholds()) -> list[HistorySuggestion]:
+    """The suggestions the record of the last `thresholds.days` supports, strongest evidence first."""
+    since = now - timedelta(days=thresholds.days)
+    groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[Decided]] = {}
+    for d in decided:
+        if d.via not in PEOPLE or d.decided_at < since or d.decided_at > now:
+            continue
+        if d.outcome not in (Outcome.APPROVED, Outcome.REJECTED):
+            continue
+        groups.setdefault((d.tool, _shape(d.params)), []).append(d)
+    found = []
+    for (tool, shape), rows in groups.items():
+        if any(r.risk is Risk.CRITICAL for r in rows):
+            continue
+        approved = [r for r in rows if r.outcome is Outcome.APPROVED]
+        rejected = len(rows) - len(approved)
+        edited = sum(r.edited for r in approved)
+        people = len({r.decided_by for r in rows if r.decided_by})
+        params = {name: {"glob": glob} for name, glob in shape}
+        effect = None
+        if (rejected == 0 and len(approved) >= thresholds.min_approvals and people >= thresholds.min_people
+                and edited <= thresholds.max_edits):
+            effect = "allow"
+        elif rejected >= thresholds.min_rejections and rejected >= thresholds.min_reject_share * len(rows):
+            effect = "deny"
+        if effect is not None:
+            found.append(HistorySuggestion(effect, tool, params, approved=len(approved), rejected=rejected,
+                                           edited=edited, people=people, days=thresholds.days))
+    return sorted(found, key=lambda s: (-(s.approved + s.rejected), s.tool, s.name))
+
+
+def _shape(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The parameters that narrow a group: each top-level email address, as `*@its-domain`."""
+    shape = []
+    for name, value in sorted(params.items()):
+        if isinstance(value, str):
+            found = EMAIL.match(value.strip())
+            if found:
+                shape.append((name, f"*@{found.group(1).lower()}"))
+    return tuple(shape)
