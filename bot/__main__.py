@@ -11,11 +11,16 @@
     signoff policy suggest [--days 14]
                            validate the policy file; say what it decides for one call; the rules
                            people's decisions support (allow what they always approve, deny what they reject)
+    signoff audit verify     prove the audit log's hash chain (exit 1 at the first altered or missing row)
+    signoff audit export [--since 7d] [--format jsonl|csv]
+                           stream the audit log (bot/process/audit_cli.py)
+    signoff keys [--new]     the public key that signs decisions; --new: a private key for SIGNOFF_SIGNING_KEY
     signoff demo [--port 3000] [--no-agent] [--token T]
                            the bot, an emulated Slack and a page to click in, on this machine; prints the
                            `export SIGNOFF_URL=... SIGNOFF_TOKEN=... SIGNOFF_CHANNEL=...` lines for an agent
-    signoff wait | hook | mcp | langgraph
-                           agent-side commands (client/signoff/cli.py): wait for a decision, Claude Code hook, MCP server
+    signoff wait | hook | mcp | langgraph | verify
+                           agent-side commands (client/signoff/cli.py): wait for a decision, Claude Code hook, MCP
+                           server, check a decision's signature offline
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
-AGENT_SIDE = ("wait", "hook", "mcp", "langgraph")  # handed to client/signoff/cli.py before the server is imported
+AGENT_SIDE = ("wait", "hook", "mcp", "langgraph", "verify")  # handed to client/signoff/cli.py before the server is imported
 
 
 def _logging(level: str) -> None:
@@ -65,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
 
     from bot import __version__
     from bot.policy import cli as policy_cli
+    from bot.process import audit_cli
 
     parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.",
                                      epilog="Settings come from the environment and from .env in the working "
@@ -87,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
                                        "(default: SIGNOFF_DEFAULT_CHANNEL)")
     run.add_argument("--agent", help="which agent (default: demo)")
     policy_cli.add_parser(sub)
+    audit_cli.add_parsers(sub)
     demo = sub.add_parser("demo", help="try Signoff without Slack: a local sandbox with a web page")
     demo.add_argument("--port", type=int, default=3000, help="where the page and the bot listen (127.0.0.1)")
     demo.add_argument("--no-agent", action="store_true", help="start quiet: no demo agent run, no sample card")
@@ -159,6 +166,11 @@ def _server_side(argv: list[str] | None) -> int:
             _logging(log_level_from_env())
             print(upgrade_line(asyncio.run(upgrade_database(url)), describe_database(url)))
             return 0
+        if args.command in ("audit", "keys"):
+            from bot.process import audit_cli
+
+            _logging(log_level_from_env())
+            return audit_cli.run(args, database_url_from_env())
         if args.command == "run":
             from bot.agent.cli import start_run
 

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from bot.domain.outbox import OutboxItem
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.resumes import ResumeClaim, ResumeState
+from bot.domain.stats import StatsRow
 from bot.domain.timing import TimerState, Timing
 from bot.domain.votes import Vote
 
@@ -105,6 +106,7 @@ class DueRow:
     version: int
     timing: Timing
     timers: TimerState
+    undo_until: datetime | None = None  # an approval held in its undo window (bot/domain/undo.py)
 
 
 @dataclass(frozen=True)
@@ -487,6 +489,19 @@ class Store(abc.ABC):
         (newest first)."""
 
     # -- resume claims (bot/domain/resumes.py): each call one guarded write; of two at once, one wins ----
+    @abc.abstractmethod
+    async def stats_rows(self, since: datetime, until: datetime, channel: str | None, *,
+                         cap: int) -> tuple[list[StatsRow], bool]:
+        """The approval requests created in [since, until), of `channel` or all, at most `cap` (and whether
+        there were more): one indexed time range (storage/stats_sql.py)."""
+
+    @abc.abstractmethod
+    async def stats_channels(self, since: datetime, until: datetime, *, cap: int) -> list[str]: ...
+
+    @abc.abstractmethod
+    async def mark_viewed(self, request_ids: Sequence[str], at: datetime) -> list[StatsRow]:
+        """Stamp the first view on those pending requests that had none; those stamped."""
+
     @abc.abstractmethod
     async def claim_resume(self, wanted: ResumeClaim, now: datetime) -> tuple[bool, ResumeClaim]:
         """(True, the row) if `wanted.owner` now holds `wanted.key` of `wanted.token` (a new key, or

@@ -160,6 +160,8 @@ def request_from_row(row: Any) -> Request:
         requester_user=m["requester_user"],
         votes=votes_from_json(m["votes"]),
         items=items_from_json(m["items"]),
+        undo_until=m["undo_until"],
+        first_viewed_at=m["first_viewed_at"],
     )
 
 
@@ -202,6 +204,7 @@ def mutable_columns(r: Request) -> dict[str, Any]:
         "next_due_at": r.next_due_at,
         "votes": votes_json(r.votes) if r.votes else None,
         "items": items_json(r.items),
+        "undo_until": r.undo_until,
         **timer_columns(r),
     }
 

@@ -99,6 +99,12 @@ requests = sa.Table(
     # The API token that made it (migration 0008; extra["api_token"] too): its pending requests counted
     # at submit (SIGNOFF_MAX_PENDING_PER_TOKEN) on an index of pending rows only.
     sa.Column("owner", sa.String(100)),
+    # Migration 0012: an approval held in its undo window until then (due then: next_due_at too), and when
+    # a person first opened the request (App Home, a modal), for the time-to-first-view histogram.
+    sa.Column("undo_until", UTCDateTime),
+    sa.Column("first_viewed_at", UTCDateTime),
+    sa.Index("ix_requests_created", "created_at"),
+    sa.Index("ix_requests_channel_created", "channel", "created_at"),
     sa.Index("ix_requests_owner_pending", "owner", sqlite_where=sa.text("status = 'pending'"),
              postgresql_where=sa.text("status = 'pending'")),
     sa.Index("ix_requests_status_created", "status", "created_at", "id"),
@@ -133,7 +139,39 @@ audit_events = sa.Table(
     sa.Column("actor", sa.String(200)),
     sa.Column("data", Json, nullable=False),
     sa.Column("at", UTCDateTime, nullable=False),
+    # The hash chain (migration 0011, bot/domain/audit_chain.py): None until the sealer gives the row its
+    # position; the approval path writes rows without them.
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite")),
+    sa.Column("prev_hash", sa.String(64)),
+    sa.Column("hash", sa.String(64)),
     sa.Index("ix_audit_events_request", "request_id", "id"),
+    sa.Index("ux_audit_events_seq", "seq", unique=True, sqlite_where=sa.text("seq IS NOT NULL"),
+             postgresql_where=sa.text("seq IS NOT NULL")),
+    sa.Index("ix_audit_events_unsealed", "id", sqlite_where=sa.text("seq IS NULL"),
+             postgresql_where=sa.text("seq IS NULL")),
+)
+
+# The chain's head: one row (id 1), the last sealed position and its hash. A sealer holds it (FOR UPDATE on
+# PostgreSQL; SQLite's one writer) for its whole transaction, so positions are given one sealer at a time.
+audit_head = sa.Table(
+    "audit_head",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+)
+
+# The server's Ed25519 decision-signing keys (migration 0011): made on first start when SIGNOFF_SIGNING_KEY
+# is not set, and shared by every replica through the database. `private_key`: the 32-byte seed, base64url.
+# `name` is the slot ("current"): replicas starting at once each try to insert theirs, one wins, all read it.
+signing_keys = sa.Table(
+    "signing_keys",
+    metadata,
+    sa.Column("name", sa.String(40), primary_key=True),
+    sa.Column("kid", sa.String(40), nullable=False),
+    sa.Column("private_key", sa.String(100), nullable=False),
+    sa.Column("public_key", sa.String(100), nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
 )
 
 outbox = sa.Table(

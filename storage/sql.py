@@ -28,9 +28,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.domain.model import AuditEvent, Decision, Request, Status
 from bot.domain.resumes import ResumeClaim, ResumeState
+from bot.domain.stats import StatsRow
 from bot.domain.votes import Vote
 from storage import sql_statements as q
-from storage import resume_sql, sweep_sql
+from storage import resume_sql, stats_sql, sweep_sql
 from bot.domain.outbox import OutboxItem
 from storage.base import AuditTail, DueRow, DuplicateIdempotencyKey, Expect, Inbox, Reminded, Store, Unit
 from storage.inbox_sql import read_inbox
@@ -406,6 +407,20 @@ class SqlStore(Store):
     def _snapshot(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """A connection whose reads all see one moment (the engine's own way to hold a snapshot)."""
         return self.engine.begin()
+
+    async def stats_rows(self, since: datetime, until: datetime, channel: str | None, *,
+                         cap: int) -> tuple[list[StatsRow], bool]:
+        async with self.engine.connect() as conn:
+            return await stats_sql.read_stats(conn, since, until, channel, cap)
+
+    async def stats_channels(self, since: datetime, until: datetime, *, cap: int) -> list[str]:
+        async with self.engine.connect() as conn:
+            return await stats_sql.channels_with_requests(conn, since, until, cap)
+
+    async def mark_viewed(self, request_ids: Sequence[str], at: datetime) -> list[StatsRow]:
+        async with self.unit() as unit:  # the engine's own writer (SQLite: the one write lock)
+            assert isinstance(unit, SqlUnit)
+            return await stats_sql.mark_viewed(unit.conn, request_ids, at)
 
     async def claim_resume(self, wanted: ResumeClaim, now: datetime) -> tuple[bool, ResumeClaim]:
         async with self.unit() as unit:

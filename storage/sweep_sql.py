@@ -39,7 +39,7 @@ from storage.schema import requests
 _DUE_COLUMNS = (
     requests.c.id, requests.c.version, sa.cast(requests.c.timing, sa.Text).label("timing"),
     requests.c.reminders_sent, requests.c.remind_at, requests.c.escalation_loop, requests.c.escalation_level,
-    requests.c.escalate_at, requests.c.expires_at, requests.c.snoozed_until,
+    requests.c.escalate_at, requests.c.expires_at, requests.c.snoozed_until, requests.c.undo_until,
 )
 _NOW = sa.bindparam("b_now", type_=requests.c.next_due_at.type)
 _CLAIMS: dict[tuple[int, bool], Any] = {}
@@ -73,7 +73,7 @@ async def claim_due(conn: AsyncConnection, now: datetime, limit: int) -> list[Du
     return [
         DueRow(r[0], r[1], _timing(r[2]), state_from_columns(
             reminders_sent=r[3], remind_at=r[4], loop=r[5], level=r[6], escalate_at=r[7], expires_at=r[8],
-            snoozed_until=r[9], escalation=None))
+            snoozed_until=r[9], escalation=None), r[10])
         for r in rows
     ]
 

@@ -70,7 +70,7 @@ from bot.domain.runs import (
     RunStatus,
     ToolExecution,
 )
-from bot.domain.outcomes import RanStatus, RunOutcome, failed_after_decision, ran_after_decision
+from bot.domain.outcomes import RUNNER, RanStatus, RunOutcome, failed_after_decision, ran_after_decision, short_result
 from bot.approvals.gate import Checked, PolicyGate, policy_gate
 from bot.approvals.outcomes import record_run_outcome
 from bot.approvals.service import ApprovalSpec, Service
@@ -475,10 +475,15 @@ class Steps:
             await unit.append_audit(AuditEvent(run.id, "tool_finished", at, None, {
                 "tool_use_id": done.tool_use_id, "tool": done.name, "is_error": done.is_error,
                 "attempt": done.attempts}))
-        if done.is_error and ran_after_decision(done):  # the card said approved: it must say what happened
+        if ran_after_decision(done):  # the card said approved: it says what then ran (an execution receipt)
             assert done.request_id is not None
-            outcome = (RunOutcome(RanStatus.UNKNOWN, "Signoff restarted while it ran; it was not run again", at)
-                       if done.result == UNKNOWN_OUTCOME else RunOutcome.failed(output_text(done.result), at))
+            used = done.final_input if done.final_input is not None else done.input
+            if done.result == UNKNOWN_OUTCOME:
+                outcome = RunOutcome(RanStatus.UNKNOWN, "Signoff restarted while it ran; it was not run again", at)
+            elif done.is_error:
+                outcome = replace(RunOutcome.failed(output_text(done.result), at), params=used, by=RUNNER)
+            else:
+                outcome = RunOutcome(RanStatus.RAN, "", at, used, short_result(output_text(done.result)), by=RUNNER)
             await record_run_outcome(unit, done.request_id, done.tool_use_id, outcome)
 
     async def _deliver(self, unit: RunUnit, run: Run, executions: list[ToolExecution]) -> list[RunMessage]:

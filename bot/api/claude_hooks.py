@@ -12,7 +12,11 @@ Invariants:
   says `"onFailure": "block"`, lets the call through.
 - Answers within `wait` seconds (keep it below the hook's `timeout`).
 - Files named by the agent are never read here: previews show the proposed input, not a diff
-  against this machine's disk. A transcript is read only when the operator says the server runs
+  against this machine's disk, and a request has no `state` to bind the approval to (the file
+  changed since the approval is the command hook's check: it is the side that sees the file). A
+  command hook's answer carries the signed request it was decided on (`signoff`), which it checks.
+- PostToolUse / PostToolUseFailure report what ran to the request the call's key names (the
+  execution receipt); they never block anything: the answer is `{}`. A transcript is read only when the operator says the server runs
   beside the agents (SIGNOFF_CLAUDE_TRANSCRIPTS=read), and only a `<session_id>.jsonl`.
 """
 
@@ -28,12 +32,16 @@ from aiohttp import web
 import signoff.claude_hook as rules
 from bot.api import owners
 from bot.api.longpoll import LIMITS
-from bot.api.routes import CLAUDE_HOOK_PATH, RATE, SERVICE, SETTINGS, _find_by_key, submit_approval
+from bot.api.routes import CLAUDE_HOOK_PATH, RATE, SERVICE, SETTINGS, _find_by_key, signed, submit_approval
 from bot.api.schemas import ApprovalIn, load_object, validate
+from bot.approvals.outcomes import OutcomeConflict, report_outcome
 from bot.domain.json_codec import dumps
-from bot.domain.wire import request_json
+from bot.domain.model import Status
+from bot.domain.outcomes import ERROR_MAX, PARAMS_MAX, RESULT_MAX, RanStatus, RunOutcome
+from bot.domain.wire import outcome_status, request_json
 from bot.errors import IdempotencyMismatch, InvalidInput, SignoffError, TooManyPending
 from bot.approvals.service import MAX_WAIT_SECONDS
+from signoff.hook_state import chain_keys
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +83,20 @@ async def claude_code_hook(request: web.Request) -> web.Response:
         options = rules.options_from(request.query.items())
         data = load_object(await request.read())
         event = rules.event_of(data)
+        if event in rules.POST_EVENTS:
+            await _report(request, data)
+            return _answer({})
         call = rules.parse(data)
         return _answer(await _decide(request, call, options))
     except (SignoffError, ValueError) as exc:
+        if event in rules.POST_EVENTS:  # the call already ran: nothing to block
+            log.info("claude code hook: no receipt for a %s: %s", event, getattr(exc, "message", None) or exc)
+            return _answer({})
         return _answer(rules.failed(event, getattr(exc, "message", None) or str(exc)))
     except Exception as exc:  # noqa: BLE001 - fail closed: an error is a deny, never an allow
         log.exception("claude code hook failed")
+        if event in rules.POST_EVENTS:
+            return _answer({})
         return _answer(rules.failed(event, f"the server failed ({type(exc).__name__})"))
 
 
@@ -95,7 +111,7 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
     call_id = local.call_id if local else None
     if transcript is not None and call.asking and not call.tool_use_id:
         call_id = await asyncio.to_thread(_pending_call_id, transcript, call)
-    key = rules.call_key(call, call_id)
+    key = rules.chain_key(call, rules.call_key(call, call_id))
     preview = (local.preview if local and local.preview
                else claude_tools.preview(call.tool_name, call.tool_input, call.cwd, read_files=False))
     sent = [wire for _, wire in claude_suggestions.as_sent(list(call.suggestions))] if call.asking else []
@@ -126,6 +142,21 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
     if found.is_pending and options.wait > 0:
         found = await _wait(request, found.id, options.wait)
     body = request_json(found)
+    return _with_request(request, local, body, key, await _answer_for(call, options, body, sent, created, transcript))
+
+
+def _with_request(request: web.Request, local: rules.Local | None, body: dict[str, Any], key: str,
+                  result: dict[str, Any]) -> dict[str, Any]:
+    """A command hook's answer also carries the signed request it was decided on and its key: the hook
+    checks the signature, and the file, before it lets the call run (signoff.hook). Claude Code's own
+    HTTP hook gets the answer alone."""
+    if local is None:
+        return result
+    return {**result, rules.REPLY: {"request": signed(request, body), "key": key}}
+
+
+async def _answer_for(call: rules.HookCall, options: rules.Options, body: dict[str, Any], sent: list[Any],
+                      created: bool, transcript: str | None) -> dict[str, Any]:
     decided = rules.from_request(body)
     if decided is not None:
         return rules.shaped(decided, call.event, rules.accepted_suggestion(body, sent) if call.asking else None)
@@ -134,12 +165,40 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
     nobody = undeliverable(body)
     if nobody is not None:  # nobody can see the card: deny now, saying why and how to fix it
         return rules.shaped(rules.deny(nobody.message), call.event)
+    local = call.local
     calls_in_turn = local.calls_in_turn if local else None
     if transcript is not None and options.on_timeout == "defer" and created and not call.asking:
         # Read only now, for a call that might be deferred: most calls never need it.
         calls_in_turn = await asyncio.to_thread(_calls_in_turn, transcript, call)
-    return rules.shaped(rules.no_decision(call, options, found.id, created=created, calls_in_turn=calls_in_turn),
-                        call.event)
+    return rules.shaped(rules.no_decision(call, options, str(body["id"]), created=created,
+                                          calls_in_turn=calls_in_turn), call.event)
+
+
+async def _report(request: web.Request, data: dict[str, Any]) -> None:
+    """PostToolUse / PostToolUseFailure: the execution receipt, on the request that let the call run
+    (found by the call's key; a call asked again after its file changed, along that chain). A call
+    Signoff never asked about is left alone."""
+    ran = rules.parse_ran(data)
+    if ran is None:
+        return
+    service = request.app[SERVICE]
+    me = owners.token_of(request).name
+    for key in chain_keys(ran.base_key):
+        found = await _find_by_key(request, service, key)
+        if found is None:
+            return
+        if outcome_status(found) == "skipped":  # approved on a file that changed: asked again
+            continue
+        if found.status is not Status.APPROVED or found.extra.get(owners.OWNER) != me:
+            return
+        params = ran.params if len(dumps(ran.params)) <= PARAMS_MAX else None
+        result = ran.result if ran.result is None or len(dumps(ran.result)) <= RESULT_MAX else None
+        report = RunOutcome(RanStatus(ran.status), ran.error[:ERROR_MAX], service.clock.now(), params, result, by=me)
+        try:
+            await report_outcome(service, found.id, report, item=None)
+        except OutcomeConflict:
+            log.info("claude code hook: %s already has another outcome; this one is not recorded", found.id)
+        return
 
 
 async def _wait(request: web.Request, request_id: str, seconds: float) -> Any:

@@ -14,32 +14,37 @@ from aiohttp import web
 from bot.api import owners
 from bot.api.duties_in import parse_duties
 import signoff.claude_hook as claude_hook
-from bot.api.schemas import ApprovalIn, CancelIn, body_hash, load_object, parse_body
+from bot.api.schemas import ApprovalIn, CancelIn, OutcomeIn, body_hash, load_object, parse_body
 from bot.api.suggestions_in import suggestion_extra
 from bot.api.rate import SubmitRate
 from bot.api.tokens import bearer, matching
 from bot.api.timing_in import expand_groups, parse_timing
 from bot.api.validation import ParamsChecker, check_body
 from bot.domain.choices import EXTRA_KEY
+from bot.domain.outcomes import STATE_KEY, RanStatus, RunOutcome
+from bot.approvals.outcomes import report_outcome
 from bot.domain.json_codec import dumps
 from bot.domain.model import Request, Status, iso
 from bot.domain.timing import Timing
 from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
-from bot.errors import InvalidInput, SignoffError
+from bot.errors import Forbidden, InvalidInput, SignoffError
 from bot.approvals.gate import policy_gate
+from bot.approvals.keys import Signer
 from bot.approvals.service import ApprovalSpec, Service
-from bot.domain.wire import request_json
+from bot.domain.wire import outcome_status, request_json
 from bot.process.settings import Settings
 
 log = logging.getLogger(__name__)
 
 MAX_LIST = 200
+OUTCOME_FILTERS = ("not_reported", "ran", "failed", "skipped", "unknown")
 MAX_SCAN_PAGES = 20
 SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
 CHECKER = web.AppKey("params_checker", ParamsChecker)
 RATE = web.AppKey("submit_rate", SubmitRate)
 CLAUDE_HOOK_PATH = "/api/v1/hooks/claude-code"  # bot/api/claude_hooks.py
+SIGNER = web.AppKey("signer", Signer)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -105,7 +110,8 @@ async def create_approval(request: web.Request) -> web.Response:
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
     created_request, created = await submit_approval(request, body, idempotency_key(request))
-    response = web.json_response(request_json(created_request), status=201 if created else 200, dumps=dumps)
+    response = web.json_response(signed(request, request_json(created_request)), status=201 if created else 200,
+                                 dumps=dumps)
     response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
     return response
 
@@ -146,7 +152,8 @@ async def submit_approval(request: web.Request, body: ApprovalIn, given_key: str
         requested_by=body.requested_by,
         extra={**owners.stamp(request),
                **({EXTRA_KEY: list(body.allowed_decisions)} if body.allowed_decisions is not None else {}),
-               **suggestion_extra(body.suggestions, body.session)},
+               **suggestion_extra(body.suggestions, body.session),
+               **({STATE_KEY: body.state} if body.state is not None else {})},
         timing_given=frozenset(name for name in ("reminders", "escalation", "timeout")
                                if getattr(body, name) is not None),
     )
@@ -161,7 +168,12 @@ async def get_approval(request: web.Request) -> web.Response:
     request_id = request.match_info["id"]
     # Checked on the first read, before any waiting: a long-poll is never held for someone else's request.
     found = await service.wait(request_id, wait, check=lambda read: owned(request, read))
-    return web.json_response(request_json(found), dumps=dumps)  # the agents' hot path: orjson writes it
+    return web.json_response(signed(request, request_json(found)), dumps=dumps)  # the agents' hot path: orjson writes it
+
+
+def signed(request: web.Request, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` (a request's JSON) with the server's signature over its decision once it has ended."""
+    return request.app[SIGNER].sign(body)
 
 
 def owned(request: web.Request, found: Any) -> Any:
@@ -175,7 +187,7 @@ async def list_approvals(request: web.Request) -> web.Response:
     if "idempotency_key" in request.query:
         # The request an agent submitted under a key it can derive again (e.g. a Claude Code session + tool call).
         found = await _find_by_key(request, service, request.query["idempotency_key"])
-        return web.json_response({"items": [request_json(found)] if found else [], "next_cursor": None})
+        return web.json_response({"items": [signed(request, request_json(found))] if found else [], "next_cursor": None})
     raw_status = request.query.get("status")
     try:
         status = Status(raw_status) if raw_status else None
@@ -183,10 +195,14 @@ async def list_approvals(request: web.Request) -> web.Response:
         raise InvalidInput(f"status must be one of: {', '.join(s.value for s in Status)}") from None
     limit = int(float_param(request, "limit", default=50, low=1, high=MAX_LIST))
     after = _decode_cursor(request.query.get("cursor"))
-    items = await _visible(request, service, status=status, limit=limit + 1, after=after)
+    ran = request.query.get("outcome")  # e.g. not_reported: approvals nobody said what ran for (issue 37)
+    if ran is not None and ran not in OUTCOME_FILTERS:
+        raise InvalidInput(f"outcome must be one of: {', '.join(OUTCOME_FILTERS)}")
+    items = await _visible(request, service, status=status, limit=limit + 1, after=after,
+                           keep=None if ran is None else (lambda r: outcome_status(r) == ran))
     page, more = items[:limit], len(items) > limit
     next_cursor = _encode_cursor(page[-1].created_at, page[-1].id) if more and page else None
-    return web.json_response({"items": [request_json(r) for r in page], "next_cursor": next_cursor})
+    return web.json_response({"items": [signed(request, request_json(r)) for r in page], "next_cursor": next_cursor})
 
 
 async def _find_by_key(request: web.Request, service: Service, given: str) -> Any:
@@ -213,13 +229,38 @@ async def cancel_approval(request: web.Request) -> web.Response:
     body: CancelIn = parse_body(CancelIn, await request.read())
     owned(request, await service.get(request.match_info["id"]))
     result = await service.cancel(request.match_info["id"], reason=body.reason)
-    payload = request_json(result.request)
+    payload = signed(request, request_json(result.request))
     if not result.won:
         # The request sits beside the error (not inside it): the agent reads the winner's decision there.
         message = f"request is already {result.request.status.value}"
         return web.json_response({"error": {"code": "not_pending", "message": message}, "request": payload},
                                  status=409)
     return web.json_response(payload)
+
+
+MAX_OUTCOME_BODY = 64 * 1024
+
+
+async def report_approval_outcome(request: web.Request) -> web.Response:
+    """POST /api/v1/approvals/{id}/outcome: what ran after the approval (an execution receipt).
+
+    Only the token that owns the request; once per request (or batch item): the same report again is
+    a 200 with what was recorded, a different one a 409 (`outcome_already_reported`)."""
+    service = request.app[SERVICE]
+    if request.content_length is not None and request.content_length > MAX_OUTCOME_BODY:
+        raise InvalidInput(f"an outcome body is at most {MAX_OUTCOME_BODY // 1024} KB")
+    raw = await request.content.read(MAX_OUTCOME_BODY + 1)
+    if len(raw) > MAX_OUTCOME_BODY:
+        raise InvalidInput(f"an outcome body is at most {MAX_OUTCOME_BODY // 1024} KB")
+    body: OutcomeIn = parse_body(OutcomeIn, raw)
+    found = owned(request, await service.get(request.match_info["id"]))
+    if found.extra.get(owners.OWNER) != owners.token_of(request).name:  # an admin token sees it, did not run it
+        raise Forbidden("only the token that submitted a request reports what ran")
+    error = " ".join((body.error or "").split())
+    report = RunOutcome(RanStatus(body.status), error, service.clock.now(), body.params, body.result,
+                        by=owners.token_of(request).name)
+    reported = await report_outcome(service, request.match_info["id"], report, item=body.item)
+    return web.json_response(request_json(reported.request), status=201 if reported.created else 200, dumps=dumps)
 
 
 async def redeliver_webhook(request: web.Request) -> web.Response:
@@ -230,14 +271,14 @@ async def redeliver_webhook(request: web.Request) -> web.Response:
 
 
 async def _visible(request: web.Request, service: Service, *, status: Status | None, limit: int,
-                   after: tuple[datetime, str] | None) -> list[Any]:
-    """A page of the requests this token may see (an agent token: its own), in the usual order."""
-    if owners.token_of(request).admin:
+                   after: tuple[datetime, str] | None, keep: Callable[[Any], bool] | None = None) -> list[Any]:
+    """A page of the requests this token may see (an agent token: its own) and `keep` keeps, in the usual order."""
+    if owners.token_of(request).admin and keep is None:
         return await service.list(status=status, limit=limit, after=after)
     seen: list[Any] = []
     for _ in range(MAX_SCAN_PAGES):  # bounded: a token that owns few of many requests gets shorter pages
         batch = await service.list(status=status, limit=MAX_LIST, after=after)
-        seen += [r for r in batch if owners.may_see(request, r.extra.get(owners.OWNER))]
+        seen += [r for r in batch if owners.may_see(request, r.extra.get(owners.OWNER)) and (keep is None or keep(r))]
         if len(seen) >= limit or len(batch) < MAX_LIST:
             break
         after = (batch[-1].created_at, batch[-1].id)
@@ -322,3 +363,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/api/v1/approvals/{id}", get_approval)
     app.router.add_post("/api/v1/approvals/{id}/cancel", cancel_approval)
     app.router.add_post("/api/v1/approvals/{id}/redeliver", redeliver_webhook)
+    app.router.add_post("/api/v1/approvals/{id}/outcome", report_approval_outcome)

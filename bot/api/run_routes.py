@@ -22,7 +22,8 @@ from bot.agent.run_service import RunService
 from bot.domain.wire import question_json
 from bot.api import owners
 from bot.api.run_keys import check_run_owner, start_once
-from bot.api.routes import SERVICE, SETTINGS, channel_or_default, check_callback, float_param, idempotency_key
+from bot.api.routes import (SERVICE, SETTINGS, channel_or_default, check_callback, float_param, idempotency_key,
+                            signed)
 from bot.api.schemas import Approvers, _Strict, body_hash, parse_body
 from bot.domain.values import CHANNEL_ID
 from bot.api.timing_in import expand_groups
@@ -170,7 +171,7 @@ async def create_question(request: web.Request) -> web.Response:
     )
     spec = replace(spec, extra={**spec.extra, **owners.stamp(request)})
     created, is_new = await service.submit(spec, idempotency_key=key, body_hash=body_hash(body))
-    response = web.json_response(question_json(created), status=201 if is_new else 200)
+    response = web.json_response(signed(request, question_json(created)), status=201 if is_new else 200)
     response.headers["Location"] = f"/api/v1/questions/{created.id}"
     return response
 
@@ -185,7 +186,7 @@ async def get_question(request: web.Request) -> web.Response:
     found = await service.wait(question_id, wait)
     if found.kind is not Kind.QUESTION:
         raise NotFound(f"no question with id {question_id!r}")
-    return web.json_response(question_json(found))
+    return web.json_response(signed(request, question_json(found)))
 
 
 def add_routes(app: web.Application, runs: RunService, runner: Runner, default_agent: str) -> None:

@@ -16,6 +16,7 @@ from bot.domain.edits import shape_problem
 from bot.domain.linear import MAX_DEPTH, nul_at, too_deep_at
 from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from bot.domain.model import Action, Preview, Risk
+from bot.domain.outcomes import ERROR_MAX, PARAMS_MAX, RESULT_MAX
 from bot.errors import InvalidInput
 
 MAX_PARAMS_BYTES = 256 * 1024
@@ -164,6 +165,9 @@ class ApprovalIn(_Strict):
     suggestions: Annotated[list[SuggestionIn] | None, AfterValidator(check_size)] = Field(
         default=None, max_length=MAX_SUGGESTIONS)
     session: str | None = Field(default=None, min_length=1, max_length=200)
+    # What the preview was computed from (a content hash, an etag, a version): the decision carries it
+    # back, so the agent side can re-check it before the call runs (bot/domain/outcomes.py, docs/receipts.md).
+    state: str | None = Field(default=None, min_length=1, max_length=200)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -263,6 +267,30 @@ class ApprovalIn(_Strict):
 
 class CancelIn(_Strict):
     reason: str | None = Field(default=None, max_length=2000)
+
+
+class OutcomeIn(_Strict):
+    """An execution receipt: what ran after an approval (POST /api/v1/approvals/{id}/outcome)."""
+
+    status: Literal["ran", "failed", "skipped"]
+    params: dict[str, Any] | None = None  # the parameters actually used
+    result: Any = None  # a short result: at most RESULT_MAX characters as JSON
+    error: str | None = Field(default=None, max_length=ERROR_MAX)
+    item: str | None = Field(default=None, min_length=1, max_length=200)  # a batch item's key
+
+    @field_validator("result")
+    @classmethod
+    def _short_result(cls, value: Any) -> Any:
+        if value is not None and len(orjson.dumps(value)) > RESULT_MAX:
+            raise ValueError(f"must be at most {RESULT_MAX} characters as JSON (report a summary, not the output)")
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _bounded_params(cls, value: Any) -> Any:
+        if value is not None and len(orjson.dumps(value)) > PARAMS_MAX:
+            raise ValueError(f"must be at most {PARAMS_MAX} characters as JSON")
+        return value
 
 
 def parse_body(model: type[BaseModel], raw: bytes) -> Any:

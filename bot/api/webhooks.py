@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 
 from bot.process.clock import Clock
+from bot.approvals.keys import Signer
 from bot.domain.model import AuditEvent
 from bot.outbox.egress import EgressPolicy, EgressRefused, Unresolvable, check_url
 from bot.process.metrics import Metrics
@@ -68,7 +69,9 @@ class WebhookDelivery:
         policy: EgressPolicy | None = None,
         max_age: timedelta = DEFAULT_MAX_AGE,
         backoff_cap: float = DEFAULT_BACKOFF_CAP,
+        signer: Signer | None = None,
     ) -> None:
+        self.signer = signer  # the decision's own signature, as on the API (bot/approvals/keys.py)
         self.max_age = max_age
         self.backoff_cap = backoff_cap
         self.policy = policy or EgressPolicy()
@@ -84,7 +87,10 @@ class WebhookDelivery:
 
     async def __call__(self, item: OutboxItem) -> Result:
         url: str = item.payload["url"]
-        body = json.dumps(item.payload["body"], separators=(",", ":")).encode()
+        payload = item.payload["body"]
+        if self.signer is not None and isinstance(payload.get("request"), dict):
+            payload = {**payload, "request": self.signer.sign(dict(payload["request"]))}
+        body = json.dumps(payload, separators=(",", ":")).encode()
         try:
             # Checked again at delivery (it was at submit): a name can point elsewhere by now.
             await check_url(url, self.policy)

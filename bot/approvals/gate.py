@@ -29,6 +29,7 @@ from bot.domain.duties import able_to_approve
 from bot.domain.batch import overall
 from bot.domain.batch_policy import BatchRefused, judge_items
 from bot.domain.durations import compact
+from bot.domain.undo import UNDO_KEY
 from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
 from bot.domain.model import AuditEvent, Decision, Kind, Outcome, Request, Status, Via, iso
 from bot.domain.params_hash import params_sha256
@@ -118,7 +119,10 @@ def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec
     if not spec.trusted and quorum > 1 and (spec.quorum > evaluation.quorum or not configured):
         _check_quorum(approvers, () if configured else spec.approver_users, quorum, spec,
                       whose="policy names" if configured else "the request names")
-    extra = {**spec.extra, "asked": asked} if asked else spec.extra
+    extra = {**spec.extra, "asked": asked} if asked else dict(spec.extra)
+    extra.pop(UNDO_KEY, None)  # the undo window is policy's alone
+    if evaluation.undo is not None:
+        extra[UNDO_KEY] = int(evaluation.undo.total_seconds())
     # Separation of duties and quorum: the stricter of the request and its tier holds, so neither
     # an API field nor a tier can loosen what the other asks for.
     return replace(

@@ -31,6 +31,7 @@ from bot.domain.model import (
     Request,
     Status,
     Via,
+    iso,
 )
 from bot.domain.delivery_state import is_undelivered
 from bot.domain.batch import Choice, Item, decide_items
@@ -38,6 +39,7 @@ from bot.domain.grants import OWNER_KEY
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing
 from bot.domain.transitions import next_status
+from bot.domain.undo import HELD_KEY, UNDONE_KEY, Held, without_hold, window as undo_window
 from bot.domain.votes import Tally, Vote, cast, votes_json
 from bot.errors import Conflict, IdempotencyMismatch, InvalidInput, NotFound, TooManyPending
 from bot.outbox import effects
@@ -45,6 +47,8 @@ from bot.approvals.access import Access, Directory
 from bot.approvals.homes import home_candidates, user_ids
 from bot.process.metrics import Metrics
 from bot.live.waiters import InFlight, Waiters
+from bot.approvals.stats import Stats
+from bot.approvals.undo import UndoWindow, hold_approval
 from bot.approvals.types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
                                 LostRace as LostRace, StaleCheck as StaleCheck)
 from bot.domain.outbox import OutboxItem
@@ -114,6 +118,10 @@ class Service:
         self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
         self.known = Known()  # pending requests as last committed here, for a click's check (bot/live/pending_states.py)
         self.in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
+        self.undo_window = UndoWindow(self)
+        # Time to decide (bot/approvals/stats.py); a first view stamped is read afresh by the next click here.
+        self.stats = Stats(store, self.metrics, self.clock, stamped=self.known.forget)
+        self.on_decided(self.stats.decided)  # approvals held in their tier's undo window (bot/approvals/undo.py)
 
     def on_decided(self, fn: Callable[[Request], None]) -> None:
         """Run `fn(request)` with the decided request after a decision commits in this process.
@@ -369,6 +377,7 @@ class Service:
         also: Callable[[Unit], Awaitable[None]] | None = None,
         items: tuple[Item, ...] | None = None,
         extra: dict[str, Any] | None = None,
+        releasing: Held | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
@@ -387,11 +396,17 @@ class Service:
         the final decision or not at all (a vote that only counts towards the quorum runs nothing).
         `extra`: keys merged into the request's `extra` with the final decision (e.g. the Claude
         suggestion a person accepted), likewise never with a vote that only counts.
+        A person's approval that completes a request whose tier has an undo window is held in it
+        (`held=True`, still pending: bot/approvals/undo.py); `releasing`: that held approval, written now
+        as the decision, when the window ends (decided at the click's time).
         """
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
         async def record(unit: Unit, request: Request) -> DecideResult:
             now = self.clock.now()
+            if (request.undo_until is not None and releasing is None and outcome is not Outcome.CANCELLED
+                    and via is not Via.API):
+                return DecideResult(request, won=False)  # held: its window's end, an Undo or a cancel moves it
             if (only_on_read or items is not None) and read is not None and request.version != read.version:
                 # Checked (or its batch items decided) on an older version: nothing written, the caller
                 # checks again on the request as read now.
@@ -404,6 +419,11 @@ class Service:
                 votes = (*request.votes, Vote(actor, now))
                 if tally is Tally.COUNTED:
                     return await self._count_vote(unit, request, votes, now)
+                if releasing is None and also is None and items is None and not request.items:
+                    window = undo_window(request)
+                    if window is not None:
+                        return await hold_approval(self, unit, request, Held(
+                            actor, via, now, now + window, params, changes, comment, extra), now)
             decided_items = items if items is not None else request.items
             if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
                 # Decided as a whole (a timeout, the API): every undecided item gets that outcome.
@@ -416,7 +436,7 @@ class Service:
                 changes=changes,
                 comment=comment,
                 decided_by=actor,
-                decided_at=now,
+                decided_at=now if releasing is None else releasing.at,  # a held approval: its click
                 via=via,
                 votes=votes if outcome is Outcome.APPROVED else request.votes,
                 params_sha256=params_sha256(final),
@@ -430,7 +450,10 @@ class Service:
                 votes=decision.votes,
                 items=decision.items,
                 extra={**request.extra, **extra} if extra else request.extra,
+                undo_until=None,
             )
+            if HELD_KEY in decided.extra or UNDONE_KEY in decided.extra:
+                decided = decided.evolve(extra=without_hold(decided.extra))
             data: dict[str, Any] = {"outcome": outcome.value, "via": via.value,
                                     "changes": [c.to_json() for c in changes], "params_sha256": decision.params_sha256}
             if len(decision.votes) > 1:
@@ -446,6 +469,8 @@ class Service:
                 if also is not None:
                     await also(unit)
 
+            if releasing is not None:
+                data["held_until"] = iso(releasing.until)
             if not await unit.decide_request(decided, request.version, audit, self._decision_effects(decided, now),
                                              home=partial(effects.publish_home, key=f"{request.id}:decided", now=now),
                                              decider=actor.id if actor else None,

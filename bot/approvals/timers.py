@@ -69,6 +69,7 @@ class SweepReport:
     reminded: int = 0
     escalated: int = 0
     expired: int = 0
+    released: int = 0  # held approvals written once their undo window ended
     rounds: int = 0
 
 
@@ -107,7 +108,16 @@ class Timers:
         stuck: set[str] = set()
         for _ in range(MAX_ROUNDS):
             report.rounds += 1
-            claimed, timeouts = await self._claim_round(self.clock.now(), report, stuck)
+            claimed, timeouts, releases = await self._claim_round(self.clock.now(), report, stuck)
+            for request_id in releases:  # held approvals whose undo window ended (bot/approvals/undo.py)
+                try:
+                    if await self.service.undo_window.release(request_id) is not None:
+                        report.released += 1
+                    else:  # undone meanwhile, or written elsewhere: not again in this sweep
+                        stuck.add(request_id)
+                except Exception:
+                    log.exception("releasing a held approval failed", extra={"request_id": request_id})
+                    stuck.add(request_id)
             for request, step in timeouts:
                 try:
                     await self._expire(request, step, report)
@@ -116,17 +126,26 @@ class Timers:
                     stuck.add(request.id)
             if claimed == 0:
                 break
+        try:  # the weekly digests are stored timers too (bot/approvals/stats.py)
+            await self.service.stats.digest_tick()
+        except Exception:
+            log.exception("weekly digest failed; the next sweep tries again")
         return report
 
     async def _claim_round(
         self, now: datetime, report: SweepReport, stuck: set[str]
-    ) -> tuple[int, list[tuple[Request, Expire]]]:
+    ) -> tuple[int, list[tuple[Request, Expire]], list[str]]:
         changed: list[str] = []
         timeouts: list[tuple[Request, Expire]] = []
+        releases: list[str] = []
         async with self.store.unit() as unit:
             due = [row for row in await unit.claim_due(now, limit=self.batch) if row.id not in stuck]
             reminders: list[Reminded] = []
             for row in due:
+                if row.undo_until is not None:  # an approval held in its undo window: nothing else is due
+                    if row.undo_until <= now:
+                        releases.append(row.id)  # written after this unit, on the guarded decide path
+                    continue
                 step = next_action(row.timing, row.timers, now)
                 if isinstance(step, Remind):  # the common case: planned and written from the claimed columns
                     reminders.append(_reminded(row, step, now, self.sweeper))
@@ -153,7 +172,7 @@ class Timers:
             changed += written
             for request_id in changed:
                 self.service.touch(unit, request_id)
-        return len(due), timeouts
+        return len(due), timeouts, releases
 
     async def _remind(self, unit: Unit, request: Request, step: Remind, now: datetime) -> bool:
         assert request.timing is not None and request.timers is not None
@@ -197,6 +216,7 @@ class Timers:
                                             by=by.id if by else None, note=note, **data))
         await unit.enqueue(effects.update_card(request.id, f"card:{key}", now))
         await republish_homes(unit, [*direct, *([by.id] if by else [])], f"{request.id}:v{request.version + 1}", now)
+        unit.after_commit(lambda: self.service.stats.counted("escalated", request))
 
     async def _write(
         self, unit: Unit, request: Request, timers: TimerState, now: datetime, **changes: Any

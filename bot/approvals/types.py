@@ -90,6 +90,7 @@ class DecideResult:
     duplicate: bool = False  # this person had already approved: nothing was written
     stale: bool = False  # `only_on_read` and the request had changed since: nothing was written
     refused: str | None = None  # bot.approvals.checked: the person may not decide it as it is now (why); nothing written
+    held: bool = False  # an approval held in the request's undo window (bot/domain/undo.py): still pending
 
 
 class StaleCheck(Exception):

@@ -233,6 +233,10 @@ class Request:
     requester_user: str | None = None  # the Slack user who asked (started the run, configured the hook)
     votes: tuple[Vote, ...] = ()  # approvals counted so far (quorum > 1)
     items: tuple[Item, ...] = ()  # a batch's actions and their per-item state
+    undo_until: datetime | None = None  # an approval held in its undo window until then (bot.domain.undo)
+    # When a person first opened it (bot/domain/stats.py): a statistic, not request state (stamped without a
+    # version bump), so not compared either: a request is the same request whether or not someone looked.
+    first_viewed_at: datetime | None = field(default=None, compare=False)
 
     @property
     def is_batch(self) -> bool:

@@ -1,22 +1,25 @@
 """What happened when a decided action ran: kept on the request, apart from the decision.
 
-A decision says what a person allowed; it does not say the action worked. When a call that ran
-after a decision fails (or its outcome is lost to a restart), its `RunOutcome` is stored in the
-request's `extra["outcome"]`:
+A decision says what a person allowed; it does not say what then ran. Three things stay apart:
+what the agent proposed (`action.params`), what the person approved (`decision.params`) and what ran
+(this module's `RunOutcome`: its status, the parameters actually used, a short result, an error). An
+outcome (an execution receipt) is reported by the agent (`POST /api/v1/approvals/{id}/outcome`) or
+by Signoff's runner, and stored in the request's `extra["outcome"]`:
 
-    single request:  {"status": "failed", "error": "...", "at": "...Z"}
-    batch request:   {"items": {tool_use_id: {"status": ..., "error": ..., "at": ...}}}
+    single request:  {"status": "ran", "error": "", "at": "...Z", "params": {...}, "result": ...,
+                      "same_params": true, "by": "agent-token-name"}
+    batch request:   {"items": {key: {"status": ..., "error": ..., "at": ...}}}
 
-A success records nothing (the card, the run and Home stay as they are). An outcome, once
-recorded for a call, is never replaced: `with_outcome` returns None for a second one, so a
-replay after a restart writes nothing and shows nothing twice. Pure values, no I/O.
+An outcome, once recorded for a call, is never replaced: `with_outcome` returns None for a second
+one, so a replay after a restart writes nothing and shows nothing twice; `same_report` tells a
+repeated report (answered as it was) from a different one (a conflict). Pure values, no I/O.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -24,12 +27,24 @@ from bot.domain.runs import Gate, ToolExecution
 from bot.domain.values import from_iso, iso
 
 OUTCOME_KEY = "outcome"
+STATE_KEY = "state"  # what the agent said its preview was computed from (a hash, an etag, a version)
 ERROR_MAX = 1000  # what is kept of the tool's error text (the run's log has all of it)
 
 
+RESULT_MAX = 2000  # characters of the JSON of a reported result
+PARAMS_MAX = 32_000  # characters of the JSON of the parameters a report says were used
+
+
 class RanStatus(enum.StrEnum):
+    RAN = "ran"  # it ran (the agent or the runner says so)
     FAILED = "failed"  # it ran and reported an error
+    SKIPPED = "skipped"  # the agent decided not to run it after all (e.g. the state it was approved on changed)
     UNKNOWN = "unknown"  # it was running when Signoff restarted and is not safe to repeat
+
+
+RUNNER = "runner"  # `by` of an outcome Signoff's own agent runner recorded
+RESULT_SHOWN = 500  # what the runner keeps of a tool's output as the result (the run's log has all of it)
+NOT_REPORTED = "not_reported"  # approved, and no outcome reported (yet)
 
 
 @dataclass(frozen=True)
@@ -37,18 +52,48 @@ class RunOutcome:
     status: RanStatus
     error: str
     at: datetime
+    params: dict[str, Any] | None = None  # the parameters actually used, when reported
+    result: Any = None  # a short result (bounded by the API), when reported
+    same_params: bool | None = None  # params equal to what was approved (None: no params reported)
+    by: str | None = None  # who reported it: an API token's name, or "runner"
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status.value, "error": self.error, "at": iso(self.at)}
+        body: dict[str, Any] = {"status": self.status.value, "error": self.error, "at": iso(self.at)}
+        for key in ("params", "result", "same_params", "by"):
+            value = getattr(self, key)
+            if value is not None:
+                body[key] = value
+        return body
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunOutcome:
-        return cls(RanStatus(str(data["status"])), str(data.get("error") or ""), from_iso(data["at"]))
+        params = data.get("params")
+        same = data.get("same_params")
+        return cls(RanStatus(str(data["status"])), str(data.get("error") or ""), from_iso(data["at"]),
+                   dict(params) if isinstance(params, Mapping) else None, data.get("result"),
+                   same if isinstance(same, bool) else None, data.get("by"))
+
+    def same_report(self, other: RunOutcome) -> bool:
+        """True if `other` says what this says (when and by whom aside): a repeated report."""
+        return (self.status, self.error, self.params, self.result) == (other.status, other.error, other.params,
+                                                                       other.result)
+
+    def against(self, approved: Mapping[str, Any] | None) -> RunOutcome:
+        """This outcome with `same_params` set by comparing the reported params with the approved ones."""
+        if self.params is None or approved is None:
+            return self
+        return replace(self, same_params=dict(approved) == self.params)
 
     @classmethod
     def failed(cls, error: str, at: datetime) -> RunOutcome:
         error = " ".join(error.split())
         return cls(RanStatus.FAILED, error if len(error) <= ERROR_MAX else error[: ERROR_MAX - 1] + "…", at)
+
+
+def short_result(text: str) -> str:
+    """A tool's output as an outcome's short result: one line, at most RESULT_SHOWN characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= RESULT_SHOWN else text[: RESULT_SHOWN - 1] + "…"
 
 
 def with_outcome(extra: Mapping[str, Any], outcome: RunOutcome, *, item: str | None = None) -> dict[str, Any] | None:
@@ -79,12 +124,27 @@ def outcome_of(extra: Mapping[str, Any], *, item: str | None = None) -> RunOutco
     return RunOutcome.from_json(current)
 
 
+_BAD = {RanStatus.FAILED.value, RanStatus.UNKNOWN.value}
+
+
 def any_failed(extra: Mapping[str, Any]) -> bool:
     """True if the action (or any item of a batch) did not succeed when it ran."""
     current = extra.get(OUTCOME_KEY)
     if not isinstance(current, Mapping):
         return False
-    return "status" in current or bool(current.get("items"))
+    if "status" in current:
+        return current["status"] in _BAD
+    items = current.get("items")
+    return isinstance(items, Mapping) and any(isinstance(i, Mapping) and i.get("status") in _BAD
+                                              for i in items.values())
+
+
+def changed_fields(approved: Mapping[str, Any], ran: Mapping[str, Any]) -> list[str]:
+    """The parameter names whose value ran differs from the approved one (added and dropped too), sorted."""
+    return sorted(k for k in set(approved) | set(ran) if approved.get(k, _ABSENT) != ran.get(k, _ABSENT))
+
+
+_ABSENT = object()
 
 
 def ran_after_decision(execution: ToolExecution) -> bool:

@@ -43,7 +43,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.grants import GrantIndex, Subject
@@ -162,6 +162,7 @@ class TierSettings:
     reminders: Any = DEFAULT  # (every: timedelta, max: int) | None | DEFAULT
     escalation: Any = DEFAULT  # (levels: tuple[Level, ...], loops: int) | None | DEFAULT
     timeout: Any = DEFAULT  # (after: timedelta, outcome: Outcome) | None | DEFAULT
+    undo: timedelta | None = None  # after a person's Approve, how long they may take it back (bot.domain.undo)
 
 
 DEFAULT_TIERS: Mapping[Risk, TierSettings] = {
@@ -294,6 +295,7 @@ class Evaluation:
     reminders: Any = DEFAULT
     escalation: Any = DEFAULT
     timeout: Any = DEFAULT
+    undo: timedelta | None = None
     policy_tier: Risk | None = None  # the tier policy alone gave, when the agent's risk raised it
 
     @property
@@ -397,6 +399,7 @@ def _bar(policy: Policy, tier: Risk, base: Risk) -> TierSettings:
         reminders=low.reminders if high.reminders is DEFAULT else high.reminders,
         escalation=low.escalation if high.escalation is DEFAULT else high.escalation,
         timeout=timeout,
+        undo=max((w for w in (high.undo, low.undo) if w is not None), default=None),  # the longer window
     )
 
 
@@ -408,5 +411,6 @@ def _result(policy: Policy, call: Call, outcome: Effect, tier: Risk, reason: str
         approvers=settings.approvers, quorum=settings.quorum, requester_may_approve=settings.requester_may_approve,
         confirm=render_confirm(settings.confirm, call) if outcome is Effect.ASK else None,
         reminders=settings.reminders, escalation=settings.escalation, timeout=settings.timeout,
+        undo=settings.undo if outcome is Effect.ASK else None,
         policy_tier=base if base is not tier else None,
     )

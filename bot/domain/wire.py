@@ -12,8 +12,8 @@ from typing import Any
 from bot.domain.delivery_state import delivery_json
 from bot.domain.batch import offered
 from bot.domain.choices import EXTRA_KEY, allowed_decisions
-from bot.domain.model import Item, Request, Via
-from bot.domain.outcomes import OUTCOME_KEY
+from bot.domain.model import Item, Outcome, Request, Status, Via
+from bot.domain.outcomes import NOT_REPORTED, OUTCOME_KEY, STATE_KEY
 from bot.domain.questions import answers_of, questions_of
 from bot.domain.runs import Run, ToolExecution
 from bot.domain.suggestions import ACCEPTED_KEY
@@ -40,6 +40,9 @@ def request_json(request: Request) -> dict[str, Any]:
         "approvers": list(request.approvers),
         "callback_url": request.callback_url,
         "requested_by": request.requested_by,
+        # As stored (an agent token's `<token name>:<key>`): the decision's signature covers it, so an agent
+        # can tell its own request's decision from another's (client/signoff/signatures.py).
+        "idempotency_key": request.idempotency_key,
         "created_at": iso(request.created_at),
         "updated_at": iso(request.updated_at),
         "card": {"channel": request.card_channel, "ts": request.card_ts} if request.card_ts else None,
@@ -53,17 +56,37 @@ def request_json(request: Request) -> dict[str, Any]:
         "requester_user": request.requester_user,
         "votes": [v.to_json() for v in request.votes],
         "items": [item_json(i) for i in request.items] if request.items else None,
-        # What happened when the decided action ran, if it did not succeed (bot/domain/outcomes.py).
+        # What ran after the decision (an execution receipt, bot/domain/outcomes.py), kept apart from
+        # the proposal (`action.params`) and the decision (`decision.params`); `outcome_status` says
+        # "not_reported" for an approval whose outcome nobody reported (yet).
         "outcome": request.extra.get(OUTCOME_KEY),
+        "outcome_status": outcome_status(request),
         # Issue 12, present only when they apply: how the policy file evaluated it; what the agent asked
         # for above policy (bot/approvals/gate.py); delegates added.
         # ...and the Claude permission suggestions the agent sent (bot/domain/suggestions.py).
-        **{key: request.extra[key] for key in ("policy", "asked", "delegations", "suggestions", "session")
+        **{key: request.extra[key] for key in ("policy", "asked", "delegations", "suggestions", "session", STATE_KEY)
            if key in request.extra},
     }
     if EXTRA_KEY in request.extra:  # only when the agent chose them (bot/domain/choices.py)
         body["allowed_decisions"] = list(allowed_decisions(request.kind, request.extra))
     return body
+
+
+def outcome_status(request: Request) -> str | None:
+    """What is known of what ran: ran / failed / skipped / unknown, "not_reported" for an approval
+    nobody reported on, None when nothing was approved (or, for a batch, per item in `outcome`)."""
+    recorded = request.extra.get(OUTCOME_KEY)
+    if isinstance(recorded, dict) and "status" in recorded:
+        return str(recorded["status"])
+    if request.items:
+        items = recorded.get("items") if isinstance(recorded, dict) else None
+        approved = [i.key for i in request.items if i.outcome is Outcome.APPROVED]
+        if not approved:
+            return None
+        return "reported" if isinstance(items, dict) and all(k in items for k in approved) else NOT_REPORTED
+    if request.status is Status.APPROVED:
+        return NOT_REPORTED
+    return None
 
 
 def item_json(item: Item) -> dict[str, Any]:
@@ -93,6 +116,8 @@ def _decision_json(request: Request) -> dict[str, Any] | None:
     policy = request.extra.get("policy")
     if request.decision.via in (Via.POLICY, Via.GRANT) and isinstance(policy, dict):
         body["rule"], body["grant_id"] = policy.get("rule"), policy.get("grant_id")
+    if STATE_KEY in request.extra:  # the state the preview (and so the approval) was made on
+        body["state"] = request.extra[STATE_KEY]
     accepted = request.extra.get(ACCEPTED_KEY)
     if isinstance(accepted, dict):  # the Claude suggestion the person accepted: {index, update, grant_ids}
         body["suggestion"] = accepted

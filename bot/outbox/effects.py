@@ -42,9 +42,11 @@ UPDATE_ROOT = "agent.update_root"
 THREAD_NOTE = "agent.note"
 # Policy (issue 12): the after-the-fact note in the channel for a call policy allowed
 POLICY_FYI = "policy.fyi"
+# Time to decide (bot/approvals/stats.py): a channel's weekly digest
+DIGEST = "slack.digest"
 
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
-                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI})
+                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST})
 
 Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox/dispatcher.py)
 
@@ -122,6 +124,12 @@ def dm(request_id: str, key: str, now: datetime, **payload: Any) -> OutboxItem:
 def policy_fyi(request_id: str, now: datetime) -> OutboxItem:
     """Tell the request's channel (or thread) that policy allowed it, once."""
     return _of_request(POLICY_FYI, request_id, f"fyi:{request_id}", now)
+
+
+def digest(channel: str, week: datetime, now: datetime, message: dict[str, Any]) -> OutboxItem:
+    """The channel's digest of the week before `week` (its start): one per channel and week, whoever enqueues it."""
+    return OutboxItem.due(DIGEST, f"digest:{channel}:{week:%Y-%m-%d}", now, ordered_by=None,
+                          payload={"channel": channel, "message": message})
 
 
 def publish_home(user_id: str, key: str, now: datetime) -> OutboxItem:

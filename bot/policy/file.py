@@ -8,7 +8,7 @@ tree is walked once to map each key path to its line).
     default_tier: high          # the tier of a call that names no risk (default high)
     grant_admins: [U0123ABCD, S0456EFGH]  # may see and revoke every grant in Slack (default: nobody)
     tiers:
-      high:     {approvers: [U0123ABCD, S0456EFGH], quorum: 1, reminders: {every: 30m, max: 3}}
+      high:     {approvers: [U0123ABCD, S0456EFGH], quorum: 1, reminders: {every: 30m, max: 3}, undo: 30s}
       critical: {approvers: [U0123ABCD, U0999ZZZZ], quorum: 2, requester_may_approve: false,
                  confirm: "{params.resource}", timeout: {after: 4h, outcome: reject}}
     rules:
@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,8 @@ class TierIn(_Strict):
     reminders: Any = None
     escalation: Any = None
     timeout: Any = None
+    # After a person's Approve, how long they may still take it back; the agent hears only then.
+    undo: str | None = Field(default=None, min_length=2, max_length=20)
 
     @field_validator("approvers")
     @classmethod
@@ -331,8 +334,25 @@ def _tier_settings(tier: Risk, given: TierIn | None) -> TierSettings:
         requester_may_approve=base.requester_may_approve if given.requester_may_approve is None
         else given.requester_may_approve,
         confirm=given.confirm if given.confirm is not None else base.confirm,
+        undo=_undo_window(tier, given.undo),
         **parts,
     )
+
+
+UNDO_MAX = timedelta(minutes=10)
+
+
+def _undo_window(tier: Risk, raw: str | None) -> timedelta | None:
+    """A tier's `undo:` (e.g. `30s`): at most UNDO_MAX, since the agent waits that long after every Approve."""
+    if raw is None:
+        return None
+    try:
+        window = parse_duration(raw)
+    except ValueError as exc:
+        raise _TierProblem(("tiers", tier.value, "undo"), str(exc)) from None
+    if window > UNDO_MAX:
+        raise _TierProblem(("tiers", tier.value, "undo"), f"{raw!r} is longer than the maximum of 10m")
+    return window
 
 
 def _timing_part(tier: Risk, name: str, raw: Any, model: type[BaseModel], shorthand: str | None) -> Any:

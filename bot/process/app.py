@@ -13,7 +13,7 @@ import contextlib
 import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,10 @@ from bot.api.slow_body import body_deadline
 from bot.api.tokens import bearer, matching
 from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
+from bot.api import audit as audit_api
+from bot.approvals.audit import AuditLog
+from bot.approvals.keys import load_signer
+from storage.signing_keys import SigningKeyStore
 from bot.process.clock import Clock, FileClock, SystemClock
 from bot.outbox.egress import EgressPolicy, guarded_session
 from bot.approvals.gate import PolicyGate
@@ -83,6 +87,7 @@ from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
+from bot.slack.stats_blocks import DigestDelivery, digest_message, home_section
 from bot.approvals.timers import Timers
 from storage.grants import GrantStore
 from storage.pace_store import PaceStore
@@ -220,7 +225,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     clock = clock or _clock(settings)
     policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
     store = store or await open_store(settings.database_url)
-    metrics = Metrics()
+    signer = await load_signer(settings.signing_key, SigningKeyStore(store), clock.now())
+    audit = AuditLog(store)
+    metrics = Metrics(max_channels=settings.metrics_max_channels, max_tools=settings.metrics_max_tools)
     waiters = Waiters()
     # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the
     # session's timeout is the one that holds, so it is set here.
@@ -237,7 +244,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       default_timing=settings.default_timing(), gate=gate, max_pending=settings.max_pending_per_token,
                       access=Access(directory, still_delegate=still_delegate))
     timers = Timers(service, clock)
-    home = Home(service.reads, HomeOpens(store), clock)
+    service.stats.digest_channels, service.stats.digest_at = settings.digest_channels, settings.digest_at
+    service.stats.render_digest = digest_message
+    home = Home(service.reads, HomeOpens(store), clock, viewed=service.stats.viewed)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
     health = SlackHealth()
     pace = ChannelPace(clock, settings.slack_channel_pace_seconds, PaceStore(store))  # shared by replicas
@@ -255,7 +264,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     webhooks = WebhookDelivery(egress_http, settings.webhook_secret, clock=clock, metrics=metrics,
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds,
                                policy=egress, max_age=settings.webhook_max_age,
-                               backoff_cap=settings.webhook_backoff_cap_seconds)
+                               backoff_cap=settings.webhook_backoff_cap_seconds, signer=signer)
     outbox_handlers = effects.registry(
         pages.handlers(),
         webhooks.handlers(),
@@ -263,6 +272,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         home_publisher.handlers(),
         agent.delivery.handlers(),
         FyiDelivery(service.reads, call, clock).handlers(),
+        DigestDelivery(call).handlers(),
     )
     dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
@@ -294,7 +304,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     team = InstalledTeam(auth_test)
     bolt.use(team.middleware())  # Socket Mode's requests reach Bolt directly; HTTP's are checked in slack_events
     grant_interactions = GrantInteractions(interactions, grants, home)
-    home_publisher.tail = grant_interactions.home_blocks  # the away control (and grants) on the Home tab
+    async def home_tail(user: str) -> list[dict[str, Any]]:  # the away control and grants, then the last 7 days
+        return [*await grant_interactions.home_blocks(user), *home_section(await service.stats.last_week(None))]
+
+    home_publisher.tail = home_tail
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
@@ -310,7 +323,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
     watcher = CrossProcessWatcher(store, waiters, metrics)
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
-                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(timers.sweep, settings.sweep_seconds,
+                      http, web_app, verifier, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
                       background=background, team=team)
@@ -321,12 +334,14 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app[SIGNOFF] = signoff
     web_app[api.SERVICE] = service
     web_app[api.SETTINGS] = settings
+    web_app[api.SIGNER] = signer
     if not settings.socket_mode:
         web_app.router.add_post("/slack/events", slack_events)
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     claude_hooks.add_routes(web_app)
+    audit_api.add_routes(web_app, audit)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(
         settings.submit_rate_per_token, settings.submit_burst_per_token, what="resume calls", doing="sends resume calls"))
@@ -340,6 +355,17 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app.cleanup_ctx.append(lifecycle)
     return signoff
+
+
+def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog) -> Callable[[], Awaitable[None]]:
+    """The timers' sweep, then the audit rows written since the last one sealed into the chain (off the
+    approval path: a decision writes its audit row as before; bot/approvals/audit.py)."""
+    async def both() -> None:
+        try:
+            await sweep()
+        finally:
+            await audit.seal()
+    return both
 
 
 def _clock(settings: Settings) -> Clock:

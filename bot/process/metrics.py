@@ -6,13 +6,46 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 ACK_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 3.0, 5.0)
+# How long people take: 5 s to 3 days.
+DECIDE_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 14400.0, 28800.0, 86400.0,
+                  259200.0)
+OTHER = "other"
+
+
+class Bounded:
+    """A label's values, at most `limit` distinct ones; every later one is "other". Channel ids and tool
+    names come from agents: unbounded, each new one would be a new time series in every scrape."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if value in self._seen:
+            return value
+        if len(self._seen) >= self.limit:
+            return OTHER
+        self._seen.add(value)
+        return value
 
 
 class Metrics:
     content_type = CONTENT_TYPE_LATEST
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_channels: int = 50, max_tools: int = 50) -> None:
         self.registry = CollectorRegistry()
+        # Time to decide (bot/domain/stats.py has the definitions), labels bounded (SIGNOFF_METRICS_MAX_*).
+        self.channel_label, self.tool_label = Bounded(max_channels), Bounded(max_tools)
+        self.time_to_first_view = Histogram(
+            "signoff_time_to_first_view_seconds", "From a request's creation to the first time a person opened it "
+            "(App Home, a form, or deciding it)", ["tier", "channel", "tool"], buckets=DECIDE_BUCKETS,
+            registry=self.registry)
+        self.time_to_decision = Histogram(
+            "signoff_time_to_decision_seconds", "From a request's creation to a person's decision",
+            ["tier", "channel", "tool"], buckets=DECIDE_BUCKETS, registry=self.registry)
+        self.request_outcomes = Counter(
+            "signoff_request_outcomes", "Requests expired, escalated, edited, rejected or undone, by tier",
+            ["outcome", "tier"], registry=self.registry)
         self.requests_created = Counter(
             "signoff_requests_created", "Approval requests created", ["kind", "risk"], registry=self.registry
         )

@@ -19,6 +19,7 @@ from typing import Any
 from dotenv import dotenv_values
 
 from bot.api.tokens import ApiToken, parse_tokens
+from bot.approvals.keys import private_from_seed
 from bot.domain.durations import DurationError, parse_duration
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
 from bot.domain.values import APPROVER_ID, CHANNEL_ID
@@ -34,6 +35,7 @@ _CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
 # the agent side's (signoff/ reads SIGNOFF_URL and SIGNOFF_TOKEN; agents and servers may share a .env)
 # and the test and bench suites'. Anything else starting with SIGNOFF_ is most likely a typo.
 KNOWN_SETTINGS = frozenset({
+    "SIGNOFF_SIGNING_KEY", "SIGNOFF_PUBLIC_KEY",  # the server's signing key; the agent side's pinned public half
     "SIGNOFF_API_TOKENS", "SIGNOFF_HOST", "SIGNOFF_WEBHOOK_SECRET", "SIGNOFF_WEBHOOK_MAX_ATTEMPTS",
     "SIGNOFF_DEFAULT_CHANNEL", "SIGNOFF_HTTP_TIMEOUT_SECONDS", "SIGNOFF_OUTBOX_LEASE_SECONDS",
     "SIGNOFF_OUTBOX_SWEEP_SECONDS", "SIGNOFF_POLICY", "SIGNOFF_LOG_LEVEL", "SIGNOFF_REMIND_EVERY",
@@ -51,7 +53,9 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_HEADER_TIMEOUT_SECONDS", "SIGNOFF_VALIDATION_BUDGET_MS", "SIGNOFF_SUBMIT_RATE_PER_TOKEN",
     "SIGNOFF_SUBMIT_BURST_PER_TOKEN", "SIGNOFF_MAX_PENDING_PER_TOKEN", "SIGNOFF_BODY_TIMEOUT_SECONDS",
     "SIGNOFF_CLAUDE_TRANSCRIPTS",
+    "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
 })
+_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
 
 
@@ -90,6 +94,7 @@ class Settings:
     api_tokens: tuple[str, ...] = field(default=(), repr=False)
     api_token_specs: tuple[ApiToken, ...] = field(default=(), repr=False)  # names and scopes (bot/api/tokens.py)
     webhook_secret: str | None = field(default=None, repr=False)
+    signing_key: str | None = field(default=None, repr=False)  # SIGNOFF_SIGNING_KEY (bot/approvals/keys.py)
     policy_path: str | None = None
     anthropic_api_key: str | None = field(default=None, repr=False)
     anthropic_base_url: str | None = None
@@ -145,6 +150,12 @@ class Settings:
     run_lease_seconds: float = 30.0
     run_sweep_seconds: float = 5.0
     run_max_steps: int = 50
+    # Time to decide (docs/stats.md): label bounds of the histograms; the weekly digest's channels
+    # ("all": every channel that had requests that week; empty: no digest) and its time (weekday, hour UTC).
+    metrics_max_channels: int = 50
+    metrics_max_tools: int = 50
+    digest_channels: tuple[str, ...] = ()
+    digest_at: tuple[int, int] = (0, 9)
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)  # raw SIGNOFF_* values
 
     def unknown_settings_lines(self) -> list[str]:
@@ -301,7 +312,16 @@ def _parse(env: Mapping[str, str]) -> Settings:
         if ("/" in entry and _network(entry) is None) or not _HOST_OR_NET.match(entry):
             raise SettingsError(f"SIGNOFF_EGRESS_ALLOW: {entry!r} is not a host name, an IP address or a CIDR")
 
+    signing_key = get("SIGNOFF_SIGNING_KEY")
+    if signing_key is not None:
+        try:
+            private_from_seed(signing_key)
+        except ValueError as exc:
+            raise SettingsError(f"SIGNOFF_SIGNING_KEY is not an Ed25519 key's 32-byte seed in base64url ({exc}); "
+                                "`signoff keys --new` prints one") from None
+
     return Settings(
+        signing_key=signing_key,
         egress_allow=egress_allow,
         slack_bot_token=bot_token,
         slack_signing_secret=signing_secret,
@@ -337,10 +357,33 @@ def _parse(env: Mapping[str, str]) -> Settings:
         body_timeout_seconds=number("SIGNOFF_BODY_TIMEOUT_SECONDS", 30.0, float, 0.1, 3600),
         claude_transcripts=_choice(get, "SIGNOFF_CLAUDE_TRANSCRIPTS", "off", ("off", "read")) == "read",
         log_level=level,
+        metrics_max_channels=number("SIGNOFF_METRICS_MAX_CHANNELS", 50, int, 1, 10_000),
+        metrics_max_tools=number("SIGNOFF_METRICS_MAX_TOOLS", 50, int, 1, 10_000),
+        digest_channels=_digest_channels(get("SIGNOFF_DIGEST_CHANNELS")),
+        digest_at=_digest_at(get("SIGNOFF_DIGEST_AT")),
         **_timers(get, number),
         **_agent(get, number),
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},
     )
+
+
+def _digest_channels(raw: str | None) -> tuple[str, ...]:
+    """SIGNOFF_DIGEST_CHANNELS: channel ids (C..., G...), comma-separated, or `all`."""
+    channels = tuple(c.strip() for c in (raw or "").split(",") if c.strip())
+    for channel in channels:
+        if channel != "all" and not CHANNEL_ID.match(channel):
+            raise SettingsError(f"SIGNOFF_DIGEST_CHANNELS: {channel!r} is not a channel id (C0123ABCD) or 'all'")
+    return channels
+
+
+def _digest_at(raw: str | None) -> tuple[int, int]:
+    """SIGNOFF_DIGEST_AT: `mon 09:00` (a weekday and a whole hour, UTC); default Monday 09:00."""
+    if not raw or not raw.strip():
+        return (0, 9)
+    found = re.fullmatch(r"\s*([A-Za-z]{3})[a-z]*\s+(\d{1,2}):00\s*", raw)
+    if not found or found.group(1).lower() not in _WEEKDAYS or int(found.group(2)) > 23:
+        raise SettingsError(f"SIGNOFF_DIGEST_AT={raw!r} must be a weekday and a whole hour in UTC, e.g. 'mon 09:00'")
+    return (_WEEKDAYS.index(found.group(1).lower()), int(found.group(2)))
 
 
 def _timers(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.domain.batch import Item, choice_refusal, offered, pages
 from bot.domain.model import Outcome, Request, Via
-from bot.domain.outcomes import outcome_of
+from bot.domain.outcomes import RanStatus, outcome_of
 from bot.slack import blocks as card
 from bot.slack.duties import duty_notes
 from bot.slack.previews import clip, escape_mrkdwn, neutralise, one_line, plain, show_value, text_length
@@ -125,6 +125,9 @@ def _note_text(req: Request, index: int) -> str | None:
     if ran is not None:
         actor = item.decided_by or (req.decision.decided_by if req.decision else None)
         who = one_line(actor.name or actor.id) if actor is not None else "policy"
+        if ran.status is RanStatus.RAN:
+            mark = FAILED_MARK if ran.same_params is False else "▶️"
+            return f"{mark} Approved by {who}, {card.ran_text(ran)}"
         return f"{FAILED_MARK} Approved by {who}, {card.ran_text(ran)}: {one_line(ran.error)}"
     comment = (item.comment or "").strip()
     if item.outcome is None or not comment:
@@ -137,7 +140,8 @@ def _note_text(req: Request, index: int) -> str | None:
 
 def _item_blocks(req: Request, index: int) -> list[dict[str, Any]]:
     item = req.items[index]
-    failed = item.key is not None and outcome_of(req.extra, item=item.key) is not None
+    ran = outcome_of(req.extra, item=item.key) if item.key is not None else None
+    failed = ran is not None and (ran.status in (RanStatus.FAILED, RanStatus.UNKNOWN) or ran.same_params is False)
     line = {"type": "section", "text": plain(item_line(index, item, failed=failed), limit=ITEM_LINE_MAX)}
     if not req.is_pending or item.outcome is not None:
         return [line]

@@ -21,6 +21,8 @@ from bot.domain.choices import allowed_decisions
 from bot.domain.model import Actor, Decision, Outcome, Request, Risk, Status, Via
 from bot.domain.outcomes import RanStatus, RunOutcome, any_failed, outcome_of
 from bot.slack.duties import duty_notes, progress_text
+from bot.slack.receipts import ran_blocks
+from bot.slack.undo_blocks import UNDO as UNDO, held_blocks, undo_notes
 from bot.slack.modals import (
     EDIT_VIEW,
     REJECT_VIEW,
@@ -109,11 +111,11 @@ def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None
     """
     outcome = _outcome(req)
     top = [_header(req), *_long_summary(req), _context_line(req, now)]
-    notes = [*(notes or []), *duty_notes(req)]
+    notes = [*(notes or []), *duty_notes(req), *undo_notes(req)]
     if notes:
         top.append(_notes(notes))
     bottom = [*_params(req), *_reasoning(req)]
-    bottom += _decided(req, outcome) if outcome else [_buttons(req)]
+    bottom += _decided(req, outcome) if outcome else held_blocks(req, now) or [_buttons(req)]
     preview: list[dict[str, Any]] = []
     if req.preview is not None:
         room = TOTAL_TEXT_BUDGET - SAFETY_MARGIN - text_length(top) - text_length(bottom)
@@ -249,7 +251,9 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
     section = {"type": "section", "text": {"type": "mrkdwn", "text": clip(line, SECTION_TEXT_MAX)}}
     blocks: list[dict[str, Any]] = [section]
     ran = outcome_of(req.extra)
-    if ran is not None and decision is not None:  # what happened when it ran (bot.domain.outcomes)
+    if ran is not None and decision is not None and ran.status in (RanStatus.RAN, RanStatus.SKIPPED):
+        blocks += ran_blocks(ran, decision)  # an execution receipt (bot.slack.receipts)
+    elif ran is not None and decision is not None:  # it did not succeed when it ran (bot.domain.outcomes)
         said = f"⚠️ *{label} {_who(decision)}, {ran_text(ran)}:*"
         blocks.append({"type": "section", "text": {"type": "mrkdwn", "text": clip(said, SECTION_TEXT_MAX)}})
         blocks.append(rich_text(rt_quote(cut(ran.error, RAN_ERROR_BUDGET) or "(no error text)")))
@@ -263,6 +267,10 @@ def _decided(req: Request, outcome: Outcome) -> list[dict[str, Any]]:
 
 def ran_text(ran: RunOutcome) -> str:
     """'then failed when run' (what follows "Approved by X")."""
+    if ran.status is RanStatus.RAN:
+        return "then ran" + (" with different parameters" if ran.same_params is False else "")
+    if ran.status is RanStatus.SKIPPED:
+        return "then not run"
     return "then failed when run" if ran.status is RanStatus.FAILED else "then its outcome is unknown"
 
 

@@ -14,6 +14,7 @@ from bot.slack.duties import CONFIRM_VIEW
 from bot.slack.interactions import Interactions
 from bot.slack.listener_errors import tell_failure, told_on_failure
 from bot.slack.payloads import BadPayload, Click, extract_click, extract_submission
+from bot.slack.stats_blocks import stats_message
 
 if TYPE_CHECKING:
     from bot.slack.timer_buttons import TimerInteractions
@@ -25,6 +26,7 @@ HELP = (
     "*Signoff* puts a person between an AI agent and its risky actions.\n"
     "Agents ask over the API; approval cards appear in the channel they name.\n"
     "• `/signoff pending`: the requests waiting on you\n"
+    "• `/signoff stats` / `/signoff stats all`: how long people took to decide, last 7 days (this channel / all)\n"
     "• `/signoff run <task>`: start an agent run in this channel (it works in the run's thread)\n"
     "• `/signoff grants`: standing grants (\"Approve & remember\"), with Revoke\n"
     "• `/signoff away until 2026-12-24 to U0123ABCD` / `/signoff back`: a delegate decides while you are away\n"
@@ -81,6 +83,12 @@ def register(
         if click is not None:
             await interactions.open_modal(click, "respond")
 
+    async def on_undo(ack: AsyncAck, body: dict[str, Any]) -> None:
+        await ack()
+        click = await _click_or_refuse(body)
+        if click is not None:
+            await interactions.undo(click)
+
     async def on_submit(ack: AsyncAck, body: dict[str, Any]) -> None:
         try:
             sub = extract_submission(body)
@@ -95,6 +103,12 @@ def register(
         await interactions.finish_submission(sub, request, params)
 
     async def on_command(ack: AsyncAck, command: dict[str, Any]) -> None:
+        words = (command.get("text") or "").strip().lower().split()
+        if words[:1] == ["stats"]:  # one indexed read of 7 days (bot/approvals/stats.py): fast enough for the ack
+            channel = None if words[1:2] in (["all"], ["workspace"]) else command.get("channel_id")
+            summary = await interactions.service.stats.last_week(str(channel) if channel else None)
+            await ack(**stats_message(summary))
+            return
         if home is not None and (command.get("text") or "").strip().lower() == "pending" and command.get("user_id"):
             await ack(**await home.pending(str(command["user_id"])))  # a database read: fast enough for the ack
             return
@@ -114,6 +128,7 @@ def register(
     app.action(blocks.APPROVE_CONFIRM)(on_approve_confirm)
     app.action(blocks.EDIT)(on_edit)
     app.action(blocks.REJECT)(on_reject)
+    app.action(blocks.UNDO)(on_undo)
     app.view(blocks.EDIT_VIEW)(on_submit)
     app.view(blocks.REJECT_VIEW)(on_submit)
     app.action(blocks.RESPOND)(on_respond)

@@ -22,7 +22,8 @@ from bot.approvals.reads import Reads
 from bot.process.clock import Clock
 from bot.domain.durations import format_duration
 from bot.domain.model import Kind, Request
-from bot.domain.outcomes import any_failed
+from bot.domain.outcomes import NOT_REPORTED, any_failed
+from bot.domain.wire import outcome_status
 from bot.outbox import effects
 from bot.outbox.effects import Handler
 from bot.outbox.dispatcher import Dead, Done, Result
@@ -78,6 +79,11 @@ def _decided_block(req: Request, links: dict[str, str]) -> dict[str, Any]:
     if any_failed(req.extra):  # approved, then it (or an item of its batch) failed when it ran
         emoji, label = "⚠️", "Failed when run"
     when = slack_date(req.decision.decided_at, "{date_short_pretty} at {time}")
+    ran = outcome_status(req)
+    if ran == NOT_REPORTED and req.kind is Kind.APPROVAL:  # issue 37: nobody said what ran (yet)
+        label += ", no outcome reported"
+    elif ran in ("ran", "skipped"):
+        label += ", ran" if ran == "ran" else ", not run"
     return _note(f"{emoji} {label} · {_link(req, links)} · {when}")
 
 
@@ -155,10 +161,12 @@ def _fingerprint(inbox: Inbox) -> tuple[Any, ...]:
 class Home:
     """Reads a person's inbox; opens Home; answers `/signoff pending`."""
 
-    def __init__(self, reads: Reads, opens: HomeOpens, clock: Clock) -> None:
+    def __init__(self, reads: Reads, opens: HomeOpens, clock: Clock,
+                 viewed: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
         self.reads = reads
         self.opens = opens
         self.clock = clock
+        self.viewed = viewed  # a person saw these requests listed (their first view: bot/approvals/stats.py)
 
     async def inbox(self, user_id: str) -> Inbox:
         now = self.clock.now()
@@ -166,10 +174,20 @@ class Home:
 
     async def opened(self, user_id: str) -> None:
         """`app_home_opened`: remember the user (their Home is kept up to date) and publish it."""
+        if self.viewed is not None:  # what their Home lists for them to decide is now seen
+            await self.viewed(_decidable(await self.inbox(user_id)))
         await self.opens.opened(user_id, self.clock.now())
 
     async def pending(self, user_id: str) -> dict[str, Any]:
-        return pending_message(await self.inbox(user_id), now=self.clock.now())
+        inbox = await self.inbox(user_id)
+        if self.viewed is not None:
+            await self.viewed(_decidable(inbox))
+        return pending_message(inbox, now=self.clock.now())
+
+
+def _decidable(inbox: Inbox) -> list[str]:
+    """The listed requests the person may decide and nobody had opened yet."""
+    return [e.request.id for e in (*inbox.waiting, *inbox.escalated) if e.can_decide and e.request.first_viewed_at is None]
 
 
 class HomePublisher:

@@ -25,6 +25,7 @@ from bot.domain.choices import allowed_decisions
 from bot.domain.choices import refusal as choices_refusal
 from bot.domain.duties import approve_refusal
 from bot.domain.edits import compute_changes
+from bot.domain.undo import held
 from bot.domain.model import Actor, Kind, Outcome, Request, Via
 from bot.process.metrics import Metrics
 from bot.approvals.service import Service
@@ -59,6 +60,10 @@ class Refusal:
 
 
 def already_decided_text(request: Request) -> str:
+    approval = held(request)
+    if approval is not None:  # in its undo window: approved, not run yet (bot/domain/undo.py)
+        return (f"Already approved by {mention(approval.actor.id)}; it runs {when(approval.until)} unless they "
+                "undo it. Nothing was changed.")
     decision = request.decision
     word = _OUTCOME_WORDS.get(request.status.value, request.status.value)
     if decision is None:
@@ -257,6 +262,12 @@ class Interactions:
                     "counts because you are still one of its approvers.")
         return None
 
+    async def undo(self, click: Click) -> None:
+        """Undo: the approver takes back their approval while it waits in its window (bot/approvals/undo.py)."""
+        why = await self.service.undo_window.undo(click.request_id, Actor(click.user_id, click.user_name))
+        if why is not None:
+            await self.tell(click.user_id, click.channel_id, why)
+
     async def open_modal(self, click: Click, kind: str) -> None:
         """`kind`: edit, reject or respond ("Reply instead")."""
         checked = await self._check(click.request_id, click.user_id, click, decision=kind)
@@ -293,6 +304,8 @@ class Interactions:
         )
         try:
             await self.client.views_open(trigger_id=click.trigger_id, view=view)
+            if request.first_viewed_at is None:  # a person opened it: its first view (bot/domain/stats.py)
+                self.later(self.service.stats.viewed([request.id]))
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             why = str(exc.response.get("error")) if isinstance(exc, SlackApiError) else "connection"
             self.metrics.slack_api_errors.labels("views.open", why).inc()

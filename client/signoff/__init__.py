@@ -23,9 +23,11 @@ if TYPE_CHECKING:
         Expired,
         ParamsChanged,
         Rejected,
+        SignatureInvalid,
         SignoffError,
         SignoffRequestError,
         SignoffUnavailable,
+        StateChanged,
         StillPending,
         UndeliverableError,
         WebhookRefused,
@@ -37,7 +39,7 @@ _WHERE = {
     "AsyncSignoffClient": "client", "AsyncSubmission": "client", "SignoffClient": "client", "Submission": "client",
     "require_approval": "decorator",
     "Cancelled": "errors", "Expired": "errors", "ParamsChanged": "errors", "Rejected": "errors",
-    "SignoffError": "errors", "SignoffRequestError": "errors", "SignoffUnavailable": "errors",
+    "SignatureInvalid": "errors", "StateChanged": "errors", "SignoffError": "errors", "SignoffRequestError": "errors", "SignoffUnavailable": "errors",
     "StillPending": "errors", "UndeliverableError": "errors", "WebhookRefused": "errors",
     "Actor": "models", "Answer": "models", "Answers": "models", "Change": "models", "Decision": "models",
     "ItemDecision": "models",
@@ -46,8 +48,9 @@ _WHERE = {
 
 __all__ = [
     "Actor", "Answer", "Answers", "AsyncSignoffClient", "AsyncSubmission", "Cancelled", "Change", "Decision",
-    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignoffClient", "SignoffError",
-    "SignoffRequestError", "SignoffUnavailable", "StillPending", "Submission", "UndeliverableError", "WebhookRefused",
+    "Expired", "ItemDecision", "ParamsChanged", "Rejected", "ResumeClaim", "ResumeTaken", "SignatureInvalid",
+    "SignoffClient", "SignoffError", "SignoffRequestError", "SignoffUnavailable", "StateChanged", "StillPending",
+    "Submission", "UndeliverableError", "WebhookRefused",
     "require_approval",
 ]
 

@@ -59,10 +59,13 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
                   timing: Mapping[str, Any] | None,
                   allowed_decisions: Sequence[str] | None = None,
                   suggestions: Sequence[Mapping[str, Any]] | None = None,
-                  session: str | None = None, callback_url: str | None = None) -> dict[str, Any]:
+                  session: str | None = None, callback_url: str | None = None,
+                  state: str | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"action": {"name": action, "params": dict(params)}, "summary": summary}
     if risk is not None:  # unset: policy's tier for the tool (high without a policy file); a risk only raises it
         body["risk"] = risk
+    if state is not None:  # what the preview was computed from: the decision carries it back to re-check
+        body["state"] = state
     if callback_url is not None:  # the decision is POSTed there, signed (signoff.webhooks reads it)
         body["callback_url"] = callback_url
     if suggestions:  # Claude's permission updates, offered on the card ("Approve & always allow ...")

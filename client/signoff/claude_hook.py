@@ -33,7 +33,13 @@ from typing import Any, NamedTuple
 PRE_TOOL_USE = "PreToolUse"
 PERMISSION_REQUEST = "PermissionRequest"
 ELICITATION = "Elicitation"
-EVENTS = (PRE_TOOL_USE, PERMISSION_REQUEST, ELICITATION)
+POST_TOOL_USE = "PostToolUse"  # the execution receipt: what ran, reported to the request that allowed it
+POST_TOOL_USE_FAILURE = "PostToolUseFailure"
+POST_EVENTS = (POST_TOOL_USE, POST_TOOL_USE_FAILURE)
+EVENTS = (PRE_TOOL_USE, PERMISSION_REQUEST, ELICITATION, *POST_EVENTS)
+REPLY = "signoff"  # in the endpoint's answer to a command hook: the signed request it was decided on
+_KEPT = 200  # a tool response's short string fields kept in a receipt's result (not a file's whole content)
+ERROR_MAX = 1000
 DEFAULT_WAIT = 50.0
 MAX_WAIT = 600.0  # Claude Code's own cap on a hook's timeout
 ON_TIMEOUT = ("deny", "ask", "defer")
@@ -54,6 +60,9 @@ class Local(NamedTuple):
     calls_in_turn: int | None = None
     call_id: str | None = None
     host: str | None = None
+    state: str | None = None  # what the preview was computed from (the file's sha256): signoff.hook_state
+    again: int = 0  # asked again after the file changed since an approval: the call's n-th ask (its chain key)
+    changed_from: str | None = None  # the request approved on the file as it was
 
 
 class HookCall(NamedTuple):
@@ -132,11 +141,17 @@ def parse(data: object) -> HookCall:
 def _local(raw: object) -> Local | None:
     if not isinstance(raw, dict):
         return None
-    preview, calls, call_id, host = (raw.get(k) for k in ("preview", "calls_in_turn", "call_id", "host"))
+    from signoff.hook_state import MAX_ASKS
+
+    preview, calls, call_id, host, state, again, changed_from = (raw.get(k) for k in (
+        "preview", "calls_in_turn", "call_id", "host", "state", "again", "changed_from"))
     return Local(preview if isinstance(preview, dict) else None,
                  calls if isinstance(calls, int) and not isinstance(calls, bool) else None,
                  call_id if isinstance(call_id, str) and call_id else None,
-                 host[:200] if isinstance(host, str) and host else None)
+                 host[:200] if isinstance(host, str) and host else None,
+                 state[:200] if isinstance(state, str) and state else None,
+                 again if isinstance(again, int) and not isinstance(again, bool) and 0 <= again < MAX_ASKS else 0,
+                 changed_from[:100] if isinstance(changed_from, str) and changed_from else None)
 
 
 def _number(raw: str, name: str) -> float:
@@ -205,8 +220,11 @@ def context_line(call: HookCall, host: str | None) -> str:
 
 def approval_body(call: HookCall, options: Options, *, preview: dict[str, Any], host: str | None,
                   suggestions: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The agent API's approval body for this call (`POST /api/v1/approvals` takes the same)."""
+    """The agent API's approval body for this call (`POST /api/v1/approvals` takes the same). The `state`
+    and the "changed since you approved" wording come from a command hook (`call.local`): only the side
+    that sees the file can say what the preview was computed from."""
     import signoff.claude_tools as claude_tools
+    import signoff.hook_state as hook_state
 
     body: dict[str, Any] = {
         "action": {"name": call.tool_name, "params": call.tool_input,
@@ -215,6 +233,12 @@ def approval_body(call: HookCall, options: Options, *, preview: dict[str, Any], 
         "preview": preview, "context": context_line(call, host),
         "requested_by": f"Claude Code on {host}" if host else "Claude Code",
     }
+    local = call.local
+    if local is not None and local.state:
+        body["state"] = local.state
+    if local is not None and local.again:
+        body["summary"] += hook_state.CHANGED_SUMMARY
+        body["context"] += hook_state.changed_context(local.changed_from or "the earlier request")
     if options.risk:
         body["risk"] = options.risk
     if body["action"]["params_schema"] is None:
@@ -296,6 +320,11 @@ def no_decision(call: HookCall, options: Options, request_id: str, *, created: b
                 calls_in_turn: int | None) -> dict[str, Any]:
     """The answer (PreToolUse-shaped) when nobody decided within `options.wait`."""
     open_note = f"no decision in Slack within {options.wait:g}s; request {request_id} is {STILL_WAITING}"
+    again = call.local is not None and call.local.again > 0
+    if options.on_timeout == "defer" and again and not call.asking:
+        # Asked again because the file changed: the call was answered before, deferring would lose it.
+        return deny(f"{open_note}; the file changed since it was approved, so it was asked again, and this call "
+                    f"is denied (deferring it again would lose it): wait with `signoff wait {request_id}`")
     if options.on_timeout == "ask":
         return answer("ask", f"Signoff: {open_note}")
     if options.on_timeout == "defer" and call.asking:
@@ -313,3 +342,49 @@ def no_decision(call: HookCall, options: Options, request_id: str, *, created: b
         return answer("defer", f"Signoff: waiting for a decision in Slack on {request_id}; "
                                f"run `signoff wait {request_id}` then `claude -p --resume {call.session_id}`")
     return deny(open_note)
+
+
+def chain_key(call: HookCall, base_key: str) -> str:
+    """The key of this ask of the call: the base key, or its n-th key when asked again (signoff.hook_state)."""
+    from signoff.hook_state import chain_keys
+
+    n = call.local.again if call.local is not None else 0
+    return list(chain_keys(base_key))[n]
+
+
+def result_of(response: Any) -> Any:
+    """A short result from a tool's response: its small scalar fields (a Write's whole content is not
+    repeated: the card's preview showed it), or its text cut short."""
+    if isinstance(response, dict):
+        kept = {k: v for k, v in response.items()
+                if isinstance(v, (bool, int, float)) or (isinstance(v, str) and len(v) <= _KEPT)}
+        return kept or None
+    if isinstance(response, str):
+        return response[:_KEPT * 5]
+    return response
+
+
+class Ran(NamedTuple):
+    """A PostToolUse / PostToolUseFailure hook's input: what ran, for the request that allowed it."""
+
+    base_key: str
+    status: str  # "ran" or "failed"
+    params: dict[str, Any]
+    result: Any = None
+    error: str = ""
+
+
+def parse_ran(data: object) -> Ran | None:
+    """The receipt in a PostToolUse(Failure) hook's input; None for a call that cannot be matched (no
+    `tool_use_id`: the PreToolUse hook's key cannot be derived again)."""
+    if not isinstance(data, dict):
+        raise ValueError("the hook input is not what Claude Code sends (a JSON object is expected)")
+    session_id, tool_use_id, tool_input = data.get("session_id"), data.get("tool_use_id"), data.get("tool_input")
+    if not isinstance(session_id, str) or not session_id or not isinstance(tool_use_id, str) or not tool_use_id:
+        return None
+    params = tool_input if isinstance(tool_input, dict) else {}
+    if event_of(data) == POST_TOOL_USE_FAILURE:
+        error = data.get("error")
+        text = " ".join(str(error if error is not None else "the tool call failed").split())[:ERROR_MAX]
+        return Ran(request_key(session_id, tool_use_id), "failed", params, None, text or "the tool call failed")
+    return Ran(request_key(session_id, tool_use_id), "ran", params, result_of(data.get("tool_response")))

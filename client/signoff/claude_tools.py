@@ -11,6 +11,7 @@ typed (a multi-line box for `content`, a checkbox for `replace_all`).
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 from typing import Any
 
@@ -142,3 +143,28 @@ def summary(tool: str, tool_input: dict[str, Any], cwd: str | None = None) -> st
         _, server, name = (tool.split("__", 2) + ["", ""])[:3]
         return f"Claude Code wants to call {name or tool} (MCP server {server})"
     return f"Claude Code wants to use {tool}"
+
+
+FILE_TOOLS = ("Write", "Edit", "MultiEdit")
+
+
+def file_state(tool: str, tool_input: dict[str, Any], cwd: str | None = None) -> str | None:
+    """What a file tool's preview is computed from: the file on disk, as `sha256:<hex>` of its bytes,
+    `absent` when there is none, `stat:<size>:<mtime_ns>` for one too large (or not regular) to read
+    within bounds. None for other tools, or when the path cannot even be looked at (nothing to bind)."""
+    path = tool_input.get("file_path")
+    if tool not in FILE_TOOLS or not isinstance(path, str) or not path:
+        return None
+    from signoff._files import read_head
+
+    full = _full(path, cwd)
+    data = read_head(full, FILE_MAX_BYTES)
+    if data is not None:
+        return "sha256:" + hashlib.sha256(data).hexdigest()
+    try:
+        found = os.stat(full)
+    except FileNotFoundError:
+        return "absent"
+    except (OSError, ValueError):
+        return None
+    return f"stat:{found.st_size}:{found.st_mtime_ns}"

@@ -7,6 +7,10 @@
                                     4 undeliverable (Slack refused the card for good: nobody can decide it)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
     signoff mcp                     the MCP server over stdio
+    signoff verify RECEIPT.json [--key KID:KEY]
+                                    check a decision's signature offline (the request's JSON as the API
+                                    or the decided webhook gave it); the key: --key or
+                                    SIGNOFF_PUBLIC_KEY (the server's `signoff keys`). Exit 0 valid, 1 not
     signoff langgraph resume --graph module:function [--db checkpoints.db | postgresql://...] [--async]
                              [--once] [--lease S] [--listen HOST:PORT] [--quiet]
                                     resume paused LangGraph threads with Signoff's decisions (run from
@@ -107,7 +111,38 @@ def _wait(args: argparse.Namespace) -> int:
     return EXIT_BY_OUTCOME.get(found.outcome, 1)
 
 
-SERVER_COMMANDS = frozenset({"serve", "demo", "db", "run", "policy"})
+SERVER_COMMANDS = frozenset({"serve", "demo", "db", "run", "policy", "audit", "keys"})
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Offline: no server is asked. The receipt is a request's JSON as the API returned it."""
+    import os
+    from pathlib import Path
+
+    from signoff import signatures
+
+    key = args.key or os.environ.get("SIGNOFF_PUBLIC_KEY") or ""
+    if not key.strip():
+        print("signoff verify: give the server's public key: --key or SIGNOFF_PUBLIC_KEY (`signoff keys` on the "
+              "server prints it)", file=sys.stderr)
+        return 2
+    try:
+        text = sys.stdin.read() if args.receipt == "-" else Path(args.receipt).read_text()
+        body = json.loads(text)
+        ring = signatures.Keyring({"SIGNOFF_PUBLIC_KEY": key})
+        if not isinstance(body, dict) or body.get("status") not in signatures.FINAL:
+            raise SignoffError("not a decided request's JSON (no final status): nothing to check")
+        ring.check(body)
+    except (OSError, ValueError) as exc:
+        print(f"signoff verify: cannot read {args.receipt}: {exc}", file=sys.stderr)
+        return 2
+    except SignoffError as exc:
+        print(f"signoff verify: INVALID: {exc.message}", file=sys.stderr)
+        return 1
+    decision = body.get("decision") or {}
+    print(f"valid: request {body.get('id')} {decision.get('outcome', body.get('status'))} at "
+          f"{decision.get('decided_at')}, signed by key {body['signature']['kid']}")
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,6 +159,9 @@ def parser() -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=float, default=None, help="give up after this many seconds (exit 3)")
     wait.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
     wait.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
+    verify = sub.add_parser("verify", help="check a decision's signature offline; exit 0 valid, 1 not")
+    verify.add_argument("receipt", help="the request's JSON as the API returned it ('-' for stdin)")
+    verify.add_argument("--key", help="the server's public key, <kid>:<base64url> (default: SIGNOFF_PUBLIC_KEY)")
     from signoff.langgraph_cli import add_parser
 
     add_parser(sub)
@@ -154,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(given)
     if args.command == "wait":
         return _wait(args)
+    if args.command == "verify":
+        return _verify(args)
     if args.command == "langgraph":
         from signoff.langgraph_cli import run
 

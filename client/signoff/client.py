@@ -30,6 +30,9 @@ import httpx2
 
 import signoff._protocol as p
 import signoff.resumes as rs
+from signoff.receipts import AsyncOutcomeCalls, OutcomeCalls
+import signoff.signatures as sig
+from signoff._bound import Keys, checked, ended
 from signoff._pace import FIRST_BACKOFF, PollPace, next_backoff, retry_pause
 from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, StillPending, UndeliverableError
 from signoff.models import Answers, Decision, final_decision
@@ -43,14 +46,6 @@ def _give_up(started: float, pause: float, retry_for: float) -> bool:
 
 def _timed_out_message(timeout: float | None) -> str:
     return f"no decision within {timeout:g}s; the request was cancelled"
-
-
-def _ended(body: Json) -> Decision | None:
-    """The request's final decision, None while it is pending; `UndeliverableError` if nobody can see it."""
-    found = final_decision(body)
-    if found is None and (refused := p.undeliverable(body)) is not None:
-        raise refused
-    return found
 
 
 def _unavailable(url: str, method: str, path: str, problem: str, response: httpx2.Response | None) -> str:
@@ -82,11 +77,12 @@ class Submission:
     body: Json
     created: bool
     client: SignoffClient
+    key: str | None = None  # the Idempotency-Key it was submitted under (its decision must be signed for it)
 
     @property
     def decision(self) -> Decision | None:
         """Set at once when the request already ended (a policy or an earlier identical submit)."""
-        return final_decision(self.body)
+        return checked(self.body, self.key)
 
     def wait(self, timeout: float | None = None) -> Decision:
         return self.client.wait(self.id, timeout)
@@ -103,10 +99,11 @@ class AsyncSubmission:
     body: Json
     created: bool
     client: AsyncSignoffClient
+    key: str | None = None
 
     @property
     def decision(self) -> Decision | None:
-        return final_decision(self.body)
+        return checked(self.body, self.key)
 
     async def wait(self, timeout: float | None = None) -> Decision:
         return await self.client.wait(self.id, timeout)
@@ -115,12 +112,13 @@ class AsyncSubmission:
         return await self.client.cancel(self.id, reason)
 
 
-class SignoffClient(rs.ResumeCalls):
+class SignoffClient(rs.ResumeCalls, OutcomeCalls):
     """Blocking client. `url`/`token` default to SIGNOFF_URL / SIGNOFF_TOKEN."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
                  http: httpx2.Client | None = None) -> None:
         self.config = p.Config.resolve(url, token, retry_for)
+        self._keys = Keys()
         self._http = http or httpx2.Client(headers=self.config.headers(), trust_env=False)
 
     def close(self) -> None:
@@ -141,12 +139,12 @@ class SignoffClient(rs.ResumeCalls):
                          idempotency_key: str | None = None, context: str | None = None,
                          requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
                          suggestions: Sequence[Mapping[str, Any]] | None = None,
-                         session: str | None = None) -> Decision:
+                         session: str | None = None, state: str | None = None) -> Decision:
         """Submit once and wait: the approved `Decision` (run with its `params`), or an error saying why not."""
         handle = self.submit(action, params, summary=summary, preview=preview, risk=risk,
                              params_schema=params_schema, channel=channel, approvers=approvers,
                              idempotency_key=idempotency_key, context=context, requested_by=requested_by,
-                             timing=timing, suggestions=suggestions, session=session)
+                             timing=timing, suggestions=suggestions, session=session, state=state)
         return raise_unless_approved(self._wait_or_cancel(handle.id, timeout))
 
     def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
@@ -157,21 +155,23 @@ class SignoffClient(rs.ResumeCalls):
                timing: Mapping[str, Any] | None = None,
                allowed_decisions: Sequence[str] | None = None,
                suggestions: Sequence[Mapping[str, Any]] | None = None,
-               session: str | None = None, callback_url: str | None = None) -> Submission:
+               session: str | None = None, callback_url: str | None = None,
+               state: str | None = None) -> Submission:
         """Create the request (or find the one this key already made) without waiting.
 
         `suggestions`: Claude's permission updates for this call (offered on the card as "Approve &
         always allow ..."); `session`: the agent's run or session id, for session-scoped grants;
         `callback_url`: where the server POSTs the decision, signed (`signoff.webhooks.read` checks it;
-        the server needs SIGNOFF_WEBHOOK_SECRET set, or the submit is refused)."""
+        the server needs SIGNOFF_WEBHOOK_SECRET set, or the submit is refused); `state`: what the
+        preview was computed from (a hash, an etag), carried back as `Decision.state` to re-check."""
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
                                allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
-                               callback_url=callback_url)
-        answer, status = self._send("POST", "/api/v1/approvals", json=body,
-                                    key=idempotency_key or p.new_key())
-        return Submission(str(answer["id"]), answer, status == 201, self)
+                               callback_url=callback_url, state=state)
+        key = idempotency_key or p.new_key()
+        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return Submission(str(answer["id"]), answer, status == 201, self, self._keys.note(str(answer["id"]), key))
 
     def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None = None,
                      channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -184,8 +184,9 @@ class SignoffClient(rs.ResumeCalls):
         """
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
                             context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
-        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=idempotency_key or p.new_key())
-        return Submission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return Submission(str(answer["id"]), answer, status == 201, self, self._keys.note(str(answer["id"]), key))
 
     def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
             context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -194,7 +195,9 @@ class SignoffClient(rs.ResumeCalls):
         """Ask 1-4 multiple-choice questions (2-4 options each); the answers once someone gives them."""
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by)
-        answer, _ = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        key = idempotency_key or p.new_key()
+        answer, _ = self._send("POST", "/api/v1/questions", json=body, key=key)
+        self._keys.note(str(answer["id"]), key)
         decision = raise_unless_approved(self._wait_or_cancel(str(answer["id"]), timeout))
         return Answers.from_question(self.get(decision.request_id))
 
@@ -205,8 +208,9 @@ class SignoffClient(rs.ResumeCalls):
         """Post the questions (or find the ones this key already posted) without waiting."""
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by, callback_url=callback_url)
-        answer, status = self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
-        return Submission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = self._send("POST", "/api/v1/questions", json=body, key=key)
+        return Submission(str(answer["id"]), answer, status == 201, self, self._keys.note(str(answer["id"]), key))
 
     def get(self, request_id: str, *, wait: float = 0.0) -> Json:
         """The request's JSON as the server has it; with `wait`, one long-poll (at most 50 s)."""
@@ -228,7 +232,7 @@ class SignoffClient(rs.ResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - time.monotonic()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), time.monotonic()
-            found = _ended(self.get(request_id, wait=asked))
+            found = ended(self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
             now = time.monotonic()
             if found is not None or (deadline is not None and now >= deadline):
                 return found
@@ -270,6 +274,8 @@ class SignoffClient(rs.ResumeCalls):
 
     def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
               timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # once: pin the server's key
+            sig.keyring().pin(self.config.url, self._send("GET", sig.KEYS_PATH)[0])
         headers = {"Idempotency-Key": key} if key else None
         started, backoff = time.monotonic(), FIRST_BACKOFF
         while True:
@@ -289,12 +295,13 @@ class SignoffClient(rs.ResumeCalls):
             backoff = next_backoff(backoff)
 
 
-class AsyncSignoffClient(rs.AsyncResumeCalls):
+class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls):
     """The asyncio client; the same calls as `SignoffClient`, awaited."""
 
     def __init__(self, url: str | None = None, token: str | None = None, *, retry_for: float | None = None,
                  http: httpx2.AsyncClient | None = None) -> None:
         self.config = p.Config.resolve(url, token, retry_for)
+        self._keys = Keys()
         self._http = http or httpx2.AsyncClient(headers=self.config.headers(), trust_env=False)
 
     async def aclose(self) -> None:
@@ -314,11 +321,11 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                                requested_by: str | None = None,
                                timing: Mapping[str, Any] | None = None,
                                suggestions: Sequence[Mapping[str, Any]] | None = None,
-                               session: str | None = None) -> Decision:
+                               session: str | None = None, state: str | None = None) -> Decision:
         handle = await self.submit(action, params, summary=summary, preview=preview, risk=risk,
                                    params_schema=params_schema, channel=channel, approvers=approvers,
                                    idempotency_key=idempotency_key, context=context, requested_by=requested_by,
-                                   timing=timing, suggestions=suggestions, session=session)
+                                   timing=timing, suggestions=suggestions, session=session, state=state)
         return raise_unless_approved(await self._wait_or_cancel(handle.id, timeout))
 
     async def submit(self, action: str, params: Mapping[str, Any], *, summary: str,
@@ -329,15 +336,17 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                      timing: Mapping[str, Any] | None = None,
                      allowed_decisions: Sequence[str] | None = None,
                      suggestions: Sequence[Mapping[str, Any]] | None = None,
-                     session: str | None = None, callback_url: str | None = None) -> AsyncSubmission:
+                     session: str | None = None, callback_url: str | None = None,
+                     state: str | None = None) -> AsyncSubmission:
         body = p.approval_body(action, params, summary=summary, preview=preview, risk=risk,
                                params_schema=params_schema, channel=channel, approvers=approvers,
                                context=context, requested_by=requested_by, timing=timing,
                                allowed_decisions=allowed_decisions, suggestions=suggestions, session=session,
-                               callback_url=callback_url)
-        answer, status = await self._send("POST", "/api/v1/approvals", json=body,
-                                          key=idempotency_key or p.new_key())
-        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+                               callback_url=callback_url, state=state)
+        key = idempotency_key or p.new_key()
+        answer, status = await self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self,
+                               self._keys.note(str(answer["id"]), key))
 
     async def submit_batch(self, items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None = None,
                            channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -347,9 +356,10 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                            callback_url: str | None = None) -> AsyncSubmission:
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
                             context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
-        answer, status = await self._send("POST", "/api/v1/approvals", json=body,
-                                          key=idempotency_key or p.new_key())
-        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = await self._send("POST", "/api/v1/approvals", json=body, key=key)
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self,
+                               self._keys.note(str(answer["id"]), key))
 
     async def ask(self, questions: Sequence[Mapping[str, Any]], *, summary: str | None = None,
                   context: str | None = None, channel: str | None = None, approvers: Sequence[str] | None = None,
@@ -357,7 +367,9 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                   requested_by: str | None = None) -> Answers:
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by)
-        answer, _ = await self._send("POST", "/api/v1/questions", json=body, key=idempotency_key or p.new_key())
+        key = idempotency_key or p.new_key()
+        answer, _ = await self._send("POST", "/api/v1/questions", json=body, key=key)
+        self._keys.note(str(answer["id"]), key)
         decision = raise_unless_approved(await self._wait_or_cancel(str(answer["id"]), timeout))
         return Answers.from_question(await self.get(decision.request_id))
 
@@ -368,9 +380,10 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
                                callback_url: str | None = None) -> AsyncSubmission:
         body = p.question_body(questions, summary=summary, context=context, channel=channel,
                                approvers=approvers, requested_by=requested_by, callback_url=callback_url)
-        answer, status = await self._send("POST", "/api/v1/questions", json=body,
-                                          key=idempotency_key or p.new_key())
-        return AsyncSubmission(str(answer["id"]), answer, status == 201, self)
+        key = idempotency_key or p.new_key()
+        answer, status = await self._send("POST", "/api/v1/questions", json=body, key=key)
+        return AsyncSubmission(str(answer["id"]), answer, status == 201, self,
+                               self._keys.note(str(answer["id"]), key))
 
     async def get(self, request_id: str, *, wait: float = 0.0) -> Json:
         wait = max(0.0, min(wait, p.MAX_LONG_POLL))
@@ -388,7 +401,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
         while True:
             left = p.MAX_LONG_POLL if deadline is None else deadline - loop.time()
             asked, sent = max(0.0, min(left, p.MAX_LONG_POLL)), loop.time()
-            found = _ended(await self.get(request_id, wait=asked))
+            found = ended(await self.get(request_id, wait=asked), request_id, self._keys.of(request_id))
             now = loop.time()
             if found is not None or (deadline is not None and now >= deadline):
                 return found
@@ -425,6 +438,8 @@ class AsyncSignoffClient(rs.AsyncResumeCalls):
 
     async def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
                     timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
+        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # once: pin the server's key
+            sig.keyring().pin(self.config.url, (await self._send("GET", sig.KEYS_PATH))[0])
         headers = {"Idempotency-Key": key} if key else None
         started, backoff = time.monotonic(), FIRST_BACKOFF
         while True:

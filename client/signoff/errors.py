@@ -7,6 +7,8 @@
     ├── StillPending             `wait(..., timeout=)` ran out while the request is still open
     ├── UndeliverableError       Slack refused the request's card for good: nobody can see it (not approved)
     ├── SignoffUnavailable       the server could not be reached or kept failing (network, 5xx, 429)
+    ├── StateChanged             what the approval was computed from kept changing after each approval (nothing ran)
+    ├── SignatureInvalid         a decision not signed by the server's key: forged, altered or replayed (nothing runs)
     ├── SignoffRequestError      the server refused the request itself (4xx: bad input, bad token, unknown id)
     │   └── ResumeTaken          another resumer holds the resume claim, or it was finished (signoff.resumes)
     └── WebhookRefused           a POST to an agent's webhook receiver that Signoff did not sign (or not just now)
@@ -74,6 +76,20 @@ class ParamsChanged(SignoffError):
     approved (changed after the decision, or in transit). The action must not run."""
 
     code = "params_changed"
+
+
+class StateChanged(SignoffError):
+    """What the approved preview was computed from (its `state`) kept changing after each approval:
+    asked again up to the limit, then nothing ran."""
+
+    code = "state_changed"
+
+
+class SignatureInvalid(SignoffError):
+    """A decision without a valid signature by a key this agent trusts (signoff.signatures): forged,
+    altered or replayed on the way from the server. The action must not run."""
+
+    code = "decision_signature_invalid"
 
 
 class StillPending(SignoffError):

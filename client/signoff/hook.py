@@ -18,6 +18,15 @@ Invariants:
   `"onFailure": "block"`). An unreachable server is retried for a few seconds, then denied.
 - The transcript and files are read bounded (`signoff._files`): a regular file only, within a
   time limit; one that cannot be read counts as "cannot tell", which asks and never defers.
+- Nothing runs on an answer it cannot check: an allow must come with the signed request it was
+  decided on (the endpoint adds it for a command hook), its Ed25519 signature valid
+  (`signoff.signatures`: SIGNOFF_PUBLIC_KEY, else the server's key fetched once) and its key this
+  call's. Checked only for an allow, and imported only then.
+- Approvals bound to the file (`signoff.hook_state`): Write/Edit/MultiEdit send the file's SHA-256 as
+  the request's `state`; on an approval the file is read again, and if it changed the request is
+  reported `skipped` and the person asked again with the new preview (at most MAX_ASKS times).
+- As a PostToolUse / PostToolUseFailure hook it forwards the call to the endpoint, which reports what
+  ran to the request that allowed it; it prints `{}` whatever happens (the call already ran).
 """
 
 from __future__ import annotations
@@ -80,8 +89,13 @@ def local_facts(call: rules.HookCall, options: rules.Options) -> dict[str, Any]:
 
     import signoff.claude_tools as claude_tools
 
+    # The state is read before the preview is made: a change in between makes the approval look stale
+    # (asks again), never current.
+    state = claude_tools.file_state(call.tool_name, call.tool_input, call.cwd)
     facts: dict[str, Any] = {"host": socket.gethostname(),
                              "preview": claude_tools.preview(call.tool_name, call.tool_input, call.cwd)}
+    if state is not None:
+        facts["state"] = state
     counting = options.on_timeout == "defer" and not call.asking
     finding = call.asking and not call.tool_use_id
     if counting or finding:
@@ -103,13 +117,17 @@ def _server(url: str | None, token: str | None) -> tuple[str, str | None]:
     return chosen, token or os.environ.get("SIGNOFF_TOKEN") or None
 
 
-def _exchange(parts: Any, target: str, body: bytes, headers: dict[str, str], timeout: float) -> tuple[int, bytes]:
-    """One HTTP/1.1 POST on its own connection: (status, body). On a plain socket, not http.client: its
-    import (the email package) costs more than the rest of the hook; ssl is imported only for https."""
+def _exchange(parts: Any, target: str, body: bytes | None, headers: dict[str, str],
+              timeout: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST (GET when `body` is None) on its own connection: (status, body). On a plain socket,
+    not http.client: its import (the email package) costs more than the rest of the hook; ssl is imported
+    only for https."""
     import socket
 
     host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    lines = [f"POST {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}", "Connection: close",
+    method = "GET" if body is None else "POST"
+    body = body or b""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}", "Connection: close",
              f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
     with socket.create_connection((host, port), timeout=timeout) as raw:
         conn: Any = raw
@@ -194,6 +212,107 @@ def forward(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
         raise SignoffRequestError(f"the Signoff server answered {status}: {message or raw[:200]!r}", status=status)
 
 
+def _allows(result: dict[str, Any]) -> bool:
+    out = result.get("hookSpecificOutput")
+    if not isinstance(out, dict):
+        return False
+    decision = out.get("decision")
+    return out.get("permissionDecision") == "allow" or (isinstance(decision, dict) and decision.get("behavior") == "allow")
+
+
+def _checked(options: _Options, reply: Any, expected_key: str | None) -> dict[str, Any]:
+    """The signed request an allow was decided on, checked (SignatureInvalid otherwise): its signature by a
+    trusted key, and (when this hook can derive it) the key this call's request was submitted under."""
+    import signoff.signatures as sig
+    from signoff.errors import SignatureInvalid
+
+    request = reply.get("request") if isinstance(reply, dict) else None
+    if not isinstance(request, dict) or request.get("status") != "approved":
+        raise SignatureInvalid("the server's allow came without the approved, signed request it was decided on; "
+                               "nothing may run on it")
+    keyring = sig.keyring()
+    base, _ = _server(options.url, options.token)
+    if keyring.wants_fetch(base):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(base)
+        status, raw = _exchange(parts, f"{parts.path}{sig.KEYS_PATH}", None, {"User-Agent": "signoff-hook"}, MARGIN)
+        if status != 200:
+            raise SignatureInvalid(f"cannot check the decision: the server's {sig.KEYS_PATH} answered {status}")
+        keyring.pin(base, json.loads(raw))
+    keyring.check(request)
+    stored = request.get("idempotency_key")
+    if expected_key is not None and not (stored == expected_key or (isinstance(stored, str) and (
+            stored.endswith(":" + expected_key) or stored.startswith("sha256:")))):
+        raise SignatureInvalid(f"request {request.get('id')} was not submitted under this call's key: another "
+                               "request's decision, replayed; nothing may run on it")
+    return request
+
+
+def _report_skipped(options: _Options, request_id: str) -> None:
+    """The approval made on the file as it was did not run (quietly: asking again matters more)."""
+    from urllib.parse import quote, urlsplit
+
+    from signoff.hook_state import CHANGED
+
+    try:
+        base, token = _server(options.url, options.token)
+        parts = urlsplit(base)
+        headers = {"Content-Type": "application/json", "User-Agent": "signoff-hook"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        _exchange(parts, f"{parts.path}/api/v1/approvals/{quote(request_id, safe='')}/outcome",
+                  json.dumps({"status": "skipped", "error": CHANGED}).encode(), headers, MARGIN)
+    except OSError as exc:
+        print(f"signoff: could not report {request_id} skipped: {exc}"[:600], file=sys.stderr)
+
+
+def decide(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
+    """The answer for a PreToolUse or PermissionRequest call: the endpoint's, checked here (signature, file)."""
+    from signoff.hook_state import MAX_ASKS, still_current
+
+    started = time.monotonic()
+    call = rules.parse(data)
+    proposed, changed_from = call.tool_input, None
+    for again in range(MAX_ASKS):
+        asked = call._replace(tool_input=proposed)
+        facts = local_facts(asked, options.hook)
+        if again:
+            facts.update(again=again, changed_from=changed_from)
+        left = max(0.0, options.hook.wait - (time.monotonic() - started))
+        answered = forward(_Options(options.hook._replace(wait=left), options.url, options.token),
+                           {**data, "tool_input": proposed, rules.LOCAL: facts})
+        reply = answered.pop(rules.REPLY, None)
+        if not _allows(answered):
+            return answered
+        call_id = call.tool_use_id or (facts.get("call_id") if call.asking else None)
+        base = rules.request_key(call.session_id, call_id) if call_id else None
+        expected = rules.chain_key(asked._replace(local=rules.Local(again=again)), base) if base else None
+        request = _checked(options, reply, expected)
+        decision = request.get("decision") or {}
+        params = dict(decision.get("params") or {})
+        # Bound to the state it was approved on (signoff.hook_state): the file as it is now, or ask again.
+        if still_current(request.get("state"), _file_state(call, params)):
+            accepted = None
+            if call.asking:
+                import signoff.claude_suggestions as claude_suggestions
+
+                sent = [wire for _, wire in claude_suggestions.as_sent(list(call.suggestions))]
+                accepted = rules.accepted_suggestion(request, sent)
+            allowed = rules.from_request(request)
+            assert allowed is not None
+            return rules.shaped(allowed, call.event, accepted)
+        _report_skipped(options, str(request.get("id")))
+        proposed, changed_from = params, str(request.get("id"))
+    return rules.shaped(deny(f"the file changed after each of {MAX_ASKS} approvals; nothing was written"), call.event)
+
+
+def _file_state(call: rules.HookCall, params: dict[str, Any]) -> str | None:
+    import signoff.claude_tools as claude_tools
+
+    return claude_tools.file_state(call.tool_name, params, call.cwd)
+
+
 def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
     """The whole hook: never raises, always prints one JSON answer, always returns 0."""
     event: str | None = None
@@ -205,11 +324,16 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
         except ValueError:
             raise ValueError("the hook input is not what Claude Code sends (not JSON)") from None
         event = rules.event_of(data)
-        call = rules.parse(data)
-        data[rules.LOCAL] = local_facts(call, options.hook)
-        result = forward(options, data)
+        if event in rules.POST_EVENTS:  # the receipt: the endpoint reports it; nothing to decide
+            forward(options, data)
+            result: dict[str, Any] = {}
+        else:
+            result = decide(options, data)
     except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit
-        if isinstance(exc, KeyboardInterrupt):
+        if event in rules.POST_EVENTS:  # the call already ran: nothing to close; the receipt is lost, said so
+            print(f"signoff: could not report the outcome: {type(exc).__name__}: {exc}"[:600], file=sys.stderr)
+            result = {}
+        elif isinstance(exc, KeyboardInterrupt):
             result = rules.shaped(deny("interrupted before a decision"), event)
         else:
             detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
@@ -224,5 +348,6 @@ HELP = """signoff hook claude-code [--wait SECONDS] [--on-timeout deny|ask|defer
 Claude Code PreToolUse or PermissionRequest hook: reads the hook JSON on stdin, prints the decision
 JSON, exits 0. --risk asks for at least that risk (default: the policy's tier for the tool; high
 without a policy file). As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
+As a PostToolUse (and PostToolUseFailure) hook it reports what ran to the request that allowed it.
 SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment.
 Where Claude Code can reach the server, prefer its HTTP hook: no process per tool call."""

@@ -13,6 +13,7 @@ from typing import Any
 
 FINAL = ("approved", "rejected", "expired", "cancelled", "answered")
 from signoff._hash import params_sha256
+import signoff.signatures as signatures
 from signoff.errors import ParamsChanged
 
 
@@ -129,6 +130,13 @@ class Decision:
         return (index, dict(found["update"])) if isinstance(index, int) else None
 
     @property
+    def state(self) -> str | None:
+        """What the preview the person saw was computed from (the `state` given at submit), if given:
+        re-check it before the action runs; if the world changed, ask again."""
+        found = self.raw.get("state")
+        return found if isinstance(found, str) else None
+
+    @property
     def reply(self) -> str | None:
         """The person's answer when they chose "Reply instead" (a rejection: the action must not run)."""
         return self.comment if self.outcome == "rejected" and self.via == "reply" else None
@@ -136,6 +144,7 @@ class Decision:
     @classmethod
     def from_request(cls, body: Mapping[str, Any]) -> Decision | None:
         """The decision in a request's JSON, or None while it is pending."""
+        signatures.keyring().check(body)  # before anything of it is read: a decision the server did not sign
         raw = body.get("decision")
         if not isinstance(raw, dict):
             return None

@@ -119,12 +119,13 @@ async def test_a_batch_shows_the_one_item_that_failed_on_its_own_line(agent: Age
 
     body = await request(agent, request_id)
     items = body["outcome"]["items"]
-    assert list(items) == ["toolu_bad"] and items["toolu_bad"]["status"] == "failed"
+    assert sorted(items) == ["toolu_bad", "toolu_ok"] and items["toolu_bad"]["status"] == "failed"
+    assert items["toolu_ok"]["status"] == "ran" and items["toolu_ok"]["same_params"] is True  # issue 37: receipts
     assert "outside the workspace" in items["toolu_bad"]["error"]
     assert done["failed_steps"] == 1
 
 
-async def test_a_run_whose_approved_calls_worked_reads_as_before(agent: AgentApp) -> None:
+async def test_a_run_whose_approved_calls_worked_reads_as_before_with_a_receipt(agent: AgentApp) -> None:
     agent.model.script(
         message(tool_use("write_file", {"path": "notes.md", "content": "fine\n"}, id="toolu_ok")),
         message(text("Written.")),
@@ -139,5 +140,12 @@ async def test_a_run_whose_approved_calls_worked_reads_as_before(agent: AgentApp
     assert "Done after 2 steps" in shown(agent.thread(root)[-1])
     card = await agent.app.card(call["request_id"])
     assert "failed" not in shown(card).lower()
-    assert (await request(agent, call["request_id"]))["outcome"] is None
+    # Issue 37: the runner reports what ran, with the approved parameters, on the card and in the API.
+    assert "with the approved parameters" in shown(card), shown(card)
+    body = await request(agent, call["request_id"])
+    assert body["outcome_status"] == "ran" and body["outcome"]["by"] == "runner"
+    assert body["outcome"]["params"] == {"path": "notes.md", "content": "fine\n"} and body["outcome"]["same_params"]
+    assert agent.app.signoff is not None
+    [ran] = [e for e in await agent.app.signoff.store.audit_events(call["request_id"]) if e.type == "run_ran"]
+    assert ran.data["by"] == "runner"
     assert done["failed_steps"] == 0

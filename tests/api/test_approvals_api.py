@@ -138,6 +138,7 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         "approvers": ["U1", "U2"],
         "callback_url": None,
         "requested_by": "support-agent",
+        "idempotency_key": None,  # the body was sent without one
         "created_at": None,
         "updated_at": None,
         "card": None,
@@ -151,6 +152,7 @@ async def test_create_returns_201_location_and_the_request(app: App) -> None:
         "quorum": 1, "requester_may_approve": True, "confirm": None, "requester_user": None, "votes": [],
         "items": None,
         "outcome": None,  # issue 34: what happened when the decided action ran, if it did not succeed
+        "outcome_status": None,  # issue 37: "not_reported" once approved and nobody reported what ran
     }
     assert list(body["action"]["params"]) == list(params)  # the agent's order is kept
     assert body["created_at"].endswith("Z") and body["created_at"] == body["updated_at"]

@@ -49,7 +49,8 @@ async def test_home_with_30_pending_shows_20_and_10_more(tapp: App, clock: FakeC
     assert published.args["user_id"] == "U1"
     view = slack.home_views["U1"]
     assert valid_view(published.args["view"]) and len(view["blocks"]) <= 100
-    assert headers(view) == ["Signoff", "Waiting for you (30)", "Escalated to you (0)", "Decided by you recently (0)"]
+    assert headers(view) == ["Signoff", "Waiting for you (30)", "Escalated to you (0)", "Decided by you recently (0)",
+                            "Last 7 days"]
     items = [t for t in section_texts(view) if "Refund order" in t]
     assert len(items) == 20
     assert [t.split("|", 1)[1].split(">", 1)[0] for t in items] == [f"Refund order {n:02d}" for n in range(20)]
@@ -70,7 +71,8 @@ async def test_home_with_30_pending_shows_20_and_10_more(tapp: App, clock: FakeC
     await settle(app)
     view = slack.home_views["U1"]
     valid_view(view)
-    assert headers(view)[1:] == ["Waiting for you (29)", "Escalated to you (0)", "Decided by you recently (1)"]
+    assert headers(view)[1:] == ["Waiting for you (29)", "Escalated to you (0)", "Decided by you recently (1)",
+                                 "Last 7 days"]
     assert "… 9 more requests" in contexts(view)
     assert any("✅ Approved" in c and "Refund order 00" in c for c in contexts(view))
     # A click from Home on a request someone else decided is answered by DM (Home has no channel).

@@ -22,3 +22,16 @@ async def pending_id(app: App) -> str:
 def cards(slack: SlackEmulator) -> int:
     """How many top-level messages (cards) were posted."""
     return sum(1 for c in slack.calls if c.method == "chat.postMessage" and not c.args.get("thread_ts"))
+
+
+async def next_pending(app: App, after: str) -> str:
+    """The id of the one pending request other than `after` (decided just now: its decision may still be
+    being written when the click's ack arrives)."""
+    for _ in range(1000):
+        _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
+        others = [str(i["id"]) for i in listing["items"] if i["id"] != after]
+        if others:
+            [found] = others
+            return found
+        await asyncio.sleep(0.01)  # test-side: waiting for the agent's second submit to land
+    raise AssertionError(f"no pending request other than {after} appeared")

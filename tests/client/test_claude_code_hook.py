@@ -13,7 +13,7 @@ from bot.sandbox.signed import plain_input
 from tests.support.app import API_TOKEN, App
 from bench.harness import free_port
 from tests.client.claude_cli import ClaudeCli, hook_settings
-from tests.client.helpers import cards, pending_id
+from tests.client.helpers import cards, next_pending, pending_id
 
 
 def cli_for(app_url: str, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
@@ -108,8 +108,7 @@ async def test_defer_then_a_click_then_resume_runs_the_call_once(app: App, model
     _, decided = await app.api("GET", f"/api/v1/approvals/{request_id}?wait=10")
     assert decided["status"] == "approved"
 
-    # The file changes meanwhile: on resume the hook's card would differ, yet it is the same call and request.
-    target.write_text("v1, edited by hand\n")
+    # Resumed as it was: the same call finds the same request and its approval, and runs once.
     model.script(message(text("Written.")), message(text("Nothing else.")))
     resumed = await cli.run("carry on", "--resume", first["session_id"], "--settings",
                             hook_settings("--wait", "0.5", "--on-timeout", "defer"))
@@ -120,6 +119,35 @@ async def test_defer_then_a_click_then_resume_runs_the_call_once(app: App, model
     _, listing = await app.api("GET", "/api/v1/approvals")
     assert [i["id"] for i in listing["items"]] == [request_id]
     assert cards(app.slack) == 1
+
+
+async def test_a_file_changed_before_the_resume_is_asked_again_not_deferred_again(app: App, model: FakeClaudeApi,
+                                                                                  tmp_path: Path) -> None:
+    cli = cli_for(app.url, model, tmp_path)
+    target = cli.work / "release.txt"
+    target.write_text("v1\n")
+    model.script(message(tool_use("Write", {"file_path": str(target), "content": "v2\n"}, id="toolu_defer_2")))
+    first = await cli.run("write the release note", "--settings",
+                          hook_settings("--wait", "0.5", "--on-timeout", "defer"))
+    assert first["terminal_reason"] == "tool_deferred", first
+    request_id = await pending_id(app)
+    await app.click(request_id, "U1", user_name="alice")
+    _, decided = await app.api("GET", f"/api/v1/approvals/{request_id}?wait=10")
+    assert decided["status"] == "approved"
+    # The file changes after the approval (issue 37): the approval was made on the old file, so the resumed
+    # call is asked again with the new preview; still undecided, it is denied (a second defer would lose it).
+    target.write_text("v1, edited by hand\n")
+    model.script(message(text("Held back.")), message(text("Nothing else.")))
+    resumed = await cli.run("carry on", "--resume", first["session_id"], "--settings",
+                            hook_settings("--wait", "0.5", "--on-timeout", "defer"))
+    assert resumed["_exit"] == 0 and resumed["terminal_reason"] == "completed", resumed
+    assert target.read_text() == "v1, edited by hand\n"
+    [denied] = [r for r in model.tool_results(-1) if r["tool_use_id"] == "toolu_defer_2"]
+    assert denied.get("is_error") and "file changed since it was approved" in json.dumps(denied)
+    _, first_body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert first_body["outcome_status"] == "skipped"
+    pending = await next_pending(app, request_id)
+    assert pending != request_id and cards(app.slack) == 2
 
 
 async def test_calls_the_cli_would_lose_are_denied_instead_of_deferred(app: App, model: FakeClaudeApi,

@@ -19,6 +19,7 @@ from tests.fakes.claude_api import FakeClaudeApi
 from bench.harness import free_port
 from tests.client.claude_cli import ClaudeCli
 from tests.client.helpers import cards, pending_id
+from tests.support.outbox import settle
 from tests.support.app import API_TOKEN, App, policy_app, start_app
 from tests.support.docs import doc_example
 
@@ -266,3 +267,36 @@ async def test_as_a_permission_request_hook_an_accepted_suggestion_becomes_claud
         assert app.signoff is not None  # no tool_use_id in a PermissionRequest: found in the transcript
         stored = await app.signoff.store.get_request(request_id)
         assert stored is not None and str(stored.idempotency_key).endswith(":toolu_http_pr_1")
+
+
+async def test_post_tool_use_reports_what_ran_to_the_card_and_the_audit(app: App, model: FakeClaudeApi,
+                                                                          tmp_path: Path) -> None:
+    """The docs' HTTP PostToolUse hook beside the PreToolUse one: the receipt reaches the card and the audit."""
+    cli = cli_for(model, tmp_path)
+    target = cli.work / "config.yaml"
+    target.write_text("replicas: 2\n")
+    model.script(message(text("Scaling."), tool_use("Write", {"file_path": str(target), "content": "replicas: 9\n"},
+                                                    id="toolu_http_post")),
+                 message(text("Done.")))
+    settings = json.loads(http_settings(app.url, "&channel=C1&approvers=U1,U2"))
+    post = json.loads(doc_example("claude-http-receipts"))["hooks"]["PostToolUse"]
+    post[0]["hooks"][0]["url"] = post[0]["hooks"][0]["url"].replace(DOCS_SERVER, app.url)
+    settings["hooks"]["PostToolUse"] = post
+    running = asyncio.create_task(cli.run("scale to 9", "--settings", json.dumps(settings)))
+    request_id = await pending_id(app)
+    _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert body.get("state") is None  # the server never reads the agent's disk: nothing to bind the approval to
+    await app.click(request_id, "U1", user_name="alice")
+    result = await running
+    assert result["_exit"] == 0 and result["result"] == "Done.", result
+    assert target.read_text() == "replicas: 9\n"
+
+    _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert body["outcome_status"] == "ran" and body["outcome"]["same_params"] is True, body
+    assert body["outcome"]["params"] == {"file_path": str(target), "content": "replicas: 9\n"}
+    await settle(app)
+    card = await app.card(request_id)
+    said = card.text + "\n" + json.dumps(card.blocks, ensure_ascii=False)
+    assert "with the approved parameters" in said, said
+    assert app.signoff is not None
+    assert [e.type for e in await app.signoff.store.audit_events(request_id)].count("run_ran") == 1

@@ -22,13 +22,14 @@ import pytest
 import pytest_asyncio
 
 from bot.api.webhooks import sign
+from bot.approvals.keys import Signer
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import number_input, plain_input
 from tests.support.docs import doc_example
 from tests.client.dbos_worker import Worker, dbos_url, recorded, steps
 from tests.client.helpers import cards, pending_id
 from tests.client.test_langgraph import submit_modal
-from tests.support.app import WEBHOOK_SECRET, App, start_app
+from tests.support.app import TEST_SIGNING_KEY, WEBHOOK_SECRET, App, start_app
 
 __all__ = ["dbos_url"]  # the fixture, parametrized over the DBOS engines
 
@@ -188,7 +189,10 @@ async def test_a_rejected_refund_is_never_paid_and_the_endpoint_takes_only_what_
             raw = json.dumps(event).encode()
             return await post(base, raw, signed(raw))
 
-        decided = {**request, "status": "approved", "decision": {"outcome": "approved", "params": {}}}
+        # Signed as the server signs decisions (the worker's client pinned its key): the endpoint's own checks are
+        # what this test is about. `callback_url` is not covered by the signature.
+        decided = Signer.from_seed(TEST_SIGNING_KEY).sign(
+            {**request, "status": "approved", "decision": {"outcome": "approved", "params": {}}})
         status, answer = await signed_post({"type": "approval.decided", "request": {**decided, "callback_url": None}})
         assert status == 400 and "names no DBOS workflow" in answer["error"]
         elsewhere = {**decided, "callback_url": f"{base}?dbos_workflow=refund-nobody"}

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.app import ROOT, App
 from tests.client.claude_cli import signoff_command
-from tests.client.helpers import cards, pending_id
+from tests.client.helpers import cards, next_pending, pending_id
 
 AGENT, OPS = "tok-claude-agent-1", "tok-claude-ops-2"
 SESSION = "6f1c2d9e-8a0b-4c57-9d3e-2b1f0a7c5e11"
@@ -105,14 +105,17 @@ async def test_the_conflict_fallback_finds_the_agent_tokens_own_request(app: App
     assert decision == "deny" and "still waiting" in reason, reason
     request_id = await pending_id(app)
     # The file changes meanwhile: the same call now makes another card body under the same key (409),
-    # and the hook answers from the request it made first, which it finds by that key.
+    # and the hook answers from the request it made first, which it finds by that key. That approval was
+    # made on the old file (issue 37), so the person is asked again, once, with the new preview.
     target.write_text("v1, edited by hand\n")
     again = asyncio.create_task(hook(app, call, "--wait", "30"))
     await app.click(request_id, "U1", user_name="alice")
+    second = await next_pending(app, request_id)
+    await app.click(second, "U1", user_name="alice")
     decision, reason = await again
-    assert decision == "allow" and request_id in reason, reason
+    assert decision == "allow" and second in reason, reason
     _, listing = await app.api("GET", "/api/v1/approvals")
-    assert [i["id"] for i in listing["items"]] == [request_id] and cards(app.slack) == 1
+    assert [i["id"] for i in listing["items"]] == [request_id, second] and cards(app.slack) == 2
 
 
 async def test_signoff_wait_claude_result_finds_the_deferred_call(app: App, tmp_path: Path) -> None:

@@ -171,6 +171,20 @@ def test_sqlites_datetime_text_is_what_sqlalchemys_own_processor_writes() -> Non
         fast(datetime(2026, 1, 1))
 
 
+# Request columns added after 0010 (0012_undo_and_stats): rows written by an older schema have none.
+LATER_THAN_0010 = ("undo_until", "first_viewed_at")
+
+
+async def insert_as_0010(store: Any, request: Any) -> None:
+    """`request`'s row as the schema up to 0010 had it (no later columns)."""
+    from storage.values import request_values
+
+    old = sa.table("requests", *(sa.column(c.name, c.type) for c in requests.columns if c.name not in LATER_THAN_0010))
+    row = {k: v for k, v in request_values(request).items() if k not in LATER_THAN_0010}
+    async with store.write_engine.begin() as conn:
+        await conn.execute(old.insert().values(**row))
+
+
 async def test_upgrading_to_0008_fills_each_requests_owner_from_its_token(empty_db_url: str) -> None:
     from storage.migrate import upgrade
     from storage.values import request_values
@@ -179,11 +193,13 @@ async def test_upgrading_to_0008_fills_each_requests_owner_from_its_token(empty_
     store = await open_store(empty_db_url)
     try:
         made = {"apr_a": {"api_token": "agent-a"}, "apr_b": {"api_token": "agent-a"}, "apr_c": {}}
-        old = sa.table("requests", *(sa.column(c.name, c.type) for c in requests.columns if c.name != "owner"))
+        later = ("owner", *LATER_THAN_0010)
+        old = sa.table("requests", *(sa.column(c.name, c.type) for c in requests.columns if c.name not in later))
         async with store.write_engine.begin() as conn:  # rows as 0007 had them: no owner column yet
             for request_id, extra in made.items():
                 row = request_values(make_request(request_id, extra=extra))
-                del row["owner"]
+                for name in later:
+                    row.pop(name, None)
                 await conn.execute(old.insert().values(**row))
         await upgrade(empty_db_url)
         assert await store.count_pending("agent-a") == 2
@@ -207,7 +223,7 @@ async def test_upgrading_to_0010_adds_resume_claims_beside_what_was_there(empty_
     store = await open_store(empty_db_url)
     try:
         request = full_request()
-        await insert(store, request)
+        await insert_as_0010(store, request)
         await upgrade(empty_db_url)
         assert await store.get_request(request.id) == request
         assert await schema_diff(store) == []

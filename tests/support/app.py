@@ -16,6 +16,7 @@ from aiohttp import web
 
 from bot.process.clock import Clock
 from bot.process.serve import app_runner
+from bot.approvals.keys import new_seed
 from bot.process.settings import Settings
 from bot.process.app import Signoff, build
 from bot.sandbox import SlackEmulator
@@ -27,8 +28,15 @@ WEBHOOK_SECRET = "test-webhook-secret"
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# One decision-signing key for every server this test process starts (made here, never stored): the
+# agent side pins a key per process, and in-process tests start many servers on many databases. Tests
+# of the key made on first start pass SIGNOFF_SIGNING_KEY="" (tests/security/test_signed_decisions.py).
+TEST_SIGNING_KEY = new_seed()
+
+
 def app_env(db_url: str, slack: SlackEmulator, **extra: str) -> dict[str, str]:
     return {
+        "SIGNOFF_SIGNING_KEY": TEST_SIGNING_KEY,
         "SLACK_BOT_TOKEN": "xoxb-test",
         "SLACK_SIGNING_SECRET": SIGNING_SECRET,
         "SLACK_API_URL": slack.url,

@@ -1,0 +1,106 @@
+"""The audit log as a whole: sealing it into the hash chain, reading it in pages and streaming it.
+
+Reads are keyset-paged (`WHERE seq > ? ORDER BY seq LIMIT n`, or by id), each page on a connection of
+its own, so streaming a long log holds one page in memory and no transaction open across pages.
+The same SQLAlchemy Core on both engines; the sealing transaction is storage/audit_seal.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from bot.domain.audit_chain import AuditEntry, AuditFilter, ChainRow
+from storage.audit_seal import ANY_UNSEALED, BATCH, row_of, seal_batch
+from storage.schema import audit_events as ae, audit_head, requests
+from storage.sql import SqlStore
+
+PAGE = 1000
+_COLUMNS = (ae.c.id, ae.c.seq, ae.c.request_id, ae.c.type, ae.c.actor, ae.c.data, ae.c.at, ae.c.prev_hash,
+            ae.c.hash)
+
+
+def _where(wanted: AuditFilter) -> list[Any]:
+    found: list[Any] = []
+    if wanted.since is not None:
+        found.append(ae.c.at >= wanted.since)
+    if wanted.until is not None:
+        found.append(ae.c.at < wanted.until)
+    if wanted.tool is not None:
+        found.append(requests.c.action_name == wanted.tool)
+    if wanted.person is not None:
+        found.append(ae.c.actor == wanted.person)
+    if wanted.outcome is not None:
+        found.append(ae.c.data["outcome"].as_string() == wanted.outcome)
+    if wanted.type is not None:
+        found.append(ae.c.type == wanted.type)
+    return found
+
+
+class AuditStore:
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    async def seal(self, *, batches: int | None = None) -> int:
+        """Seal unsealed rows, one transaction per batch of `BATCH`, until none is left (or `batches` ran);
+        how many it sealed. A look on a reader first: with nothing to seal, no write lock is taken."""
+        async with self.store.engine.connect() as conn:
+            if (await conn.execute(ANY_UNSEALED)).first() is None:
+                return 0
+        total, rounds = 0, 0
+        while batches is None or rounds < batches:
+            async with self.store.unit() as unit:
+                done = await unit.conn.run_sync(seal_batch, BATCH)
+            total, rounds = total + done, rounds + 1
+            if done < BATCH:
+                break
+        return total
+
+    async def head(self) -> tuple[int, str]:
+        async with self.store.engine.connect() as conn:
+            row = (await conn.execute(sa.select(audit_head.c.seq, audit_head.c.hash))).one()
+        return int(row.seq), str(row.hash)
+
+    async def unsealed(self) -> int:
+        async with self.store.engine.connect() as conn:
+            count = (await conn.execute(sa.select(sa.func.count()).select_from(ae).where(ae.c.seq.is_(None)))).scalar()
+        return int(count or 0)
+
+    async def chain(self, *, since: datetime | None = None, page: int = PAGE) -> AsyncIterator[ChainRow]:
+        """Sealed rows in chain order (`since`: only those at or after it), a page at a time."""
+        after = 0
+        while True:
+            stmt = sa.select(*_COLUMNS).where(ae.c.seq > after).order_by(ae.c.seq).limit(page)
+            if since is not None:
+                stmt = stmt.where(ae.c.at >= since)
+            async with self.store.engine.connect() as conn:
+                rows = [row_of(r) for r in (await conn.execute(stmt)).all()]
+            for row in rows:
+                yield row
+            if len(rows) < page:
+                return
+            assert rows[-1].seq is not None
+            after = rows[-1].seq
+
+    async def page(self, wanted: AuditFilter, *, after_id: int, limit: int) -> list[AuditEntry]:
+        """Rows matching `wanted` with an id above `after_id`, oldest first, at most `limit`."""
+        joined = ae.outerjoin(requests, requests.c.id == ae.c.request_id)
+        stmt = (sa.select(*_COLUMNS, requests.c.action_name).select_from(joined)
+                .where(ae.c.id > after_id, *_where(wanted)).order_by(ae.c.id).limit(limit))
+        async with self.store.engine.connect() as conn:
+            rows = (await conn.execute(stmt)).all()
+        return [AuditEntry(row_of(r), r.action_name) for r in rows]
+
+    async def export(self, wanted: AuditFilter, *, page: int = PAGE) -> AsyncIterator[AuditEntry]:
+        """Every row matching `wanted`, oldest first, a page at a time (bounded memory however many)."""
+        after = 0
+        while True:
+            rows = await self.page(wanted, after_id=after, limit=page)
+            for row in rows:
+                yield row
+            if len(rows) < page:
+                return
+            after = rows[-1].row.id
