@@ -66,3 +66,30 @@ async def test_nobody_deciding_within_wait_is_a_deny_and_asking_again_finds_the_
     assert answer["hookSpecificOutput"]["permissionDecision"] == "ask"
     _, answer = await app.api("POST", HOOK + "?wait=0&on_timeout=ask&channel=C1", json=bash("PermissionRequest", None))
     assert answer == {}
+
+
+async def test_post_tool_use_failure_reports_the_failure_once_and_leaves_unknown_calls_alone(app: App) -> None:
+    """The receipt over the HTTP hook: the request the call's key names gets `failed` with the error;
+    a call Signoff never asked about, or one without an id, is answered `{}` and changes nothing."""
+    status, answer = await app.api("POST", HOOK + "?wait=0.2&channel=C1", json=bash(call_id="toolu_api_fail"))
+    assert status == 200 and "still waiting" in answer["hookSpecificOutput"]["permissionDecisionReason"]
+    _, listing = await app.api("GET", "/api/v1/approvals")
+    [request] = listing["items"]
+    await app.click(request["id"], "U1", user_name="alice")
+    status, answer = await app.api("POST", HOOK + "?wait=5&channel=C1", json=bash(call_id="toolu_api_fail"))
+    assert answer["hookSpecificOutput"]["permissionDecision"] == "allow"
+    assert "signoff" not in answer  # the HTTP hook's answer is Claude Code's alone (no signed request riding along)
+    failure = bash("PostToolUseFailure", "toolu_api_fail", error="Exit code 1\nrm: cannot remove 'build'")
+    for _ in range(2):  # a retried hook: the same report, recorded once
+        status, answer = await app.api("POST", HOOK, json=failure)
+        assert status == 200 and answer == {}
+    _, body = await app.api("GET", f"/api/v1/approvals/{request['id']}")
+    assert body["outcome_status"] == "failed" and "cannot remove 'build'" in body["outcome"]["error"], body
+    assert body["outcome"]["params"] == {"command": "rm -rf build"}
+    for unknown in (bash("PostToolUse", "toolu_never_asked", tool_response={"stdout": ""}), bash("PostToolUse", None)):
+        status, answer = await app.api("POST", HOOK, json=unknown)
+        assert status == 200 and answer == {}
+    _, listing = await app.api("GET", "/api/v1/approvals")
+    assert [i["id"] for i in listing["items"]] == [request["id"]]
+    assert app.signoff is not None
+    assert [e.type for e in await app.signoff.store.audit_events(request["id"])].count("run_failed") == 1
