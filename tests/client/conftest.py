@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
+import pytest
 import pytest_asyncio
+
+import signoff.signatures as sig
 
 from tests.fakes.claude_api import FakeClaudeApi
 from tests.fakes.flaky_proxy import FlakyProxy
 from tests.support.app import App
+
+
+@pytest.fixture(autouse=True)
+def _fresh_keyring() -> Iterator[None]:
+    """Each test starts with a process that trusts no key yet: a key pinned by an earlier test's client
+    (trust on first use, per process) would make a later test's fake, unsigned decision fail its check."""
+    sig.reset({})
+    yield
+    sig.reset({})
 
 
 @pytest_asyncio.fixture
