@@ -25,47 +25,20 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import gc
-import json
-import logging
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 AGENT_SIDE = ("wait", "hook", "mcp", "langgraph", "verify")  # handed to client/signoff/cli.py before the server is imported
 
 
-class JsonFormatter(logging.Formatter):
-    """One event per line; extra fields such as request_id are kept."""
-
-    _skip = set(vars(logging.makeLogRecord({})))
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "at": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "event": record.getMessage(),
-        }
-        entry.update({k: v for k, v in vars(record).items() if k not in self._skip and not k.startswith("_")})
-        if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
-
-
 def _logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
-    logging.basicConfig(level=level, handlers=[handler], force=True)
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    # slack_sdk builds the DEBUG lines of every Web API call (the whole request, the card's blocks, and
-    # the response) whenever its client logger's *own* level is unset (it tests `logger.level`, not the
-    # effective level), and the line is then dropped: 1.4 % of the server's samples in a burst of card
-    # updates, about a tenth of a delivery. Its own level, set to ours, skips them unless we log DEBUG.
-    logging.getLogger("slack_sdk.web.async_base_client").setLevel(level)
-    # Bolt also reads SLACK_BOT_TOKEN itself and warns that the client we hand it wins; it does, by design.
-    logging.getLogger("slack_bolt.AsyncApp").addFilter(lambda r: "`token` will be unused" not in r.getMessage())
+    from bot.process.logs import configure
+
+    configure(level)
 
 
 _SERVE_HELP = """\
@@ -93,6 +66,8 @@ SIGNOFF_DEFAULT_CHANNEL and ANTHROPIC_API_KEY from the environment or .env; no S
 
 
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     from bot import __version__
     from bot.policy import cli as policy_cli
     from bot.process import audit_cli
@@ -129,6 +104,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _demo(port: int, *, agent: bool, token: str | None) -> int:
+    import asyncio
     import os
 
     from bot.sandbox.demo import serve
@@ -166,7 +142,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _server_side(argv: list[str] | None) -> int:
     # Imported here, not in main: the agent-side commands (a Claude Code hook runs once per tool call)
-    # must not pay for loading the server's settings and SQLAlchemy.
+    # must not pay for loading the server's settings and SQLAlchemy (nor asyncio).
+    import asyncio
+
     from bot.policy import cli as policy_cli
     from bot.errors import SignoffError
     from bot.process.settings import RunSettings, Settings, SettingsError, database_url_from_env, log_level_from_env

@@ -35,11 +35,11 @@ from signoff import signatures
 
 @pytest.fixture(autouse=True)
 def _fresh_keyring() -> Iterator[None]:
-    """Each test starts with this process's trusted keys as the environment gives them: a server key
-    pinned by an earlier test in the same worker must not judge another test's decisions."""
-    signatures.reset()
+    """Each test starts with a process that trusts no key yet: a server key pinned by an earlier test
+    in the same worker (trust on first use, per process) must not judge another test's decisions."""
+    signatures.reset({})
     yield
-    signatures.reset()
+    signatures.reset({})
 
 
 

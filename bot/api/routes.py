@@ -13,7 +13,8 @@ from aiohttp import web
 
 from bot.api import owners
 from bot.api.duties_in import parse_duties
-from bot.api.schemas import ApprovalIn, CancelIn, OutcomeIn, body_hash, parse_body
+import signoff.claude_hook as claude_hook
+from bot.api.schemas import ApprovalIn, CancelIn, OutcomeIn, body_hash, load_object, parse_body
 from bot.api.suggestions_in import suggestion_extra
 from bot.api.rate import SubmitRate
 from bot.api.tokens import bearer, matching
@@ -23,7 +24,7 @@ from bot.domain.choices import EXTRA_KEY
 from bot.domain.outcomes import STATE_KEY, RanStatus, RunOutcome
 from bot.approvals.outcomes import report_outcome
 from bot.domain.json_codec import dumps
-from bot.domain.model import Status, iso
+from bot.domain.model import Request, Status, iso
 from bot.domain.timing import Timing
 from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
 from bot.errors import Forbidden, InvalidInput, SignoffError
@@ -42,6 +43,7 @@ SERVICE = web.AppKey("service", Service)
 SETTINGS = web.AppKey("settings", Settings)
 CHECKER = web.AppKey("params_checker", ParamsChecker)
 RATE = web.AppKey("submit_rate", SubmitRate)
+CLAUDE_HOOK_PATH = "/api/v1/hooks/claude-code"  # bot/api/claude_hooks.py
 SIGNER = web.AppKey("signer", Signer)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -83,6 +85,9 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     presented = bearer(request.headers.get("Authorization"))
     matches = [tokens[i] for i in matching(presented, [t.secret for t in tokens])]
     if not matches:
+        if request.path == CLAUDE_HOOK_PATH:  # a hook lets the call through on a 401 unless told to block
+            return await claude_hook_refused(request, "the Signoff server refused the hook's bearer token "
+                                                      "(Authorization: Bearer $SIGNOFF_TOKEN, in allowedEnvVars)")
         response = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer ...)")
         response.headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
         return response
@@ -90,16 +95,38 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     return await handler(request)
 
 
+async def claude_hook_refused(request: web.Request, why: str) -> web.Response:
+    """A deny, with 200, for a Claude Code hook call the server will not take: blocked even where
+    the hook fails open (bot/api/claude_hooks.py)."""
+    try:
+        event = claude_hook.event_of(load_object(await request.read()))
+    except (SignoffError, web.HTTPException):
+        event = None
+    return web.json_response(claude_hook.failed(event, why))
+
+
 async def create_approval(request: web.Request) -> web.Response:
-    service = request.app[SERVICE]
     request.app[RATE].take(owners.token_of(request).name)  # before reading the body: a flood costs nothing
     raw = await request.read()
     body: ApprovalIn = parse_body(ApprovalIn, raw)
+    created_request, created = await submit_approval(request, body, idempotency_key(request))
+    response = web.json_response(signed(request, request_json(created_request)), status=201 if created else 200,
+                                 dumps=dumps)
+    response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
+    return response
+
+
+async def submit_approval(request: web.Request, body: ApprovalIn, given_key: str | None, *,
+                          probe: bool = True) -> tuple[Request, bool]:
+    """Submit a validated approval body for the calling token (the rate is the caller's to take):
+    (request, created). Shared by `POST /api/v1/approvals` and the Claude Code hook endpoint;
+    `probe`: Service.submit's."""
+    service = request.app[SERVICE]
     await check_body(request.app[CHECKER], body, who=owners.token_of(request).name,
                      budget_ms=request.app[SETTINGS].validation_budget_ms)
     channel = channel_or_default(request, body.channel)
     await check_callback(request, body.callback_url)
-    key = owners.scoped_key(request, idempotency_key(request))
+    key = owners.scoped_key(request, given_key)
     timing = parse_timing(body.reminders, body.escalation, body.timeout, risk=body.risk,
                           defaults=service.default_timing or Timing())
     members = await expand_groups(service.directory, body.approvers, timing,
@@ -131,11 +158,8 @@ async def create_approval(request: web.Request) -> web.Response:
                                if getattr(body, name) is not None),
     )
     # The body's hash is what a key is bound to: without a key nothing ever compares it (not computed).
-    created_request, created = await service.submit(spec, idempotency_key=key,
-                                                    body_hash=body_hash(body) if key is not None else None)
-    response = web.json_response(signed(request, request_json(created_request)), status=201 if created else 200, dumps=dumps)
-    response.headers["Location"] = f"/api/v1/approvals/{created_request.id}"
-    return response
+    return await service.submit(spec, idempotency_key=key, body_hash=body_hash(body) if key is not None else None,
+                                probe=probe)
 
 
 async def get_approval(request: web.Request) -> web.Response:

@@ -295,6 +295,11 @@ class OutcomeIn(_Strict):
 
 def parse_body(model: type[BaseModel], raw: bytes) -> Any:
     """Parse JSON `raw` into `model`, or raise InvalidInput naming every problem."""
+    return validate(model, load_object(raw))
+
+
+def load_object(raw: bytes) -> dict[str, Any]:
+    """JSON `raw` as an object (empty: {}), its depth bounded; InvalidInput otherwise."""
     where: list[str] | None = None
     checked = False  # `where` already computed
     if not raw.strip():
@@ -330,6 +335,11 @@ def parse_body(model: type[BaseModel], raw: bytes) -> Any:
         field = ".".join(where[:2]) or "body"
         raise InvalidInput(f"invalid request body: {field}: is nested more than {MAX_BODY_DEPTH} levels deep",
                            details=[{"field": field, "message": f"is nested more than {MAX_BODY_DEPTH} levels deep"}])
+    return data
+
+
+def validate(model: type[BaseModel], data: dict[str, Any]) -> Any:
+    """`data` (from load_object) as `model`, or InvalidInput naming every problem."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:

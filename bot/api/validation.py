@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import multiprocessing
@@ -33,6 +34,7 @@ INLINE_MAX_BYTES = 16 * 1024  # params larger than this (as JSON) are checked in
 INLINE_SCHEMA_NODES = 100  # and schemas larger than this (the meta-schema check costs ~0.3 ms a node)
 WORKERS = 2
 PER_TOKEN = 1  # worker checks one token may have in flight
+SCHEMAS_KEPT = 256  # schemas whose meta-schema verdict is remembered (small ones: inline checks only)
 
 
 class BudgetSpent(InvalidInput):
@@ -47,9 +49,16 @@ class ValidationBusy(SignoffError):
 Answer = tuple[str | None, dict[str, str]]  # (what is wrong with the schema, {field: what is wrong with it})
 
 
+@functools.lru_cache(maxsize=SCHEMAS_KEPT)
+def _schema_problem(canonical: bytes) -> str | None:
+    return check_schema(orjson.loads(canonical))
+
+
 def _check(schema: dict[str, Any], params: dict[str, Any], steps: int | None = None,
            seconds: float | None = None) -> Answer:
-    problem = check_schema(schema)
+    # Agents send the same few schemas again and again (a Claude Code hook: one per tool), and checking
+    # one against the meta-schema costs far more than the params: its verdict is kept, by its content.
+    problem = _schema_problem(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
     if problem is not None:
         return problem, {}
     return None, validate_params(schema, params, steps=steps, seconds=seconds, schema_checked=True)

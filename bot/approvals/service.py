@@ -178,10 +178,15 @@ class Service:
     # -- submit -----------------------------------------------------------
 
     async def submit(
-        self, spec: ApprovalSpec, *, idempotency_key: str | None = None, body_hash: str | None = None
+        self, spec: ApprovalSpec, *, idempotency_key: str | None = None, body_hash: str | None = None,
+        probe: bool = True,
     ) -> tuple[Request, bool]:
-        """Store a new pending request and enqueue its card. Returns (request, created)."""
-        if idempotency_key is not None:
+        """Store a new pending request and enqueue its card. Returns (request, created).
+
+        `probe=False`: the key is most likely new (a Claude Code hook's call id), so it is not looked up
+        first: the write itself finds a taken key (as it does when two submits race) and the request
+        holding it is read then. Policy is evaluated before that write either way."""
+        if idempotency_key is not None and probe:
             existing = await self._idempotent(idempotency_key, body_hash)
             if existing is not None:
                 return existing, False

@@ -37,6 +37,7 @@ from bot.approvals.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.domain.json_codec import dumps, loads
 from bot.domain.model import Request
+from bot.api import claude_hooks
 from bot.api import grants as grants_api
 from bot.api import longpoll
 from bot.api import policy_check
@@ -369,6 +370,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/healthz", healthz)
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
+    claude_hooks.add_routes(web_app)
     audit_api.add_routes(web_app, audit)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(

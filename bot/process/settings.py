@@ -52,6 +52,7 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", "SIGNOFF_WEBHOOK_MAX_AGE",
     "SIGNOFF_HEADER_TIMEOUT_SECONDS", "SIGNOFF_VALIDATION_BUDGET_MS", "SIGNOFF_SUBMIT_RATE_PER_TOKEN",
     "SIGNOFF_SUBMIT_BURST_PER_TOKEN", "SIGNOFF_MAX_PENDING_PER_TOKEN", "SIGNOFF_BODY_TIMEOUT_SECONDS",
+    "SIGNOFF_CLAUDE_TRANSCRIPTS",
     "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
     "SIGNOFF_SLACK_INBOX_LEASE_SECONDS",
 })
@@ -131,6 +132,9 @@ class Settings:
     run_approvers: tuple[str, ...] = ()
     run_writers: tuple[str, ...] = ()
     run_self_approval: bool = False
+    # Read the Claude Code transcript an HTTP hook names (only where the server runs on the agents' own
+    # machine): how many tool calls a turn holds decides whether a call may be deferred.
+    claude_transcripts: bool = False  # SIGNOFF_CLAUDE_TRANSCRIPTS=read
     # Timers: the timing of requests that do not give their own, and the sweep's interval.
     remind_every: timedelta | None = timedelta(hours=1)
     remind_max: int = 3
@@ -355,6 +359,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         submit_burst_per_token=number("SIGNOFF_SUBMIT_BURST_PER_TOKEN", 50, int, 1, 1_000_000),
         max_pending_per_token=number("SIGNOFF_MAX_PENDING_PER_TOKEN", 1000, int, 1, 100_000_000),
         body_timeout_seconds=number("SIGNOFF_BODY_TIMEOUT_SECONDS", 30.0, float, 0.1, 3600),
+        claude_transcripts=_choice(get, "SIGNOFF_CLAUDE_TRANSCRIPTS", "off", ("off", "read")) == "read",
         log_level=level,
         metrics_max_channels=number("SIGNOFF_METRICS_MAX_CHANNELS", 50, int, 1, 10_000),
         metrics_max_tools=number("SIGNOFF_METRICS_MAX_TOOLS", 50, int, 1, 10_000),

@@ -99,6 +99,7 @@ def demo_env(environ: Mapping[str, str], *, port: int, workdir: Path, slack: Sla
         "DATABASE_URL": f"sqlite:///{workdir / 'signoff.db'}",
         "SIGNOFF_API_TOKENS": f"{demo_token.AGENT_NAME}:{api_token}:agent",  # an agent's token, as any agent has
         "SIGNOFF_DEFAULT_CHANNEL": CHANNEL,
+        "SIGNOFF_CLAUDE_TRANSCRIPTS": "read",  # the demo runs beside the agent: HTTP hooks may defer
         "SIGNOFF_WORKSPACE": str(workdir / "workspace"),
         "SIGNOFF_EMAIL_OUTBOX": str(workdir / "outbox"),
         "SIGNOFF_HOST": "127.0.0.1",

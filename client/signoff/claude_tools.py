@@ -15,8 +15,6 @@ import hashlib
 import os
 from typing import Any
 
-from signoff._files import read_head
-
 DIFF_MAX_CHARS = 200_000  # the server takes previews up to 512 KB; a longer diff is cut with a note
 FILE_MAX_BYTES = 2_000_000
 
@@ -55,6 +53,8 @@ def _full(path: str, cwd: str | None) -> str:
 def _read(path: str, cwd: str | None) -> str | None:
     """The file a call would change, as text; None when it is not a regular file of at most FILE_MAX_BYTES
     (the path is the model's: a FIFO or /dev/zero must not hold the hook past its timeout)."""
+    from signoff._files import read_head  # here: a Bash call's card reads no file (the hook starts fast)
+
     data = read_head(_full(path, cwd), FILE_MAX_BYTES)
     if data is None:
         return None
@@ -155,6 +155,8 @@ def file_state(tool: str, tool_input: dict[str, Any], cwd: str | None = None) ->
     path = tool_input.get("file_path")
     if tool not in FILE_TOOLS or not isinstance(path, str) or not path:
         return None
+    from signoff._files import read_head
+
     full = _full(path, cwd)
     data = read_head(full, FILE_MAX_BYTES)
     if data is not None:

@@ -16,12 +16,15 @@ Invariants:
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from signoff._files import read_tail
 
 TAIL_BYTES = 4 * 1024 * 1024
+SETTLE_SECONDS = 1.0  # how long a call may take to reach the transcript after its hook was called
+SETTLE_PAUSE = 0.05
 
 
 @dataclass(frozen=True)
@@ -114,3 +117,34 @@ def pending_call_id(transcript: Transcript | None, tool_name: str, tool_input: d
     if len(candidates) != 1 or open_calls[candidates[0]] != newest:
         return None
     return candidates[0]
+
+
+def _holds(transcript: Transcript, tool_use_id: str) -> bool:
+    return any(b.get("id") == tool_use_id for entry in transcript.entries if (found := _uses(entry)) for b in found[1])
+
+
+def calls_in_turn(path: str | None, tool_use_id: str | None, settle: float = SETTLE_SECONDS) -> int | None:
+    """`tool_calls_in_turn` of the transcript at `path`. Claude Code may call a hook before the turn's
+    assistant entry is written (an HTTP hook, or a command hook that starts fast), so a transcript
+    that does not hold the call yet is read again, for up to `settle` seconds."""
+    deadline = time.monotonic() + settle
+    while True:
+        transcript = read(path)
+        if transcript is None or not tool_use_id:
+            return None
+        if _holds(transcript, tool_use_id) or time.monotonic() >= deadline:
+            return tool_calls_in_turn(transcript, tool_use_id)
+        time.sleep(SETTLE_PAUSE)
+
+
+def call_id_of(path: str | None, tool_name: str, tool_input: dict[str, Any],
+               settle: float = SETTLE_SECONDS) -> str | None:
+    """`pending_call_id` in the transcript at `path`, read again for up to `settle` seconds while it
+    finds none (the hook may be called before the call reaches the transcript)."""
+    deadline = time.monotonic() + settle
+    while True:
+        transcript = read(path)
+        found = pending_call_id(transcript, tool_name, tool_input)
+        if found is not None or transcript is None or time.monotonic() >= deadline:
+            return found
+        time.sleep(SETTLE_PAUSE)

@@ -21,13 +21,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 from signoff.errors import SignoffError, UndeliverableError
 
@@ -38,6 +38,8 @@ EXIT_UNDELIVERABLE = 4
 
 def _since(iso_time: str | None) -> str:
     """`2026-12-05T14:00:00Z (3m 20s ago)`, or what the server gave when it cannot be read."""
+    from datetime import UTC, datetime
+
     if not iso_time:
         return "an unknown time"
     try:
@@ -64,6 +66,8 @@ def pending_note(body: dict[str, Any], timeout: float | None) -> str:
 
 def _deferred_call(path: str) -> tuple[str, str]:
     """(session_id, tool_use_id) of the call a `claude -p --output-format json` run deferred."""
+    from pathlib import Path
+
     raw = sys.stdin.read() if path == "-" else Path(path).read_text()
     lines = [line for line in raw.strip().splitlines() if line.strip()]
     result = json.loads(lines[-1]) if lines else {}
@@ -113,6 +117,7 @@ SERVER_COMMANDS = frozenset({"serve", "demo", "db", "run", "policy", "audit", "k
 def _verify(args: argparse.Namespace) -> int:
     """Offline: no server is asked. The receipt is a request's JSON as the API returned it."""
     import os
+    from pathlib import Path
 
     from signoff import signatures
 
@@ -141,6 +146,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    import argparse
+
     root = argparse.ArgumentParser(prog="signoff", description="Signoff's agent-side commands.")
     sub = root.add_subparsers(dest="command", required=True)
     wait = sub.add_parser("wait", help="wait for a request's decision; exit 0 approved, 1 rejected, "

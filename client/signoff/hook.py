@@ -1,244 +1,316 @@
-"""`signoff hook claude-code`: Claude Code's PreToolUse (or PermissionRequest) hook, answered by a
-person in Slack.
+"""`signoff hook claude-code`: Claude Code's PreToolUse (or PermissionRequest) command hook, for
+machines whose Claude Code cannot reach the server with an HTTP hook itself.
 
-Reads the hook's JSON on stdin, prints the hook's decision JSON on stdout, and ALWAYS exits 0.
+Reads the hook's JSON on stdin, adds what only this machine can see (`signoff_local`: the diff of
+the call against the file on disk, how many tool calls the turn holds, a PermissionRequest's call
+id, this host's name), forwards it to the server's `POST /api/v1/hooks/claude-code` (the endpoint
+Claude Code's HTTP hook calls, so both kinds follow the same rules: `signoff.claude_hook`), prints
+the server's answer on stdout, and ALWAYS exits 0.
 
 Invariants:
 - Fails closed. The CLI ignores a hook that crashes, exits 1 or prints non-JSON and lets the call
-  through, so every error (server down, bad token, bad input, a bug) becomes a printed `deny`
-  with a reason.
-- One request per `session_id` + `tool_use_id` (the idempotency key): asking again for the same
-  call, including `claude -p --resume` after a `defer`, finds the same request and answers from its
-  stored decision. An approval is for one call: a call whose id is unknown (no `tool_use_id`, and for
-  a PermissionRequest not exactly one open call like it in the transcript) gets a request of its
-  own, every time, and is never deferred.
-- The transcript is read bounded (`signoff.claude_transcript`): a regular file only, its tail only,
-  within a time limit; one that cannot be read counts as "cannot tell", which asks and never defers.
-- Never loses a call: `defer` is answered only for a call asked for the first time in a turn with
-  one tool call. The real CLI loses a call deferred again on resume, and all but the last deferred
-  call of a turn with several; those get a `deny` saying the request is still waiting instead.
-- Answers within `--wait` seconds (keep it below the hook's `timeout` in settings.json: a hook that
-  times out does not block the call). A card Slack refused for good is a deny at once, naming why;
-  the waiting is the client's, paced by `signoff._pace`.
-- As a PermissionRequest hook (`signoff.hook_permission`) it answers in that event's shape, sends
-  Claude's `permission_suggestions` with the request, and returns the one a person accepted
-  ("Approve & always allow ...") in `updatedPermissions`. It never defers there.
+  through (even with `"onFailure": "block"`, plain-text stdout proceeds), so every error (server
+  down, bad token, bad input, a bug) becomes a printed `deny` with a reason.
+- Starts fast: runs on most tool calls of a session. The standard library only (a plain socket, no
+  httpx or pydantic), and nothing imported that the call does not use.
+- Answers within `--wait` seconds plus the time to reach the server (keep `--wait` below the
+  hook's `timeout` in settings.json: a hook that times out does not block the call unless
+  `"onFailure": "block"`). An unreachable server is retried for a few seconds, then denied.
+- The transcript and files are read bounded (`signoff._files`): a regular file only, within a
+  time limit; one that cannot be read counts as "cannot tell", which asks and never defers.
+- Nothing runs on an answer it cannot check: an allow must come with the signed request it was
+  decided on (the endpoint adds it for a command hook), its Ed25519 signature valid
+  (`signoff.signatures`: SIGNOFF_PUBLIC_KEY, else the server's key fetched once) and its key this
+  call's. Checked only for an allow, and imported only then.
+- Approvals bound to the file (`signoff.hook_state`): Write/Edit/MultiEdit send the file's SHA-256 as
+  the request's `state`; on an approval the file is read again, and if it changed the request is
+  reported `skipped` and the person asked again with the new preview (at most MAX_ASKS times).
+- As a PostToolUse / PostToolUseFailure hook it forwards the call to the endpoint, which reports what
+  ran to the request that allowed it; it prints `{}` whatever happens (the call already ran).
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import os
-import socket
 import sys
 import time
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, TextIO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+import signoff.claude_hook as rules
+from signoff.claude_hook import STILL_WAITING as STILL_WAITING
+from signoff.claude_hook import answer as answer
+from signoff.claude_hook import deny as deny
+from signoff.claude_hook import request_key as request_key
 
-import signoff.claude_suggestions as suggestions
-import signoff.claude_transcript as claude_transcript
-import signoff.claude_tools as claude_tools
-import signoff.hook_outcome as hook_outcome
-import signoff.hook_state as hook_state
-from signoff.client import SignoffClient, Submission
-from signoff.hook_permission import EVENT as PERMISSION_REQUEST
-from signoff.hook_permission import as_permission_request, event_of
-from signoff.errors import SignoffRequestError, UndeliverableError
-from signoff.models import Decision
-
-DEFAULT_WAIT = 50.0
-KEY_MAX = 128
-ONCE = "once-"  # a call without an id: its key's call part is this and a random id, never derived again
-STILL_WAITING = "still waiting for a decision"
+RETRY_PAUSE = 0.25
+MARGIN = 10.0  # past --wait, what reaching the server and its answer may take
 
 
-class HookInput(BaseModel):
-    """What Claude Code sends a PreToolUse hook (unknown newer fields are ignored)."""
-
-    model_config = ConfigDict(extra="ignore")
-    session_id: str = Field(min_length=1)
-    tool_name: str = Field(min_length=1)
-    tool_input: dict[str, Any]
-    tool_use_id: str | None = None
-    transcript_path: str | None = None
-    cwd: str | None = None
-    permission_mode: str | None = None
-    hook_event_name: str | None = None
-    permission_suggestions: list[Any] | None = None  # PermissionRequest only
-    tool_response: Any = None  # PostToolUse only
-    error: Any = None  # PostToolUseFailure only
+class _Options:
+    def __init__(self, hook: rules.Options, url: str | None, token: str | None) -> None:
+        self.hook, self.url, self.token = hook, url, token
 
 
-@dataclass(frozen=True)
-class Options:
-    wait: float = DEFAULT_WAIT
-    on_timeout: str = "deny"
-    channel: str | None = None
-    approvers: tuple[str, ...] = ()
-    risk: str | None = None
-    url: str | None = None
-    token: str | None = None
+def parse_options(argv: Sequence[str]) -> _Options:
+    """`--wait S --on-timeout deny|ask|defer --channel C --approvers U1,U2 --risk R --url U --token T`."""
+    values = {"--wait": str(rules.DEFAULT_WAIT), "--on-timeout": "deny",
+              "--channel": os.environ.get("SIGNOFF_CHANNEL") or "",
+              "--approvers": os.environ.get("SIGNOFF_APPROVERS", ""), "--risk": "", "--url": "", "--token": ""}
+    args = list(argv)
+    while args:
+        name = args.pop(0)
+        name, eq, given = name.partition("=")
+        if name not in values:
+            raise ValueError(f"bad hook options: unknown option {name!r}")
+        if not eq:
+            if not args:
+                raise ValueError(f"bad hook options: {name} needs a value")
+            given = args.pop(0)
+        values[name] = given
+    query = {"wait": values["--wait"], "on_timeout": values["--on-timeout"]}
+    if values["--risk"]:  # only when asked: otherwise the policy's tier for the tool holds
+        query["risk"] = values["--risk"]
+    if values["--channel"]:
+        query["channel"] = values["--channel"]
+    if values["--approvers"]:
+        query["approvers"] = values["--approvers"]
+    try:
+        options = rules.options_from(query.items())
+    except ValueError as exc:
+        raise ValueError(f"bad hook options: {str(exc).replace('on_timeout', '--on-timeout')}") from None
+    return _Options(options, values["--url"] or None, values["--token"] or None)
 
 
-def answer(decision: str, reason: str, updated_input: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": decision,
-                           "permissionDecisionReason": reason}
-    if updated_input is not None:
-        out["updatedInput"] = updated_input
-    return {"hookSpecificOutput": out}
+def local_facts(call: rules.HookCall, options: rules.Options) -> dict[str, Any]:
+    """What this machine sees of the call that the server cannot (`signoff_local`)."""
+    import socket
+
+    import signoff.claude_tools as claude_tools
+
+    # The state is read before the preview is made: a change in between makes the approval look stale
+    # (asks again), never current.
+    state = claude_tools.file_state(call.tool_name, call.tool_input, call.cwd)
+    facts: dict[str, Any] = {"host": socket.gethostname(),
+                             "preview": claude_tools.preview(call.tool_name, call.tool_input, call.cwd)}
+    if state is not None:
+        facts["state"] = state
+    counting = options.on_timeout == "defer" and not call.asking
+    finding = call.asking and not call.tool_use_id
+    if counting or finding:
+        import signoff.claude_transcript as claude_transcript
+
+        if counting:
+            facts["calls_in_turn"] = claude_transcript.calls_in_turn(call.transcript_path, call.tool_use_id)
+        if finding:
+            facts["call_id"] = claude_transcript.call_id_of(call.transcript_path, call.tool_name, call.tool_input)
+    return facts
 
 
-def deny(reason: str) -> dict[str, Any]:
-    return answer("deny", f"Signoff: {reason}")
+def _server(url: str | None, token: str | None) -> tuple[str, str | None]:
+    chosen = (url or os.environ.get("SIGNOFF_URL") or "").strip().rstrip("/")
+    if not chosen:
+        raise ValueError("no Signoff server: pass --url or set SIGNOFF_URL (like http://127.0.0.1:3000)")
+    if not chosen.startswith(("http://", "https://")):
+        raise ValueError(f"SIGNOFF_URL must start with http:// or https://, not {chosen[:40]!r}")
+    return chosen, token or os.environ.get("SIGNOFF_TOKEN") or None
 
 
-def from_decision(decision: Decision) -> dict[str, Any]:
-    """allow with the person's (possibly edited) input, or deny with their reason."""
-    who = decision.decider
-    by = f"by Signoff's {decision.via}" if decision.via in ("policy", "grant") or not who else f"in Slack by {who}"
-    if decision.outcome == "approved":
-        edited = decision.edits_words
-        return answer("allow", f"Approved {by}{edited} ({decision.request_id})", decision.params)
-    if decision.outcome == "rejected":
-        because = f": {decision.comment}" if decision.comment else " (no reason given)"
-        return deny(f"rejected {by}{because}")
-    return deny(f"the request was {decision.outcome}{': ' + decision.comment if decision.comment else ''}")
+def _exchange(parts: Any, target: str, body: bytes | None, headers: dict[str, str],
+              timeout: float) -> tuple[int, bytes]:
+    """One HTTP/1.1 POST (GET when `body` is None) on its own connection: (status, body). On a plain socket,
+    not http.client: its import (the email package) costs more than the rest of the hook; ssl is imported
+    only for https."""
+    import socket
+
+    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+    method = "GET" if body is None else "POST"
+    body = body or b""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc.rpartition('@')[2]}", "Connection: close",
+             f"Content-Length: {len(body)}", *(f"{k}: {v}" for k, v in headers.items())]
+    with socket.create_connection((host, port), timeout=timeout) as raw:
+        conn: Any = raw
+        if parts.scheme == "https":
+            import ssl
+
+            conn = ssl.create_default_context().wrap_socket(raw, server_hostname=host)
+        conn.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        chunks = []
+        while chunk := conn.recv(65536):
+            chunks.append(chunk)
+    head, _, rest = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    try:
+        status = int(status_line.split(" ", 2)[1])
+    except (IndexError, ValueError):
+        raise OSError(f"not an HTTP answer: {status_line[:80]!r}") from None
+    fields = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines)}
+    if fields.get("transfer-encoding", "").lower() == "chunked":
+        rest = _unchunk(rest)
+    elif "content-length" in fields and len(rest) < int(fields["content-length"]):
+        raise OSError("the answer was cut short")
+    return status, rest
 
 
-def request_key(session_id: str, tool_use_id: str) -> str:
-    """The idempotency key of a tool call's request: `signoff wait --claude-result` derives it again.
-
-    Hashed when long, never cut (a cut key could be another call's); short enough that the server's
-    per-token prefix still fits its 255 characters.
-    """
-    key = f"claude-code:{session_id}:{tool_use_id}"
-    return key if len(key) <= KEY_MAX else f"claude-code:sha256:{hashlib.sha256(key.encode()).hexdigest()}"
-
-
-def call_key(hook: HookInput, asking: bool) -> str:
-    """The key of this call's request. Only a call id makes a key that a later invocation derives again
-    (a retry, `claude -p --resume`): without one, whatever else the call shares with another call (its
-    tool and input) would answer it from that call's approval. So no id means a key of its own: it asks.
-    """
-    call_id = hook.tool_use_id or (
-        claude_transcript.pending_call_id(claude_transcript.read(hook.transcript_path), hook.tool_name,
-                                          hook.tool_input) if asking else None)
-    return request_key(hook.session_id, call_id or f"{ONCE}{uuid.uuid4().hex}")
+def _unchunk(data: bytes) -> bytes:
+    out: list[bytes] = []
+    while True:
+        size_line, _, data = data.partition(b"\r\n")
+        size = int(size_line.split(b";")[0] or b"0", 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(data[:size])
+        data = data[size + 2:]
 
 
-def context_line(hook: HookInput) -> str:
-    parts = [f"Claude Code session {hook.session_id}", f"in {hook.cwd or '(unknown directory)'}",
-             f"on host {socket.gethostname()}"]
-    if hook.permission_mode:
-        parts.append(f"(permission mode {hook.permission_mode})")
-    return " ".join(parts) + "."
+def forward(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
+    """POST the hook's JSON to the server's hook endpoint; its answer. Raises SignoffError when there is none."""
+    from urllib.parse import urlencode, urlsplit
+
+    from signoff.errors import SignoffRequestError, SignoffUnavailable
+
+    base, token = _server(options.url, options.token)
+    parts = urlsplit(base)
+    hook = options.hook
+    query: dict[str, str] = {"wait": f"{hook.wait:g}", "on_timeout": hook.on_timeout}
+    if hook.risk:
+        query["risk"] = hook.risk
+    if hook.channel:
+        query["channel"] = hook.channel
+    if hook.approvers:
+        query["approvers"] = ",".join(hook.approvers)
+    target = f"{parts.path}/api/v1/hooks/claude-code?{urlencode(query)}"
+    body = json.dumps(data).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "signoff-hook"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    started = time.monotonic()
+    retry_for = min(10.0, max(1.0, hook.wait / 4))
+    while True:
+        try:
+            status, raw = _exchange(parts, target, body, headers, hook.wait + MARGIN)
+        except (OSError, ValueError) as exc:
+            if time.monotonic() - started + RETRY_PAUSE < retry_for and not isinstance(exc, TimeoutError):
+                time.sleep(RETRY_PAUSE)  # a server restarting: bounded, paced retries (the key makes them safe)
+                continue
+            raise SignoffUnavailable(f"cannot reach the Signoff server at {base}: {exc}") from None
+        try:
+            answered = json.loads(raw)
+        except ValueError:
+            answered = None
+        if status == 200 and isinstance(answered, dict):
+            return answered
+        error = answered.get("error") if isinstance(answered, dict) else None
+        if status == 404:
+            raise SignoffRequestError(f"the Signoff server at {base} has no Claude Code hook endpoint (it is older "
+                                      "than this hook: upgrade it)", status=status)
+        if status in (502, 503, 504) and time.monotonic() - started + RETRY_PAUSE < retry_for:
+            time.sleep(RETRY_PAUSE)
+            continue
+        message = error.get("message") if isinstance(error, dict) else None
+        raise SignoffRequestError(f"the Signoff server answered {status}: {message or raw[:200]!r}", status=status)
 
 
-def decide(hook: HookInput, options: Options) -> dict[str, Any]:
-    """The hook's answer for one tool call. Raises on errors; `run` turns those into a deny."""
-    asking = hook.hook_event_name == PERMISSION_REQUEST
-    sent = suggestions.as_sent(hook.permission_suggestions) if asking else []
+def _allows(result: dict[str, Any]) -> bool:
+    out = result.get("hookSpecificOutput")
+    if not isinstance(out, dict):
+        return False
+    decision = out.get("decision")
+    return out.get("permissionDecision") == "allow" or (isinstance(decision, dict) and decision.get("behavior") == "allow")
 
-    def finish(result: dict[str, Any], found: Decision | None = None) -> dict[str, Any]:
-        if not asking:
-            return result
-        chosen = suggestions.accepted(found, sent) if found is not None else None
-        return as_permission_request(result, chosen)
+
+def _checked(options: _Options, reply: Any, expected_key: str | None) -> dict[str, Any]:
+    """The signed request an allow was decided on, checked (SignatureInvalid otherwise): its signature by a
+    trusted key, and (when this hook can derive it) the key this call's request was submitted under."""
+    import signoff.signatures as sig
+    from signoff.errors import SignatureInvalid
+
+    request = reply.get("request") if isinstance(reply, dict) else None
+    if not isinstance(request, dict) or request.get("status") != "approved":
+        raise SignatureInvalid("the server's allow came without the approved, signed request it was decided on; "
+                               "nothing may run on it")
+    keyring = sig.keyring()
+    base, _ = _server(options.url, options.token)
+    if keyring.wants_fetch(base):
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(base)
+        status, raw = _exchange(parts, f"{parts.path}{sig.KEYS_PATH}", None, {"User-Agent": "signoff-hook"}, MARGIN)
+        if status != 200:
+            raise SignatureInvalid(f"cannot check the decision: the server's {sig.KEYS_PATH} answered {status}")
+        keyring.pin(base, json.loads(raw))
+    keyring.check(request)
+    stored = request.get("idempotency_key")
+    if expected_key is not None and not (stored == expected_key or (isinstance(stored, str) and (
+            stored.endswith(":" + expected_key) or stored.startswith("sha256:")))):
+        raise SignatureInvalid(f"request {request.get('id')} was not submitted under this call's key: another "
+                               "request's decision, replayed; nothing may run on it")
+    return request
+
+
+def _report_skipped(options: _Options, request_id: str) -> None:
+    """The approval made on the file as it was did not run (quietly: asking again matters more)."""
+    from urllib.parse import quote, urlsplit
+
+    from signoff.hook_state import CHANGED
+
+    try:
+        base, token = _server(options.url, options.token)
+        parts = urlsplit(base)
+        headers = {"Content-Type": "application/json", "User-Agent": "signoff-hook"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        _exchange(parts, f"{parts.path}/api/v1/approvals/{quote(request_id, safe='')}/outcome",
+                  json.dumps({"status": "skipped", "error": CHANGED}).encode(), headers, MARGIN)
+    except OSError as exc:
+        print(f"signoff: could not report {request_id} skipped: {exc}"[:600], file=sys.stderr)
+
+
+def decide(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
+    """The answer for a PreToolUse or PermissionRequest call: the endpoint's, checked here (signature, file)."""
+    from signoff.hook_state import MAX_ASKS, still_current
 
     started = time.monotonic()
-    base_key = call_key(hook, asking)
-    with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
-        def submit(key: str, tool_input: dict[str, Any], state: str | None, note: str, changed: str,
-                   offer: list[tuple[Any, dict[str, Any]]], session: str | None) -> Submission:
-            return client.submit(
-                hook.tool_name, tool_input,
-                summary=claude_tools.summary(hook.tool_name, tool_input, hook.cwd) + changed,
-                preview=claude_tools.preview(hook.tool_name, tool_input, hook.cwd),
-                params_schema=claude_tools.input_schema(hook.tool_name, tool_input), risk=options.risk,
-                channel=options.channel, approvers=options.approvers or None, idempotency_key=key,
-                context=context_line(hook) + note, requested_by=f"Claude Code on {socket.gethostname()}",
-                suggestions=[wire for _, wire in offer] or None, session=session, state=state)
+    call = rules.parse(data)
+    proposed, changed_from = call.tool_input, None
+    for again in range(MAX_ASKS):
+        asked = call._replace(tool_input=proposed)
+        facts = local_facts(asked, options.hook)
+        if again:
+            facts.update(again=again, changed_from=changed_from)
+        left = max(0.0, options.hook.wait - (time.monotonic() - started))
+        answered = forward(_Options(options.hook._replace(wait=left), options.url, options.token),
+                           {**data, "tool_input": proposed, rules.LOCAL: facts})
+        reply = answered.pop(rules.REPLY, None)
+        if not _allows(answered):
+            return answered
+        call_id = call.tool_use_id or (facts.get("call_id") if call.asking else None)
+        base = rules.request_key(call.session_id, call_id) if call_id else None
+        expected = rules.chain_key(asked._replace(local=rules.Local(again=again)), base) if base else None
+        request = _checked(options, reply, expected)
+        decision = request.get("decision") or {}
+        params = dict(decision.get("params") or {})
+        # Bound to the state it was approved on (signoff.hook_state): the file as it is now, or ask again.
+        if still_current(request.get("state"), _file_state(call, params)):
+            accepted = None
+            if call.asking:
+                import signoff.claude_suggestions as claude_suggestions
 
-        def ask(key: str, tool_input: dict[str, Any], note: str, changed: str) -> Submission:
-            nonlocal sent
-            # Read before the preview is made: a change in between makes the approval look stale (asks again),
-            # never current.
-            state = claude_tools.file_state(hook.tool_name, tool_input, hook.cwd)
-            try:
-                try:
-                    return submit(key, tool_input, state, note, changed, sent, hook.session_id)
-                except SignoffRequestError as exc:
-                    if not suggestions.refused(exc):
-                        raise
-                    sent = []  # a suggestion never costs the approval: ask without them (an older server)
-                    return submit(key, tool_input, state, note, changed, sent, None)
-            except SignoffRequestError as exc:
-                # Asked before with a different card (the file on disk changed since, another host resumed):
-                # the call is the same, so the request made then is the one to answer from.
-                earlier = client.find(key) if exc.error_code == "idempotency_key_reused" else None
-                if earlier is None:
-                    raise
-                return Submission(str(earlier["id"]), earlier, False, client)
-
-        proposed, note, changed = hook.tool_input, "", ""
-        found: Decision | None = None
-        for key in hook_state.chain_keys(base_key):
-            handle = ask(key, proposed, note, changed)
-            try:
-                found = handle.decision or client.decision(handle.id,
-                                                           max(0.0, options.wait - (time.monotonic() - started)))
-            except UndeliverableError as exc:  # nobody can see the card: deny now, saying why and how to fix it
-                return finish(deny(exc.message))
-            if found is None or not found.approved:
-                break
-            # Bound to the state it was approved on (signoff.hook_state): the file as it is now, or ask again.
-            if hook_state.still_current(found.state, claude_tools.file_state(hook.tool_name, found.params, hook.cwd)):
-                break
-            client.report_quietly(found.request_id, "skipped", error=hook_state.CHANGED)
-            proposed, note, changed = found.params, hook_state.changed_context(found.request_id), hook_state.CHANGED_SUMMARY
-        else:
-            return finish(deny(f"the file changed after each of {hook_state.MAX_ASKS} approvals; nothing was written"))
-    if found is not None:
-        return finish(from_decision(found), found)
-    open_note = f"no decision in Slack within {options.wait:g}s; request {handle.id} is {STILL_WAITING}"
-    if options.on_timeout == "ask":
-        return finish(answer("ask", f"Signoff: {open_note}"))
-    if options.on_timeout == "defer" and asking:
-        return finish(deny(f"{open_note} (a PermissionRequest hook cannot defer a call; use --on-timeout defer "
-                           "with a PreToolUse hook)"))
-    if options.on_timeout == "defer":
-        if note:  # asked again because the file changed: the call was answered before, deferring would lose it
-            return deny(f"{open_note}; the file changed since it was approved, so it was asked again, and this call "
-                        f"is denied (deferring it again would lose it): wait with `signoff wait {handle.id}`")
-        if not handle.created:
-            # Asked before (a resumed session): deferring again would lose the call.
-            return deny(f"{open_note}; the session was resumed before anyone decided, so this call is denied "
-                        f"(deferring it again would lose it): wait with `signoff wait {handle.id}` before resuming")
-        calls = claude_transcript.tool_calls_in_turn(claude_transcript.read(hook.transcript_path), hook.tool_use_id)
-        if calls != 1:
-            # With several calls in one turn the CLI keeps only the last deferred one.
-            many = "several tool calls in this turn" if calls else "cannot tell how many tool calls this turn has"
-            return deny(f"{open_note} ({many}, so it cannot be deferred)")
-        return answer("defer", f"Signoff: waiting for a decision in Slack on {handle.id}; "
-                               f"run `signoff wait {handle.id}` then `claude -p --resume {hook.session_id}`")
-    return finish(deny(open_note))
+                sent = [wire for _, wire in claude_suggestions.as_sent(list(call.suggestions))]
+                accepted = rules.accepted_suggestion(request, sent)
+            allowed = rules.from_request(request)
+            assert allowed is not None
+            return rules.shaped(allowed, call.event, accepted)
+        _report_skipped(options, str(request.get("id")))
+        proposed, changed_from = params, str(request.get("id"))
+    return rules.shaped(deny(f"the file changed after each of {MAX_ASKS} approvals; nothing was written"), call.event)
 
 
-def after(hook: HookInput, options: Options) -> dict[str, Any]:
-    """PostToolUse / PostToolUseFailure: report what ran to the request that allowed it (signoff.hook_outcome)."""
-    if not hook.tool_use_id:
-        return {}
-    failed = hook.hook_event_name == hook_outcome.POST_FAILURE
-    with SignoffClient(options.url, options.token, retry_for=min(10.0, max(1.0, options.wait / 4))) as client:
-        hook_outcome.report(client, request_key(hook.session_id, hook.tool_use_id), hook.tool_input, failed=failed,
-                            response=hook.tool_response, error=str(hook.error) if hook.error is not None else None)
-    return {}
+def _file_state(call: rules.HookCall, params: dict[str, Any]) -> str | None:
+    import signoff.claude_tools as claude_tools
+
+    return claude_tools.file_state(call.tool_name, params, call.cwd)
 
 
 def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
@@ -247,55 +319,35 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
     try:
         options = parse_options(argv)
         raw = stdin.read()
-        event = event_of(raw)
         try:
-            hook = HookInput.model_validate_json(raw)
-        except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
-                                 for e in exc.errors(include_url=False)[:5])
-            raise ValueError(f"the hook input is not what Claude Code sends ({problems})") from None
-        result = after(hook, options) if event in hook_outcome.EVENTS else decide(hook, options)
-    except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit from argparse
-        if event in hook_outcome.EVENTS:  # the call already ran: nothing to close; the receipt is lost, said so
+            data = json.loads(raw)
+        except ValueError:
+            raise ValueError("the hook input is not what Claude Code sends (not JSON)") from None
+        event = rules.event_of(data)
+        if event in rules.POST_EVENTS:  # the receipt: the endpoint reports it; nothing to decide
+            forward(options, data)
+            result: dict[str, Any] = {}
+        else:
+            result = decide(options, data)
+    except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit
+        if event in rules.POST_EVENTS:  # the call already ran: nothing to close; the receipt is lost, said so
             print(f"signoff: could not report the outcome: {type(exc).__name__}: {exc}"[:600], file=sys.stderr)
             result = {}
         elif isinstance(exc, KeyboardInterrupt):
-            result = deny("interrupted before a decision")
+            result = rules.shaped(deny("interrupted before a decision"), event)
         else:
             detail = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-            result = deny(f"could not get a decision ({type(exc).__name__}: {' '.join(str(detail).split())[:500]})")
-        if event == PERMISSION_REQUEST:  # an error's deny, in the shape that event's answer takes
-            result = as_permission_request(result)
+            result = rules.failed(event, f"{type(exc).__name__}: {detail}")
     stdout.write(json.dumps(result) + "\n")
     stdout.flush()
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # raise instead of exit 2: the caller prints a deny
-        raise ValueError(f"bad hook options: {message}")
-
-
-def parse_options(argv: Sequence[str]) -> Options:
-    parser = _Parser(prog="signoff hook claude-code", add_help=False)
-    parser.add_argument("--wait", type=float, default=DEFAULT_WAIT)
-    parser.add_argument("--on-timeout", choices=["deny", "ask", "defer"], default="deny")
-    parser.add_argument("--channel", default=os.environ.get("SIGNOFF_CHANNEL") or None)
-    parser.add_argument("--approvers", default=os.environ.get("SIGNOFF_APPROVERS", ""))
-    parser.add_argument("--risk", choices=["low", "medium", "high", "critical"], default=None,
-                        help="ask for at least this risk (default: the policy's tier for the tool; high without a policy file)")
-    parser.add_argument("--url")
-    parser.add_argument("--token")
-    args = parser.parse_args(list(argv))
-    if args.wait < 0:
-        raise ValueError("--wait must be 0 or more seconds")
-    approvers = tuple(a.strip() for a in args.approvers.replace(" ", ",").split(",") if a.strip())
-    return Options(args.wait, args.on_timeout, args.channel, approvers, args.risk, args.url, args.token)
-
-
 HELP = """signoff hook claude-code [--wait SECONDS] [--on-timeout deny|ask|defer] [--channel C...]
-                         [--approvers U1,U2,S3] [--risk high] [--url URL] [--token TOKEN]
+                         [--approvers U1,U2,S3] [--risk R] [--url URL] [--token TOKEN]
 Claude Code PreToolUse or PermissionRequest hook: reads the hook JSON on stdin, prints the decision
-JSON, exits 0. As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
+JSON, exits 0. --risk asks for at least that risk (default: the policy's tier for the tool; high
+without a policy file). As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
 As a PostToolUse (and PostToolUseFailure) hook it reports what ran to the request that allowed it.
-SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment."""
+SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment.
+Where Claude Code can reach the server, prefer its HTTP hook: no process per tool call."""

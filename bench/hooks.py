@@ -1,0 +1,137 @@
+"""What a Claude Code tool call that policy allows costs through Signoff's hooks.
+
+    python -m bench.hooks [--n 400] [--runs 40]
+
+HTTP hook: `POST /api/v1/hooks/claude-code` on a running `signoff serve` (SQLite, a policy that
+allows `Bash(echo ...)`), one call after another, each a new tool_use_id; server CPU per call and
+p50 wall, next to a bare aiohttp handler that checks the token and does one INSERT into SQLite
+(bench/bare_insert.py), measured the same way in the same run. Target: within 2x the bare handler.
+
+Command hook: `signoff hook claude-code` (the console script, as Claude Code runs it) fed one allowed
+call on stdin, p50 wall per process, next to `python -c pass` in the same run. Target: within 3x.
+Both run against the same server. Prints figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.fake_slack import InProcessSlack
+from bench.harness import API_TOKEN, free_port
+from bench.procs import Server, scratch_database, signoff_server
+
+POLICY = """
+rules:
+  - name: echo-is-fine
+    tool: Bash
+    params: {command: {regex: "^echo "}}
+    effect: allow
+    tier: low
+"""
+HOOK = "/api/v1/hooks/claude-code?wait=50&channel=C1"
+
+
+def call(session: str, n: int, cwd: str) -> dict[str, Any]:
+    """What Claude Code POSTs for an allowed Bash call."""
+    return {"session_id": session, "transcript_path": f"{cwd}/{session}.jsonl", "cwd": cwd,
+            "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": f"echo {n}", "description": "Say a number"}, "tool_use_id": f"toolu_{n:06d}"}
+
+
+async def http_round(url: str, path: str, n: int, server: Server, cwd: str) -> tuple[float, float]:
+    """(server CPU ms per call, p50 wall ms) for `n` calls one after another."""
+    headers = {"Authorization": f"Bearer {API_TOKEN}"}
+    session = uuid.uuid4().hex
+    async with aiohttp.ClientSession() as client:
+        for warm in range(20):
+            async with client.post(url + path, json=call(session + "w", warm, cwd), headers=headers) as r:
+                await r.read()
+        walls = []
+        cpu = server.cpu_seconds()
+        for i in range(n):
+            started = time.perf_counter()
+            async with client.post(url + path, json=call(session, i, cwd), headers=headers) as response:
+                answer = await response.json()
+            walls.append(time.perf_counter() - started)
+            assert answer["hookSpecificOutput"]["permissionDecision"] == "allow", answer
+        return (server.cpu_seconds() - cpu) / n * 1000, statistics.median(walls) * 1000
+
+
+def process_wall(argv: list[str], stdin: bytes, runs: int, env: dict[str, str], check: bool = False) -> float:
+    """p50 wall ms of `argv` run `runs` times with `stdin`."""
+    walls = []
+    for i in range(runs):
+        data = stdin.replace(b"@N@", str(i).encode())
+        started = time.perf_counter()
+        done = subprocess.run(argv, input=data, capture_output=True, env=env)
+        walls.append(time.perf_counter() - started)
+        if check:
+            answer = json.loads(done.stdout)["hookSpecificOutput"]
+            assert answer["permissionDecision"] == "allow", (answer, done.stderr[-2000:])
+    return statistics.median(walls) * 1000
+
+
+async def run(args: argparse.Namespace) -> None:
+    import os
+
+    with tempfile.TemporaryDirectory(prefix="signoff-hooks-") as tmp:
+        work = Path(tmp)
+        (work / "policy.yaml").write_text(POLICY)
+        slack = InProcessSlack()
+        await slack.start()
+        async with scratch_database("sqlite", pg_url="", workdir=work) as db_url:
+            server = signoff_server("hooks", db_url, slack.url, work)
+            server.env["SIGNOFF_POLICY"] = str(work / "policy.yaml")
+            server.env["SIGNOFF_LOG_LEVEL"] = "WARNING"
+            bare = Server("bare-insert", ["bench.bare_insert"],
+                          {"BARE_DB": str(work / "bare.db"), "BARE_TOKEN": API_TOKEN}, work)
+            await server.start()
+            await bare.start()
+            try:
+                print(f"HTTP hook, an allowed call, {args.n} calls one after another (SQLite), 3 rounds:")
+                for round_number in range(3):
+                    hook_cpu, hook_wall = await http_round(server.url, HOOK, args.n, server, tmp)
+                    bare_cpu, bare_wall = await http_round(bare.url, "/hook", args.n, bare, tmp)
+                    print(f"  round {round_number + 1}: signoff {hook_cpu:.2f} ms CPU, p50 {hook_wall:.2f} ms | "
+                          f"bare INSERT handler {bare_cpu:.2f} ms CPU, p50 {bare_wall:.2f} ms | "
+                          f"ratio CPU {hook_cpu / bare_cpu:.2f}x, wall {hook_wall / bare_wall:.2f}x")
+
+                env = {**os.environ, "SIGNOFF_URL": server.url, "SIGNOFF_TOKEN": API_TOKEN, "SIGNOFF_CHANNEL": "C1"}
+                script = Path(sys.executable).parent / "signoff"
+                hook_argv = [str(script), "hook", "claude-code", "--wait", "50"]
+                stdin = json.dumps(call(uuid.uuid4().hex, 0, tmp)).replace('"toolu_000000"', '"toolu_@N@"').encode()
+                print(f"command hook, an allowed call, {args.runs} runs each, 3 rounds:")
+                for round_number in range(3):
+                    bare_python = process_wall([sys.executable, "-c", "pass"], b"", args.runs, env)
+                    hook_wall = process_wall(hook_argv, stdin.replace(b"toolu_@N@", f"toolu_{round_number}_@N@".encode()),
+                                             args.runs, env, check=True)
+                    print(f"  round {round_number + 1}: `signoff hook claude-code` p50 {hook_wall:.1f} ms | "
+                          f"`python -c pass` p50 {bare_python:.1f} ms | ratio {hook_wall / bare_python:.2f}x")
+            finally:
+                server.stop()
+                bare.stop()
+                await slack.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=400, help="HTTP calls per round")
+    parser.add_argument("--runs", type=int, default=40, help="command hook processes per round")
+    asyncio.run(run(parser.parse_args(argv)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
