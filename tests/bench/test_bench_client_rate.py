@@ -19,5 +19,6 @@ def test_a_short_run_prints_every_case() -> None:
                                                          done.stdout, re.M)}
     assert set(rows) == {"pending", "undeliverable", "restart: down", "restart: back", "restart: all"}, done.stdout
     assert "UndeliverableError (channel_not_found)" in rows["undeliverable"]
-    # One fetch of the server's signing keys (pinned for the process), one long-poll, then the wait ended.
-    assert "(2 in " in rows["undeliverable"]
+    # One long-poll, then the wait ended; plus the one fetch of the server's signing keys (pinned for
+    # the process) when it falls inside the measured window.
+    assert re.search(r"\((1|2) in ", rows["undeliverable"]), rows["undeliverable"]

@@ -311,7 +311,8 @@ class Chaos:
         cards = Counter((m.metadata or {}).get("event_payload", {}).get("request_id")
                         for m in self.slack.messages.values()
                         if (m.metadata or {}).get("event_type") == "signoff_card")
-        problems = []
+        problems: list[str] = []
+        lost_to_timeout: list[str] = []  # the known gap below (LostToTimeout)
         for request_id in ids:
             if cards[request_id] != 1:
                 problems.append(f"{request_id}: {cards[request_id]} cards")
@@ -322,8 +323,9 @@ class Chaos:
             if row is None:
                 problems.append(f"{request_id}: an acked click, and no decision")
             elif row.decided_by_id not in self.clicked_by[request_id] and not row.decided_at <= acked:
-                problems.append(f"{request_id}: acked click lost: decided by {row.decided_by_id or row.via} "
-                                f"at {row.decided_at}, after the click's ack at {acked}")
+                line = (f"{request_id}: acked click lost: decided by {row.decided_by_id or row.via} "
+                        f"at {row.decided_at}, after the click's ack at {acked}")
+                (lost_to_timeout if row.via == "timeout" else problems).append(line)
         for request_id, seen in self.seen_decisions.items():
             row = decision_rows.get(request_id)
             if row is None or seen["outcome"] != row.outcome:
@@ -344,6 +346,16 @@ class Chaos:
               f"tool_runs={sum(executions.values())} webhooks={sum(self.receiver.by_request.values())} "
               f"(repeats {duplicates}, at least once by design)")
         assert not problems, "\n".join(problems[:30])
+        if lost_to_timeout:
+            raise LostToTimeout("\n".join(lost_to_timeout[:30]))
+
+
+class LostToTimeout(AssertionError):
+    """The one known gap of persist-before-ack (issue 39, open): a click acked just before its
+    request's timeout, whose process is killed before handling it, is replayed only after another
+    process's timer sweep has already timed the request out. The sweep should defer to a stored,
+    unhandled input for the request; until it does, the chaos test reports this case as an
+    expected failure (xfail, shown as such) and fails on everything else."""
 
 
 async def run_chaos(db_url: str, *, seed: int, kills: int, replicas: int) -> Figures:
