@@ -145,6 +145,17 @@ class ReceivedStore:
             rows = (await conn.execute(_READ, {"b_ids": won})).all()
         return [Received(r.key, r.body, r.content_type, id=r.id, attempts=r.attempts) for r in rows]
 
+    async def open_for(self, request_id: str) -> bool:
+        """Whether a stored input not yet marked handled names `request_id` (a click, a form) in its raw
+        body: the timer sweep leaves that request's timeout until the input is handled. Only open rows
+        are read (indexed on `done_at`), so the cost is bounded by what is in flight."""
+        found = sa.select(t.c.id).where(t.c.done_at.is_(None), t.c.body.contains(request_id, autoescape=True))
+        if self._done:  # handled here, their done marks not written yet
+            found = found.where(t.c.id.notin_(sorted(self._done)))
+        found = found.limit(1)
+        async with self.store.engine.connect() as conn:
+            return (await conn.execute(found)).first() is not None
+
     async def prune(self, older_than: timedelta) -> int:
         """Delete rows handled more than `older_than` ago (kept that long to recognise Slack's retries)."""
         async with self.store.unit() as unit:

@@ -37,3 +37,8 @@ class Inputs:
 
     async def prune(self, older_than: timedelta) -> int:
         return await self._rows.prune(older_than)
+
+    async def open_for(self, request_id: str) -> bool:
+        """A stored Slack input for `request_id` is not handled yet (a person acted; it is replayed if its
+        process stopped): the request must not time out under it."""
+        return await self._rows.open_for(request_id)

@@ -99,6 +99,10 @@ class Timers:
         self.clock = clock
         self.batch = batch if batch is not None else batch_for(self.store.dialect)
         self.sweeper = f"{socket.gethostname()}:{os.getpid()}"  # in audit rows: which replica acted
+        # Whether a person's stored, not yet handled Slack input names a request (bot/approvals/received.py):
+        # its timeout waits for the next sweep, so a click acked before the deadline and replayed after a
+        # crash is not beaten by the clock. None: no inbox (nothing to wait for).
+        self.input_open: Callable[[str], Awaitable[bool]] | None = None
 
     # -- the sweep ----------------------------------------------------------------
 
@@ -120,6 +124,9 @@ class Timers:
                     stuck.add(request_id)
             for request, step in timeouts:
                 try:
+                    if self.input_open is not None and await self.input_open(request.id):
+                        stuck.add(request.id)  # a person's acked input is still to be handled: next sweep
+                        continue
                     await self._expire(request, step, report)
                 except Exception:  # one bad row must not stop the others; it stays due and is logged
                     log.exception("timeout failed", extra={"request_id": request.id})

@@ -352,6 +352,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     inbox = SlackInbox(Inputs(received), clicks.async_dispatch, lease_seconds=settings.slack_inbox_lease_seconds,
                        spawn=lambda work: signoff.in_background(work))
     received.marked = inbox.marked
+    timers.input_open = inbox.inputs.open_for  # a timeout waits for a person's stored, unhandled click
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
                       http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
