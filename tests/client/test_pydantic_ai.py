@@ -190,6 +190,7 @@ async def test_policy_first_allowed_calls_run_denied_never_and_only_the_rest_is_
         assert {n: (r["status"], (r["decision"] or {}).get("via")) for n, r in by_name.items()} == {
             "read_file": ("approved", "policy"), "delete_file": ("rejected", "policy"), "send_email": ("pending", None)}
         assert by_name["send_email"]["id"] == paused.request_id
+        await papp.card(paused.request_id)  # the card is posted by the outbox, after the submit's answer
         assert cards(papp.slack) == 1  # one single card: the policy-decided calls were never shown to anyone
         await papp.click(paused.request_id, "U1", user_name="alice")
         resumed = await approvals.resume(agent, paused, wait=10)
