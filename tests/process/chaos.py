@@ -351,11 +351,11 @@ class Chaos:
 
 
 class LostToTimeout(AssertionError):
-    """The one known gap of persist-before-ack (issue 39, open): a click acked just before its
-    request's timeout, whose process is killed before handling it, is replayed only after another
-    process's timer sweep has already timed the request out. The sweep should defer to a stored,
-    unhandled input for the request; until it does, the chaos test reports this case as an
-    expected failure (xfail, shown as such) and fails on everything else."""
+    """An acked click whose request ended by timeout instead. The timer sweep waits while a stored,
+    unhandled input names the request (Timers.input_open), which closed the crash-and-replay case;
+    what can remain is a click acked a few ms before the same process's sweep commits the timeout
+    (the person is told it already expired). The chaos test shows this one case as an expected
+    failure (xfail, with the request ids) and fails on everything else."""
 
 
 async def run_chaos(db_url: str, *, seed: int, kills: int, replicas: int) -> Figures:

@@ -24,7 +24,7 @@ async def chaos(db_url: str, **kw: Any) -> Figures:
     try:
         return await run_chaos(db_url, **kw)
     except LostToTimeout as gap:
-        pytest.xfail(f"known gap, issue 39: an acked click replayed after its request's timeout: {gap}")
+        pytest.xfail(f"known gap, issue 39: an acked click ended by its request's timeout: {gap}")
 
 
 async def test_kill_one_process_at_random_points(db_url: str, capsys: object) -> None:
