@@ -24,6 +24,14 @@ def cards(slack: SlackEmulator) -> int:
     return sum(1 for c in slack.calls if c.method == "chat.postMessage" and not c.args.get("thread_ts"))
 
 
+async def cards_once_posted(app: App, *request_ids: str) -> int:
+    """How many cards were posted, counted once each named request's card is stored: the outbox posts
+    a card after the submit's answer, so counting straight after a submit races it."""
+    for request_id in request_ids:
+        await app.card(request_id)
+    return cards(app.slack)
+
+
 async def next_pending(app: App, after: str) -> str:
     """The id of the one pending request other than `after` (decided just now: its decision may still be
     being written when the click's ack arrives)."""

@@ -22,7 +22,7 @@ from bot.sandbox.signed import plain_input
 from signoff import AsyncSignoffClient, SignoffError, StillPending
 from signoff.pydantic_ai import Paused, SignoffApprovals
 from tests.approvals.batch_steps import approve_selected, item_state, open_item, submit
-from tests.client.helpers import cards, pending_id
+from tests.client.helpers import cards, cards_once_posted, pending_id
 from tests.client.pai_agents import CARD, TIDY, build, calls
 from tests.client.test_langgraph import ITEM_EDIT, ITEM_REJECT, decided, submit_modal
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
@@ -139,7 +139,7 @@ async def test_resume_before_anyone_decided_runs_nothing(app: App, pai_env: dict
     assert (await approvals.pause(result)).request_id == paused.request_id  # the handler's card, found again
     with pytest.raises(StillPending):
         await approvals.resume(agent, Paused.from_json(paused.to_json()))
-    assert calls() == [] and cards(app.slack) == 1
+    assert calls() == [] and await cards_once_posted(app, paused.request_id) == 1
     _, claim = await app.api("GET", f"/api/v1/resumes/pydantic-ai:{paused.request_id}")
     assert claim["error"]["code"] == "not_found"  # nothing was claimed either
 
@@ -233,7 +233,8 @@ async def test_a_call_a_batch_cannot_carry_gets_its_own_card_and_the_step_resume
         agent = build(approvals, wanted)
         result = await agent.run("Tidy up")
         paused = await approvals.pause(result)
-        assert len(paused.asked) == 2 and cards(papp.slack) == 2  # not_batchable: one card per call
+        assert len(paused.asked) == 2  # not_batchable: one card per call
+        assert await cards_once_posted(papp, *paused.request_ids) == 2
         send_id, delete_id = paused.request_ids
         assert (await papp.api("GET", f"/api/v1/approvals/{delete_id}"))[1]["quorum"] == 2
         await papp.click(send_id, "U1", user_name="alice")
@@ -255,7 +256,7 @@ async def test_an_inline_wait_that_runs_out_ends_the_run_and_its_card_is_continu
     result = await agent.run("Send the refund email")  # nobody decides in 0.2 s: the run ends, the card stays
     assert isinstance(result.output, DeferredToolRequests) and calls() == []
     paused = await approvals.pause(result)
-    assert cards(app.slack) == 1  # pause found the card the run posted
+    assert await cards_once_posted(app, paused.request_id) == 1  # pause found the card the run posted
     await app.click(paused.request_id, "U1", user_name="alice")
     resumed = await approvals.resume(agent, paused, wait=10)
     assert resumed.output == "send_email[success]: sent to customer@example.com: Your refund"
