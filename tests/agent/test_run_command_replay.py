@@ -53,13 +53,13 @@ async def test_a_run_command_replayed_after_its_run_committed_starts_no_second_r
     assert answer.status == 200 and "Starting an agent run" in answer.json()["text"]
     [posted] = await leased.slack.wait_for("chat.postMessage")
     run_id = posted.args["metadata"]["event_payload"]["run_id"]
-    await leased.wait_status(run_id, "completed", "failed")
+    await leased.wait_status(run_id, "completed", "failed", timeout=120)
 
     async def all_done() -> bool:
         _, done = await _rows(db_url)
         return bool(done) and all(done)
 
-    await until(all_done, "the command's row marked done")
+    await until(all_done, "the command's row marked done", timeout=120)
     # As if the process had died after the run's commit and before the row's done mark: the row is
     # unmarked and its lease has run out, so the inbox replays the command through the listeners.
     store = await open_store(db_url)
@@ -71,8 +71,8 @@ async def test_a_run_command_replayed_after_its_run_committed_starts_no_second_r
         await store.close()
     assert leased.app.signoff is not None
     replayed = leased.app.signoff.inbox.replayed
-    await until(lambda: _replayed(leased, replayed), "the command replayed")
-    await until(all_done, "the replayed row marked done")
+    await until(lambda: _replayed(leased, replayed), "the command replayed", timeout=120)
+    await until(all_done, "the replayed row marked done", timeout=120)
     stored, _ = await _rows(db_url)
     assert [r.id for r in stored] == [run_id]
     roots = [c for c in leased.slack.calls_to("chat.postMessage")

@@ -67,7 +67,7 @@ async def test_a_timeout_waits_for_a_stored_unhandled_click_and_the_click_decide
     async def decided() -> Any:
         return (await _status(app, req["id"])).get("decision")
 
-    decision = await until(decided, "the replayed click decided")
+    decision = await until(decided, "the replayed click decided", timeout=120)
     assert decision["outcome"] == "approved" and decision["via"] == "button" and decision["decided_by"]["id"] == "U1"
 
     async def marked() -> bool:
@@ -76,7 +76,7 @@ async def test_a_timeout_waits_for_a_stored_unhandled_click_and_the_click_decide
                                        .where(slack_received.c.id == row))).scalar_one()
         return done is not None
 
-    await until(marked, "the click's row marked done")
+    await until(marked, "the click's row marked done", timeout=120)
     await tick(app, clock, minutes=30)  # later sweeps leave the decision alone
     final = await _status(app, req["id"])
     assert final["status"] == "approved" and final["decision"]["via"] == "button"
