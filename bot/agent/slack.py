@@ -30,7 +30,7 @@ from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
 from bot.process.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
-from bot.domain.runs import NewRun, Run, RunStatus
+from bot.domain.runs import NewRun, Run, RunStatus, slack_command_key
 from bot.errors import NotFound
 from bot.process.metrics import Metrics
 from bot.outbox.dispatcher import Dead, Done, Result, after_post
@@ -348,9 +348,20 @@ class RunInteractions:
 
     async def start_run(self, command: dict[str, Any], task: str) -> None:
         """After the ack said "starting": if the run cannot be stored, the person who asked hears why."""
+        new = NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
+                     requested_by=command.get("user_id"))
+        trigger = command.get("trigger_id")
         try:
-            await self.run_service.start(NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
-                                                requested_by=command.get("user_id")))
+            if isinstance(trigger, str) and trigger:
+                # Keyed on Slack's id for the command: the stored command replayed after a crash that came
+                # between the run's commit and its row's done mark (bot/slack/received.py) finds the run
+                # started, and starts no second one.
+                _, started = await self.run_service.start_keyed(
+                    new, slack_command_key(str(command.get("team_id") or ""), trigger))
+                if not started:
+                    log.info("/signoff run %s was started before (a replayed command): not started again", trigger)
+            else:
+                await self.run_service.start(new)
         except Exception as exc:
             log.exception("could not start a run from /signoff run")
             user = command.get("user_id")
