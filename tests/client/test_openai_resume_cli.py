@@ -62,12 +62,12 @@ async def test_two_resumers_resume_a_decided_run_once_with_the_edit_and_say_so(
         each.launch()
     try:
         for each in resumers:
-            await each.line("watching the runs in runs")
+            await each.line("watching the runs in runs", timeout=120)  # `import agents` is slow on a busy machine
         await submit_modal(app, request_id, "signoff_edit", {"p:to": {"value": plain_input("customer@example.com")},
                                                              "p:subject": {"value": plain_input("Your refund of $40")}})
         await decided(app, request_id)
         await resumers[0].until(lambda: any("resumed run" in ln for r in resumers for ln in r.lines()),
-                                "a resumer to resume the run")
+                                "a resumer to resume the run", timeout=120)
         body = await receipt(app, request_id)  # reported before the resumer says it resumed
     finally:
         for each in resumers:
@@ -94,7 +94,7 @@ async def test_the_webhook_line_is_woken_by_the_decision_not_by_its_scan(
     woken = resumer(line + " --scan-every 60", where, env, "resumer")  # only a webhook wakes it within the test
     woken.launch()
     try:
-        await woken.line(f"woken by webhooks at {hook}")
+        await woken.line(f"woken by webhooks at {hook}", timeout=120)
         await app.click(request_id, "U1", user_name="alice")
         await woken.line(RESUMED, timeout=30)
     finally:
