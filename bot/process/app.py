@@ -51,6 +51,9 @@ from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.api import audit as audit_api
 from bot.approvals.audit import AuditLog
+from bot.approvals.assist import Assist
+from bot.assist.claude import Claude
+from bot.slack.assist import AnswerDelivery
 from bot.approvals.keys import load_signer
 from storage.signing_keys import SigningKeyStore
 from bot.process.clock import Clock, FileClock, SystemClock
@@ -144,6 +147,7 @@ class Signoff:
     # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
     team: InstalledTeam | None = None  # the workspace the bot is installed in (bot/slack/team.py)
+    assist: Assist | None = None  # AI notes and thread answers (bot/approvals/assist.py)
 
     async def _socket_intake(self, request: AsyncBoltRequest, raw: str) -> BoltResponse | None:
         """A Socket Mode request stored before its ack, like slack_events' (None: not one to store)."""
@@ -205,6 +209,8 @@ class Signoff:
             await self.sweep_job.stop()
         if self.agent is not None:
             await self.agent.stop()
+        if self.assist is not None:
+            await self.assist.close()
         await self.dispatcher.stop()
         await self.watcher.stop()
         if isinstance(self.service.directory, SlackDirectory):
@@ -293,6 +299,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                                backoff_cap=settings.webhook_backoff_cap_seconds, signer=signer)
     outbox_handlers = effects.registry(
         pages.handlers(),
+        AnswerDelivery(call).handlers(),
         webhooks.handlers(),
         NoticeDelivery(service, call, clock, directory).handlers(),
         home_publisher.handlers(),
@@ -304,6 +311,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
     store.on_outbox_commit(dispatcher.wake)
     dispatcher.on_card_stored(service.known.card_stored)  # a click checks the card it holds (bot/live/pending_states.py)
+    assist = _assist(settings, service, agent, metrics, clock)
+    if assist is not None:  # AI notes once a card is posted; answers in its thread (docs/ai-notes.md)
+        dispatcher.on_card_stored(assist.card_stored)
+        agent.interactions.assist = assist
 
     # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
     # acks clicks and events itself and answers modals and commands when their listener calls
@@ -357,7 +368,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
-                      background=background, team=team)
+                      background=background, team=team, assist=assist)
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
@@ -388,6 +399,14 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app.cleanup_ctx.append(lifecycle)
     return signoff
+
+
+def _assist(settings: Settings, service: Service, agent: AgentRuntime, metrics: Metrics, clock: Clock) -> Assist | None:
+    if not settings.anthropic_api_key:
+        return None
+    model = Claude(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
+                   model=settings.note_model or settings.anthropic_model, timeout=settings.note_timeout_seconds)
+    return Assist(service, model, metrics, clock, runs=agent.runs)
 
 
 def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog) -> Callable[[], Awaitable[None]]:

@@ -97,5 +97,11 @@ class Metrics:
             "signoff_longpoll_rereads", "Reads of its request by a woken long-poll: a wake-up that did not hand it "
             "the decided request (a reminder, another process's decision)", registry=self.registry)
 
+        # AI notes and thread answers (bot/approvals/assist.py): what they cost and how they ended.
+        self.ai_calls = Counter("signoff_ai_calls", "Model calls for AI notes and thread answers, by use and result "
+                                "(added, answered, timeout, error, empty)", ["use", "result"], registry=self.registry)
+        self.ai_tokens = Counter("signoff_ai_tokens", "Tokens of AI notes and thread answers, by use and direction "
+                                 "(input, output)", ["use", "direction"], registry=self.registry)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

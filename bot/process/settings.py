@@ -54,7 +54,7 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_SUBMIT_BURST_PER_TOKEN", "SIGNOFF_MAX_PENDING_PER_TOKEN", "SIGNOFF_BODY_TIMEOUT_SECONDS",
     "SIGNOFF_CLAUDE_TRANSCRIPTS",
     "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
-    "SIGNOFF_SLACK_INBOX_LEASE_SECONDS",
+    "SIGNOFF_SLACK_INBOX_LEASE_SECONDS", "SIGNOFF_NOTE_MODEL", "SIGNOFF_NOTE_TIMEOUT_SECONDS",
 })
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
@@ -153,6 +153,9 @@ class Settings:
     run_lease_seconds: float = 30.0
     run_sweep_seconds: float = 5.0
     run_max_steps: int = 50
+    # AI notes and thread answers (docs/ai-notes.md): their model (default: SIGNOFF_MODEL) and time limit.
+    note_model: str | None = None
+    note_timeout_seconds: float = 20.0
     # Time to decide (docs/stats.md): label bounds of the histograms; the weekly digest's channels
     # ("all": every channel that had requests that week; empty: no digest) and its time (weekday, hour UTC).
     metrics_max_channels: int = 50
@@ -443,7 +446,8 @@ def _timers(get: Callable[[str], str | None], number: Callable[..., Any]) -> dic
 
 def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:
     """SIGNOFF_MAX_TOKENS, SIGNOFF_MODEL_MAX_RETRIES, SIGNOFF_WORKSPACE, SIGNOFF_EMAIL_OUTBOX,
-    SIGNOFF_RUN_LEASE_SECONDS, SIGNOFF_RUN_SWEEP_SECONDS, SIGNOFF_RUN_MAX_STEPS."""
+    SIGNOFF_RUN_LEASE_SECONDS, SIGNOFF_RUN_SWEEP_SECONDS, SIGNOFF_RUN_MAX_STEPS, SIGNOFF_NOTE_MODEL,
+    SIGNOFF_NOTE_TIMEOUT_SECONDS."""
     return {
         "anthropic_max_tokens": number("SIGNOFF_MAX_TOKENS", 4096, int, 1, 128_000),
         "anthropic_max_retries": number("SIGNOFF_MODEL_MAX_RETRIES", 2, int, 0, 10),
@@ -452,6 +456,8 @@ def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict
         "run_lease_seconds": number("SIGNOFF_RUN_LEASE_SECONDS", 30.0, float, 0.5, 3600),
         "run_sweep_seconds": number("SIGNOFF_RUN_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         "run_max_steps": number("SIGNOFF_RUN_MAX_STEPS", 50, int, 1, 10_000),
+        "note_model": get("SIGNOFF_NOTE_MODEL") or None,
+        "note_timeout_seconds": number("SIGNOFF_NOTE_TIMEOUT_SECONDS", 20.0, float, 0.05, 300),
         "run_starters": _people(get, "SIGNOFF_RUN_STARTERS"),
         "run_approvers": _people(get, "SIGNOFF_RUN_APPROVERS"),
         "run_writers": _people(get, "SIGNOFF_RUN_WRITERS"),
