@@ -83,9 +83,10 @@ class HistorySuggestion:
 
     @property
     def key(self) -> str:
-        """What identifies it across reads (a button's value): the effect, the tool and the rule's params."""
-        return json.dumps([self.effect, self.tool, {k: v["glob"] for k, v in sorted(self.params.items())}],
-                          separators=(",", ":"), ensure_ascii=False)
+        """What identifies it across reads (a button's value): the effect, the tool, the rule's params and
+        where the grant would hold (a channel, or * for everyone), so a tap never makes a wider grant than shown."""
+        return json.dumps([self.effect, self.tool, {k: v["glob"] for k, v in sorted(self.params.items())},
+                           self.grant_scope[1] or "*"], separators=(",", ":"), ensure_ascii=False)
 
     @property
     def key_hash(self) -> str:

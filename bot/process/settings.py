@@ -245,16 +245,8 @@ def database_url_from_env(environ: Mapping[str, str] | None = None, *, dotenv: s
     return url
 
 
-def _parse(env: Mapping[str, str]) -> Settings:
-    def get(name: str) -> str | None:
-        value = env.get(name)
-        return value.strip() if value and value.strip() else None
-
-    def need(name: str, hint: str) -> str:
-        value = get(name)
-        if value is None:
-            raise SettingsError(f"{name} is not set ({hint})")
-        return value
+def _numbers(get: Callable[[str], str | None]) -> Callable[..., Any]:
+    """`number(name, default, kind, low, high)`: a setting read as `kind`, within [low, high], or one clear error."""
 
     def number(name: str, default: Any, kind: Callable[[str], Any], low: float, high: float) -> Any:
         raw = get(name)
@@ -267,6 +259,28 @@ def _parse(env: Mapping[str, str]) -> Settings:
         if not low <= value <= high:
             raise SettingsError(f"{name}={raw!r} must be between {low:g} and {high:g}")
         return value
+
+    return number
+
+
+def suggest_from_env(environ: Mapping[str, str] | None = None, *, dotenv: str | Path | None = ".env") -> Thresholds:
+    """Just SIGNOFF_SUGGEST_* (for `signoff policy suggest`, which needs no Slack settings)."""
+    env = _read(environ, dotenv)
+    return _suggest(_numbers(lambda name: (env.get(name) or "").strip() or None))
+
+
+def _parse(env: Mapping[str, str]) -> Settings:
+    def get(name: str) -> str | None:
+        value = env.get(name)
+        return value.strip() if value and value.strip() else None
+
+    def need(name: str, hint: str) -> str:
+        value = get(name)
+        if value is None:
+            raise SettingsError(f"{name} is not set ({hint})")
+        return value
+
+    number = _numbers(get)
 
     bot_token = need("SLACK_BOT_TOKEN", "the bot token, xoxb-..., from your Slack app's OAuth page")
     if not bot_token.startswith("xoxb-"):

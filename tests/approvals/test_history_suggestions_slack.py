@@ -34,8 +34,8 @@ rules:
 CRITICAL = POLICY.replace("tool: wipe_disk", "tool: send_email")
 ENV = {"SIGNOFF_SWEEP_SECONDS": "3600", "SIGNOFF_DIGEST_CHANNELS": "C1", "SIGNOFF_SUGGEST_MIN_APPROVALS": "4",
        "SIGNOFF_SUGGEST_MIN_PEOPLE": "2", "SIGNOFF_SUGGEST_MIN_REJECTIONS": "2", "SIGNOFF_SUGGEST_GRANT_DAYS": "7"}
-KEY = '["allow","send_email",{"to":"*@example.com"}]'
-DENY_KEY = '["deny","db_exec",{}]'
+KEY = '["allow","send_email",{"to":"*@example.com"},"C1"]'
+DENY_KEY = '["deny","db_exec",{},"C1"]'
 
 
 @pytest_asyncio.fixture

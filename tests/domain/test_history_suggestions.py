@@ -100,7 +100,8 @@ def test_the_grant_prefix_names_what_it_allows_and_where() -> None:
     other, = suggest(history(20, to="x{n}@other.org"), NOW)
     assert grant_prefix(one) == grant_prefix(again) and one.key == again.key
     assert len({grant_prefix(one), grant_prefix(wider), grant_prefix(other)}) == 3
-    assert one.key == '["allow","send_email",{"to":"*@example.com"}]'
+    assert one.key == '["allow","send_email",{"to":"*@example.com"},"C1"]'
+    assert wider.key == '["allow","send_email",{"to":"*@example.com"},"*"]'  # the key names where it holds
     deny, = suggest(history(0, 6, tool="db_exec", to="prod-{n}"), NOW)
     with pytest.raises(ValueError):
         suggested_grant(deny, grant_id="g", by="U1", now=NOW, days=1)
