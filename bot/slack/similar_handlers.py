@@ -78,6 +78,7 @@ class SimilarInteractions:
     async def decide_all(self, user: str, name: str | None, requests: list[Request], outcome: Outcome) -> str:
         decision = "approve" if outcome is Outcome.APPROVED else "reject"
         what = "approval" if outcome is Outcome.APPROVED else "rejection"
+        done_word = "approved" if outcome is Outcome.APPROVED else "rejected"
         pending = [r for r in requests if r.is_pending]
         if not pending:
             return "All of them are decided already. Nothing was changed."
@@ -85,7 +86,7 @@ class SimilarInteractions:
             for request in pending:
                 refusal = await self.interactions.refusal(request, user, decision=decision, what=what)
                 if refusal is not None:
-                    return (f"Nothing was {decision}d: you may not {decision} “{escape_mrkdwn(clip(one_line(request.summary), 80))}”"
+                    return (f"Nothing was {done_word}: you may not {decision} “{escape_mrkdwn(clip(one_line(request.summary), 80))}”"
                             f" ({refusal}). Review each instead.")
         except GroupsUnknown as exc:
             return groups_unknown_text(exc, decision)
@@ -98,7 +99,7 @@ class SimilarInteractions:
 
         for request in pending:
             result = await decide_checked(self.service, request, recheck, outcome, via=Via.BUTTON, actor=actor,
-                                          comment=f"{decision.capitalize()}d with {len(pending) - 1} similar requests")
+                                          comment=f"{done_word.capitalize()} with {len(pending) - 1} similar requests")
             if result.refused is not None:
                 others.append(result.refused)
             elif result.counted:
@@ -107,7 +108,7 @@ class SimilarInteractions:
                 done += 1
             else:
                 others.append(already_decided_text(result.request))
-        parts = [f"{decision.capitalize()}d {done} of {len(pending)}."]
+        parts = [f"{done_word.capitalize()} {done} of {len(pending)}."]
         if counted:
             parts.append(f"Your approval was counted on {counted} that need more approvals.")
         if others:

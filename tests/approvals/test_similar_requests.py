@@ -14,13 +14,20 @@ import pytest_asyncio
 from bot.sandbox import SlackEmulator
 from tests.approvals.timer_steps import tick
 from tests.fakes.clock import FakeClock
-from tests.support.app import App, start_app
+from tests.support.app import API_TOKEN, App, approval_body, start_app, submit_body
+
+# Who an agent is comes from its token (requested_by is a label): two more agents, each with its own.
+AGENT_B, AGENT_C = "billing-bot", "refund-bot"
+TOKENS = {AGENT_B: "tok-billing-bot-1234", AGENT_C: "tok-refund-bot-5678"}
 
 
 @pytest_asyncio.fixture
 async def sapp(db_url: str, slack: SlackEmulator) -> AsyncIterator[tuple[App, FakeClock]]:
     clock = FakeClock()
-    running = await start_app(db_url, slack, clock=clock, SIGNOFF_SWEEP_SECONDS="3600", SIGNOFF_SIMILAR_MIN="3")
+    slack.add_channel("C9", "elsewhere")
+    running = await start_app(db_url, slack, clock=clock, SIGNOFF_SWEEP_SECONDS="3600", SIGNOFF_SIMILAR_MIN="3",
+                              SIGNOFF_API_TOKENS=f"{API_TOKEN},{AGENT_B}:{TOKENS[AGENT_B]}:agent,"
+                                                 f"{AGENT_C}:{TOKENS[AGENT_C]}:agent")
     try:
         yield running, clock
     finally:
@@ -28,11 +35,12 @@ async def sapp(db_url: str, slack: SlackEmulator) -> AsyncIterator[tuple[App, Fa
 
 
 async def refund(app: App, n: int, *, amount: int = 40, by: str = "agent-a", channel: str = "C1",
-                 **more: Any) -> str:
+                 agent: str | None = None, **more: Any) -> str:
     more.setdefault("approvers", ["U1", "U2", "U3"])
-    made = await app.submit(action={"name": "refund", "params": {"order": f"A-{n}", "amount": amount,
-                                                                 "to": f"c{n}@example.com"}},
-                            summary=f"Refund order A-{n}", preview=None, requested_by=by, channel=channel, **more)
+    body = approval_body(action={"name": "refund", "params": {"order": f"A-{n}", "amount": amount,
+                                                              "to": f"c{n}@example.com"}},
+                         summary=f"Refund order A-{n}", preview=None, requested_by=by, channel=channel, **more)
+    made = await submit_body(app, body, token=TOKENS[agent] if agent else None)
     await app.card(made["id"])
     return str(made["id"])
 
@@ -76,8 +84,8 @@ async def decided_rows(app: App, request_id: str) -> list[Any]:
 async def test_one_card_for_alike_requests_and_approve_all_decides_each_on_its_own(
         sapp: tuple[App, FakeClock]) -> None:
     app, clock = sapp
-    ids = [await refund(app, 0), await refund(app, 1, by="agent-b"), await refund(app, 2, by="U3"),
-           await refund(app, 3, by="agent-b")]
+    ids = [await refund(app, 0), await refund(app, 1, agent=AGENT_B), await refund(app, 2, by="U3"),
+           await refund(app, 3, agent=AGENT_C)]
     other_amount = await refund(app, 4, amount=45)  # a number differs: not alike
     elsewhere = await refund(app, 5, channel="C9")  # another channel
     await tick(app, clock, minutes=1)

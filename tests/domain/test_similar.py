@@ -17,10 +17,11 @@ T0 = datetime(2030, 1, 7, 9, tzinfo=UTC)
 
 def req(n: int, *, to: str = "c{n}@example.com", amount: Any = 40, tool: str = "refund", channel: str = "C1",
         by: str = "agent-a", **more: Any) -> Request:
-    return Request(id=f"apr_{n:026d}", kind=Kind.APPROVAL, status=Status.PENDING,
+    more = {"risk": Risk.HIGH, "card_ts": f"{n}.1", "status": Status.PENDING, **more}
+    return Request(id=f"apr_{n:026d}", kind=Kind.APPROVAL,
                    action=Action(tool, {"to": to.format(n=n), "amount": amount, "order": f"A-{n}"}),
-                   summary=f"Refund {n}", risk=Risk.HIGH, channel=channel, created_at=T0 + timedelta(minutes=n),
-                   updated_at=T0, card_ts=f"{n}.1", requested_by=by, **more)
+                   summary=f"Refund {n}", channel=channel, created_at=T0 + timedelta(minutes=n),
+                   updated_at=T0, requested_by=by, **more)
 
 
 BATCH = Item(Action("refund", {}))
