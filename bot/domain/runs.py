@@ -4,6 +4,7 @@ A run is a durable tool-use loop. Its message log lives in storage as append-onl
 these values describe where the loop stands, so any process can pick it up.
 
     Run status:   running -> waiting -> running -> ... -> completed | failed | cancelled
+                  failed -> running (a person took it over: Retry, Correct and retry) | cancelled
     Run phase:    model (the next thing is a model call) | tools (the last assistant turn's
                   tool calls need results before the next model call)
     Execution:    waiting (a person decides) -> ready -> started -> finished
@@ -74,6 +75,10 @@ class Run:
     error: str | None = None
     # Completed runs: how many calls ran after a decision and failed (bot.domain.outcomes).
     failed_steps: int = 0
+    # A failed run a person took over (Retry, Correct and retry): the step it stops at now (None: the
+    # server's SIGNOFF_RUN_MAX_STEPS) and how many times it was taken over.
+    step_limit: int | None = None
+    retries: int = 0
     lease_owner: str | None = None
     lease_until: datetime | None = None
 

@@ -74,6 +74,7 @@ from bot.slack.listener_errors import AckTooLate
 from bot.slack.payloads import BadPayload, extract_click
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
+from bot.agent.blocks import CORRECT_RUN
 from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
@@ -114,7 +115,7 @@ MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
 OPENS_VIEW = frozenset({blocks.APPROVE_CONFIRM, blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
-                        REMEMBER, AWAY})
+                        REMEMBER, AWAY, CORRECT_RUN})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 # What Slack sends that is stored before its ack (bot/slack/received.py); and slash commands.
 DURABLE = frozenset({"block_actions", "view_submission", "event_callback"})
