@@ -1,5 +1,5 @@
 """Tables of remembered grants and delegations (migrations 0004_grants, 0005_delegation and
-0006_grant_suggestions own them, 0015_suggestion_dismissals the dismissals; these mirror them on the
+0006_grant_suggestions own them, 0016_suggestion_dismissals the dismissals; these mirror them on the
 shared metadata)."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Accepting one makes a grant (the `grants` table, ids under a prefix deterministi
 bot.domain.history.grant_prefix); dismissing one is a row here, keyed by the person and the
 suggestion's key hash, written once however often they tap.
 
-Revision ID: 0015_suggestion_dismissals
-Revises: 0014_slack_received
+Revision ID: 0016_suggestion_dismissals
+Revises: 0015_run_takeover
 Create Date: 2026-12-06
 """
 
@@ -16,8 +16,8 @@ from alembic import op
 
 from storage.schema import UTCDateTime
 
-revision = "0015_suggestion_dismissals"
-down_revision = "0014_slack_received"
+revision = "0016_suggestion_dismissals"
+down_revision = "0015_run_takeover"
 branch_labels = None
 depends_on = None
 
