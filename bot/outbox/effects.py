@@ -42,7 +42,8 @@ UPDATE_ROOT = "agent.update_root"
 THREAD_NOTE = "agent.note"
 # Policy (issue 12): the after-the-fact note in the channel for a call policy allowed
 POLICY_FYI = "policy.fyi"
-# Time to decide (bot/approvals/stats.py): a channel's weekly digest
+# Time to decide (bot/approvals/stats.py): a channel's weekly digest; also any stored channel message
+# posted once by its key (the similar-requests card, bot/approvals/similar.py)
 DIGEST = "slack.digest"
 # Claude's answer to a person's question in a card's thread (bot/approvals/assist.py)
 ASSIST_ANSWER = "slack.assist_answer"
@@ -139,6 +140,11 @@ def assist_answer(request_id: str, channel: str, thread_ts: str, question_ts: st
     """Claude's answer to the question posted at `question_ts`, in its thread: once per question."""
     return _of_request(ASSIST_ANSWER, request_id, f"answer:{request_id}:{question_ts}", now, channel=channel,
                        thread_ts=thread_ts, question_ts=question_ts, user=user, text=text, in_run=in_run)
+
+
+def channel_message(channel: str, key: str, now: datetime, message: dict[str, Any]) -> OutboxItem:
+    """A message rendered when enqueued, posted once in `channel` (the digest's handler): a similar-requests card."""
+    return OutboxItem.due(DIGEST, key, now, ordered_by=None, payload={"channel": channel, "message": message})
 
 
 def publish_home(user_id: str, key: str, now: datetime) -> OutboxItem:
