@@ -105,7 +105,8 @@ def _check_property(name: str, prop: object) -> None:
             raise SchemaProblem(f"{where}: format {prop['format']!r} is not one of {', '.join(FORMATS)}")
     if "default" in prop:
         try:
-            fits = prop["default"] is not None and coerce(prop, prop["default"]) == prop["default"]
+            fits = prop["default"] is not None and (coerce(prop, prop["default"]) == prop["default"]
+                                                    or (kind == "string" and prop["default"] == ""))
         except ValueError:
             fits = False
         if not fits or (kind == "string" and choices(prop) is not None

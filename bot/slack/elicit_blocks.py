@@ -134,6 +134,7 @@ def form_modal(req: Request) -> dict[str, Any]:
 
 def _element(prop: dict[str, Any]) -> Any:
     default = prop.get("default")
+    default = None if default == "" else default
     options = choices(prop)
     kind = prop.get("type")
     if options is not None:
