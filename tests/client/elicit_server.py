@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from mcp.server.mcpserver import AcceptedElicitation, Elicit, ElicitationResult, MCPServer, Resolve
+from mcp.server.mcpserver import AcceptedElicitation, Context, Elicit, ElicitationResult, MCPServer, Resolve
 
 
 class Deploy(BaseModel):
@@ -26,13 +26,35 @@ def ask() -> Elicit[Deploy]:
 
 
 @server.tool()
-async def deploy(answer: Annotated[ElicitationResult[Deploy], Resolve(ask)]) -> str:
+async def deploy(answer: Annotated[ElicitationResult[Deploy], Resolve(ask)], ctx: Context) -> str:
     """Deploy build 42, asking the user where."""
+    era = f" (protocol {ctx.protocol_version})" if ERA[0] else ""
     if isinstance(answer, AcceptedElicitation):
         data = answer.data
-        return f"deploying to {data.environment} x{data.replicas} confirm={data.confirm} note={data.note!r}"
-    return f"not deploying: {answer.action}"
+        return f"deploying to {data.environment} x{data.replicas} confirm={data.confirm} note={data.note!r}{era}"
+    return f"not deploying: {answer.action}{era}"
+
+
+ERA = [False]  # say which protocol version the call came in (--say-era)
+
+
+async def _legacy_only() -> None:
+    """Serve the handshake era only (`initialize`), refusing 2026-07-28's requests: a client must fall back."""
+    from mcp.server.runner import serve_loop
+    from mcp.server.stdio import stdio_server
+
+    low = server._lowlevel_server
+    async with stdio_server() as (read, write), low.lifespan(low) as state:
+        await serve_loop(low, read, write, lifespan_state=state, init_options=low.create_initialization_options())
 
 
 if __name__ == "__main__":
-    server.run()
+    import sys
+
+    import anyio
+
+    ERA[0] = "--say-era" in sys.argv
+    if "--legacy-only" in sys.argv:
+        anyio.run(_legacy_only)
+    else:
+        server.run()

@@ -53,14 +53,15 @@ def hook_settings(name: str, server: str, query: str) -> str:
     return json.dumps(settings)
 
 
-def mcp_config() -> str:
-    return json.dumps({"mcpServers": {"deployer": {"command": sys.executable, "args": [str(SERVER)]}}})
+def mcp_config(*args: str) -> str:
+    return json.dumps({"mcpServers": {"deployer": {"command": sys.executable, "args": [str(SERVER), *args]}}})
 
 
-async def run_cli(app: App, model: FakeClaudeApi, tmp_path: Path, settings: str) -> asyncio.Task[dict[str, Any]]:
+async def run_cli(app: App, model: FakeClaudeApi, tmp_path: Path, settings: str,
+                  *server_args: str) -> asyncio.Task[dict[str, Any]]:
     cli = ClaudeCli(model, tmp_path, {"SIGNOFF_TOKEN": API_TOKEN, "SIGNOFF_URL": app.url})
     model.script(message(text("Asking where."), tool_use(TOOL, {}, id="toolu_elicit_1")), message(text("Done.")))
-    return asyncio.create_task(cli.run("deploy build 42", "--mcp-config", mcp_config(), "--allowedTools", TOOL,
+    return asyncio.create_task(cli.run("deploy build 42", "--mcp-config", mcp_config(*server_args), "--allowedTools", TOOL,
                                        "--settings", settings))
 
 
@@ -139,3 +140,21 @@ async def test_the_callback_in_both_eras_declines_and_cancels_when_nobody_answer
         assert result.content[0].text == "not deploying: cancel"  # type: ignore[union-attr]
     _, listing = await app.api("GET", "/api/v1/approvals")
     assert sorted(r["status"] for r in listing["items"]) == ["cancelled", "rejected"]
+
+
+@pytest.mark.parametrize("server_args, era", [(("--say-era",), "2026-07-28"), (("--say-era", "--legacy-only"), None)])
+async def test_the_real_cli_asks_in_slack_in_each_protocol_era_it_speaks(
+        app: App, model: FakeClaudeApi, tmp_path: Path, server_args: tuple[str, ...], era: str | None) -> None:
+    """The CLI opens with 2026-07-28 (the tool returns InputRequiredResult); a server that serves only the
+    handshake era makes it fall back to `initialize` (the server sends elicitation/create mid-call)."""
+    running = await run_cli(app, model, tmp_path, hook_settings("claude-elicitation-http", app.url,
+                                                                "wait=60&channel=C1"), *server_args)
+    request_id = await pending_id(app)
+    await answer_form(app, request_id)
+    result = await running
+    said = tool_output(model)
+    assert result["_exit"] == 0 and "deploying to production x3 confirm=True" in said, said
+    if era is not None:
+        assert f"(protocol {era})" in said
+    else:
+        assert "(protocol 2025-" in said or "(protocol 2024-" in said, said
