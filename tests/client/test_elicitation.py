@@ -6,6 +6,7 @@ ClientSession over stdio; and mcp.Client in the 2026-07-28 era): accept, decline
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import sys
 from pathlib import Path
@@ -158,3 +159,21 @@ async def test_the_real_cli_asks_in_slack_in_each_protocol_era_it_speaks(
         assert f"(protocol {era})" in said
     else:
         assert "(protocol 2025-" in said or "(protocol 2024-" in said, said
+
+
+def test_the_command_hook_answers_garbled_input_and_an_unreachable_server_with_cancel_and_why() -> None:
+    from bench.harness import free_port
+    from signoff import hook
+
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    for stdin, expected in [
+        (json.dumps({"hook_event_name": "Elicitation", "session_id": "s"}), "mcp_server_name: Field required"),
+        (json.dumps({"hook_event_name": "Elicitation", "session_id": "s", "mcp_server_name": "deployer",
+                     "message": "Where?", "mode": "form", "requested_schema": {"type": "object"}}),
+         "cannot reach the Signoff server"),
+    ]:
+        out = io.StringIO()
+        assert hook.run(["--url", nowhere, "--token", "t", "--wait", "4"], io.StringIO(stdin), out) == 0
+        answer = json.loads(out.getvalue())
+        assert answer["hookSpecificOutput"] == {"hookEventName": "Elicitation", "action": "cancel"}, answer
+        assert expected in answer["systemMessage"], answer
