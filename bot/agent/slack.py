@@ -24,7 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbox import effects
 from bot.agent import blocks
+from bot.domain.elicitation import is_elicitation
 from bot.domain.questions import answers_from_choices, questions_of
+from bot.slack import elicit_blocks
 from bot.agent.run_service import NOT_ASKED, RunService
 from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
@@ -145,6 +147,8 @@ def render_any(render: CardRenderer) -> CardRenderer:
 
     def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
         if req.kind is Kind.QUESTION:
+            if is_elicitation(req.action.name, req.action.params):  # an MCP server's form (bot/slack/elicit_blocks.py)
+                return elicit_blocks.card(req, now=now)
             return blocks.question_card(req, now=now)
         return render(req, now=now)
 

@@ -37,7 +37,7 @@ from bot.approvals.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.domain.json_codec import dumps, loads
 from bot.domain.model import Request
-from bot.api import claude_hooks
+from bot.api import claude_hooks, elicitations
 from bot.api import grants as grants_api
 from bot.api import longpoll
 from bot.api import policy_check
@@ -68,8 +68,8 @@ from bot.outbox.dispatcher import Dispatcher
 from bot.policy.holder import PolicyHolder
 from bot.approvals.service import Service
 from bot.process.settings import Settings
-from bot.slack import (batch, blocks, grant_handlers, handlers, history_cards, history_handlers, shapes,
-                       similar_handlers, suggestion_handlers)
+from bot.slack import (batch, blocks, elicit_handlers, grant_handlers, handlers, history_cards, history_handlers,
+                       shapes, similar_handlers, suggestion_handlers)
 from bot.slack.backlog import Backlog, Work
 from bot.slack.form import parsed_request
 from bot.slack.handlers import DirectClick
@@ -93,6 +93,7 @@ from bot.slack.received import SlackInbox, Unavailable
 from bot.approvals.received import Inputs
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.suggestion_handlers import SuggestionInteractions
+from bot.slack.elicit_handlers import ElicitInteractions
 from bot.slack.history_handlers import HistoryInteractions
 from bot.approvals.history import HistorySuggestions
 from bot.approvals.similar import SimilarRequests
@@ -369,6 +370,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         suggestion_handlers.register(app, SuggestionInteractions(interactions, grants))  # "Approve & always allow"
+        elicit_handlers.register(app, ElicitInteractions(interactions))  # an MCP server's form, answered in Slack
         history_handlers.register(app, HistoryInteractions(interactions, history, home))  # suggestions from history
         similar_handlers.register(app, SimilarInteractions(interactions))  # Review each / Approve all / Reject all
         handlers.register(app, interactions, timers=timer_interactions, home=home)
@@ -405,6 +407,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     claude_hooks.add_routes(web_app)
+    elicitations.add_routes(web_app)
     audit_api.add_routes(web_app, audit)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(
