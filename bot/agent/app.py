@@ -16,7 +16,8 @@ from bot.agent.questions import ask_human_tool
 from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
 from bot.agent.messages import import_sdk
-from bot.agent.steps import Agent, StepConfig, Steps
+from bot.agent.step_values import Agent, StepConfig
+from bot.agent.steps import Steps
 from bot.process.clock import Clock
 from bot.domain.model import Risk
 from bot.outbox.egress import EgressPolicy

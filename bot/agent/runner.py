@@ -25,7 +25,8 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.agent.messages import internal_error_text
-from bot.agent.steps import LeaseLost, StepResult, Steps
+from bot.agent.step_values import LeaseLost, StepResult
+from bot.agent.steps import Steps
 from bot.process.clock import Clock
 from bot.domain.model import Request
 from bot.approvals.service import Service

@@ -84,6 +84,17 @@ def update_card(request_id: str, key: str, now: datetime) -> OutboxItem:
     return _of_request(UPDATE_CARD, request_id, key, now)
 
 
+def decided_card_key(request_id: str) -> str:
+    """The dedupe key of a decision's card update (the decided request is found under it in
+    bot/live/just_committed.py by the delivery that renders it)."""
+    return f"card:{request_id}:decided"
+
+
+def decided_card(request_id: str, now: datetime) -> OutboxItem:
+    """A decision's card update: one per request, whoever decided."""
+    return update_card(request_id, decided_card_key(request_id), now)
+
+
 def post_page(request_id: str, page: int, now: datetime) -> OutboxItem:
     return _of_request(POST_PAGE, request_id, f"post:{request_id}:page:{page}", now, page=page)
 
