@@ -12,7 +12,9 @@ The run store's interface is storage/run_store.py's (`RunStore`, `RunUnit`).
 from __future__ import annotations
 
 from storage.errors import DuplicateIdempotencyKey, StaleRead, StorageError
-from storage.records import CardPosted, DueRow, Inbox, InboxEntry, Reminded
+from bot.domain.inbox import Inbox, InboxEntry
+from bot.domain.outbox import CardPosted
+from storage.records import DueRow, Reminded
 from storage.store import AuditTail, Store
 from storage.unit import CARD_TS_TRIES, Change, Expect, T, Unit
 

@@ -1,27 +1,15 @@
-"""The values the storage interface passes beside the domain's: where a card went, what the timer sweep
-claims and writes, and a person's App Home lists. Frozen and free of I/O, like the domain's own."""
+"""The values the storage interface passes beside the domain's: what the timer sweep claims and writes.
+Frozen and free of I/O, like the domain's own (where a card went, `CardPosted`, and a person's App Home
+lists, `Inbox`, are the domain's: bot/domain/outbox.py, bot/domain/inbox.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from bot.domain.model import AuditEvent, Request
+from bot.domain.model import AuditEvent
 from bot.domain.outbox import OutboxItem
 from bot.domain.timing import TimerState, Timing
-
-
-@dataclass(frozen=True)
-class CardPosted:
-    """Where a request's card went (Slack's channel id and ts): a card post's result, written with its
-    delivery's done mark (`Store.outbox_finished`) and audited as "posted" only if it was stored."""
-
-    request_id: str
-    channel: str
-    ts: str
-
-    def audit(self, now: datetime) -> AuditEvent:
-        return AuditEvent(self.request_id, "posted", now, None, {"channel": self.channel, "ts": self.ts})
 
 
 @dataclass(frozen=True)
@@ -56,23 +44,3 @@ class Reminded:
     at: datetime
     audit: AuditEvent
     item: OutboxItem
-
-
-@dataclass(frozen=True)
-class InboxEntry:
-    """A pending request in someone's inbox; `can_decide`: they are one of its approvers."""
-
-    request: Request
-    can_decide: bool
-
-
-@dataclass(frozen=True)
-class Inbox:
-    """One person's App Home lists: each the first `limit` items, plus how many there are in all."""
-
-    waiting: tuple[InboxEntry, ...] = ()
-    waiting_total: int = 0
-    escalated: tuple[InboxEntry, ...] = ()
-    escalated_total: int = 0
-    decided: tuple[Request, ...] = ()
-    decided_total: int = 0

@@ -13,10 +13,10 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 
 from bot.domain.model import AuditEvent, Request, Status
-from bot.domain.outbox import OutboxItem
+from bot.domain.inbox import Inbox
+from bot.domain.outbox import CardPosted, OutboxItem
 from bot.domain.resumes import ResumeClaim, ResumeState
 from bot.domain.stats import StatsRow
-from storage.records import CardPosted, Inbox
 from storage.unit import Change, T, Unit
 
 

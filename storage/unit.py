@@ -19,7 +19,8 @@ from bot.domain.model import AuditEvent, Decision, Request
 from bot.domain.outbox import OutboxItem
 from bot.domain.votes import Vote
 from storage.errors import StaleRead
-from storage.records import CardPosted, DueRow, Reminded
+from bot.domain.outbox import CardPosted
+from storage.records import DueRow, Reminded
 
 log = logging.getLogger(__name__)
 

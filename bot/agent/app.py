@@ -113,7 +113,7 @@ def build_agent(
                     sweep_seconds=settings.run_sweep_seconds)
     run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick)
     run_service.access = access
-    delivery = agent_slack.RunDelivery(runs, run_service, call)
+    delivery = agent_slack.RunDelivery(run_service, call)
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
                                                default_agent=DEFAULT_AGENT, access=access)
     if not settings.anthropic_api_key:

@@ -77,6 +77,10 @@ class RunService:
             await unit.enqueue(effects.post_root(run, now))
         return run
 
+    async def find(self, run_id: str) -> Run | None:
+        """The run, as committed (None: no such run)."""
+        return await self.runs.get_run(run_id)
+
     async def get(self, run_id: str) -> Run:
         run = await self.runs.get_run(run_id)
         if run is None:
@@ -107,7 +111,7 @@ class RunService:
         async with self.runs.unit() as unit:
             now = self.clock.now()
             await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", now)
-            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.live.waiters).
+            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.approvals.foreign_changes).
             await unit.append_audit(AuditEvent(run_id, "run_failed", now, None, {"error": error}))
 
     async def thread_reply(

@@ -48,6 +48,10 @@ DIGEST = "slack.digest"
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
                    UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST})
 
+# The webhooks' event types (docs/api.md)
+DECIDED_EVENT = "approval.decided"
+UNDELIVERED_EVENT = "approval.undelivered"
+
 Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox/dispatcher.py)
 
 
@@ -110,9 +114,18 @@ def decided_webhook(request: Request, now: datetime, *, again: bool = False) -> 
     redelivery) is a new delivery, keyed by its time."""
     if not request.callback_url:
         return None
-    body = {"type": "approval.decided", "request": request_json(request)}
+    body = {"type": DECIDED_EVENT, "request": request_json(request)}
     key = f"webhook:{request.id}:redeliver:{now.timestamp():.6f}" if again else f"webhook:{request.id}:decided"
     return webhook(request.id, key, now, url=request.callback_url, body=body)
+
+
+def undelivered_webhook(request: Request, now: datetime) -> OutboxItem | None:
+    """The agent's `approval.undelivered` webhook of a request whose card Slack refused for good (None
+    without a `callback_url`): one per request."""
+    if not request.callback_url:
+        return None
+    body = {"type": UNDELIVERED_EVENT, "request": request_json(request)}
+    return webhook(request.id, f"webhook:{request.id}:undelivered", now, url=request.callback_url, body=body)
 
 
 def remind(request_id: str, number: int, of: int, now: datetime) -> OutboxItem:

@@ -22,16 +22,18 @@ from bot.agent.app import build_agent
 from bot.api.webhooks import WebhookDelivery
 from bot.approvals.access import Access
 from bot.approvals.audit import AuditLog
+from bot.approvals.foreign_changes import CrossProcessWatcher
 from bot.approvals.gate import PolicyGate
 from bot.approvals.grants import Grants
 from bot.approvals.homes import HomeOpens
 from bot.approvals.keys import load_signer
+from bot.approvals.outbox_rows import OutboxRows
 from bot.approvals.received import Inputs
 from bot.approvals.resumes import Resumes
 from bot.approvals.service import Service
 from bot.approvals.timers import Timers
 from bot.domain.model import Request
-from bot.live.waiters import CrossProcessWatcher, Waiters
+from bot.live.waiters import Waiters
 from bot.outbox import effects
 from bot.outbox.dispatcher import Dispatcher
 from bot.outbox.egress import EgressPolicy, guarded_session
@@ -123,7 +125,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         FyiDelivery(service.reads, call, clock).handlers(),
         DigestDelivery(call).handlers(),
     )
-    dispatcher = Dispatcher(store, outbox_handlers, clock=clock, metrics=metrics,
+    dispatcher = Dispatcher(OutboxRows(store), outbox_handlers, clock=clock, metrics=metrics,
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
     store.on_outbox_commit(dispatcher.wake)
     dispatcher.on_card_stored(service.known.card_stored)  # a click checks the card it holds (bot/live/pending_states.py)

@@ -22,7 +22,7 @@ from slack_sdk.signature import SignatureVerifier
 from bot.agent.app import AgentRuntime
 from bot.approvals.service import Service
 from bot.approvals.timers import Timers
-from bot.live.waiters import CrossProcessWatcher
+from bot.approvals.foreign_changes import CrossProcessWatcher
 from bot.outbox.dispatcher import Dispatcher
 from bot.policy.holder import PolicyHolder
 from bot.process.jobs import SweepJob
