@@ -13,7 +13,6 @@ Text is rendered at delivery time from the request's current state and the item'
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
