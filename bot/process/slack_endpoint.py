@@ -98,23 +98,7 @@ async def slack_events(request: web.Request) -> web.Response:
         # Slack ignores the body of a button click's ack. Answer as soon as the click is stored;
         # Bolt runs the listener afterwards, from the backlog unless it opens a modal, so the acks
         # of a burst of clicks never wait behind the listener work of the clicks before them.
-        held = signoff.inbox.held_work
-        actions = bolt_request.body.get("actions") or []
-        direct = _direct_click(signoff, bolt_request.body, actions)
-        if direct is not None and not len(signoff.backlog):
-            # A lone click: started now, not two turns of the loop later. A click that comes in while it
-            # runs is queued (the backlog counts it), so a burst's acks never wait behind its work.
-            signoff.backlog.start_now(held(row, direct))
-        elif direct is not None:
-            signoff.backlog.add(held(row, direct))
-        elif any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
-            signoff.in_background(held(row, lambda: signoff.clicks.async_dispatch(bolt_request))())
-        else:
-            # The backlog keeps the raw body, not the parsed one: a click's payload carries the whole
-            # card (hundreds of small objects), and a burst of them held while queued would fill the
-            # young GC generation, whose collections stop the event loop, acks included.
-            query, headers = request.query_string, dict(request.headers)
-            signoff.backlog.add(held(row, lambda: signoff.clicks.async_dispatch(parsed_request(body, query, headers))))
+        _schedule_click(signoff, request, bolt_request, body, row)
         response = web.Response(status=200)
     elif (kind == "view_submission" or "command" in bolt_request.body) and row is not None:
         # A modal's answer (validation errors) and a command's reply are whatever the listener passes
@@ -131,6 +115,28 @@ async def slack_events(request: web.Request) -> web.Response:
         response = await to_aiohttp_response(await signoff.bolt.async_dispatch(bolt_request))
     signoff.metrics.ack_latency.labels(_kind(body)).observe(time.perf_counter() - started)
     return response
+
+
+def _schedule_click(signoff: Signoff, request: web.Request, bolt_request: AsyncBoltRequest, body: str,
+                    row: int) -> None:
+    """Start or queue the listener of a stored click (row `row` of the inbox), after its ack."""
+    held = signoff.inbox.held_work
+    actions = bolt_request.body.get("actions") or []
+    direct = _direct_click(signoff, bolt_request.body, actions)
+    if direct is not None and not len(signoff.backlog):
+        # A lone click: started now, not two turns of the loop later. A click that comes in while it
+        # runs is queued (the backlog counts it), so a burst's acks never wait behind its work.
+        signoff.backlog.start_now(held(row, direct))
+    elif direct is not None:
+        signoff.backlog.add(held(row, direct))
+    elif any(isinstance(a, dict) and a.get("action_id") in OPENS_VIEW for a in actions):
+        signoff.in_background(held(row, lambda: signoff.clicks.async_dispatch(bolt_request))())
+    else:
+        # The backlog keeps the raw body, not the parsed one: a click's payload carries the whole
+        # card (hundreds of small objects), and a burst of them held while queued would fill the
+        # young GC generation, whose collections stop the event loop, acks included.
+        query, headers = request.query_string, dict(request.headers)
+        signoff.backlog.add(held(row, lambda: signoff.clicks.async_dispatch(parsed_request(body, query, headers))))
 
 
 def _direct_click(signoff: Signoff, body: dict[str, Any], actions: list[Any]) -> Work | None:
