@@ -43,8 +43,9 @@ class ModelStep(RunWrites):
         return await asyncio.shield(self._sdk)
 
     async def _model(self, run: Run, agent: Agent, owner: str) -> StepResult:
-        if run.step_count >= self.config.max_steps:
-            await self.fail(run, owner, f"stopped after {run.step_count} steps (SIGNOFF_RUN_MAX_STEPS)")
+        if run.step_count >= (run.step_limit or self.config.max_steps):
+            await self.fail(run, owner, f"stopped after {run.step_count} steps (the step limit, "
+                                        "SIGNOFF_RUN_MAX_STEPS; Retry gives it as many more)")
             return StepResult.DONE
         if not self.config.api_key_set:
             await self.fail(run, owner, "ANTHROPIC_API_KEY is not set on the Signoff server")

@@ -87,10 +87,14 @@ class RunWrites:
             await self._save(unit, run.evolve(status=RunStatus.CANCELLED, updated_at=now), "run_cancelled", by=by)
 
     async def fail(self, run: Run, owner: str, error: str) -> None:
+        """The run stops as failed; its thread gets the error and the trace, and its message offers a
+        person to take it over (bot.agent.takeover)."""
+        message = blocks.failure_note(run, error, await self.runs.executions(run.id))
         now = self.clock.now()
         async with self._unit(run.id, owner) as unit:
-            message = blocks.note_message("❌", "The run failed.", detail=error)
-            await unit.enqueue(effects.note(run.id, "failed", message, now))
+            # One note per failure: a run taken over can fail again.
+            key = "failed" if not run.retries else f"failed:{run.retries}"
+            await unit.enqueue(effects.note(run.id, key, message, now))
             await self._save(unit, run.evolve(status=RunStatus.FAILED, error=error, updated_at=now),
                              "run_failed", error=error)
 

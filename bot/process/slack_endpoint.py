@@ -19,6 +19,7 @@ from slack_bolt.async_app import AsyncAck
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 
+from bot.agent.blocks import CORRECT_RUN
 from bot.process.lifecycle import SIGNOFF, Signoff
 from bot.slack import blocks, shapes
 from bot.slack.backlog import Work
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
 OPENS_VIEW = frozenset({blocks.APPROVE_CONFIRM, blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
-                        REMEMBER, AWAY})
+                        REMEMBER, AWAY, CORRECT_RUN})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 # What Slack sends that is stored before its ack (bot/slack/received.py); and slash commands.
 DURABLE = frozenset({"block_actions", "view_submission", "event_callback"})
