@@ -25,12 +25,14 @@ from bot.approvals.audit import AuditLog
 from bot.approvals.foreign_changes import CrossProcessWatcher
 from bot.approvals.gate import PolicyGate
 from bot.approvals.grants import Grants
+from bot.approvals.history import HistorySuggestions
 from bot.approvals.homes import HomeOpens
 from bot.approvals.keys import load_signer
 from bot.approvals.outbox_rows import OutboxRows
 from bot.approvals.received import Inputs
 from bot.approvals.resumes import Resumes
 from bot.approvals.service import Service
+from bot.approvals.similar import SimilarRequests
 from bot.approvals.timers import Timers
 from bot.domain.model import Request
 from bot.live.waiters import Waiters
@@ -45,7 +47,7 @@ from bot.process.lifecycle import Signoff
 from bot.process.metrics import Metrics
 from bot.process.settings import Settings
 from bot.process.slack_clients import slack_client, slack_session
-from bot.slack import handlers
+from bot.slack import handlers, history_cards
 from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
@@ -57,6 +59,7 @@ from bot.slack.notices import NoticeDelivery
 from bot.slack.pace import ChannelPace
 from bot.slack.policy_cards import FyiDelivery, render_policy_card
 from bot.slack.received import SlackInbox
+from bot.slack.similar_cards import similar_message
 from bot.slack.stats_blocks import DigestDelivery, digest_message, home_section
 from bot.slack.team import InstalledTeam
 from bot.slack.timer_buttons import TimerInteractions
@@ -142,12 +145,25 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     team = InstalledTeam(auth_test)
     bolt, clicks = slack_listeners.bolt_apps(settings, listener_client, team)
     grant_interactions = GrantInteractions(interactions, grants, home)
-    async def home_tail(user: str) -> list[dict[str, Any]]:  # the away control and grants, then the last 7 days
-        return [*await grant_interactions.home_blocks(user), *home_section(await service.stats.last_week(None))]
+    history = HistorySuggestions(store, grant_store, clock, thresholds=settings.suggest,
+                                 grant_days=settings.suggest_grant_days, policy=lambda: policy.policy,
+                                 members=directory.group_members)
+
+    async def home_tail(user: str) -> list[dict[str, Any]]:  # away and grants, suggestions, then the last 7 days
+        return [*await grant_interactions.home_blocks(user),
+                *history_cards.home_blocks(await history.for_user(user), grant_days=history.grant_days),
+                *home_section(await service.stats.last_week(None))]
+
+    async def digest_more(channel: str) -> list[dict[str, Any]]:  # the suggestions from this channel's decisions
+        return history_cards.digest_blocks(await history.for_channel(channel), grant_days=history.grant_days)
+
+    service.stats.digest_more = digest_more
+    similar = SimilarRequests(store, clock, min_size=settings.similar_min, render=similar_message)
+    timers.after_sweep.append(similar.tick)  # a card for each group of similar pending requests
 
     home_publisher.tail = home_tail
     slack_listeners.register((bolt, clicks), agent=agent, interactions=interactions, timers=timer_interactions,
-                             grant_interactions=grant_interactions, grants=grants, home=home)
+                             grant_interactions=grant_interactions, grants=grants, home=home, history=history)
 
     web_app = routes.web_application(settings, metrics)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")

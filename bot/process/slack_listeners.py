@@ -13,12 +13,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.app import AgentRuntime
 from bot.approvals.grants import Grants
+from bot.approvals.history import HistorySuggestions
 from bot.process.settings import Settings
-from bot.slack import batch, grant_handlers, handlers, suggestion_handlers
+from bot.slack import batch, grant_handlers, handlers, history_handlers, similar_handlers, suggestion_handlers
 from bot.slack.batch import BatchInteractions
 from bot.slack.grant_handlers import GrantInteractions
+from bot.slack.history_handlers import HistoryInteractions
 from bot.slack.home import Home
 from bot.slack.interactions import Interactions
+from bot.slack.similar_handlers import SimilarInteractions
 from bot.slack.suggestion_handlers import SuggestionInteractions
 from bot.slack.team import InstalledTeam
 from bot.slack.timer_buttons import TimerInteractions
@@ -40,11 +43,14 @@ def bolt_apps(settings: Settings, client: AsyncWebClient, team: InstalledTeam) -
 
 
 def register(apps: tuple[AsyncApp, ...], *, agent: AgentRuntime, interactions: Interactions,
-             timers: TimerInteractions, grant_interactions: GrantInteractions, grants: Grants, home: Home) -> None:
+             timers: TimerInteractions, grant_interactions: GrantInteractions, grants: Grants, home: Home,
+             history: HistorySuggestions) -> None:
     """Every listener, on each of `apps`."""
     for app in apps:
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         suggestion_handlers.register(app, SuggestionInteractions(interactions, grants))  # "Approve & always allow"
+        history_handlers.register(app, HistoryInteractions(interactions, history, home))  # suggestions from history
+        similar_handlers.register(app, SimilarInteractions(interactions))  # Review each / Approve all / Reject all
         handlers.register(app, interactions, timers=timers, home=home)
         batch.register(app, BatchInteractions(interactions))
