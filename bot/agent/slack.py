@@ -24,7 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbox import effects
 from bot.agent import blocks
+from bot.domain.elicitation import is_elicitation
 from bot.domain.questions import answers_from_choices, questions_of
+from bot.slack import elicit_blocks
 from bot.agent.run_service import NOT_ASKED, RunService
 from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
@@ -34,7 +36,9 @@ from bot.domain.runs import NewRun, Run, RunStatus, slack_command_key
 from bot.errors import NotFound
 from bot.process.metrics import Metrics
 from bot.outbox.dispatcher import Dead, Done, Result, after_post
+from bot.approvals.assist import Assist
 from bot.approvals.service import Service
+from bot.domain.assist import looks_like_question
 from bot.outbox.effects import Handler
 from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
@@ -141,6 +145,8 @@ def render_any(render: CardRenderer) -> CardRenderer:
 
     def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
         if req.kind is Kind.QUESTION:
+            if is_elicitation(req.action.name, req.action.params):  # an MCP server's form (bot/slack/elicit_blocks.py)
+                return elicit_blocks.card(req, now=now)
             return blocks.question_card(req, now=now)
         return render(req, now=now)
 
@@ -161,6 +167,7 @@ class RunInteractions:
         self.metrics = metrics
         self.default_agent = default_agent
         self.unavailable: str | None = None  # why runs cannot start here (no model key), said to whoever asks
+        self.assist: Assist | None = None  # Claude's answers to questions in a card's thread (ANTHROPIC_API_KEY)
         self._names: dict[str, str | None] = {}
 
     async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
@@ -310,9 +317,13 @@ class RunInteractions:
                 or thread_ts == ts or not user or not isinstance(event.get("text"), str)):
             return
         channel = str(event.get("channel"))
+        text = from_slack(event["text"])
+        if (self.assist is not None and looks_like_question(text)
+                and await self._asked(channel, str(thread_ts), str(user), text, str(ts))):
+            return
         reply = await self.run_service.thread_reply(
             channel=channel, thread_ts=str(thread_ts), user_id=str(user), user_name=await self._name(str(user)),
-            text=from_slack(event["text"]), ts=ts, event_id=event_id,
+            text=text, ts=ts, event_id=event_id,
         )
         if reply.kind == "intervention":
             await self.tell(str(user), channel, "Noted: the agent gets your message at its next step.", str(thread_ts))
@@ -333,6 +344,27 @@ class RunInteractions:
             decided = reply.request.decision
             if decided.decided_by is None or decided.decided_by.id != user or decided.via is not Via.THREAD:
                 await self.tell(str(user), channel, already_decided_text(reply.request), str(thread_ts))
+
+    async def _asked(self, channel: str, thread_ts: str, user: str, text: str, ts: str) -> bool:
+        """A person's question in a pending card's thread: Claude answers it (bot/approvals/assist.py).
+        False: the thread is not a pending card's or is the agent's, and the message goes on as before."""
+        assert self.assist is not None
+        request = await self.assist.asked_about(channel, thread_ts)
+        if request is None:
+            return False
+        try:
+            may = await self.service.may_decide(request, user)
+        except GroupsUnknown as exc:
+            await self.tell(user, channel, groups_unknown_text(exc, "message"), thread_ts)
+            return True
+        if not may:
+            if isinstance(request.extra.get("run_id"), str):
+                return False  # in a run's thread: a message to the run, as before (bot/agent/run_service.py)
+            await self.tell(user, channel, "Only the people asked to decide this request get AI answers about it.",
+                            thread_ts)
+            return True
+        self.assist.answer_later(request, text, user_id=user, channel=channel, thread_ts=thread_ts, ts=ts)
+        return True
 
     async def _name(self, user_id: str) -> str | None:
         if user_id not in self._names:

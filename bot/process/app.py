@@ -18,9 +18,11 @@ from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
 from bot.agent import slack as agent_slack
-from bot.agent.app import build_agent
+from bot.agent.app import AgentRuntime, build_agent
 from bot.api.webhooks import WebhookDelivery
 from bot.approvals.access import Access
+from bot.approvals.assist import Assist
+from bot.assist.claude import Claude
 from bot.approvals.audit import AuditLog
 from bot.approvals.foreign_changes import CrossProcessWatcher
 from bot.approvals.gate import PolicyGate
@@ -48,6 +50,7 @@ from bot.process.metrics import Metrics
 from bot.process.settings import Settings
 from bot.process.slack_clients import slack_client, slack_session
 from bot.slack import handlers, history_cards
+from bot.slack.assist import AnswerDelivery
 from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
@@ -121,6 +124,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                                backoff_cap=settings.webhook_backoff_cap_seconds, signer=signer)
     outbox_handlers = effects.registry(
         pages.handlers(),
+        AnswerDelivery(call).handlers(),
         webhooks.handlers(),
         NoticeDelivery(service, call, clock, directory).handlers(),
         home_publisher.handlers(),
@@ -132,6 +136,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
     store.on_outbox_commit(dispatcher.wake)
     dispatcher.on_card_stored(service.known.card_stored)  # a click checks the card it holds (bot/live/pending_states.py)
+    assist = _assist(settings, service, agent, metrics, clock)
+    if assist is not None:  # AI notes once a card is posted; answers in its thread (docs/ai-notes.md)
+        dispatcher.on_card_stored(assist.card_stored)
+        agent.interactions.assist = assist
 
     background: set[asyncio.Task[Any]] = set()  # work after a response; Signoff.stop waits for it
     interactions = Interactions(service, listener_client, clock, metrics, background=background)
@@ -177,7 +185,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
-                      background=background, team=team)
+                      background=background, team=team, assist=assist)
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
@@ -193,6 +201,14 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app.cleanup_ctx.append(lifecycle)
     return signoff
+
+
+def _assist(settings: Settings, service: Service, agent: AgentRuntime, metrics: Metrics, clock: Clock) -> Assist | None:
+    if not settings.anthropic_api_key:
+        return None
+    model = Claude(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
+                   model=settings.note_model or settings.anthropic_model, timeout=settings.note_timeout_seconds)
+    return Assist(service, model, metrics, clock, runs=agent.runs)
 
 
 def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog) -> Callable[[], Awaitable[None]]:

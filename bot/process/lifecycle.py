@@ -20,6 +20,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
 from bot.agent.app import AgentRuntime
+from bot.approvals.assist import Assist
 from bot.approvals.service import Service
 from bot.approvals.timers import Timers
 from bot.approvals.foreign_changes import CrossProcessWatcher
@@ -71,6 +72,7 @@ class Signoff:
     # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
     team: InstalledTeam | None = None  # the workspace the bot is installed in (bot/slack/team.py)
+    assist: Assist | None = None  # AI notes and thread answers (bot/approvals/assist.py)
     socket_intake: Intake | None = None  # Socket Mode's requests stored before their ack (bot/process/slack_endpoint.py)
 
     def in_background(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
@@ -118,6 +120,8 @@ class Signoff:
             await self.sweep_job.stop()
         if self.agent is not None:
             await self.agent.stop()
+        if self.assist is not None:
+            await self.assist.close()
         await self.dispatcher.stop()
         await self.watcher.stop()
         if isinstance(self.service.directory, SlackDirectory):

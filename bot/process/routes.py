@@ -17,7 +17,7 @@ from aiohttp import web
 
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime
 from bot.api import audit as audit_api
-from bot.api import claude_hooks, longpoll, policy_check, run_routes
+from bot.api import claude_hooks, elicitations, longpoll, policy_check, run_routes
 from bot.api import grants as grants_api
 from bot.api import resumes as resumes_api
 from bot.api import routes as api
@@ -62,6 +62,7 @@ def add_routes(web_app: web.Application, signoff: Signoff, *, signer: Signer, au
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     claude_hooks.add_routes(web_app)
+    elicitations.add_routes(web_app)
     audit_api.add_routes(web_app, audit)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, resumes, SubmitRate(

@@ -102,7 +102,8 @@ def timers(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict
 
 def agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:
     """SIGNOFF_MAX_TOKENS, SIGNOFF_MODEL_MAX_RETRIES, SIGNOFF_WORKSPACE, SIGNOFF_EMAIL_OUTBOX,
-    SIGNOFF_RUN_LEASE_SECONDS, SIGNOFF_RUN_SWEEP_SECONDS, SIGNOFF_RUN_MAX_STEPS."""
+    SIGNOFF_RUN_LEASE_SECONDS, SIGNOFF_RUN_SWEEP_SECONDS, SIGNOFF_RUN_MAX_STEPS, SIGNOFF_NOTE_MODEL,
+    SIGNOFF_NOTE_TIMEOUT_SECONDS."""
     return {
         "anthropic_max_tokens": number("SIGNOFF_MAX_TOKENS", 4096, int, 1, 128_000),
         "anthropic_max_retries": number("SIGNOFF_MODEL_MAX_RETRIES", 2, int, 0, 10),
@@ -111,6 +112,8 @@ def agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[
         "run_lease_seconds": number("SIGNOFF_RUN_LEASE_SECONDS", 30.0, float, 0.5, 3600),
         "run_sweep_seconds": number("SIGNOFF_RUN_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
         "run_max_steps": number("SIGNOFF_RUN_MAX_STEPS", 50, int, 1, 10_000),
+        "note_model": get("SIGNOFF_NOTE_MODEL") or None,
+        "note_timeout_seconds": number("SIGNOFF_NOTE_TIMEOUT_SECONDS", 20.0, float, 0.05, 300),
         "run_starters": people(get, "SIGNOFF_RUN_STARTERS"),
         "run_approvers": people(get, "SIGNOFF_RUN_APPROVERS"),
         "run_writers": people(get, "SIGNOFF_RUN_WRITERS"),

@@ -55,7 +55,7 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_SUBMIT_BURST_PER_TOKEN", "SIGNOFF_MAX_PENDING_PER_TOKEN", "SIGNOFF_BODY_TIMEOUT_SECONDS",
     "SIGNOFF_CLAUDE_TRANSCRIPTS",
     "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
-    "SIGNOFF_SLACK_INBOX_LEASE_SECONDS",
+    "SIGNOFF_SLACK_INBOX_LEASE_SECONDS", "SIGNOFF_NOTE_MODEL", "SIGNOFF_NOTE_TIMEOUT_SECONDS",
     "SIGNOFF_SUGGEST_DAYS", "SIGNOFF_SUGGEST_MIN_APPROVALS", "SIGNOFF_SUGGEST_MIN_PEOPLE", "SIGNOFF_SUGGEST_MAX_EDITS",
     "SIGNOFF_SUGGEST_MIN_REJECTIONS", "SIGNOFF_SUGGEST_MIN_REJECT_SHARE", "SIGNOFF_SUGGEST_GRANT_DAYS",
     "SIGNOFF_SIMILAR_MIN",
@@ -144,6 +144,9 @@ class Settings:
     run_lease_seconds: float = 30.0
     run_sweep_seconds: float = 5.0
     run_max_steps: int = 50
+    # AI notes and thread answers (docs/ai-notes.md): their model (default: SIGNOFF_MODEL) and time limit.
+    note_model: str | None = None
+    note_timeout_seconds: float = 20.0
     # Time to decide (docs/stats.md): label bounds of the histograms; the weekly digest's channels
     # ("all": every channel that had requests that week; empty: no digest) and its time (weekday, hour UTC).
     metrics_max_channels: int = 50

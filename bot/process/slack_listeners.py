@@ -15,8 +15,9 @@ from bot.agent.app import AgentRuntime
 from bot.approvals.grants import Grants
 from bot.approvals.history import HistorySuggestions
 from bot.process.settings import Settings
-from bot.slack import batch, grant_handlers, handlers, history_handlers, similar_handlers, suggestion_handlers
+from bot.slack import batch, elicit_handlers, grant_handlers, handlers, history_handlers, similar_handlers, suggestion_handlers
 from bot.slack.batch import BatchInteractions
+from bot.slack.elicit_handlers import ElicitInteractions
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.history_handlers import HistoryInteractions
 from bot.slack.home import Home
@@ -50,6 +51,7 @@ def register(apps: tuple[AsyncApp, ...], *, agent: AgentRuntime, interactions: I
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         suggestion_handlers.register(app, SuggestionInteractions(interactions, grants))  # "Approve & always allow"
+        elicit_handlers.register(app, ElicitInteractions(interactions))  # an MCP server's form, answered in Slack
         history_handlers.register(app, HistoryInteractions(interactions, history, home))  # suggestions from history
         similar_handlers.register(app, SimilarInteractions(interactions))  # Review each / Approve all / Reject all
         handlers.register(app, interactions, timers=timers, home=home)
