@@ -47,7 +47,6 @@ from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import REQUEST_ID, BadPayload, Click, extract_click
 from bot.slack.text import from_slack, groups_unknown_text
 from bot.domain.outbox import OutboxItem
-from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +60,7 @@ _HUMAN_SUBTYPES = (None, "thread_broadcast", "file_share")
 
 
 class RunDelivery:
-    def __init__(self, runs: RunStore, run_service: RunService, call: SlackCall) -> None:
-        self.runs = runs
+    def __init__(self, run_service: RunService, call: SlackCall) -> None:
         self.run_service = run_service
         self.call = call
 
@@ -71,7 +69,7 @@ class RunDelivery:
                 effects.THREAD_NOTE: self.note}
 
     async def post_root(self, item: OutboxItem) -> Result:
-        run = await self.runs.get_run(item.payload["run_id"])
+        run = await self.run_service.find(item.payload["run_id"])
         if run is None:
             return Dead("run no longer exists")
         if run.root_ts:
@@ -100,7 +98,7 @@ class RunDelivery:
         return Done()
 
     async def update_root(self, item: OutboxItem) -> Result:
-        run = await self.runs.get_run(item.payload["run_id"])
+        run = await self.run_service.find(item.payload["run_id"])
         if run is None:
             return Dead("run no longer exists")
         if not run.root_ts:
@@ -111,7 +109,7 @@ class RunDelivery:
         return failure or Done()
 
     async def note(self, item: OutboxItem) -> Result:
-        run = await self.runs.get_run(item.payload["run_id"])
+        run = await self.run_service.find(item.payload["run_id"])
         if run is None:
             return Dead("run no longer exists")
         if not run.root_ts:
@@ -183,7 +181,7 @@ class RunInteractions:
         return await self.access.may_start(user_id, bounded(self._members(), PRE_ACK_LOOKUP_SECONDS))
 
     async def cancel(self, click: Click) -> None:
-        known = await self.run_service.runs.get_run(click.request_id)
+        known = await self.run_service.find(click.request_id)
         if known is not None and known.root_ts and click.message_ts and click.view_id is None and (
                 click.message_ts != known.root_ts or (click.channel_id and click.channel_id != known.channel)):
             await self.tell(click.user_id, click.channel_id,
@@ -210,7 +208,7 @@ class RunInteractions:
 
     async def _taking_over(self, click: Click) -> Run | None:
         """The failed run a take-over button names, if this person may take it over (else they are told)."""
-        run = await self.run_service.runs.get_run(click.request_id)
+        run = await self.run_service.find(click.request_id)
         refusal = None
         if run is None:
             refusal = "That run does not exist. Nothing was changed."

@@ -47,7 +47,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.grants import GrantIndex, Subject
-from bot.domain.matching import MATCH, NO, UNKNOWN, ParamPath, Params, Verdict
+from bot.domain.param_paths import ParamPath, Params
+from bot.domain.readings import MATCH, NO, UNKNOWN, Verdict
 from bot.domain.matching import ValueMatch as ValueMatch  # where it used to live
 from bot.domain.model import Outcome, Risk
 from bot.domain.timing import DEFAULT

@@ -83,7 +83,7 @@ class Metrics:
         self.sweeps = Counter("signoff_sweeps", "Background sweeps finished, by kind (outbox, timers)", ["kind"],
                               registry=self.registry)
         self.long_polls = Gauge("signoff_long_polls", "Long-polls (?wait=) being held now", registry=self.registry)
-        # The SQLite cross-process watcher's cost (bot/live/waiters.py): it must not grow with the waiters.
+        # The SQLite cross-process watcher's cost (bot/approvals/foreign_changes.py): it must not grow with the waiters.
         self.watch_looks = Counter("signoff_longpoll_watch_looks", "Looks of the SQLite watcher at data_version",
                                    registry=self.registry)
         self.watch_changes = Counter("signoff_longpoll_watch_changes",
