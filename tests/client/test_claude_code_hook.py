@@ -13,7 +13,7 @@ from bot.sandbox.signed import plain_input
 from tests.support.app import API_TOKEN, App
 from bench.harness import free_port
 from tests.client.claude_cli import ClaudeCli, hook_settings
-from tests.client.helpers import cards, next_pending, pending_id
+from tests.client.helpers import cards, cards_once_posted, next_pending, pending_id
 
 
 def cli_for(app_url: str, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
@@ -147,7 +147,7 @@ async def test_a_file_changed_before_the_resume_is_asked_again_not_deferred_agai
     _, first_body = await app.api("GET", f"/api/v1/approvals/{request_id}")
     assert first_body["outcome_status"] == "skipped"
     pending = await next_pending(app, request_id)
-    assert pending != request_id and cards(app.slack) == 2
+    assert pending != request_id and await cards_once_posted(app, request_id, pending) == 2
 
 
 async def test_calls_the_cli_would_lose_are_denied_instead_of_deferred(app: App, model: FakeClaudeApi,
