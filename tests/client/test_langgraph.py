@@ -26,6 +26,7 @@ from tests.approvals.batch_steps import approve_selected, controls, item_state, 
 from tests.fakes.flaky_proxy import FlakyProxy
 from bot.sandbox import SlackEmulator
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
+from tests.support.waits import until
 from tests.client.lg_graphs import (
     calls,
     hitl_agent,
@@ -313,14 +314,6 @@ async def test_two_approvals_in_one_node_each_get_one_card_across_replays(
     assert len(app.slack.calls_to("chat.postMessage")) == 2
 
 
-async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    """Test-side wait for something another process or thread does (never a fixed sleep)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
-
-
 async def claim_of(app: App, key: str) -> dict[str, Any]:
     status, body = await app.api("GET", f"/api/v1/resumes/{quote(key, safe='')}")
     assert status == 200, body
@@ -341,7 +334,7 @@ async def test_a_resumer_on_an_undeliverable_card_resumes_it_as_not_approved_and
         running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
         try:
             await until(lambda: not hitl_agent(saver(db)).get_state(config).next)  # resumed to its end
-            await asyncio.sleep(2)  # two more rounds at scan_every=1; what is counted is the requests
+            await asyncio.sleep(2)  # deliberate: two more rounds at scan_every=1, a pace under test (requests counted)
         finally:
             stop.set()
             await running

@@ -23,7 +23,8 @@ from signoff.langgraph import AsyncResumer, apost_cards
 from tests.support.databases import empty_pg_database
 from tests.client.lg_async_graphs import async_graph, async_question_graph
 from tests.client.lg_graphs import calls, hitl_agent
-from tests.client.test_langgraph import CARD, decided, lg_env, submit_modal, thread, until
+from tests.client.test_langgraph import CARD, decided, lg_env, submit_modal, thread
+from tests.support.waits import until
 from tests.support.app import API_TOKEN, App
 
 __all__ = ["lg_env"]  # a fixture, used by name

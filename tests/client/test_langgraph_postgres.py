@@ -23,7 +23,8 @@ import pytest_asyncio
 from bot.api.longpoll import LIMITS
 from bot.sandbox import SlackEmulator
 from tests.client.lg_graphs import calls, two_step_graph
-from tests.client.test_langgraph import decided, thread, until
+from tests.client.test_langgraph import decided, thread
+from tests.support.waits import until
 from tests.client.test_langgraph_async import claim_of, pg_checkpoints
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
 

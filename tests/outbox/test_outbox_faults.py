@@ -15,7 +15,7 @@ from bot.sandbox import SlackEmulator
 from tests.support.app import API_TOKEN, SIGNING_SECRET, App, approval_body, start_app
 from tests.support.process import ServerProcess
 from bot.sandbox.signed import SlackClient
-from tests.support.waits import long_poll_registered, more_sweeps
+from tests.support.waits import long_poll_registered, more_sweeps, until
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 # Short lease so a restarted process may take over a dead one's delivery within the test.
@@ -178,12 +178,11 @@ async def _get(url: str, request_id: str, wait: float = 0) -> dict[str, Any]:
 
 
 async def _card_stored(url: str, request_id: str) -> dict[str, Any]:
-    for _ in range(400):
+    async def stored() -> dict[str, Any] | None:
         body = await _get(url, request_id)
-        if body["card"]:
-            return body
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"card never stored for {request_id}")
+        return body if body["card"] else None
+
+    return await until(stored, f"the card of {request_id} to be stored")
 
 
 @pytest.fixture

@@ -24,10 +24,21 @@ T = TypeVar("T")
 POLL_SECONDS = 0.01
 
 
-async def until(check: Callable[[], T | Awaitable[T]], what: str, *, timeout: float = 20.0,
+def _described(check: Callable[..., object], what: str | None) -> str:
+    """What a poll waited for: as the test says it, else the check's own source line."""
+    if what is not None:
+        return what
+    try:
+        return inspect.getsource(check).strip()
+    except (OSError, TypeError):
+        return repr(check)
+
+
+async def until(check: Callable[[], T | Awaitable[T]], what: str | None = None, *, timeout: float = 20.0,
                 every: float = POLL_SECONDS) -> T:
     """Poll `check()` (a function or a coroutine function) until it returns something truthy, and return
-    that; fail with `what` (what was awaited) and the last value seen once `timeout` seconds have passed."""
+    that; fail with `what` (what was awaited; by default the check's source) and the last value seen once
+    `timeout` seconds have passed."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
@@ -37,11 +48,12 @@ async def until(check: Callable[[], T | Awaitable[T]], what: str, *, timeout: fl
         if value:
             return value  # type: ignore[return-value]
         if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {value!r})")
+            raise AssertionError(f"timed out after {timeout} s waiting for {_described(check, what)} "
+                                 f"(last: {value!r})")
         await asyncio.sleep(every)  # test-side only: polling the observable state
 
 
-def until_sync(check: Callable[[], T], what: str, *, timeout: float = 20.0, every: float = POLL_SECONDS) -> T:
+def until_sync(check: Callable[[], T], what: str | None = None, *, timeout: float = 20.0, every: float = POLL_SECONDS) -> T:
     """`until` for a test with no event loop of its own (the app runs in another thread or process)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -49,7 +61,8 @@ def until_sync(check: Callable[[], T], what: str, *, timeout: float = 20.0, ever
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {value!r})")
+            raise AssertionError(f"timed out after {timeout} s waiting for {_described(check, what)} "
+                                 f"(last: {value!r})")
         time.sleep(every)  # test-side only: polling the observable state
 
 
