@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
