@@ -269,6 +269,19 @@ async def test_a_resume_whose_graph_raised_is_kept_failed_and_not_retried(
     assert len(calls()) == 1 and (await claim_of(app, claim["key"]))["state"] == "failed"
 
 
+async def answer_production_once_waited(app: App, question_id: str, resumer: Any) -> None:
+    """Once the resumer (sync or async) long-polls the question, alice chooses the second option,
+    production, in Slack; until the graph's deploy ran with it."""
+    card = await app.card(question_id)
+    await until(lambda: question_id in resumer.resuming.waiting, f"the resumer to long-poll {question_id}")
+    choice = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]][1]
+    await app.slack_client.block_action(user="U1", user_name="alice", action_id=choice["action_id"],
+                                        value=question_id, block_id="signoff_q0", channel=card.channel,
+                                        message_ts=card.ts)
+    await until(lambda: calls() == [{"tool": "deploy", "args": {"env": "production"}}], "the deploy to production",
+                timeout=30)
+
+
 async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env: dict[str, str],
                                                                 tmp_path: Path, client: SignoffClient) -> None:
     db, config = str(tmp_path / "checkpoints.db"), thread("t-ask")
@@ -280,13 +293,7 @@ async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env:
     stop = threading.Event()
     running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
     try:
-        card = await app.card(question_id)
-        await until(lambda: question_id in resumer.resuming.waiting)
-        choice = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]][1]
-        await app.slack_client.block_action(user="U1", user_name="alice", action_id=choice["action_id"],
-                                            value=question_id, block_id="signoff_q0", channel=card.channel,
-                                            message_ts=card.ts)
-        await until(lambda: calls() == [{"tool": "deploy", "args": {"env": "production"}}], timeout=30)
+        await answer_production_once_waited(app, question_id, resumer)
     finally:
         stop.set()
         await running
