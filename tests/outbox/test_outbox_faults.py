@@ -296,7 +296,6 @@ async def test_sigterm_right_after_a_burst_of_acked_clicks_decides_every_one(ser
     assert await asyncio.to_thread(server.proc.wait, 15) == 0
     assert "not yet handled" not in server.log_path.read_text()  # type: ignore[union-attr]
 
-    from storage.sql import SqlStore
     from storage.stores import open_store
 
     store = await open_store(db_url)

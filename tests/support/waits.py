@@ -13,10 +13,13 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    from tests.support.app import App
 
 
 T = TypeVar("T")
@@ -89,6 +92,13 @@ async def until_metric(url: str, name: str, at_least: float, *, timeout: float =
 
     [value] = await until(reached, f"{name}{labels} to reach at least {at_least}", timeout=timeout)
     return value
+
+
+async def waiting_on(app: App, request_id: str) -> None:
+    """Until a long-poll on `request_id` is registered in the app's process (its waiter is in memory)."""
+    assert app.signoff is not None
+    waiters = app.signoff.service.waiters
+    await until(lambda: request_id in waiters.waited_ids(), f"a long-poll on {request_id} to be registered")
 
 
 async def long_poll_registered(url: str, count: int = 1) -> None:
