@@ -109,12 +109,7 @@ async def test_two_resumer_processes_in_their_own_folders_never_resume_a_thread_
             found = await asyncio.to_thread(states, pg_checkpoints, names)
             return all(state.next == () for state in found.values())
 
-        for _ in range(600):
-            if await all_resumed():
-                break
-            await asyncio.sleep(0.1)  # test-side: two other processes resume
-        else:
-            raise AssertionError("not every thread was resumed")
+        await until(all_resumed, "every thread to be resumed by the two other processes", timeout=60, every=0.1)
     finally:
         for host in hosts:
             if host.returncode is None:
