@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
+
 from bot.sandbox import SlackEmulator
-from tests.support.app import App
+from tests.support.app import API_TOKEN, ROOT, App
 from tests.support.outbox import settle
 from tests.support.waits import until
+
+
+def agent_process_env(app: App, calls_var: str, calls: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """What an agent process has: where Signoff is, and (`calls_var`) the file its tools record their calls in;
+    set in this process too, and returned whole for a subprocess."""
+    env = {"SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, calls_var: str(calls)}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return {**os.environ, **env, "PYTHONPATH": str(ROOT)}
 
 
 async def pending_id(app: App) -> str:

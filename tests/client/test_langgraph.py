@@ -27,6 +27,7 @@ from tests.fakes.flaky_proxy import FlakyProxy
 from bot.sandbox import SlackEmulator
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
 from tests.support.waits import until
+from tests.client.helpers import agent_process_env
 from tests.client.lg_graphs import (
     calls,
     hitl_agent,
@@ -51,11 +52,7 @@ def client(app: App) -> Iterator[SignoffClient]:
 
 @pytest.fixture
 def lg_env(app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """What an agent process has: where Signoff is, and (for these tests) where tools record their calls."""
-    env = {"SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, "LG_CALLS": str(tmp_path / "calls.jsonl")}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    return agent_process_env(app, "LG_CALLS", tmp_path / "calls.jsonl", monkeypatch)
 
 
 def thread(name: str) -> dict[str, Any]:
