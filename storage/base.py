@@ -449,6 +449,15 @@ class Store(abc.ABC):
         """Oldest first; `after` is the (created_at, id) of the last item of the previous page."""
 
     @abc.abstractmethod
+    async def approved_of_tool(self, tool: str, *, since: datetime, limit: int) -> list[Request]:
+        """Approved requests of `tool` created since `since`, newest first, at most `limit` (what an AI
+        note compares a call with: bot/domain/unusual.py)."""
+
+    @abc.abstractmethod
+    async def pending_approval_by_card(self, channel: str, ts: str) -> Request | None:
+        """The pending approval whose card is the message `ts` in `channel` (a question in its thread)."""
+
+    @abc.abstractmethod
     async def statuses(self, request_ids: Iterable[str]) -> dict[str, Status]: ...
 
     @abc.abstractmethod

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
+
 from bot.outbox import effects
 from bot.approvals.access import GroupsUnknown
 from bot.domain.questions import answers_from_text
@@ -19,7 +21,7 @@ from bot.agent.access import RunAccess
 from bot.process.clock import Clock, new_id
 from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via
 from bot.agent import blocks
-from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus
+from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus, run_id_for
 from bot.errors import InvalidInput, NotFound
 from bot.approvals.checked import Recheck, decide_checked
 from bot.approvals.service import DecideResult, Service
@@ -80,6 +82,19 @@ class RunService:
             await unit.append_audit(AuditEvent(run.id, "run_created", now, new.requested_by, created))
             await unit.enqueue(effects.post_root(run, now))
         return run
+
+    async def start_keyed(self, new: NewRun, key: str, *, owner: str | None = None) -> tuple[Run, bool]:
+        """`start` under the run id `key` names (bot.domain.runs.run_id_for): (the run, whether this call
+        started it). A second start with the key, however late (a retried POST, a Slack command replayed
+        after a crash that came after the run's commit), returns the run the first one stored."""
+        run_id = run_id_for(key)
+        existing = await self.runs.get_run(run_id)
+        if existing is not None:
+            return existing, False
+        try:
+            return await self.start(new, owner=owner, run_id=run_id), True
+        except IntegrityError:  # a concurrent start with the same key won the insert
+            return await self.get(run_id), False
 
     async def get(self, run_id: str) -> Run:
         run = await self.runs.get_run(run_id)

@@ -24,17 +24,21 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbox import effects
 from bot.agent import blocks
+from bot.domain.elicitation import is_elicitation
 from bot.domain.questions import answers_from_choices, questions_of
+from bot.slack import elicit_blocks
 from bot.agent.run_service import NOT_ASKED, RunService
 from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
 from bot.process.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
-from bot.domain.runs import NewRun, Run, RunStatus
+from bot.domain.runs import NewRun, Run, RunStatus, slack_command_key
 from bot.errors import NotFound
 from bot.process.metrics import Metrics
 from bot.outbox.dispatcher import Dead, Done, Result, after_post
+from bot.approvals.assist import Assist
 from bot.approvals.service import Service
+from bot.domain.assist import looks_like_question
 from bot.outbox.effects import Handler
 from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
@@ -143,6 +147,8 @@ def render_any(render: CardRenderer) -> CardRenderer:
 
     def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
         if req.kind is Kind.QUESTION:
+            if is_elicitation(req.action.name, req.action.params):  # an MCP server's form (bot/slack/elicit_blocks.py)
+                return elicit_blocks.card(req, now=now)
             return blocks.question_card(req, now=now)
         return render(req, now=now)
 
@@ -163,6 +169,7 @@ class RunInteractions:
         self.metrics = metrics
         self.default_agent = default_agent
         self.unavailable: str | None = None  # why runs cannot start here (no model key), said to whoever asks
+        self.assist: Assist | None = None  # Claude's answers to questions in a card's thread (ANTHROPIC_API_KEY)
         self._names: dict[str, str | None] = {}
 
     async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
@@ -312,9 +319,13 @@ class RunInteractions:
                 or thread_ts == ts or not user or not isinstance(event.get("text"), str)):
             return
         channel = str(event.get("channel"))
+        text = from_slack(event["text"])
+        if (self.assist is not None and looks_like_question(text)
+                and await self._asked(channel, str(thread_ts), str(user), text, str(ts))):
+            return
         reply = await self.run_service.thread_reply(
             channel=channel, thread_ts=str(thread_ts), user_id=str(user), user_name=await self._name(str(user)),
-            text=from_slack(event["text"]), ts=ts, event_id=event_id,
+            text=text, ts=ts, event_id=event_id,
         )
         if reply.kind == "intervention":
             await self.tell(str(user), channel, "Noted: the agent gets your message at its next step.", str(thread_ts))
@@ -336,6 +347,27 @@ class RunInteractions:
             if decided.decided_by is None or decided.decided_by.id != user or decided.via is not Via.THREAD:
                 await self.tell(str(user), channel, already_decided_text(reply.request), str(thread_ts))
 
+    async def _asked(self, channel: str, thread_ts: str, user: str, text: str, ts: str) -> bool:
+        """A person's question in a pending card's thread: Claude answers it (bot/approvals/assist.py).
+        False: the thread is not a pending card's or is the agent's, and the message goes on as before."""
+        assert self.assist is not None
+        request = await self.assist.asked_about(channel, thread_ts)
+        if request is None:
+            return False
+        try:
+            may = await self.service.may_decide(request, user)
+        except GroupsUnknown as exc:
+            await self.tell(user, channel, groups_unknown_text(exc, "message"), thread_ts)
+            return True
+        if not may:
+            if isinstance(request.extra.get("run_id"), str):
+                return False  # in a run's thread: a message to the run, as before (bot/agent/run_service.py)
+            await self.tell(user, channel, "Only the people asked to decide this request get AI answers about it.",
+                            thread_ts)
+            return True
+        self.assist.answer_later(request, text, user_id=user, channel=channel, thread_ts=thread_ts, ts=ts)
+        return True
+
     async def _name(self, user_id: str) -> str | None:
         if user_id not in self._names:
             try:
@@ -348,9 +380,20 @@ class RunInteractions:
 
     async def start_run(self, command: dict[str, Any], task: str) -> None:
         """After the ack said "starting": if the run cannot be stored, the person who asked hears why."""
+        new = NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
+                     requested_by=command.get("user_id"))
+        trigger = command.get("trigger_id")
         try:
-            await self.run_service.start(NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
-                                                requested_by=command.get("user_id")))
+            if isinstance(trigger, str) and trigger:
+                # Keyed on Slack's id for the command: the stored command replayed after a crash that came
+                # between the run's commit and its row's done mark (bot/slack/received.py) finds the run
+                # started, and starts no second one.
+                _, started = await self.run_service.start_keyed(
+                    new, slack_command_key(str(command.get("team_id") or ""), trigger))
+                if not started:
+                    log.info("/signoff run %s was started before (a replayed command): not started again", trigger)
+            else:
+                await self.run_service.start(new)
         except Exception as exc:
             log.exception("could not start a run from /signoff run")
             user = command.get("user_id")

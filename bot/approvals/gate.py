@@ -30,6 +30,7 @@ from bot.domain.batch import overall
 from bot.domain.batch_policy import BatchRefused, judge_items
 from bot.domain.durations import compact
 from bot.domain.undo import UNDO_KEY
+from bot.domain.assist import NOTE_KEY, WANTS_NOTE_KEY
 from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
 from bot.domain.model import AuditEvent, Decision, Kind, Outcome, Request, Status, Via, iso
 from bot.domain.params_hash import params_sha256
@@ -123,6 +124,10 @@ def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec
     extra.pop(UNDO_KEY, None)  # the undo window is policy's alone
     if evaluation.undo is not None:
         extra[UNDO_KEY] = int(evaluation.undo.total_seconds())
+    extra.pop(WANTS_NOTE_KEY, None)  # and so is the AI note
+    extra.pop(NOTE_KEY, None)
+    if evaluation.note:
+        extra[WANTS_NOTE_KEY] = True
     # Separation of duties and quorum: the stricter of the request and its tier holds, so neither
     # an API field nor a tier can loosen what the other asks for.
     return replace(

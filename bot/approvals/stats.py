@@ -15,7 +15,7 @@ App Home), and the weekly digest per channel. Definitions: bot/domain/stats.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,6 +49,8 @@ class Stats:
         # The digest's message (bot/slack/stats_blocks.py's digest_message, set by bot/process/app.py): rendered
         # when it is enqueued and stored in the item, so whichever replica posts it posts the same.
         self.render_digest: Callable[[Summary], dict[str, Any]] | None = None
+        # Blocks added to a channel's digest (the suggestions from its decisions: bot/slack/history_cards.py).
+        self.digest_more: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
 
     # -- metrics ------------------------------------------------------------------
 
@@ -137,8 +139,11 @@ class Stats:
             summary = await self.summary(since, week, channel)
             if not summary.requests:
                 continue  # a quiet week: no message
+            message = self.render_digest(summary)
+            if self.digest_more is not None:
+                message = {**message, "blocks": [*message["blocks"], *await self.digest_more(channel)]}
             async with self.store.unit() as unit:
-                if await unit.enqueue(effects.digest(channel, week, now, self.render_digest(summary))):
+                if await unit.enqueue(effects.digest(channel, week, now, message)):
                     enqueued += 1
         self._digested = week
         return enqueued

@@ -42,11 +42,14 @@ UPDATE_ROOT = "agent.update_root"
 THREAD_NOTE = "agent.note"
 # Policy (issue 12): the after-the-fact note in the channel for a call policy allowed
 POLICY_FYI = "policy.fyi"
-# Time to decide (bot/approvals/stats.py): a channel's weekly digest
+# Time to decide (bot/approvals/stats.py): a channel's weekly digest; also any stored channel message
+# posted once by its key (the similar-requests card, bot/approvals/similar.py)
 DIGEST = "slack.digest"
+# Claude's answer to a person's question in a card's thread (bot/approvals/assist.py)
+ASSIST_ANSWER = "slack.assist_answer"
 
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
-                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST})
+                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST, ASSIST_ANSWER})
 
 Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox/dispatcher.py)
 
@@ -130,6 +133,18 @@ def digest(channel: str, week: datetime, now: datetime, message: dict[str, Any])
     """The channel's digest of the week before `week` (its start): one per channel and week, whoever enqueues it."""
     return OutboxItem.due(DIGEST, f"digest:{channel}:{week:%Y-%m-%d}", now, ordered_by=None,
                           payload={"channel": channel, "message": message})
+
+
+def assist_answer(request_id: str, channel: str, thread_ts: str, question_ts: str, user: str, text: str,
+                  now: datetime, *, in_run: bool = False) -> OutboxItem:
+    """Claude's answer to the question posted at `question_ts`, in its thread: once per question."""
+    return _of_request(ASSIST_ANSWER, request_id, f"answer:{request_id}:{question_ts}", now, channel=channel,
+                       thread_ts=thread_ts, question_ts=question_ts, user=user, text=text, in_run=in_run)
+
+
+def channel_message(channel: str, key: str, now: datetime, message: dict[str, Any]) -> OutboxItem:
+    """A message rendered when enqueued, posted once in `channel` (the digest's handler): a similar-requests card."""
+    return OutboxItem.due(DIGEST, key, now, ordered_by=None, payload={"channel": channel, "message": message})
 
 
 def publish_home(user_id: str, key: str, now: datetime) -> OutboxItem:

@@ -37,7 +37,7 @@ from bot.approvals.access import Access
 from bot.agent.app import DEFAULT_AGENT, AgentRuntime, build_agent
 from bot.domain.json_codec import dumps, loads
 from bot.domain.model import Request
-from bot.api import claude_hooks
+from bot.api import claude_hooks, elicitations
 from bot.api import grants as grants_api
 from bot.api import longpoll
 from bot.api import policy_check
@@ -51,6 +51,9 @@ from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.api import audit as audit_api
 from bot.approvals.audit import AuditLog
+from bot.approvals.assist import Assist
+from bot.assist.claude import Claude
+from bot.slack.assist import AnswerDelivery
 from bot.approvals.keys import load_signer
 from storage.signing_keys import SigningKeyStore
 from bot.process.clock import Clock, FileClock, SystemClock
@@ -65,7 +68,8 @@ from bot.outbox.dispatcher import Dispatcher
 from bot.policy.holder import PolicyHolder
 from bot.approvals.service import Service
 from bot.process.settings import Settings
-from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestion_handlers
+from bot.slack import (batch, blocks, elicit_handlers, grant_handlers, handlers, history_cards, history_handlers,
+                       shapes, similar_handlers, suggestion_handlers)
 from bot.slack.backlog import Backlog, Work
 from bot.slack.form import parsed_request
 from bot.slack.handlers import DirectClick
@@ -89,6 +93,12 @@ from bot.slack.received import SlackInbox, Unavailable
 from bot.approvals.received import Inputs
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.suggestion_handlers import SuggestionInteractions
+from bot.slack.elicit_handlers import ElicitInteractions
+from bot.slack.history_handlers import HistoryInteractions
+from bot.approvals.history import HistorySuggestions
+from bot.approvals.similar import SimilarRequests
+from bot.slack.similar_cards import similar_message
+from bot.slack.similar_handlers import SimilarInteractions
 from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
@@ -145,6 +155,7 @@ class Signoff:
     # Clicks whose listener needs nothing of Bolt's (handlers.direct_clicks): run without it
     direct_clicks: dict[str, DirectClick] = field(default_factory=dict)
     team: InstalledTeam | None = None  # the workspace the bot is installed in (bot/slack/team.py)
+    assist: Assist | None = None  # AI notes and thread answers (bot/approvals/assist.py)
 
     async def _socket_intake(self, request: AsyncBoltRequest, raw: str) -> BoltResponse | None:
         """A Socket Mode request stored before its ack, like slack_events' (None: not one to store)."""
@@ -206,6 +217,8 @@ class Signoff:
             await self.sweep_job.stop()
         if self.agent is not None:
             await self.agent.stop()
+        if self.assist is not None:
+            await self.assist.close()
         await self.dispatcher.stop()
         await self.watcher.stop()
         if isinstance(self.service.directory, SlackDirectory):
@@ -294,6 +307,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                                backoff_cap=settings.webhook_backoff_cap_seconds, signer=signer)
     outbox_handlers = effects.registry(
         pages.handlers(),
+        AnswerDelivery(call).handlers(),
         webhooks.handlers(),
         NoticeDelivery(service, call, clock, directory).handlers(),
         home_publisher.handlers(),
@@ -305,6 +319,10 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                             sweep_seconds=settings.outbox_sweep_seconds, lease_seconds=settings.outbox_lease_seconds)
     store.on_outbox_commit(dispatcher.wake)
     dispatcher.on_card_stored(service.known.card_stored)  # a click checks the card it holds (bot/live/pending_states.py)
+    assist = _assist(settings, service, agent, metrics, clock)
+    if assist is not None:  # AI notes once a card is posted; answers in its thread (docs/ai-notes.md)
+        dispatcher.on_card_stored(assist.card_stored)
+        agent.interactions.assist = assist
 
     # Two Bolt apps with the same listeners. `clicks` runs a listener to its end: slack_events()
     # acks clicks and events itself and answers modals and commands when their listener calls
@@ -331,14 +349,30 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     team = InstalledTeam(auth_test)
     bolt.use(team.middleware())  # Socket Mode's requests reach Bolt directly; HTTP's are checked in slack_events
     grant_interactions = GrantInteractions(interactions, grants, home)
-    async def home_tail(user: str) -> list[dict[str, Any]]:  # the away control and grants, then the last 7 days
-        return [*await grant_interactions.home_blocks(user), *home_section(await service.stats.last_week(None))]
+    history = HistorySuggestions(store, grant_store, clock, thresholds=settings.suggest,
+                                 grant_days=settings.suggest_grant_days, policy=lambda: policy.policy,
+                                 members=directory.group_members)
+
+    async def home_tail(user: str) -> list[dict[str, Any]]:  # away and grants, suggestions, then the last 7 days
+        return [*await grant_interactions.home_blocks(user),
+                *history_cards.home_blocks(await history.for_user(user), grant_days=history.grant_days),
+                *home_section(await service.stats.last_week(None))]
+
+    async def digest_more(channel: str) -> list[dict[str, Any]]:  # the suggestions from this channel's decisions
+        return history_cards.digest_blocks(await history.for_channel(channel), grant_days=history.grant_days)
+
+    service.stats.digest_more = digest_more
+    similar = SimilarRequests(store, clock, min_size=settings.similar_min, render=similar_message)
+    timers.after_sweep.append(similar.tick)  # a card for each group of similar pending requests
 
     home_publisher.tail = home_tail
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         suggestion_handlers.register(app, SuggestionInteractions(interactions, grants))  # "Approve & always allow"
+        elicit_handlers.register(app, ElicitInteractions(interactions))  # an MCP server's form, answered in Slack
+        history_handlers.register(app, HistoryInteractions(interactions, history, home))  # suggestions from history
+        similar_handlers.register(app, SimilarInteractions(interactions))  # Review each / Approve all / Reject all
         handlers.register(app, interactions, timers=timer_interactions, home=home)
         batch.register(app, BatchInteractions(interactions))
 
@@ -358,7 +392,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                       http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
-                      background=background, team=team)
+                      background=background, team=team, assist=assist)
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)
@@ -373,6 +407,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     claude_hooks.add_routes(web_app)
+    elicitations.add_routes(web_app)
     audit_api.add_routes(web_app, audit)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(
@@ -389,6 +424,14 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app.cleanup_ctx.append(lifecycle)
     return signoff
+
+
+def _assist(settings: Settings, service: Service, agent: AgentRuntime, metrics: Metrics, clock: Clock) -> Assist | None:
+    if not settings.anthropic_api_key:
+        return None
+    model = Claude(api_key=settings.anthropic_api_key, base_url=settings.anthropic_base_url,
+                   model=settings.note_model or settings.anthropic_model, timeout=settings.note_timeout_seconds)
+    return Assist(service, model, metrics, clock, runs=agent.runs)
 
 
 def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog) -> Callable[[], Awaitable[None]]:

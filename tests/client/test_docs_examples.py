@@ -59,6 +59,10 @@ RUN_HERE = {
     "mcp-stdio": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-http": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-claude": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
+    # MCP elicitation's, in test_elicitation.py (the real CLI and mcp's own clients, against the test app):
+    "claude-elicitation-http": "test_elicitation.test_the_real_cli_gets_the_form_answered_in_slack_over_the_http_hook",
+    "claude-elicitation-command": "test_elicitation.test_the_real_cli_gets_the_form_answered_in_slack_over_the_command_hook",
+    "mcp-elicitation-callback": "test_elicitation.test_the_docs_callback_answers_a_client_session_from_slack",
     # LangGraph's, in test_docs_examples_langgraph.py (with this file's sandbox):
     "langgraph-node": "test_docs_examples_langgraph.test_the_node_example_pauses_and_the_resumer_line_finishes_it",
     "langchain-hitl": "test_docs_examples_langgraph.test_the_middleware_example_resumes_with_one_action_approved_and_one_rejected",
@@ -69,6 +73,8 @@ RUN_HERE = {
     "langgraph-resume-postgres": "test_docs_examples_langgraph.test_the_postgres_example_is_resumed_once_per_thread_by_resumers_in_two_folders",
     "langgraph-webhook": "test_docs_examples_langgraph.test_the_webhook_lines_wake_the_resumer_with_the_sandboxs_signed_webhook",
     "openai-agents": "test_docs_examples_openai.test_the_example_sends_what_was_approved_or_edited_and_the_model_reads_a_rejection",
+    "openai-resume-app": "test_openai_resume_cli.test_two_resumers_resume_a_decided_run_once_with_the_edit_and_say_so",
+    "openai-resume": "test_openai_resume_cli.test_the_webhook_line_is_woken_by_the_decision_not_by_its_scan",
     # Pydantic AI's, in test_docs_examples_pydantic_ai.py (with this file's sandbox):
     "pydantic-ai-inline": "test_docs_examples_pydantic_ai.test_the_inline_example_waits_for_the_person_and_goes_on_with_their_decision",
     "pydantic-ai-pause": "test_docs_examples_pydantic_ai.test_the_pause_example_ends_the_run_and_resumes_it_once_in_another_process",

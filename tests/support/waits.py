@@ -37,7 +37,7 @@ def _described(check: Callable[..., object], what: str | None) -> str:
         return repr(check)
 
 
-async def until(check: Callable[[], T | Awaitable[T]], what: str | None = None, *, timeout: float = 20.0,
+async def until(check: Callable[[], T | Awaitable[T]], what: str | None = None, *, timeout: float = 30.0,
                 every: float = POLL_SECONDS) -> T:
     """Poll `check()` (a function or a coroutine function) until it returns something truthy, and return
     that; fail with `what` (what was awaited; by default the check's source) and the last value seen once
