@@ -60,15 +60,29 @@ async def preflight(settings: Settings) -> tuple[Any, Any, SlackCheck]:
         sock.close()
         raise
     try:
-        if is_placeholder(settings.slack_bot_token):
-            slack = SlackCheck(unreachable="SLACK_BOT_TOKEN is a placeholder")
-        else:
-            slack = await check_slack(settings)
+        slack = await ask_slack(settings)
     except BaseException:
         sock.close()
         await store.close()
         raise
     return sock, store, slack
+
+
+async def ask_slack(settings: Settings) -> SlackCheck:
+    """auth.test with the bot token (a placeholder is never sent): who we are, or why Slack was not asked."""
+    if is_placeholder(settings.slack_bot_token):
+        return SlackCheck(unreachable="SLACK_BOT_TOKEN is a placeholder")
+    return await check_slack(settings)
+
+
+def learn_slack(signoff: Any, slack: SlackCheck) -> None:
+    """Keep what auth.test said: the health page's identity, and the workspace Slack requests must name
+    (else the first Slack request waits for auth.test, up to 2 s, and is refused if it does not come)."""
+    if not slack.unreachable:
+        signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
+        signoff.slack_health.ok()
+    if slack.installation is not None and signoff.team is not None:
+        signoff.team.learned(slack.installation)
 
 
 def slack_line(settings: Settings, slack: SlackCheck) -> str:
@@ -117,11 +131,7 @@ async def serve(settings: Settings) -> None:
         sock.close()
         await store.close()
         raise
-    if not slack.unreachable:
-        signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
-        signoff.slack_health.ok()
-    if slack.installation is not None and signoff.team is not None:
-        signoff.team.learned(slack.installation)
+    learn_slack(signoff, slack)
     runner = app_runner(signoff.web_app, settings)
     await runner.setup()  # starts the background jobs
     await web.SockSite(runner, sock).start()
@@ -179,10 +189,7 @@ async def _retry_slack(settings: Settings, signoff: Any) -> None:
             log.error("%s", exc)
             return
         if not slack.unreachable:
-            signoff.slack_health.identity = {"team": slack.team or "", "bot": slack.bot or ""}
-            signoff.slack_health.ok()
-            if slack.installation is not None and signoff.team is not None:
-                signoff.team.learned(slack.installation)
+            learn_slack(signoff, slack)
             log.info("Slack answers: workspace %r as @%s", slack.team, slack.bot)
             return
         delay = min(delay * 2, SLACK_RETRY_MAX_SECONDS)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 from bot.sandbox.model import FakeAnthropic
 from bot.sandbox import Message
 from tests.support.app import App
+from tests.support.waits import until
 
 
 @dataclass
@@ -46,14 +46,11 @@ class AgentApp:
 
     async def wait(self, run_id: str, cond: Callable[[dict[str, Any]], bool], timeout: float = 30.0) -> dict[str, Any]:
         """Poll the run (test side only) until `cond` holds."""
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
+        async def there() -> dict[str, Any] | None:
             body = await self.run(run_id)
-            if cond(body):
-                return body
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"run {run_id} never got there: {body}")
-            await asyncio.sleep(0.02)
+            return body if cond(body) else None
+
+        return await until(there, f"run {run_id} to get there", timeout=timeout)
 
     async def wait_status(self, run_id: str, *statuses: str, timeout: float = 30.0) -> dict[str, Any]:
         return await self.wait(run_id, lambda r: r["status"] in statuses, timeout)

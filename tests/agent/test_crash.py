@@ -28,6 +28,7 @@ from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
 from tests.support.app import API_TOKEN, SIGNING_SECRET
 from tests.support.process import ServerProcess
+from tests.support.waits import until
 
 HEADERS = {"Authorization": f"Bearer {API_TOKEN}"}
 
@@ -61,8 +62,8 @@ class Webhook:
 
     async def closed(self) -> None:
         """Until the tool's connection is closed: its `async with` has exited, the tool returned."""
-        while not all(t is None or t.is_closing() for t in self.transports):
-            await asyncio.sleep(0.01)
+        await until(lambda: all(t is None or t.is_closing() for t in self.transports),
+                    "the tool's connection to close")
 
     async def stop(self) -> None:
         self.respond.set()
@@ -96,24 +97,21 @@ class Server:
             return await response.json()
 
     async def wait_run(self, run_id: str, cond: Any, timeout: float = 20.0) -> dict[str, Any]:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
+        async def there() -> dict[str, Any] | None:
             run = await self.get(f"/api/v1/runs/{run_id}")
-            if cond(run):
-                return run
-            assert asyncio.get_running_loop().time() < deadline, f"run never got there: {run}"
-            await asyncio.sleep(0.05)
+            return run if cond(run) else None
+
+        return await until(there, f"run {run_id} to get there", timeout=timeout)
 
     async def waiting_card(self, run_id: str, tool_use_id: str) -> tuple[str, Any]:
         run = await self.wait_run(run_id, lambda r: any(
             c["tool_use_id"] == tool_use_id and c["status"] == "waiting" for c in r["tool_calls"]))
         [call] = [c for c in run["tool_calls"] if c["tool_use_id"] == tool_use_id]
-        for _ in range(400):
-            request = await self.get(f"/api/v1/approvals/{call['request_id']}")
-            if request["card"]:
-                return call["request_id"], self.slack.messages[(request["card"]["channel"], request["card"]["ts"])]
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"no card for {call}")
+        async def card() -> dict[str, Any] | None:
+            return (await self.get(f"/api/v1/approvals/{call['request_id']}"))["card"]
+
+        posted = await until(card, f"the card of {call}")
+        return call["request_id"], self.slack.messages[(posted["channel"], posted["ts"])]
 
     async def approve(self, request_id: str, card: Any) -> None:
         response = await self.slack_client.block_action(
@@ -235,10 +233,10 @@ async def test_kill_while_waiting_and_after_a_tool_finished_every_tool_runs_once
         servers.append(third)
         done = await third.wait_run(run["id"], lambda r: r["status"] in ("completed", "failed", "cancelled"))
         assert done["status"] == "completed", done
-        for _ in range(200):  # the thread notes go out through the outbox, after the run's last write
-            if any("Done after" in m.text for m in slack.channel_messages("C1", thread_ts=done["root"]["ts"])):
-                break
-            await asyncio.sleep(0.05)
+        # The thread notes go out through the outbox, after the run's last write.
+        await until(lambda: any("Done after" in m.text
+                                for m in slack.channel_messages("C1", thread_ts=done["root"]["ts"])),
+                    "the run's closing note in its thread")
     finally:
         for server in servers:
             await server.close()
@@ -289,10 +287,7 @@ async def test_an_interrupted_idempotent_tool_runs_again_after_a_crash(
         first = await Server.start(db_url, slack, env, tmp_path)
         servers.append(first)
         run = await first.post("/api/v1/runs", {"task": "Is the status page green?", "channel": "C1"})
-        for _ in range(400):
-            if hits:
-                break
-            await asyncio.sleep(0.025)
+        await until(lambda: hits, "the tool's request to reach the site")
         first.kill()
         second = await Server.start(db_url, slack, env, tmp_path)
         servers.append(second)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
+from tests.support.outbox import finished
 from bot.sandbox.model import FakeAnthropic, message, text
 from bot.sandbox import SlackEmulator
 from tests.support.app import ROOT, app_env, start_app
@@ -34,7 +35,7 @@ async def test_slash_command_without_a_task_explains_and_help_still_works(agent:
     assert "Usage: `/signoff run" in usage.json()["text"]
     helped = await agent.app.slack_client.command(user="U1", text="help", channel="C1")
     assert helped.status == 200 and "Signoff" in helped.json()["text"]
-    await asyncio.sleep(0)
+    await finished(agent.app)  # what the commands' listeners would post has gone out by now
     assert not agent.slack.calls_to("chat.postMessage")
 
 

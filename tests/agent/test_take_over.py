@@ -20,6 +20,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from tests.agent.test_run_permissions import ephemeral_to, slack_run
 from tests.support.app import start_app
+from tests.support.waits import until
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Hello,\nyour refund is on its way."}
 BROKEN = error(400, "invalid_request_error", "messages: the conversation is too long for this model")
@@ -45,12 +46,12 @@ def buttons(root: Message) -> dict[str, dict[str, Any]]:
 async def root_now(agent: AgentApp, run_id: str, cond: Any) -> Message:
     """The run's message once Slack shows it in the state `cond` accepts (the outbox updates it)."""
     root = await agent.root(run_id)
-    for _ in range(500):
-        current = agent.slack.messages[(root.channel, root.ts)]
-        if cond(current):
-            return current
-        await asyncio.sleep(0.01)  # test-side: waiting for the outbox's chat.update
-    raise AssertionError(f"the run's message never got there: {agent.slack.messages[(root.channel, root.ts)].blocks}")
+
+    def current() -> Message | None:
+        message = agent.slack.messages[(root.channel, root.ts)]
+        return message if cond(message) else None
+
+    return await until(current, "the outbox's chat.update of the run's message")
 
 
 async def click(agent: AgentApp, root: Message, user: str, action_id: str) -> Any:
@@ -62,12 +63,11 @@ async def click(agent: AgentApp, root: Message, user: str, action_id: str) -> An
 
 
 async def failed_note(agent: AgentApp, root: Message, count: int = 1) -> Message:
-    for _ in range(500):
-        notes = [m for m in agent.thread(root) if "The run failed" in m.text]
-        if len(notes) >= count:
-            return notes[count - 1]
-        await asyncio.sleep(0.01)  # test-side: waiting for the outbox's note
-    raise AssertionError("no failure note in the run's thread")
+    def notes() -> list[Message] | None:
+        found = [m for m in agent.thread(root) if "The run failed" in m.text]
+        return found if len(found) >= count else None
+
+    return (await until(notes, f"{count} failure note(s) in the run's thread"))[count - 1]
 
 
 def seven_steps() -> list[Any]:

@@ -16,13 +16,13 @@ def toolset() -> Toolset:
     @tools.tool(timeout=0.05)
     async def deploy(ctx: ToolContext) -> str:
         """Trigger a deploy (not safe to repeat)."""
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # deliberate: a tool that overruns its 0.05 s timeout
         return "deployed"
 
     @tools.tool(read_only=True, timeout=0.05)
     async def look(ctx: ToolContext) -> str:
         """Read something (safe to repeat)."""
-        await asyncio.sleep(30)
+        await asyncio.sleep(30)  # deliberate: a tool that overruns its 0.05 s timeout
         return "looked"
 
     @tools.tool(read_only=True)

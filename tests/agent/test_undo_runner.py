@@ -3,7 +3,6 @@ only when the window ends; an Undo inside it leaves the run waiting and the emai
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,15 +15,15 @@ from tests.agent.helpers import AgentApp
 from tests.fakes.clock import FakeClock
 from tests.support.app import start_app
 from tests.approvals.test_undo_window import POLICY
+from tests.support.waits import until
 
 async def audited(agent: AgentApp, request_id: str, kind: str, count: int = 1) -> None:
     """Until the request's audit has `count` rows of `kind` (an observable state, not a sleep)."""
     store = agent.app.signoff.store  # type: ignore[union-attr]
-    for _ in range(2000):
-        if [e.type for e in await store.audit_events(request_id)].count(kind) >= count:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no {kind} audit row")
+    async def written() -> bool:
+        return [e.type for e in await store.audit_events(request_id)].count(kind) >= count
+
+    await until(written, f"{count} {kind} audit row(s) of {request_id}")
 
 
 EMAIL = {"to": "customer@example.com", "subject": "Refund", "body": "Your refund is on its way."}

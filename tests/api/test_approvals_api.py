@@ -21,6 +21,7 @@ from bot.sandbox import SlackEmulator
 from tests.support.outbox import drain
 from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App, ShiftedClock, approval_body, start_app
 from tests.support.waits import long_poll_registered
+from tests.support.waits import until
 
 APPROVALS = "/api/v1/approvals"
 
@@ -40,12 +41,7 @@ async def counts(app: App) -> tuple[int, int, int]:
 
 async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 5.0) -> None:
     """Test-side wait for a stored state the app reaches in the background (never used by the app)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
+    await until(check, what, timeout=timeout)
 
 
 @pytest_asyncio.fixture

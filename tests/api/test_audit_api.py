@@ -3,27 +3,19 @@ tool, person and outcome; rows show their chain position and hash once sealed.""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest_asyncio
+import pytest
 
 from bot.approvals.audit import AuditLog
-from bot.sandbox import SlackEmulator
-from tests.support.app import App, start_app
+from tests.support.app import App
 from tests.support.outbox import drain
 
 ADMIN, AGENT = "tok-audit-admin", "tok-audit-agent"
 
 
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, SIGNOFF_API_TOKENS=f"ops:{ADMIN}:admin,bot:{AGENT}:agent")
-    running.headers = {"Authorization": f"Bearer {ADMIN}"}
-    try:
-        yield running
-    finally:
-        await running.stop()
+# The harness's app, with an admin and an agent token; its client is the admin.
+pytestmark = pytest.mark.settings(token=ADMIN, SIGNOFF_API_TOKENS=f"ops:{ADMIN}:admin,bot:{AGENT}:agent")
 
 
 async def audit(app: App, query: str = "", token: str = ADMIN) -> tuple[int, Any]:

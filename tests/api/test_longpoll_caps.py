@@ -10,6 +10,7 @@ import pytest_asyncio
 from bot.api.longpoll import LIMITS
 from bot.sandbox import SlackEmulator as FakeSlack
 from tests.support.app import API_TOKEN, App, start_app
+from tests.support.waits import until
 
 OTHER_TOKEN = "test-api-token-2"
 
@@ -28,11 +29,7 @@ async def held(app: App, count: int) -> None:
     """Until `count` long-polls are being held (the observable state)."""
     assert app.signoff is not None
     limits = app.signoff.web_app[LIMITS]
-    for _ in range(2000):
-        if limits.held == count:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"{limits.held} long-polls held, expected {count}")
+    await until(lambda: limits.held == count, f"{count} long-polls to be held")
 
 
 async def test_long_polls_past_the_caps_get_429_and_the_held_ones_still_answer(capped: App) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import pytest
 import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
@@ -88,15 +89,19 @@ async def hold_and_decide_elsewhere(a: App, b: App, polls: int) -> Cost:
     return cost
 
 
+@pytest.mark.postgres_only
+async def test_on_postgresql_nothing_is_polled_however_many_wait(two: tuple[App, App]) -> None:
+    """LISTEN/NOTIFY pushes the decisions made elsewhere: no watcher looks, with 1 or 200 long-polls."""
+    a, b = two
+    assert await hold_and_decide_elsewhere(a, b, 1) == await hold_and_decide_elsewhere(a, b, 200) == Cost(0, 0, 0)
+
+
+@pytest.mark.sqlite_only
 async def test_the_watchers_cost_does_not_grow_with_the_waiters(two: tuple[App, App]) -> None:
     a, b = two
-    assert a.signoff is not None
     one = await hold_and_decide_elsewhere(a, b, 1)
     many = await hold_and_decide_elsewhere(a, b, 200)
     print(f"\nwatcher cost, 1 long-poll: {one}; 200 long-polls: {many}")
-    if a.signoff.store.dialect != "sqlite":  # PostgreSQL: pushed by LISTEN/NOTIFY, nothing is polled
-        assert one == many == Cost(0, 0, 0)
-        return
     for cost in (one, many):
         assert cost.looks >= 25 and cost.changes >= 1
         # One statement a look (data_version), one more when it changed (the audit rows since the last
@@ -105,13 +110,11 @@ async def test_the_watchers_cost_does_not_grow_with_the_waiters(two: tuple[App, 
         assert cost.queries <= cost.looks + cost.changes, cost
 
 
+@pytest.mark.sqlite_only
 async def test_the_watcher_looks_only_at_other_processes_commits(app: App) -> None:
     """A's own commits woke A's waiters already (in memory): A's watcher finds no change in them,
     so it never reads the audit rows for them, and a waiter is not woken to read its request again."""
     assert app.signoff is not None
-    if app.signoff.store.dialect != "sqlite":
-        assert await watch_cost(app) == Cost(0, 0, 0)  # PostgreSQL: LISTEN/NOTIFY, no watcher at all
-        return
     waited = (await app.submit(summary="Waited"))["id"]
     session = aiohttp.ClientSession()
     try:

@@ -13,22 +13,13 @@ import pytest
 
 from bot.sandbox import SlackEmulator
 from tests.support.app import App, policy_app
+from tests.support.policies import NEVER_DELETE_PROD, READS_ARE_FINE
 
 TOKENS = "agent-a:token-aaaaaaaa:agent,agent-b:token-bbbbbbbb:agent"
 A, B = ({"Authorization": "Bearer token-aaaaaaaa"}, {"Authorization": "Bearer token-bbbbbbbb"})
 PATH = "/api/v1/policy/check"
 
-POLICY = """\
-rules:
-  - name: never-delete-prod
-    tool: delete_*
-    params: {env: prod}
-    effect: deny
-    reason: prod is deleted by people only
-  - name: reads-are-fine
-    tool: read_*
-    effect: allow
-    tier: low
+POLICY = "rules:\n" + NEVER_DELETE_PROD + READS_ARE_FINE + """\
   - name: agent-b-may-send
     tool: send_email
     requester: agent-b

@@ -24,7 +24,7 @@ async def trickle(port: int, path: str) -> tuple[bytes, asyncio.StreamWriter]:
 
     async def drip() -> None:
         while True:
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # deliberate: the slow client under test drips a byte every 0.2 s
             writer.write(b" ")
             await writer.drain()
 

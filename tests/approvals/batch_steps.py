@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from bot.sandbox.signed import checkboxes
 from tests.support.app import App
+from tests.support.waits import until
 
 NAMES = {"U1": "alice", "U2": "bob"}
 
@@ -50,9 +50,8 @@ async def approve_selected(app: App, request_id: str, indexes: list[int], user: 
 
 async def item_state(app: App, request_id: str, index: int) -> dict[str, Any]:
     """The action once it is decided (the modal's ack comes before the write: wait for it, test-side)."""
-    for _ in range(500):
+    async def decided() -> dict[str, Any] | None:
         _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
-        if body["items"][index]["outcome"] is not None:
-            return dict(body["items"][index])
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"action {index + 1} of {request_id} was never decided")
+        return dict(body["items"][index]) if body["items"][index]["outcome"] is not None else None
+
+    return await until(decided, f"action {index + 1} of {request_id} to be decided")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 
-from tests.support.outbox import settle
+from tests.support.outbox import finished, settle
 from tests.fakes.clock import FakeClock
 from tests.support.app import App
 from tests.approvals.timer_steps import tick
@@ -12,18 +11,6 @@ from tests.approvals.test_escalate_by_hand import open_escalate, submit_escalate
 
 NOTIFY_ONLY = {"levels": [{"after": "10m", "notify": ["U3"], "add_as_approvers": False},
                           {"after": "10m", "notify": ["UMGR"]}]}
-
-
-async def finished(app: App) -> None:
-    """Until the listeners still running after their acks are done, and the outbox delivered."""
-    assert app.signoff is not None
-    for _ in range(2000):
-        if not len(app.signoff.backlog) and not app.signoff.background:
-            break
-        await asyncio.sleep(0.005)  # test-side: waiting for an observable state
-    else:
-        raise AssertionError("acked clicks never finished")
-    await settle(app)
 
 
 async def status_of(app: App, request_id: str) -> str:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bot.sandbox.signed import checkboxes, radio, static_select
 from tests.support.fuzz import FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.api.test_api_fuzz import json_values
-from tests.slack.test_slack_fuzz import quiet
+from tests.support.outbox import listeners_done
 from tests.support.app import App, approval_body
 
 A, B, OPS = "tok-agent-a-1", "tok-agent-b-2", "tok-ops-admin-3"
@@ -59,7 +59,7 @@ async def remembered(app: App) -> None:
                                            private_metadata=view["private_metadata"],
                                            values={"scope": {"scope": radio("everyone")},
                                                    "duration": {"duration": static_select("forever")}})
-    await quiet(app)
+    await listeners_done(app)
     assert len(await grant_rows(app)) == 1
 
 
@@ -121,7 +121,7 @@ async def test_signed_remember_forms_make_a_grant_only_the_legitimate_way(papp: 
         response = call(papp.slack_client.view_submission(user=user, callback_id="signoff_remember_view",
                                                           private_metadata=meta, values=values))
         assert response.status < 500
-        call(quiet(papp))
+        call(listeners_done(papp))
         new = [g for g in call(grant_rows(papp)) if g["id"] not in {b["id"] for b in before}]
         if not new:
             return

@@ -9,17 +9,9 @@ from tests.support.outbox import settle
 from tests.fakes.clock import FakeClock
 from tests.support.app import App
 from tests.approvals.timer_steps import tick
+from tests.support.waits import waiting_on
 
 
-async def registered(app: App, request_id: str) -> None:
-    """Until the long-poll's waiter is registered (the observable state, not a sleep)."""
-    assert app.signoff is not None
-    waiters = app.signoff.service.waiters
-    for _ in range(1000):
-        if request_id in waiters.waited_ids():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the long-poll never registered")
 
 
 async def test_timer_steps_do_not_end_a_long_poll_early(tapp: App, clock: FakeClock) -> None:
@@ -29,14 +21,14 @@ async def test_timer_steps_do_not_end_a_long_poll_early(tapp: App, clock: FakeCl
     await app.card(req["id"])
     await settle(app)
     poll = asyncio.create_task(app.api("GET", f"/api/v1/approvals/{req['id']}?wait=60"))
-    await registered(app, req["id"])
+    await waiting_on(app, req["id"])
 
     await tick(app, clock, minutes=10)  # reminder 1
     await tick(app, clock, minutes=10)  # escalation to UMGR
     await app.click(req["id"], "U1", action="signoff_snooze", user_name="alice")
     audit = [e.type for e in await app.signoff.store.audit_events(req["id"])]  # type: ignore[union-attr]
     assert "reminded" in audit and "escalated" in audit
-    await registered(app, req["id"])  # still waiting after every one of them
+    await waiting_on(app, req["id"])  # still waiting after every one of them
 
     await app.click(req["id"], "U1", user_name="alice")
     status, body = await asyncio.wait_for(poll, 30)

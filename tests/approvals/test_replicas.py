@@ -44,7 +44,7 @@ async def test_two_processes_sweep_200_due_requests_and_send_each_message_once(
                                                                         headers=key)
                     if status < 500:
                         break
-                    await asyncio.sleep(0.2)
+                    await asyncio.sleep(0.2)  # deliberate: an agent's pause before retrying the 5xx
             assert status in (200, 201), created
             return str(created["id"])
 

@@ -113,7 +113,7 @@ async def test_approve_racing_the_timeout_has_one_winner_and_the_loser_is_told(t
         clock.advance(minutes=10)
 
         async def click(delay: float = 0.0) -> None:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(delay)  # deliberate: the offset under test, so the race lands on both sides
             response = await app.slack_client.block_action(
                 user="U1", user_name="alice", action_id="signoff_approve", value=req["id"], block_id="decide",
                 channel=card.channel, message_ts=card.ts)

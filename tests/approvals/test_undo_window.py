@@ -18,6 +18,7 @@ import pytest_asyncio
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
 from tests.fakes.clock import FakeClock
+from tests.support.waits import waiting_on
 from tests.support.app import App, policy_app
 from tests.support.docs import fenced, page
 from tests.support.outbox import settle
@@ -40,14 +41,6 @@ async def uapp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterat
         await running.stop()
 
 
-async def waiting(app: App, request_id: str) -> None:
-    """Until the agent's long-poll is registered (an observable state, not a sleep)."""
-    assert app.signoff is not None
-    for _ in range(1000):
-        if request_id in app.signoff.service.waiters.waited_ids():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("the long-poll never registered")
 
 
 def card_text(slack: SlackEmulator, app: App, channel: str, ts: str) -> str:
@@ -77,14 +70,14 @@ async def test_undo_in_the_window_leaves_the_agent_waiting_and_nothing_runs(
     card = await app.card(req["id"])
     await settle(app)
     poll = asyncio.create_task(app.api("GET", f"/api/v1/approvals/{req['id']}?wait=60"))
-    await waiting(app, req["id"])
+    await waiting_on(app, req["id"])
 
     await app.click(req["id"], "U1", user_name="alice")
     await slack.wait_for("chat.update", 1)
     text = card_text(slack, app, card.channel, card.ts)
     assert "runs in 30 s" in text and "<@U1>" in text, text
     assert buttons(slack, card.channel, card.ts) == ["signoff_undo"]
-    await waiting(app, req["id"])  # the agent still waits: approved, not yet released
+    await waiting_on(app, req["id"])  # the agent still waits: approved, not yet released
     status, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     assert body["status"] == "pending" and body.get("decision") is None, body
 
@@ -100,7 +93,7 @@ async def test_undo_in_the_window_leaves_the_agent_waiting_and_nothing_runs(
 
     # Long past the window's end: nothing was released, the agent still waits, no decision exists.
     await tick(app, clock, minutes=5)
-    await waiting(app, req["id"])
+    await waiting_on(app, req["id"])
     status, body = await app.api("GET", f"/api/v1/approvals/{req['id']}")
     assert body["status"] == "pending" and body.get("decision") is None, body
     events = await audit(app, req["id"])
@@ -124,12 +117,12 @@ async def test_the_decision_reaches_the_agent_when_the_window_ends_not_before(
     await settle(app)
     clicked_at = clock.now()
     poll = asyncio.create_task(app.api("GET", f"/api/v1/approvals/{req['id']}?wait=60"))
-    await waiting(app, req["id"])
+    await waiting_on(app, req["id"])
     await app.click(req["id"], "U1", user_name="alice")
     await slack.wait_for("chat.update", 1)
 
     await tick(app, clock, seconds=29)
-    await waiting(app, req["id"])  # 1 s before the window ends: still waiting
+    await waiting_on(app, req["id"])  # 1 s before the window ends: still waiting
     assert not poll.done()
     await tick(app, clock, seconds=1)
     status, body = await asyncio.wait_for(poll, 30)

@@ -2,21 +2,34 @@
 
 from __future__ import annotations
 
-import asyncio
+import os
+from pathlib import Path
+
+import pytest
 
 from bot.sandbox import SlackEmulator
-from tests.support.app import App
+from tests.support.app import API_TOKEN, ROOT, App
+from tests.support.outbox import settle
+from tests.support.waits import until
+
+
+def agent_process_env(app: App, calls_var: str, calls: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """What an agent process has: where Signoff is, and (`calls_var`) the file its tools record their calls in;
+    set in this process too, and returned whole for a subprocess."""
+    env = {"SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, calls_var: str(calls)}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return {**os.environ, **env, "PYTHONPATH": str(ROOT)}
 
 
 async def pending_id(app: App) -> str:
     """The id of the one pending request, once the server has it (the agent runs in a thread or a process)."""
-    for _ in range(1000):
+    async def pending() -> list[str]:
         _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
-        if listing["items"]:
-            [item] = listing["items"]
-            return str(item["id"])
-        await asyncio.sleep(0.01)  # test-side: waiting for the agent's submit to land
-    raise AssertionError("no pending request appeared")
+        return [str(item["id"]) for item in listing["items"]]
+
+    [found] = await until(pending, "the agent's request to be pending", timeout=30)
+    return found
 
 
 def cards(slack: SlackEmulator) -> int:
@@ -32,17 +45,22 @@ async def cards_once_posted(app: App, *request_ids: str) -> int:
     return cards(app.slack)
 
 
+async def cards_once_settled(app: App) -> int:
+    """How many cards were posted once the outbox has delivered all that is due: for counts that must
+    also show that no further card is coming (a card still in the outbox would otherwise be missed)."""
+    await settle(app)
+    return cards(app.slack)
+
+
 async def next_pending(app: App, after: str) -> str:
     """The id of the one pending request other than `after` (decided just now: its decision may still be
     being written when the click's ack arrives)."""
-    for _ in range(1000):
+    async def others() -> list[str]:
         _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
-        others = [str(i["id"]) for i in listing["items"] if i["id"] != after]
-        if others:
-            [found] = others
-            return found
-        await asyncio.sleep(0.01)  # test-side: waiting for the agent's second submit to land
-    raise AssertionError(f"no pending request other than {after} appeared")
+        return [str(i["id"]) for i in listing["items"] if i["id"] != after]
+
+    [found] = await until(others, f"a pending request other than {after}", timeout=30)
+    return found
 
 
 async def receipt(app: App, request_id: str) -> dict:

@@ -17,6 +17,7 @@ from tests.support.docs import doc_example
 from tests.client.helpers import next_pending, pending_id
 from tests.support.app import API_TOKEN, App
 from tests.support.outbox import settle
+from tests.support.waits import until
 
 
 def cli_for(app_url: str, model: FakeClaudeApi, tmp_path: Path) -> ClaudeCli:
@@ -43,12 +44,11 @@ async def request(app: App, request_id: str) -> dict[str, Any]:
 
 async def reported(app: App, request_id: str) -> dict[str, Any]:
     """The request once the PostToolUse hook's report landed (the CLI may finish a moment after it)."""
-    for _ in range(500):
+    async def landed() -> dict[str, Any] | None:
         body = await request(app, request_id)
-        if body["outcome_status"] != "not_reported":
-            return body
-        await asyncio.sleep(0.02)  # test-side: the hook process reports on its own schedule
-    raise AssertionError(f"no outcome was reported for {request_id}")
+        return body if body["outcome_status"] != "not_reported" else None
+
+    return await until(landed, f"the PostToolUse hook's report of {request_id}")
 
 
 async def test_post_tool_use_reports_what_ran_to_the_card_and_the_audit(app: App, model: FakeClaudeApi,

@@ -1,110 +1,29 @@
 """Claude Code's HTTP hook (`"type": "http"`), the docs' snippet, driven by the REAL bundled CLI against a
-fake model and answered by the server at POST /api/v1/hooks/claude-code."""
+fake model and answered by the server at POST /api/v1/hooks/claude-code: what only the HTTP hook does (what both
+hooks do is in test_claude_hooks.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.model import message, text, tool_use
-from bot.sandbox.signed import plain_input
 from tests.fakes.claude_api import FakeClaudeApi
 from bench.harness import free_port
 from tests.client.claude_cli import ClaudeCli
+from tests.client.claude_hooks import DOCS_SERVER, http_settings
 from tests.client.helpers import cards, pending_id
 from tests.support.outbox import settle
-from tests.support.app import API_TOKEN, App, policy_app, start_app
+from tests.support.app import API_TOKEN, App, policy_app
 from tests.support.docs import doc_example
-
-DOCS_SERVER = "http://127.0.0.1:3000"
-
-
-def http_settings(server: str, query: str = "", *, timeout: int | None = None, event: str = "PreToolUse") -> str:
-    """The docs' HTTP hook snippet, pointed at `server`, its URL's options updated with `query` (`&a=1&b=2`)."""
-    settings = json.loads(doc_example("claude-http"))
-    [entry] = settings["hooks"]["PreToolUse"]
-    [hook] = entry["hooks"]
-    assert hook["type"] == "http" and hook["onFailure"] == "block" and hook["url"].startswith(DOCS_SERVER)
-    url = urlsplit(hook["url"].replace(DOCS_SERVER, server))
-    options = {**dict(parse_qsl(url.query)), **dict(parse_qsl(query.lstrip("&")))}
-    hook["url"] = urlunsplit(url._replace(query=urlencode(options, safe=",")))
-    if timeout is not None:
-        hook["timeout"] = timeout
-    return json.dumps({"hooks": {event: [entry]}})
-
 
 def cli_for(model: FakeClaudeApi, tmp_path: Path, token: str = API_TOKEN) -> ClaudeCli:
     # Only the token: the HTTP hook reads nothing else from the environment (SIGNOFF_URL is not set).
     return ClaudeCli(model, tmp_path, {"SIGNOFF_TOKEN": token})
-
-
-@pytest_asyncio.fixture
-async def beside(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    """The app on the agents' machine: it may read the transcripts the hooks name (so it can defer)."""
-    running = await start_app(db_url, slack, SIGNOFF_CLAUDE_TRANSCRIPTS="read")
-    try:
-        yield running
-    finally:
-        await running.stop()
-
-
-async def test_edit_and_approve_writes_the_edited_content(app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
-    cli = cli_for(model, tmp_path)
-    target = cli.work / "config.yaml"
-    target.write_text("replicas: 2\n")
-    model.script(message(text("Scaling up."), tool_use("Write", {"file_path": str(target), "content": "replicas: 9\n"},
-                                                       id="toolu_http_write")),
-                 message(text("Done.")))
-    running = asyncio.create_task(cli.run("scale to 9", "--settings",
-                                          http_settings(app.url, "&channel=C1&approvers=U1,U2")))
-    request_id = await pending_id(app)
-    _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
-    assert body["summary"] == "Claude Code wants to write config.yaml" and body["approvers"] == ["U1", "U2"]
-    assert "+replicas: 9" in body["preview"]["unified"]  # the proposal; the server never reads the agent's disk
-    assert "replicas: 2" not in json.dumps(body["preview"])
-    assert "Claude Code session " in body["context"] and str(cli.work) in body["context"]
-    assert body["action"]["params_schema"]["required"] == ["file_path", "content"]
-
-    await app.click(request_id, "U1", action="signoff_edit", user_name="alice")
-    [opened] = await app.slack.wait_for("views.open")
-    await app.slack_client.view_submission(user="U1", user_name="alice", callback_id="signoff_edit",
-                                           private_metadata=opened.args["view"]["private_metadata"],
-                                           values={"p:content": {"value": plain_input("replicas: 3\n")}})
-    result = await running
-    assert result["_exit"] == 0 and result["result"] == "Done.", result
-    assert target.read_text() == "replicas: 3\n"  # the person's content, not the model's
-    [tool_result] = model.tool_results(1)
-    assert not tool_result.get("is_error")
-    assert cards(app.slack) == 1
-
-
-async def test_a_rejection_reaches_the_model_and_nothing_is_written(app: App, model: FakeClaudeApi,
-                                                                    tmp_path: Path) -> None:
-    cli = cli_for(model, tmp_path)
-    target = cli.work / "notes.txt"
-    model.script(message(tool_use("Write", {"file_path": str(target), "content": "x\n"}, id="toolu_http_reject")),
-                 message(text("Understood.")))
-    running = asyncio.create_task(cli.run("write notes", "--permission-mode", "acceptEdits", "--settings",
-                                          http_settings(app.url, "&channel=C1")))
-    request_id = await pending_id(app)
-    await app.click(request_id, "U2", action="signoff_reject", user_name="bob")
-    [opened] = await app.slack.wait_for("views.open")
-    await app.slack_client.view_submission(user="U2", user_name="bob", callback_id="signoff_reject",
-                                           private_metadata=opened.args["view"]["private_metadata"],
-                                           values={"reason": {"value": plain_input("Keep notes in the wiki")}})
-    result = await running
-    assert result["_exit"] == 0 and not target.exists()  # acceptEdits would have written it
-    [tool_result] = model.tool_results(1)
-    assert tool_result.get("is_error") and "Keep notes in the wiki" in json.dumps(tool_result)
-    assert "bob" in json.dumps(tool_result)
-    assert [d["tool_use_id"] for d in result["permission_denials"]] == ["toolu_http_reject"]
 
 
 POLICY = """
@@ -163,61 +82,6 @@ async def test_server_down_bad_token_and_slow_server_all_block_the_call(app: App
     await blocked_write(slow, model, http_settings(app.url, "&channel=C1&wait=30", timeout=2), "toolu_http_slow")
     _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
     assert len(listing["items"]) == 1  # its card is still there for a person; the call did not wait for it
-
-
-async def test_defer_then_a_click_then_resume_runs_the_call_once(beside: App, model: FakeClaudeApi,
-                                                                 tmp_path: Path) -> None:
-    app = beside
-    cli = cli_for(model, tmp_path)
-    target = cli.work / "release.txt"
-    target.write_text("v1\n")
-    settings = http_settings(app.url, "&channel=C1&on_timeout=defer&wait=0.5")
-    model.script(message(tool_use("Write", {"file_path": str(target), "content": "v2\n"}, id="toolu_http_defer")))
-    first = await cli.run("write the release note", "--settings", settings)
-    assert first["_exit"] == 0 and first["terminal_reason"] == "tool_deferred", first
-    assert first["deferred_tool_use"]["id"] == "toolu_http_defer" and target.read_text() == "v1\n"
-    request_id = await pending_id(app)
-    await app.click(request_id, "U1", user_name="alice")
-    _, decided = await app.api("GET", f"/api/v1/approvals/{request_id}?wait=10")
-    assert decided["status"] == "approved"
-
-    model.script(message(text("Written.")), message(text("Nothing else.")))
-    resumed = await cli.run("carry on", "--resume", first["session_id"], "--settings", settings)
-    assert resumed["_exit"] == 0 and resumed["terminal_reason"] == "completed", resumed
-    assert target.read_text() == "v2\n"
-    ran = [r for r in model.tool_results(-1) if r["tool_use_id"] == "toolu_http_defer"]
-    assert len(ran) == 1 and not ran[0].get("is_error")
-    _, listing = await app.api("GET", "/api/v1/approvals")
-    assert [i["id"] for i in listing["items"]] == [request_id]
-    assert cards(app.slack) == 1
-
-
-async def test_calls_the_cli_would_lose_are_denied_instead_of_deferred(beside: App, model: FakeClaudeApi,
-                                                                       tmp_path: Path) -> None:
-    app = beside
-    cli = cli_for(model, tmp_path)
-    a, b = cli.work / "a.txt", cli.work / "b.txt"
-    model.script(message(tool_use("Write", {"file_path": str(a), "content": "A\n"}, id="toolu_http_two_a"),
-                         tool_use("Write", {"file_path": str(b), "content": "B\n"}, id="toolu_http_two_b")),
-                 message(text("Both were held back.")))
-    settings = http_settings(app.url, "&channel=C1&on_timeout=defer&wait=0.5")
-    two = await cli.run("write both", "--settings", settings)
-    assert two["terminal_reason"] == "completed" and not a.exists() and not b.exists(), two
-    results = model.tool_results(1)
-    assert len(results) == 2 and all(r.get("is_error") for r in results)
-    assert all("several tool calls" in json.dumps(r) and "still waiting" in json.dumps(r) for r in results)
-
-    # A resumed call that is still undecided is denied, never deferred a second time.
-    model.reset()
-    c = cli.work / "c.txt"
-    model.script(message(tool_use("Write", {"file_path": str(c), "content": "C\n"}, id="toolu_http_again")))
-    first = await cli.run("write c", "--settings", settings)
-    assert first["terminal_reason"] == "tool_deferred", first
-    model.script(message(text("Still held.")), message(text("OK.")))
-    again = await cli.run("carry on", "--resume", first["session_id"], "--settings", settings)
-    assert again["terminal_reason"] == "completed" and not c.exists(), again
-    [held] = [r for r in model.tool_results(1) if r["tool_use_id"] == "toolu_http_again"]
-    assert held.get("is_error") and "still waiting" in json.dumps(held)
 
 
 async def test_without_the_transcript_the_server_denies_rather_than_defer(app: App, model: FakeClaudeApi,

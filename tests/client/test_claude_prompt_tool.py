@@ -51,13 +51,7 @@ async def test_prompt_tool_approve_with_edits_then_deny(app: App, model: FakeCla
     model.script(message(tool_use("Write", {"file_path": str(other), "content": "x\n"}, id="toolu_prompt_2")),
                  message(text("Fine.")))
     running = asyncio.create_task(cli.run("write other", *args))
-    for _ in range(500):
-        _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
-        if listing["items"]:
-            break
-        await asyncio.sleep(0.01)  # test-side: waiting for the CLI's MCP server to submit
-    [pending] = listing["items"]
-    await app.click(pending["id"], "U2", action="signoff_reject", user_name="bob")
+    await app.click(await pending_id(app), "U2", action="signoff_reject", user_name="bob")
     [_, opened] = await app.slack.wait_for("views.open", count=2)
     await app.slack_client.view_submission(user="U2", user_name="bob", callback_id="signoff_reject",
                                            private_metadata=opened.args["view"]["private_metadata"],

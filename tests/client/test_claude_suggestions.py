@@ -25,7 +25,7 @@ from tests.fakes.claude_api import FakeClaudeApi
 from tests.support.app import API_TOKEN, App, ROOT
 from tests.client.claude_cli import ClaudeCli, run_sdk, signoff_command
 from tests.support.docs import doc_example
-from tests.client.helpers import cards, pending_id
+from tests.client.helpers import cards, cards_once_posted, cards_once_settled, pending_id
 
 POLICY = "rules:\n  - name: drops-are-critical\n    tool: drop_table\n    tier: critical\n"
 NPM_RULE = {"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "npm test *"}], "behavior": "allow",
@@ -101,7 +101,7 @@ async def test_can_use_tool_hands_the_accepted_suggestion_back_and_the_grant_ans
     [latest] = [r for r in listing["items"] if r["id"] != request_id]
     assert latest["action"]["params"]["command"] == "npm test -- --watch=false"
     assert (latest["decision"]["via"], latest["decision"]["grant_id"]) == ("grant", grant["id"])
-    assert cards(papp.slack) == posted
+    assert await cards_once_settled(papp) == posted
 
     # Outside the match: asks (a card), and a rejection is a denial the model hears about.
     model.reset()
@@ -155,7 +155,8 @@ async def test_the_hook_returns_the_accepted_suggestion_in_updated_permissions(p
     again = await hook(papp, permission_request("sess-h1", "npm test -- -u", tmp_path, [session_rule]),
                        "--wait", "5")
     assert again["hookSpecificOutput"]["decision"]["behavior"] == "allow"
-    assert "updatedPermissions" not in again["hookSpecificOutput"]["decision"] and cards(papp.slack) == posted
+    assert "updatedPermissions" not in again["hookSpecificOutput"]["decision"]
+    assert await cards_once_settled(papp) == posted
     _, listing = await papp.api("GET", "/api/v1/approvals")
     assert [r["decision"]["via"] for r in listing["items"] if r["action"]["params"]["command"] == "npm test -- -u"] \
         == ["grant"]
@@ -165,7 +166,8 @@ async def test_the_hook_returns_the_accepted_suggestion_in_updated_permissions(p
         denied = await hook(papp, permission_request(session, command, tmp_path, []), "--wait", "0.2")
         decision = denied["hookSpecificOutput"]["decision"]
         assert decision["behavior"] == "deny" and "still waiting for a decision" in decision["message"]
-    assert cards(papp.slack) == posted + 2
+    _, waiting = await papp.api("GET", "/api/v1/approvals?status=pending")
+    assert await cards_once_posted(papp, *[i["id"] for i in waiting["items"]]) == posted + 2
 
 
 async def test_the_hook_never_offers_suggestions_on_critical_calls_and_fails_closed(papp: App,
@@ -214,7 +216,7 @@ async def test_the_readme_permission_request_hook_in_the_real_cli_remembers_the_
     assert ran.read_text() == "test -- --ci\ntest -- --again\n"
     assert json.loads((cli.work / ".claude" / "settings.local.json").read_text())["permissions"]["allow"] == [
         "Bash(npm test *)"]
-    assert cards(papp.slack) == 1
+    assert await cards_once_settled(papp) == 1
     grant = await only_grant(papp)
     assert grant["scope_value"] == "token-1"  # the hook's token, not its "Claude Code on <host>" label
     # PermissionRequest input has no tool_use_id: the hook found it in the transcript for the request's key.

@@ -170,16 +170,11 @@ async def test_ask_returns_the_answers(app: App) -> None:
     questions = [{"question": "Which environment?", "header": "Env", "options": ["staging", "production"]}]
     async with AsyncSignoffClient(app.url, API_TOKEN) as signoff:
         asking = asyncio.create_task(signoff.ask(questions, channel="C1", summary="Deploy"))
-        for _ in range(500):
-            _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
-            if listing["items"]:
-                break
-            await asyncio.sleep(0.01)
-        [item] = listing["items"]
-        card = await app.card(item["id"])
+        request_id = await pending_id(app)
+        card = await app.card(request_id)
         buttons = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]]
         await app.slack_client.block_action(user="U1", user_name="alice", action_id=buttons[1]["action_id"],
-                                            value=item["id"], block_id="signoff_q0", channel=card.channel,
+                                            value=request_id, block_id="signoff_q0", channel=card.channel,
                                             message_ts=card.ts)
         answers = await asking
     assert answers["Which environment?"].selected == ("production",) and answers.decided_by is not None

@@ -112,11 +112,11 @@ async def test_errors_and_a_restart_never_become_a_tight_loop(app: App, proxy: F
                                       ("429 in 2s", 429, {"Retry-After": "2"})]:
             before = proxy.seen(POLLS)
             proxy.answer_all(status, headers)
-            await asyncio.sleep(3)  # the storm lasts this long; what is counted is the requests
+            await asyncio.sleep(3)  # deliberate: the storm lasts this long; what is counted is the requests
             counts[name] = proxy.seen(POLLS) - before
         proxy.forward()
         await proxy.go_down()  # the server restarting: connections refused
-        await asyncio.sleep(3)
+        await asyncio.sleep(3)  # deliberate: the outage lasts this long; what is counted is the requests
         await proxy.come_back()
         before = proxy.seen(POLLS)
         await proxy.wait_for(POLLS, count=before + 1, timeout=30)  # back on the same request

@@ -30,6 +30,7 @@ from tests.client.dbos_worker import Worker, dbos_url, recorded, steps
 from tests.client.helpers import cards, pending_id
 from tests.client.test_langgraph import submit_modal
 from tests.support.app import TEST_SIGNING_KEY, WEBHOOK_SECRET, App, start_app
+from tests.support.waits import until
 
 __all__ = ["dbos_url"]  # the fixture, parametrized over the DBOS engines
 
@@ -75,70 +76,76 @@ def signed(body: bytes, secret: str = WEBHOOK_SECRET, at: int | None = None) -> 
             "X-Signoff-Signature": sign(secret, timestamp, body), "X-Signoff-Delivery": "test"}
 
 
-async def test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once(app: App, dbos_url: str,
-                                                                            tmp_path: Path) -> None:
+@pytest_asyncio.fixture
+async def refunds(app: App, dbos_url: str, tmp_path: Path) -> AsyncIterator[Worker]:
+    """The docs' DBOS refunds recipe as a worker of its own (not started), stopped at the end."""
     folder = tmp_path / "worker"
     folder.mkdir()
     (folder / "refunds.py").write_text(doc_example("dbos-refunds"))
     worker = Worker(folder, "refunds.py", app, dbos_url)
     try:
-        await worker.start("A-1042", "40")
-        request_id = await pending_id(app)
-        _, request = await app.api("GET", f"/api/v1/approvals/{request_id}")
-        assert request["action"]["params"] == {"order": "A-1042", "amount": 40}
-        assert request["callback_url"] == f"{worker.url}?dbos_workflow={WORKFLOW}"
-        await app.card(request_id)
-        # Waiting: the submit is recorded and the wait's durable timeout is set.
-        assert (await recorded(dbos_url, WORKFLOW, "DBOS.sleep"))[:2] == ["signoff.submit", "DBOS.sleep"]
-
-        # A POST that Signoff did not sign reaches nothing, even one that says "approved".
-        forged = json.dumps({"type": "approval.decided", "request": {
-            **request, "status": "approved", "callback_url": request["callback_url"],
-            "decision": {"outcome": "approved", "params": {"order": "A-1042", "amount": 99}}}}).encode()
-        assert (await post(worker.url, forged, signed(forged, "not-the-secret")))[0] == 401
-        assert (await post(worker.url, forged, signed(forged, at=int(time.time()) - 3600)))[0] == 401  # replayed
-        assert (await post(worker.url, forged, {"Content-Type": "application/json"}))[0] == 401
-
-        worker.kill()
-        body = await submit_modal(app, request_id, "signoff_edit", {
-            "p:order": {"value": plain_input("A-1042")}, "p:amount": {"value": number_input("35")}})
-        assert body["status"] == "approved" and body["decision"]["params"] == {"order": "A-1042", "amount": 35}
-        assert paid(folder) == []  # nobody was there to act on it
-
-        await worker.start()  # no arguments: the worker alone, as after a crash
-        await worker.until(lambda: len(paid(folder)) >= 1, "the refund")
-        await worker.until(lambda: any("refunds: refunded" in line for line in worker.lines()), "its line")
-        assert paid(folder) == [f"{WORKFLOW} A-1042 35"]
-        assert "refunds: refunded $35 on A-1042, approved by alice" in worker.lines()
-        recorded_steps = await recorded(dbos_url, WORKFLOW, "pay_refund")
-        assert "signoff.poll" not in recorded_steps  # the webhook woke it, not the fallback poll
-        assert recorded_steps.count("signoff.submit") == 1 and recorded_steps.count("pay_refund") == 1
-        await recorded(dbos_url, WORKFLOW, "signoff.report")  # the receipt's step, after pay_refund's
-        _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
-        assert body["outcome_status"] == "ran" and body["outcome"]["params"] == {"order": "A-1042", "amount": 35}
-        assert body["outcome"]["same_params"] and body["outcome"]["result"] == "refunded $35 on A-1042"
-        events = await audit(app, request_id)
-        assert "webhook_delivered" in events and "webhook_failed" not in events
-        assert cards(app.slack) == 1
-
-        # Killed again and restarted: nothing is paid twice, no second card.
-        worker.kill()
-        await worker.start()
-        assert paid(folder) == [f"{WORKFLOW} A-1042 35"] and cards(app.slack) == 1
-        # A redelivery of the same decision (Signoff's retries, or /redeliver) finds nothing left to do.
-        status, _ = await app.api("POST", f"/api/v1/approvals/{request_id}/redeliver")
-        assert status == 202
-        for _ in range(100):
-            if (await audit(app, request_id)).count("webhook_delivered") == 2:
-                break
-            await asyncio.sleep(0.05)  # test-side: the outbox delivers in the app's own task
-        assert (await audit(app, request_id)).count("webhook_delivered") == 2
-        assert paid(folder) == [f"{WORKFLOW} A-1042 35"]
-        assert (await steps(dbos_url, WORKFLOW)).count("pay_refund") == 1
-        assert (await steps(dbos_url, WORKFLOW)).count("signoff.report") == 1  # reported once, however recovered
-        assert "run_ran" in await audit(app, request_id)
+        yield worker
     finally:
         worker.stop()
+
+
+async def test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once(app: App, dbos_url: str,
+                                                                            refunds: Worker) -> None:
+    worker, folder = refunds, refunds.folder
+    await worker.start("A-1042", "40")
+    request_id = await pending_id(app)
+    _, request = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert request["action"]["params"] == {"order": "A-1042", "amount": 40}
+    assert request["callback_url"] == f"{worker.url}?dbos_workflow={WORKFLOW}"
+    await app.card(request_id)
+    # Waiting: the submit is recorded and the wait's durable timeout is set.
+    assert (await recorded(dbos_url, WORKFLOW, "DBOS.sleep"))[:2] == ["signoff.submit", "DBOS.sleep"]
+
+    # A POST that Signoff did not sign reaches nothing, even one that says "approved".
+    forged = json.dumps({"type": "approval.decided", "request": {
+        **request, "status": "approved", "callback_url": request["callback_url"],
+        "decision": {"outcome": "approved", "params": {"order": "A-1042", "amount": 99}}}}).encode()
+    assert (await post(worker.url, forged, signed(forged, "not-the-secret")))[0] == 401
+    assert (await post(worker.url, forged, signed(forged, at=int(time.time()) - 3600)))[0] == 401  # replayed
+    assert (await post(worker.url, forged, {"Content-Type": "application/json"}))[0] == 401
+
+    worker.kill()
+    body = await submit_modal(app, request_id, "signoff_edit", {
+        "p:order": {"value": plain_input("A-1042")}, "p:amount": {"value": number_input("35")}})
+    assert body["status"] == "approved" and body["decision"]["params"] == {"order": "A-1042", "amount": 35}
+    assert paid(folder) == []  # nobody was there to act on it
+
+    await worker.start()  # no arguments: the worker alone, as after a crash
+    await worker.until(lambda: len(paid(folder)) >= 1, "the refund")
+    await worker.until(lambda: any("refunds: refunded" in line for line in worker.lines()), "its line")
+    assert paid(folder) == [f"{WORKFLOW} A-1042 35"]
+    assert "refunds: refunded $35 on A-1042, approved by alice" in worker.lines()
+    recorded_steps = await recorded(dbos_url, WORKFLOW, "pay_refund")
+    assert "signoff.poll" not in recorded_steps  # the webhook woke it, not the fallback poll
+    assert recorded_steps.count("signoff.submit") == 1 and recorded_steps.count("pay_refund") == 1
+    await recorded(dbos_url, WORKFLOW, "signoff.report")  # the receipt's step, after pay_refund's
+    _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert body["outcome_status"] == "ran" and body["outcome"]["params"] == {"order": "A-1042", "amount": 35}
+    assert body["outcome"]["same_params"] and body["outcome"]["result"] == "refunded $35 on A-1042"
+    events = await audit(app, request_id)
+    assert "webhook_delivered" in events and "webhook_failed" not in events
+    assert cards(app.slack) == 1
+
+    # Killed again and restarted: nothing is paid twice, no second card.
+    worker.kill()
+    await worker.start()
+    assert paid(folder) == [f"{WORKFLOW} A-1042 35"] and cards(app.slack) == 1
+    # A redelivery of the same decision (Signoff's retries, or /redeliver) finds nothing left to do.
+    status, _ = await app.api("POST", f"/api/v1/approvals/{request_id}/redeliver")
+    assert status == 202
+    async def redelivered() -> bool:
+        return (await audit(app, request_id)).count("webhook_delivered") == 2
+
+    await until(redelivered, "the redelivery to be delivered")
+    assert paid(folder) == [f"{WORKFLOW} A-1042 35"]
+    assert (await steps(dbos_url, WORKFLOW)).count("pay_refund") == 1
+    assert (await steps(dbos_url, WORKFLOW)).count("signoff.report") == 1  # reported once, however recovered
+    assert "run_ran" in await audit(app, request_id)
 
 
 def forget_every_step(dbos_url: str, workflow_id: str) -> int:
@@ -157,73 +164,61 @@ def forget_every_step(dbos_url: str, workflow_id: str) -> int:
 
 
 async def test_a_worker_killed_between_its_submit_and_dbos_recording_it_asks_once(app: App, dbos_url: str,
-                                                                                  tmp_path: Path) -> None:
-    folder = tmp_path / "worker"
-    folder.mkdir()
-    (folder / "refunds.py").write_text(doc_example("dbos-refunds"))
-    worker = Worker(folder, "refunds.py", app, dbos_url)
-    try:
-        await worker.start("A-1042", "40")
-        request_id = await pending_id(app)
-        await recorded(dbos_url, WORKFLOW, "DBOS.sleep")
-        worker.kill()
-        assert await asyncio.to_thread(forget_every_step, dbos_url, WORKFLOW) >= 2
-        await worker.start()  # recovery runs the submit step again: the same key finds the same request
-        assert (await recorded(dbos_url, WORKFLOW, "DBOS.sleep"))[:1] == ["signoff.submit"]
-        _, listing = await app.api("GET", "/api/v1/approvals")
-        assert [r["id"] for r in listing["items"]] == [request_id]
-        await app.click(request_id, "U1", user_name="alice")
-        await worker.until(lambda: len(paid(folder)) >= 1, "the refund")
-        assert paid(folder) == [f"{WORKFLOW} A-1042 40"] and cards(app.slack) == 1
-    finally:
-        worker.stop()
+                                                                                  refunds: Worker) -> None:
+    worker, folder = refunds, refunds.folder
+    await worker.start("A-1042", "40")
+    request_id = await pending_id(app)
+    await recorded(dbos_url, WORKFLOW, "DBOS.sleep")
+    worker.kill()
+    assert await asyncio.to_thread(forget_every_step, dbos_url, WORKFLOW) >= 2
+    await worker.start()  # recovery runs the submit step again: the same key finds the same request
+    assert (await recorded(dbos_url, WORKFLOW, "DBOS.sleep"))[:1] == ["signoff.submit"]
+    _, listing = await app.api("GET", "/api/v1/approvals")
+    assert [r["id"] for r in listing["items"]] == [request_id]
+    await app.click(request_id, "U1", user_name="alice")
+    await worker.until(lambda: len(paid(folder)) >= 1, "the refund")
+    assert paid(folder) == [f"{WORKFLOW} A-1042 40"] and cards(app.slack) == 1
 
 
 async def test_a_rejected_refund_is_never_paid_and_the_endpoint_takes_only_what_it_can_use(
-        app: App, dbos_url: str, tmp_path: Path) -> None:
-    folder = tmp_path / "worker"
-    folder.mkdir()
-    (folder / "refunds.py").write_text(doc_example("dbos-refunds"))
-    worker = Worker(folder, "refunds.py", app, dbos_url)
-    try:
-        await worker.start("A-7", "70")
-        request_id = await pending_id(app)
-        _, request = await app.api("GET", f"/api/v1/approvals/{request_id}")
-        base = worker.url
+        app: App, dbos_url: str, refunds: Worker) -> None:
+    worker, folder = refunds, refunds.folder
+    await worker.start("A-7", "70")
+    request_id = await pending_id(app)
+    _, request = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    base = worker.url
 
-        async def signed_post(event: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-            raw = json.dumps(event).encode()
-            return await post(base, raw, signed(raw))
+    async def signed_post(event: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        raw = json.dumps(event).encode()
+        return await post(base, raw, signed(raw))
 
-        # Signed as the server signs decisions (the worker's client pinned its key): the endpoint's own checks are
-        # what this test is about. `callback_url` is not covered by the signature.
-        decided = Signer.from_seed(TEST_SIGNING_KEY).sign(
-            {**request, "status": "approved", "decision": {"outcome": "approved", "params": {}}})
-        status, answer = await signed_post({"type": "approval.decided", "request": {**decided, "callback_url": None}})
-        assert status == 400 and "names no DBOS workflow" in answer["error"]
-        elsewhere = {**decided, "callback_url": f"{base}?dbos_workflow=refund-nobody"}
-        status, answer = await signed_post({"type": "approval.decided", "request": elsewhere})
-        assert status == 404 and "refund-nobody" in answer["error"]
-        assert (await signed_post({"type": "approval.reminded", "request": decided}))[0] == 200  # not waited for
-        assert (await signed_post({"type": "approval.decided", "request": request}))[0] == 200  # still pending
-        assert (await post(base.replace("/signoff/webhook", "/other"), b"{}", signed(b"{}")))[0] == 404
-        async with aiohttp.ClientSession() as session, session.get(base) as resp:
-            assert resp.status == 405
-        assert await raw_status(worker.port, "Content-Length: 2000000") == 413  # refused before it is read
-        assert await raw_status(worker.port, "Transfer-Encoding: chunked") == 411
+    # Signed as the server signs decisions (the worker's client pinned its key): the endpoint's own checks are
+    # what this test is about. `callback_url` is not covered by the signature.
+    decided = Signer.from_seed(TEST_SIGNING_KEY).sign(
+        {**request, "status": "approved", "decision": {"outcome": "approved", "params": {}}})
+    status, answer = await signed_post({"type": "approval.decided", "request": {**decided, "callback_url": None}})
+    assert status == 400 and "names no DBOS workflow" in answer["error"]
+    elsewhere = {**decided, "callback_url": f"{base}?dbos_workflow=refund-nobody"}
+    status, answer = await signed_post({"type": "approval.decided", "request": elsewhere})
+    assert status == 404 and "refund-nobody" in answer["error"]
+    assert (await signed_post({"type": "approval.reminded", "request": decided}))[0] == 200  # not waited for
+    assert (await signed_post({"type": "approval.decided", "request": request}))[0] == 200  # still pending
+    assert (await post(base.replace("/signoff/webhook", "/other"), b"{}", signed(b"{}")))[0] == 404
+    async with aiohttp.ClientSession() as session, session.get(base) as resp:
+        assert resp.status == 405
+    assert await raw_status(worker.port, "Content-Length: 2000000") == 413  # refused before it is read
+    assert await raw_status(worker.port, "Transfer-Encoding: chunked") == 411
 
-        before = len(app.slack.calls_to("views.open"))
-        await app.click(request_id, "U1", action="signoff_reject", user_name="alice")
-        view = (await app.slack.wait_for("views.open", count=before + 1))[-1].args["view"]
-        await app.slack_client.view_submission(user="U1", user_name="alice", callback_id=view["callback_id"],
-                                               private_metadata=view["private_metadata"],
-                                               values={"reason": {"value": plain_input("already refunded")}})
-        await worker.until(lambda: any("not refunded" in line for line in worker.lines()), "the workflow's end")
-        assert "refunds: A-7 not refunded: rejected by alice: already refunded" in worker.lines()
-        assert paid(folder) == []
-        assert "pay_refund" not in await steps(dbos_url, "refund-A-7")
-    finally:
-        worker.stop()
+    before = len(app.slack.calls_to("views.open"))
+    await app.click(request_id, "U1", action="signoff_reject", user_name="alice")
+    view = (await app.slack.wait_for("views.open", count=before + 1))[-1].args["view"]
+    await app.slack_client.view_submission(user="U1", user_name="alice", callback_id=view["callback_id"],
+                                           private_metadata=view["private_metadata"],
+                                           values={"reason": {"value": plain_input("already refunded")}})
+    await worker.until(lambda: any("not refunded" in line for line in worker.lines()), "the workflow's end")
+    assert "refunds: A-7 not refunded: rejected by alice: already refunded" in worker.lines()
+    assert paid(folder) == []
+    assert "pay_refund" not in await steps(dbos_url, "refund-A-7")
 
 
 POLLING_WORKER = '''
@@ -290,16 +285,15 @@ async def test_a_lost_webhook_is_found_by_the_fallback_poll_at_a_bounded_rate(lo
         request_id = await pending_id(app)
         await recorded(dbos_url, "gated-7", "signoff.poll")
         began = time.monotonic()
-        await asyncio.sleep(4)  # let it wait: polls 1 s, then 2 s apart, never faster
+        await asyncio.sleep(4)  # deliberate: a window for the fallback poll's pace under test (1 s, then 2 s apart)
         polls = (await steps(dbos_url, "gated-7")).count("signoff.poll")
         assert 1 <= polls <= (time.monotonic() - began) / 2 + 2, polls
         worker.kill()
         await app.click(request_id, "U1", user_name="alice")
-        for _ in range(200):
-            if "webhook_failed" in await audit(app, request_id):
-                break
-            await asyncio.sleep(0.05)  # test-side: the outbox tries the dead worker once, then gives up
-        assert "webhook_failed" in await audit(app, request_id)
+        async def gave_up() -> bool:
+            return "webhook_failed" in await audit(app, request_id)
+
+        await until(gave_up, "the outbox to try the dead worker once, then give up")
 
         await worker.start()
         await worker.until(lambda: (tmp_path / "acted.log").exists(), "the gated step")

@@ -168,7 +168,7 @@ def test_the_postgres_example_is_resumed_once_per_thread_by_resumers_in_two_fold
         while len(resumed(resumers)) < 3:
             assert time.monotonic() < deadline, [r.lines for r in resumers]
             time.sleep(0.05)  # test-side: two other processes resume
-        time.sleep(1)  # a moment more: a second resume of any thread would show now
+        time.sleep(1)  # deliberate: a window in which a second resume of any thread (must not happen) would show
     finally:
         errors = [r.stop() for r in resumers]
     assert sorted(resumed(resumers)) == [f"invoice-{n}" for n in range(3)], ([r.lines for r in resumers], errors)

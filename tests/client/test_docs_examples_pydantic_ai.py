@@ -5,11 +5,11 @@ example is run here or there."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.support.docs import doc_example
 from tests.client.test_docs_examples import RUNS, Sandbox, _no_example_left_running, finish, sandbox, start
+from tests.support.waits import until_sync
 
 __all__ = ["_no_example_left_running", "sandbox"]  # fixtures, used by name
 
@@ -44,10 +44,7 @@ def test_the_pause_example_ends_the_run_and_resumes_it_once_in_another_process(s
     code, out, err = finish(start("python tidy.py resume", tmp_path, sandbox.env))
     assert code == 0 and out.splitlines() == ["tidy: not decided yet; run it again later"], (out, err)
     sandbox.person.approve_selected(batch["id"], [0])  # the email; not the deletion
-    deadline = time.monotonic() + RUNS
-    while sandbox.request(batch["id"])["status"] == "pending":
-        assert time.monotonic() < deadline, "the batch was never decided"
-        time.sleep(0.05)  # test-side: the click is processed by the sandbox's server
+    until_sync(lambda: sandbox.request(batch["id"])["status"] != "pending", "the batch to be decided", timeout=RUNS)
     code, out, err = finish(start("python tidy.py resume", tmp_path, sandbox.env))
     assert code == 0, err
     [line] = out.splitlines()

@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.app import ROOT, App
 from tests.client.claude_cli import signoff_command
-from tests.client.helpers import cards, next_pending, pending_id
+from tests.client.helpers import cards, cards_once_posted, next_pending, pending_id
 
 AGENT, OPS = "tok-claude-agent-1", "tok-claude-ops-2"
 SESSION = "6f1c2d9e-8a0b-4c57-9d3e-2b1f0a7c5e11"
@@ -166,7 +166,8 @@ async def test_a_call_without_a_call_id_asks_every_time(app: App, tmp_path: Path
     decision, reason = await hook(app, call, "--wait", "0.3")
     assert decision == "deny" and "still waiting" in reason, reason
     _, listing = await app.api("GET", "/api/v1/approvals")
-    assert len(listing["items"]) == 2 and cards(app.slack) == 2
+    assert len(listing["items"]) == 2
+    assert await cards_once_posted(app, *[i["id"] for i in listing["items"]]) == 2  # the second posts after its answer
 
 
 async def test_the_one_open_call_in_the_transcript_names_the_request(app: App, tmp_path: Path) -> None:

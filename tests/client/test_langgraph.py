@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -26,6 +26,8 @@ from tests.approvals.batch_steps import approve_selected, controls, item_state, 
 from tests.fakes.flaky_proxy import FlakyProxy
 from bot.sandbox import SlackEmulator
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
+from tests.support.waits import until
+from tests.client.helpers import agent_process_env
 from tests.client.lg_graphs import (
     calls,
     hitl_agent,
@@ -50,11 +52,7 @@ def client(app: App) -> Iterator[SignoffClient]:
 
 @pytest.fixture
 def lg_env(app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """What an agent process has: where Signoff is, and (for these tests) where tools record their calls."""
-    env = {"SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, "LG_CALLS": str(tmp_path / "calls.jsonl")}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    return agent_process_env(app, "LG_CALLS", tmp_path / "calls.jsonl", monkeypatch)
 
 
 def thread(name: str) -> dict[str, Any]:
@@ -268,6 +266,19 @@ async def test_a_resume_whose_graph_raised_is_kept_failed_and_not_retried(
     assert len(calls()) == 1 and (await claim_of(app, claim["key"]))["state"] == "failed"
 
 
+async def answer_production_once_waited(app: App, question_id: str, resumer: Any) -> None:
+    """Once the resumer (sync or async) long-polls the question, alice chooses the second option,
+    production, in Slack; until the graph's deploy ran with it."""
+    card = await app.card(question_id)
+    await until(lambda: question_id in resumer.resuming.waiting, f"the resumer to long-poll {question_id}")
+    choice = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]][1]
+    await app.slack_client.block_action(user="U1", user_name="alice", action_id=choice["action_id"],
+                                        value=question_id, block_id="signoff_q0", channel=card.channel,
+                                        message_ts=card.ts)
+    await until(lambda: calls() == [{"tool": "deploy", "args": {"env": "production"}}], "the deploy to production",
+                timeout=30)
+
+
 async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env: dict[str, str],
                                                                 tmp_path: Path, client: SignoffClient) -> None:
     db, config = str(tmp_path / "checkpoints.db"), thread("t-ask")
@@ -279,13 +290,7 @@ async def test_a_running_resumer_is_woken_by_the_answer_to_ask(app: App, lg_env:
     stop = threading.Event()
     running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
     try:
-        card = await app.card(question_id)
-        await until(lambda: question_id in resumer.resuming.waiting)
-        choice = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]][1]
-        await app.slack_client.block_action(user="U1", user_name="alice", action_id=choice["action_id"],
-                                            value=question_id, block_id="signoff_q0", channel=card.channel,
-                                            message_ts=card.ts)
-        await until(lambda: calls() == [{"tool": "deploy", "args": {"env": "production"}}], timeout=30)
+        await answer_production_once_waited(app, question_id, resumer)
     finally:
         stop.set()
         await running
@@ -313,14 +318,6 @@ async def test_two_approvals_in_one_node_each_get_one_card_across_replays(
     assert len(app.slack.calls_to("chat.postMessage")) == 2
 
 
-async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    """Test-side wait for something another process or thread does (never a fixed sleep)."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.02)
-
-
 async def claim_of(app: App, key: str) -> dict[str, Any]:
     status, body = await app.api("GET", f"/api/v1/resumes/{quote(key, safe='')}")
     assert status == 200, body
@@ -341,7 +338,7 @@ async def test_a_resumer_on_an_undeliverable_card_resumes_it_as_not_approved_and
         running = asyncio.create_task(asyncio.to_thread(resumer.run, stop=stop))
         try:
             await until(lambda: not hitl_agent(saver(db)).get_state(config).next)  # resumed to its end
-            await asyncio.sleep(2)  # two more rounds at scan_every=1; what is counted is the requests
+            await asyncio.sleep(2)  # deliberate: two more rounds at scan_every=1, a pace under test (requests counted)
         finally:
             stop.set()
             await running

@@ -23,7 +23,7 @@ from signoff.langgraph import AsyncResumer, apost_cards
 from tests.support.databases import empty_pg_database
 from tests.client.lg_async_graphs import async_graph, async_question_graph
 from tests.client.lg_graphs import calls, hitl_agent
-from tests.client.test_langgraph import CARD, decided, lg_env, submit_modal, thread, until
+from tests.client.test_langgraph import CARD, answer_production_once_waited, decided, lg_env, submit_modal, thread
 from tests.support.app import API_TOKEN, App
 
 __all__ = ["lg_env"]  # a fixture, used by name
@@ -116,13 +116,7 @@ async def test_a_running_async_resumer_is_woken_by_the_answer_to_aask(
         stop = asyncio.Event()
         running = asyncio.create_task(resumer.run(stop=stop))
         try:
-            card = await app.card(question_id)
-            await until(lambda: question_id in resumer.resuming.waiting)
-            choice = [e for b in card.blocks if b["type"] == "actions" for e in b["elements"]][1]
-            await app.slack_client.block_action(user="U1", user_name="alice", action_id=choice["action_id"],
-                                                value=question_id, block_id="signoff_q0", channel=card.channel,
-                                                message_ts=card.ts)
-            await until(lambda: calls() == [{"tool": "deploy", "args": {"env": "production"}}], timeout=30)
+            await answer_production_once_waited(app, question_id, resumer)
         finally:
             stop.set()
             await resumer.aclose()  # its long-polls end with it

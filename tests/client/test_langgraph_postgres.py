@@ -23,7 +23,8 @@ import pytest_asyncio
 from bot.api.longpoll import LIMITS
 from bot.sandbox import SlackEmulator
 from tests.client.lg_graphs import calls, two_step_graph
-from tests.client.test_langgraph import decided, thread, until
+from tests.client.test_langgraph import decided, thread
+from tests.support.waits import until
 from tests.client.test_langgraph_async import claim_of, pg_checkpoints
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
 
@@ -108,12 +109,7 @@ async def test_two_resumer_processes_in_their_own_folders_never_resume_a_thread_
             found = await asyncio.to_thread(states, pg_checkpoints, names)
             return all(state.next == () for state in found.values())
 
-        for _ in range(600):
-            if await all_resumed():
-                break
-            await asyncio.sleep(0.1)  # test-side: two other processes resume
-        else:
-            raise AssertionError("not every thread was resumed")
+        await until(all_resumed, "every thread to be resumed by the two other processes", timeout=60, every=0.1)
     finally:
         for host in hosts:
             if host.returncode is None:

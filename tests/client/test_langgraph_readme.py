@@ -18,7 +18,8 @@ from bot.sandbox.signed import plain_input
 from tests.support.app import API_TOKEN, App
 from tests.support.docs import doc_example
 from tests.approvals.batch_steps import approve_selected, controls, item_state, open_item, submit
-from tests.client.test_langgraph import decided, submit_modal, until
+from tests.client.test_langgraph import decided, submit_modal
+from tests.support.waits import until
 
 @pytest.fixture
 def workdir(app: App, tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -32,12 +33,11 @@ def workdir(app: App, tmp_path: Path) -> tuple[Path, dict[str, str]]:
 
 
 async def pending(app: App, count: int) -> list[dict[str, Any]]:
-    for _ in range(500):
+    async def landed() -> list[dict[str, Any]] | None:
         _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
-        if len(listing["items"]) >= count:
-            return list(listing["items"])
-        await asyncio.sleep(0.01)  # test-side: the agent process's submits landing
-    raise AssertionError("the requests did not appear")
+        return list(listing["items"]) if len(listing["items"]) >= count else None
+
+    return await until(landed, f"the agent process's {count} request(s) to be pending")
 
 
 async def start(command: list[str] | str, cwd: Path, env: dict[str, str]) -> asyncio.subprocess.Process:

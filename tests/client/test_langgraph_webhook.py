@@ -26,7 +26,8 @@ from signoff.webhook import WebhookReceiver
 from tests.approvals.batch_steps import approve_selected
 from tests.client.lg_async_graphs import async_graph
 from tests.client.lg_graphs import calls, hitl_agent, saver
-from tests.client.test_langgraph import CARD, decided, thread, until
+from tests.client.test_langgraph import CARD, decided, thread
+from tests.support.waits import until
 from tests.client.test_langgraph_async import sqlite_saver
 from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App
 

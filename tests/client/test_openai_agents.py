@@ -30,13 +30,9 @@ from tests.approvals.batch_steps import approve_selected, item_state, open_item,
 from tests.client.oa_agents import build, calls, done, email, function_call, outputs
 from tests.client.test_langgraph import decided, submit_modal
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, policy_app, start_app
+from tests.support.policies import READS_ARE_FINE
 
-POLICY = """\
-rules:
-  - name: reads-are-fine
-    tool: read_*
-    effect: allow
-    tier: low
+POLICY = "rules:\n" + READS_ARE_FINE + """\
   - name: archives-are-fine
     tool: archive_*
     effect: allow

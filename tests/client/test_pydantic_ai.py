@@ -26,28 +26,15 @@ from tests.client.helpers import cards, cards_once_posted, pending_id
 from tests.client.pai_agents import CARD, TIDY, build, calls
 from tests.client.test_langgraph import ITEM_EDIT, ITEM_REJECT, decided, submit_modal
 from tests.support.app import API_TOKEN, ROOT, App, ShiftedClock, start_app
+from tests.client.helpers import agent_process_env
+from tests.support.policies import NEVER_DELETE_PROD, READS_ARE_FINE
 
-POLICY = """\
-rules:
-  - name: reads-are-fine
-    tool: read_*
-    effect: allow
-    tier: low
-  - name: never-delete-prod
-    tool: delete_*
-    params: {env: prod}
-    effect: deny
-    reason: prod is deleted by people only
-"""
+POLICY = "rules:\n" + READS_ARE_FINE + NEVER_DELETE_PROD
 
 
 @pytest.fixture
 def pai_env(app: App, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """What an agent process has: where Signoff is, and where the tools record their calls."""
-    env = {"SIGNOFF_URL": app.url, "SIGNOFF_TOKEN": API_TOKEN, "PAI_CALLS": str(tmp_path / "calls.jsonl")}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    return agent_process_env(app, "PAI_CALLS", tmp_path / "calls.jsonl", monkeypatch)
 
 
 @pytest_asyncio.fixture

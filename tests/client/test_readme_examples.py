@@ -16,6 +16,7 @@ from tests.fakes.claude_api import FakeClaudeApi
 from tests.support.app import API_TOKEN, App
 from tests.client.claude_cli import ClaudeCli
 from tests.support.docs import doc_example
+from tests.support.waits import until
 from tests.client.helpers import cards, pending_id
 
 
@@ -85,11 +86,10 @@ async def test_defer_recipe_example(readme_app: App, model: FakeClaudeApi, tmp_p
     running = asyncio.create_task(cli.shell(doc_example("claude-defer")))
     request_id = await pending_id(readme_app)
     run_json = cli.work / "run.json"
-    for _ in range(3000):  # test-side: the hook waits its 5 s, then the run stops with the call deferred
-        if run_json.exists() and "tool_deferred" in run_json.read_text():
-            break
-        await asyncio.sleep(0.01)
-    assert "tool_deferred" in run_json.read_text() and not target.exists()
+    # The hook waits its 5 s, then the run stops with the call deferred.
+    await until(lambda: run_json.exists() and "tool_deferred" in run_json.read_text(), "the run to defer the call",
+                timeout=60)
+    assert not target.exists()
     await readme_app.click(request_id, "U0123ALICE", user_name="alice")  # `signoff wait` returns; the loop resumes
     code, out, err = await running
     assert code == 0, (out, err)

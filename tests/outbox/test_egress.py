@@ -6,7 +6,6 @@ through would be caught by the server answering, not only by an exception's abse
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from tests.agent.helpers import AgentApp
 from bot.sandbox.model import FakeAnthropic, message, text, tool_use
 from bot.sandbox import SlackEmulator as FakeSlack
 from tests.support.app import App, approval_body, start_app
+from tests.support.waits import until
 
 pytestmark = pytest.mark.security
 
@@ -159,10 +159,7 @@ async def test_callback_url_is_checked_again_at_delivery(app: App, site: Site) -
         items = [i for i in await store.outbox_items(created.id) if i.kind == "webhook"]
         return bool(items) and items[0].status == "dead"
 
-    for _ in range(500):
-        if await dead():
-            break
-        await asyncio.sleep(0.01)  # test-side wait for the outbox to reach its state
+    await until(dead, "the webhook to be dead in the outbox")
     [item] = [i for i in await store.outbox_items(created.id) if i.kind == "webhook"]
     assert item.status == "dead" and "not a public address" in (item.last_error or "")
     assert site.hits == []

@@ -15,7 +15,7 @@ from bot.sandbox import SlackEmulator
 from tests.support.app import API_TOKEN, SIGNING_SECRET, App, approval_body, start_app
 from tests.support.process import ServerProcess
 from bot.sandbox.signed import SlackClient
-from tests.support.waits import long_poll_registered, more_sweeps
+from tests.support.waits import long_poll_registered, more_sweeps, until
 
 AUTH = {"Authorization": f"Bearer {API_TOKEN}"}
 # Short lease so a restarted process may take over a dead one's delivery within the test.
@@ -178,12 +178,11 @@ async def _get(url: str, request_id: str, wait: float = 0) -> dict[str, Any]:
 
 
 async def _card_stored(url: str, request_id: str) -> dict[str, Any]:
-    for _ in range(400):
+    async def stored() -> dict[str, Any] | None:
         body = await _get(url, request_id)
-        if body["card"]:
-            return body
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"card never stored for {request_id}")
+        return body if body["card"] else None
+
+    return await until(stored, f"the card of {request_id} to be stored")
 
 
 @pytest.fixture
@@ -297,7 +296,6 @@ async def test_sigterm_right_after_a_burst_of_acked_clicks_decides_every_one(ser
     assert await asyncio.to_thread(server.proc.wait, 15) == 0
     assert "not yet handled" not in server.log_path.read_text()  # type: ignore[union-attr]
 
-    from storage.sql import SqlStore
     from storage.stores import open_store
 
     store = await open_store(db_url)

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from bot.sandbox import SlackEmulator
 from tests.fakes.clock import FakeClock
 from tests.support.app import start_app
-from tests.support.waits import metric
+from tests.support.waits import metric, until
 
 
 async def test_a_delivery_that_finishes_does_not_make_the_dispatcher_look_again(
@@ -76,8 +76,10 @@ async def test_a_card_post_and_its_update_each_cost_one_claim_and_no_read_of_the
         await app.card(request["id"])
         await app.click(request["id"], "U1")
         await slack.wait_for("chat.update")
-        while any(i.status != "done" for i in await store.outbox_items()):  # the update's result is written
-            await asyncio.sleep(0.01)  # test-side only: polling the observable state
+        async def all_done() -> bool:
+            return all(i.status == "done" for i in await store.outbox_items())
+
+        await until(all_done, "the update's result to be written")
         claims = [s for s in statements if s.startswith("UPDATE outbox SET attempts")]
         due_reads = [s for s in statements if s.startswith("SELECT min(") and "FROM outbox" in s]
         done_marks = [s for s in statements if s.startswith("UPDATE outbox SET status")  # or in one statement:

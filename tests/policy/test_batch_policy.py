@@ -9,7 +9,6 @@ an item whose tier needs what a batch cannot give (a quorum, typed confirmation)
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from signoff.client import AsyncSignoffClient
 from signoff.langgraph_hitl import submit_actions
 from tests.approvals.batch_steps import approve_selected
 from tests.support.app import App, approval_body
+from tests.support.waits import until
 
 AGENT = "batch-agent-secret-1"
 TOKENS = f"batcher:{AGENT}:agent"
@@ -59,12 +59,11 @@ def batch(*names: str) -> dict[str, Any]:
 
 
 async def decided(app: App, request_id: str, status: str) -> dict[str, Any]:
-    for _ in range(500):
+    async def reached() -> dict[str, Any] | None:
         _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
-        if body["status"] == status:
-            return body
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{request_id} never became {status}: {body}")
+        return dict(body) if body["status"] == status else None
+
+    return await until(reached, f"{request_id} to become {status}")
 
 
 async def post(app: App, made: dict[str, Any]) -> tuple[int, dict[str, Any]]:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.app import App, approval_body
+from tests.support.policies import NEVER_DELETE_PROD, READS_ARE_FINE
 
 POLICY = """\
 tiers:
@@ -20,15 +21,7 @@ rules:
     tool: wire_transfer
     params: {iban: {regex: "^(?!DE)"}}
     effect: deny
-  - name: never-delete-prod
-    tool: delete_*
-    params: {env: prod}
-    effect: deny
-    reason: prod is deleted by people only
-  - name: reads-are-fine
-    tool: read_*
-    effect: allow
-    tier: low
+""" + NEVER_DELETE_PROD + READS_ARE_FINE + """\
   - name: small-refunds
     tool: refund
     params: {amount: {le: 100}}

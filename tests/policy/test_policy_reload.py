@@ -3,7 +3,6 @@ force, and the log and GET /api/v1/policy say why (file, line, problem)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 from pathlib import Path
@@ -14,6 +13,7 @@ import aiohttp
 from bot.sandbox import SlackEmulator
 from tests.support.app import API_TOKEN, approval_body
 from tests.support.process import ServerProcess
+from tests.support import waits
 
 ONE_RULE = """\
 rules:
@@ -44,12 +44,11 @@ async def policy_status(session: aiohttp.ClientSession, url: str) -> dict[str, A
 
 async def until(session: aiohttp.ClientSession, url: str, check: Any) -> dict[str, Any]:
     """Wait (test-side) until the server's policy status satisfies `check`."""
-    for _ in range(400):
+    async def changed() -> dict[str, Any] | None:
         status = await policy_status(session, url)
-        if check(status):
-            return status
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"policy status never changed: {status}")
+        return status if check(status) else None
+
+    return await waits.until(changed, "the server's policy status to change")
 
 
 async def submit(session: aiohttp.ClientSession, url: str, name: str) -> dict[str, Any]:

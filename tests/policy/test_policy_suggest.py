@@ -4,13 +4,13 @@ such request is allowed without a card, while the rest still asks."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import yaml
 
 from tests.process.cli import clean_env, signoff
 from tests.support.app import App
+from tests.support.waits import until
 
 PEOPLE = ["U1", "U2", "U3"]
 
@@ -19,12 +19,11 @@ async def decide(app: App, n: int, to: str, action: str = "signoff_approve") -> 
     made = await app.submit(action={"name": "send_email", "params": {"to": to, "subject": f"Refund {n}"}},
                             approvers=PEOPLE, preview=None)
     await app.click(made["id"], PEOPLE[n % len(PEOPLE)], action)
-    for _ in range(500):
+    async def decided() -> bool:
         _, body = await app.api("GET", f"/api/v1/approvals/{made['id']}")
-        if body["status"] != "pending":
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{made['id']} was never decided")
+        return bool(body["status"] != "pending")
+
+    await until(decided, f"{made['id']} to be decided")
 
 
 async def test_suggested_rules_paste_into_the_policy_file_and_stop_the_asking(app: App, db_url: str,

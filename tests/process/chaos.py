@@ -160,7 +160,7 @@ class Chaos:
             except RETRYABLE:
                 pass
             self.figures.api_retries += 1
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.05)  # deliberate: an agent's pause before retrying a server that is down
 
     def spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)

@@ -8,28 +8,20 @@ import csv
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest_asyncio
+import pytest
 
-from bot.sandbox import SlackEmulator
 from tests.support.docs import doc_example
-from tests.support.app import TEST_SIGNING_KEY, App, start_app
+from tests.support.app import TEST_SIGNING_KEY, App
 from tests.support.outbox import drain
 
 ADMIN, AGENT = "tok-docs-admin-1", "tok-docs-agent-1"
 VENV_BIN = Path(sys.executable).parent
 
 
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, SIGNOFF_API_TOKENS=f"ops:{ADMIN}:admin,bot:{AGENT}:agent")
-    running.headers = {"Authorization": f"Bearer {ADMIN}"}
-    try:
-        yield running
-    finally:
-        await running.stop()
+# The harness's app, with an admin and an agent token; its client is the admin.
+pytestmark = pytest.mark.settings(token=ADMIN, SIGNOFF_API_TOKENS=f"ops:{ADMIN}:admin,bot:{AGENT}:agent")
 
 
 def terminal(app: App, db_url: str, **more: str) -> dict[str, str]:

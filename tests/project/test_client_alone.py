@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.app import ROOT, App
+from tests.support.waits import until
 
 AGENT = "client-alone-agent-token"
 SERVER_ONLY = ("bot", "storage", "slack_bolt", "slack_sdk", "sqlalchemy", "aiosqlite", "asyncpg", "alembic",
@@ -66,14 +67,12 @@ async def test_the_installed_hook_asks_the_server_and_answers_the_persons_decisi
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     answering = asyncio.create_task(proc.communicate(json.dumps(payload).encode()))
     try:
-        pending = None
-        for _ in range(1200):  # the hook's card: up to a minute on a loaded machine
-            pending = await _pending(app)
-            if pending is not None or answering.done():
-                break
-            await asyncio.sleep(0.05)
-        assert pending is not None, "the hook never asked the server"
-        await app.click(pending, "U1")
+        async def asked() -> str | None:
+            assert not answering.done(), "the hook answered without asking the server"
+            return await _pending(app)
+
+        # The hook's card: up to a minute on a loaded machine.
+        await app.click(await until(asked, "the hook to ask the server", timeout=60), "U1")
         out, err = await asyncio.wait_for(answering, 60)
     finally:
         if proc.returncode is None:

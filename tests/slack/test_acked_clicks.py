@@ -5,7 +5,6 @@ is replayed, by one process or by two at once, is handled exactly once."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,6 +21,7 @@ from storage.stores import open_store
 from tests.process.chaos import Receiver
 from tests.support.app import API_TOKEN, SIGNING_SECRET, approval_body
 from tests.support.process import ServerProcess
+from tests.support import waits
 
 pytestmark = pytest.mark.chaos
 
@@ -78,14 +78,8 @@ async def card_of(session: aiohttp.ClientSession, server: ServerProcess, slack: 
 
 
 async def until(check: Any, what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = await check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        await asyncio.sleep(0.05)  # test-side: polling observable state
+    """`waits.until` with the minute these tests of restarted server processes may take."""
+    return await waits.until(check, what, timeout=timeout, every=0.05)
 
 
 async def decisions_of(session: aiohttp.ClientSession, server: ServerProcess, ids: list[str]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.sandbox import SlackEmulator
 from bot.slack.directory import SlackDirectory
+from tests.support.waits import until
 
 LOOKUP = "usergroups.users.list"
 
@@ -100,10 +101,7 @@ async def test_a_lookup_nobody_waits_for_any_more_fails_quietly(directory: Slack
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(directory.group_members("SOPS"), 0.05)
         slack.release_hung()
-        for _ in range(500):
-            if not directory._inflight:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: not directory._inflight, "the released lookup to end")
         assert directory._inflight == {} and "SOPS" in directory._failed
         gc.collect()
         await asyncio.sleep(0)

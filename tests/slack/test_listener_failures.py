@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from bot.sandbox.signed import plain_input
 from tests.support.app import App
+from tests.support.waits import until
 
 FAILED = "Signoff could not finish handling your"
 
@@ -117,11 +118,8 @@ async def test_a_failure_in_someone_elses_thread_is_not_told(app: App, caplog: p
         msg = app.slack.add_message("C1", "U1", "sure", thread_ts=root.ts)
         await app.slack_client.event({"type": "message", "channel": "C1", "user": "U1", "text": msg.text,
                                       "ts": msg.ts, "thread_ts": root.ts, "channel_type": "channel"})
-        for _ in range(500):  # until the listener has run (test-side)
-            if any("failed after its ack" in r.getMessage() for r in caplog.records):
-                break
-            await asyncio.sleep(0.01)
-        assert any("failed after its ack" in r.getMessage() for r in caplog.records)  # it did fail
+        await until(lambda: any("failed after its ack" in r.getMessage() for r in caplog.records),
+                    "the listener to fail after its ack")
         if app.signoff.background:
             await asyncio.wait(list(app.signoff.background), timeout=5)
     assert app.slack.calls_to("chat.postEphemeral", ok_only=False) == []

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tests.support.fuzz import FUZZ_SETTINGS, ErrorLog, in_thread
 from tests.api.test_api_fuzz import json_values
 from tests.support.app import App
+from tests.support.outbox import listeners_done
 
 pytestmark = pytest.mark.fuzz
 
@@ -106,16 +107,6 @@ async def send(app: App, kind: str, body: dict[str, Any]) -> int:
     return response.status
 
 
-async def quiet(app: App) -> None:
-    """Until every acked payload's listener has finished (their errors would be logged by then)."""
-    assert app.signoff is not None
-    for _ in range(4000):
-        if not len(app.signoff.backlog) and not app.signoff.background:
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("listeners never finished")
-
-
 async def test_signed_slack_payloads_never_500_or_crash_a_listener(app: App) -> None:
     req = await app.submit(approvers=["U1", "U2"])
     card = await app.card(req["id"])
@@ -130,11 +121,11 @@ async def test_signed_slack_payloads_never_500_or_crash_a_listener(app: App) -> 
         status = call(send(app, kind, body))
         seen[(kind, status)] = seen.get((kind, status), 0) + 1
         assert status < 500, (kind, body)
-        call(quiet(app))
+        call(listeners_done(app))
 
     with ErrorLog() as errors:
         await in_thread(loop, lambda call: check(call))
-        await quiet(app)
+        await listeners_done(app)
         assert app.signoff is not None
         await app.signoff.dispatcher.drain()
         assert errors.take() == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
@@ -10,6 +9,7 @@ import pytest_asyncio
 from bot.sandbox import SlackEmulator as FakeSlack
 from bot.slack.directory import SlackDirectory
 from tests.support.app import App, start_app
+from tests.support.waits import until
 
 
 @pytest_asyncio.fixture
@@ -31,11 +31,10 @@ async def decided_while_held_up(app: App, other_id: str, held_id: str) -> None:
     """U2 approves `other_id` while the work of `held_id`'s clicks is held up in Slack: it is decided,
     and `held_id` is still pending."""
     await app.click(other_id, "U2", user_name="bob")
-    for _ in range(2000):  # test-side wait for the stored decision
-        if await status(app, other_id) == "approved":
-            break
-        await asyncio.sleep(0.01)
-    assert await status(app, other_id) == "approved"
+    async def approved() -> bool:
+        return await status(app, other_id) == "approved"
+
+    await until(approved, f"{other_id}'s decision to be stored")
     assert await status(app, held_id) == "pending"
 
 

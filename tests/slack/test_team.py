@@ -78,12 +78,17 @@ async def test_a_person_from_another_workspace_in_a_slack_connect_channel_is_ser
     assert answer.args["user"] == "U1"
 
 
-async def test_until_slack_says_which_workspace_is_ours_requests_are_refused_with_503(app: App) -> None:
-    app.slack.fail("auth.test", status=500)
-    refused = await app.slack_client.command(user="U1", text="pending")
-    assert refused.status == 503
-    answered = await app.slack_client.command(user="U1", text="pending")  # asked again: Slack answers now
-    assert answered.status == 200 and answered.text != ""
+async def test_until_slack_says_which_workspace_is_ours_requests_are_refused_with_503(
+        db_url: str, slack: SlackEmulator) -> None:
+    slack.fail("auth.test", status=500, times=2)  # at start (served anyway, not knowing), and when first asked
+    app = await start_app(db_url, slack)
+    try:
+        refused = await app.slack_client.command(user="U1", text="pending")
+        assert refused.status == 503
+        answered = await app.slack_client.command(user="U1", text="pending")  # asked again: Slack answers now
+        assert answered.status == 200 and answered.text != ""
+    finally:
+        await app.stop()
 
 
 async def test_over_socket_mode_a_click_for_another_workspace_is_acked_and_does_nothing(

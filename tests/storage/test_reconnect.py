@@ -30,6 +30,7 @@ from storage.sql import SqlStore
 from storage.stores import open_store
 from tests.support.databases import PG_URL, pg_admin
 from tests.storage.test_lone_unit import spec
+from tests.support.waits import until
 
 
 async def _terminate(where: str) -> None:
@@ -115,12 +116,11 @@ async def test_a_disconnect_in_the_raw_pool_replaces_sqlalchemys_connections(db_
         async def refused() -> Any:
             raise AssertionError("pg_sleep refused")
         sleeping = asyncio.create_task(store._raw.fetchrow("SELECT pg_sleep(30)", (), refused))
-        for _ in range(200):  # until the statement runs on the server
-            active = await _pg_admin_scalar(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {raw} "
-                                            "AND query LIKE 'SELECT pg_sleep%'")
-            if active:
-                break
-            await asyncio.sleep(0.01)
+        async def running() -> Any:
+            return await _pg_admin_scalar(f"SELECT count(*) FROM pg_stat_activity WHERE pid = {raw} "
+                                          "AND query LIKE 'SELECT pg_sleep%'")
+
+        await until(running, "the statement to run on the server")
         await _terminate(f"pid = {raw}")  # only the raw pool's connection dies, mid-statement
         with pytest.raises(DBAPIError) as failed:
             await sleeping

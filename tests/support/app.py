@@ -15,7 +15,7 @@ import aiohttp
 from aiohttp import web
 
 from bot.process.clock import Clock
-from bot.process.serve import app_runner
+from bot.process.serve import app_runner, ask_slack, learn_slack
 from bot.approvals.keys import new_seed
 from bot.process.settings import Settings
 from bot.process.app import build
@@ -163,9 +163,14 @@ class ShiftedClock:
 
 
 async def start_app(db_url: str, slack: SlackEmulator, *, clock: Clock | None = None, **env: str) -> App:
-    """Build and serve the app in this process; `clock` replaces the system clock (e.g. ShiftedClock)."""
+    """Build and serve the app in this process, started as `signoff serve` starts it: Slack's auth.test is
+    asked first and what it says is kept (so no Slack request waits for it, or is refused meanwhile; an
+    emulator failing auth.test starts it not knowing, as serve would). `clock` replaces the system clock
+    (e.g. ShiftedClock)."""
     settings = Settings.from_env(app_env(db_url, slack, **env), dotenv=None)
+    said = await ask_slack(settings)
     signoff = await build(settings, clock=clock)
+    learn_slack(signoff, said)
     runner = app_runner(signoff.web_app, settings)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

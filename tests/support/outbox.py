@@ -9,6 +9,7 @@ import sqlalchemy as sa
 
 from storage.schema import votes
 from tests.support.app import App
+from tests.support.waits import until
 
 
 async def drain(app: App) -> None:
@@ -33,6 +34,20 @@ async def settle(app: App) -> None:
             return
         await asyncio.sleep(0.005)
     raise AssertionError("the outbox did not settle")
+
+
+async def listeners_done(app: App) -> None:
+    """Until every acked Slack request's listener has finished (what it fails with is logged by then)."""
+    signoff = app.signoff
+    assert signoff is not None
+    await until(lambda: not len(signoff.backlog) and not signoff.background,
+                "the listeners of the acked Slack requests to finish")
+
+
+async def finished(app: App) -> None:
+    """Until the listeners still running after their acks are done, and the outbox delivered what is due."""
+    await listeners_done(app)
+    await settle(app)
 
 
 async def snapshot(app: App, request_id: str) -> tuple[Any, ...]:
