@@ -51,7 +51,7 @@ from bot.api.mcp_http import add_mcp
 from bot.api.webhooks import WebhookDelivery
 from bot.api import audit as audit_api
 from bot.approvals.audit import AuditLog
-from bot.approvals.keys import load_signer
+from bot.approvals.keys import DecisionKeys, load_keys
 from storage.signing_keys import SigningKeyStore
 from bot.process.clock import Clock, FileClock, SystemClock
 from bot.outbox.egress import EgressPolicy, guarded_session
@@ -251,8 +251,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     clock = clock or _clock(settings)
     policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
     store = store or await open_store(settings.database_url)
-    signer = await load_signer(settings.signing_key, SigningKeyStore(store), clock.now())
-    audit = AuditLog(store)
+    keys = await load_keys(settings.signing_key, SigningKeyStore(store), clock.now())
+    signer = keys.signer  # swapped in place when a rotation is seen (bot/approvals/keys.py)
+    audit = AuditLog(store, anchor_every=settings.audit_anchor_seconds)
     metrics = Metrics(max_channels=settings.metrics_max_channels, max_tools=settings.metrics_max_tools)
     waiters = Waiters()
     # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the
@@ -272,6 +273,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     timers = Timers(service, clock)
     service.stats.digest_channels, service.stats.digest_at = settings.digest_channels, settings.digest_at
     service.stats.render_digest = digest_message
+    service.stats.latest_anchor = audit.latest_anchor  # the digest ends with the audit chain's signed head
     home = Home(service.reads, HomeOpens(store), clock, viewed=service.stats.viewed)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
     health = SlackHealth()
@@ -354,7 +356,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     received.marked = inbox.marked
     timers.input_open = inbox.inputs.open_for  # a timeout waits for a person's stored, unhandled click
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
-                      http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
+                      http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit, keys, clock), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
                       background=background, team=team)
@@ -372,7 +374,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     web_app.router.add_get("/metrics", metrics_endpoint)
     api.add_routes(web_app)
     claude_hooks.add_routes(web_app)
-    audit_api.add_routes(web_app, audit)
+    audit_api.add_routes(web_app, audit, keys)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, Resumes(store, clock), SubmitRate(
         settings.submit_rate_per_token, settings.submit_burst_per_token, what="resume calls", doing="sends resume calls"))
@@ -390,14 +392,18 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     return signoff
 
 
-def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog) -> Callable[[], Awaitable[None]]:
+def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog, keys: DecisionKeys,
+              clock: Clock) -> Callable[[], Awaitable[None]]:
     """The timers' sweep, then the audit rows written since the last one sealed into the chain (off the
-    approval path: a decision writes its audit row as before; bot/approvals/audit.py)."""
+    approval path: a decision writes its audit row as before; bot/approvals/audit.py), the signing keys
+    read again (a rotation made elsewhere) and, when due, the chain's head anchored."""
     async def both() -> None:
         try:
             await sweep()
         finally:
             await audit.seal()
+            await keys.refresh()
+            await audit.anchor_tick(keys.signer, clock.now())
     return both
 
 

@@ -54,6 +54,7 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_SUBMIT_BURST_PER_TOKEN", "SIGNOFF_MAX_PENDING_PER_TOKEN", "SIGNOFF_BODY_TIMEOUT_SECONDS",
     "SIGNOFF_CLAUDE_TRANSCRIPTS",
     "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
+    "SIGNOFF_AUDIT_ANCHOR_SECONDS",
     "SIGNOFF_SLACK_INBOX_LEASE_SECONDS",
 })
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -159,6 +160,7 @@ class Settings:
     metrics_max_tools: int = 50
     digest_channels: tuple[str, ...] = ()
     digest_at: tuple[int, int] = (0, 9)
+    audit_anchor_seconds: float = 3600.0  # how often the audit chain's head is signed and kept (docs/audit.md)
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)  # raw SIGNOFF_* values
 
     def unknown_settings_lines(self) -> list[str]:
@@ -365,6 +367,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         metrics_max_tools=number("SIGNOFF_METRICS_MAX_TOOLS", 50, int, 1, 10_000),
         digest_channels=_digest_channels(get("SIGNOFF_DIGEST_CHANNELS")),
         digest_at=_digest_at(get("SIGNOFF_DIGEST_AT")),
+        audit_anchor_seconds=number("SIGNOFF_AUDIT_ANCHOR_SECONDS", 3600.0, float, 0.01, 7 * 86400),
         **_timers(get, number),
         **_agent(get, number),
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},
