@@ -35,7 +35,7 @@ from bot.domain.model import (
 )
 from bot.domain.delivery_state import is_undelivered
 from bot.domain.batch import Choice, Item, decide_items
-from bot.domain.grants import OWNER_KEY
+from bot.domain.grants import OWNER_KEY, Grant
 from bot.domain.params_hash import params_sha256
 from bot.domain.timing import Timing
 from bot.domain.transitions import next_status
@@ -48,7 +48,7 @@ from bot.approvals.homes import home_candidates, user_ids
 from bot.process.metrics import Metrics
 from bot.live.waiters import InFlight, Waiters
 from bot.approvals.stats import Stats
-from bot.approvals.undo import UndoWindow, hold_approval
+from bot.approvals.undo import UndoWindow, and_grants as _and_grants, hold_approval
 from bot.approvals.types import (ApprovalSpec as ApprovalSpec, DecideResult as DecideResult, Guarded as Guarded,
                                 LostRace as LostRace, StaleCheck as StaleCheck)
 from bot.domain.outbox import OutboxItem
@@ -378,6 +378,7 @@ class Service:
         items: tuple[Item, ...] | None = None,
         extra: dict[str, Any] | None = None,
         releasing: Held | None = None,
+        grants: tuple[Grant, ...] = (),
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
@@ -396,10 +397,15 @@ class Service:
         the final decision or not at all (a vote that only counts towards the quorum runs nothing).
         `extra`: keys merged into the request's `extra` with the final decision (e.g. the Claude
         suggestion a person accepted), likewise never with a vote that only counts.
+        `grants`: grants this approval makes (a person's "Approve & remember"), written with the final
+        decision like `also`, or kept in the hold until the window ends.
         A person's approval that completes a request whose tier has an undo window is held in it
-        (`held=True`, still pending: bot/approvals/undo.py); `releasing`: that held approval, written now
-        as the decision, when the window ends (decided at the click's time).
+        (`held=True`, still pending: bot/approvals/undo.py), a batch's last click and one that makes grants
+        too; `releasing`: that held approval, written now as the decision, when the window ends (decided
+        at the click's time).
         """
+        if grants:
+            also = _and_grants(also, grants)
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
         async def record(unit: Unit, request: Request) -> DecideResult:
@@ -419,11 +425,11 @@ class Service:
                 votes = (*request.votes, Vote(actor, now))
                 if tally is Tally.COUNTED:
                     return await self._count_vote(unit, request, votes, now)
-                if releasing is None and also is None and items is None and not request.items:
+                if releasing is None and (also is None or grants) and (items is not None or not request.items):
                     window = undo_window(request)
                     if window is not None:
                         return await hold_approval(self, unit, request, Held(
-                            actor, via, now, now + window, params, changes, comment, extra), now)
+                            actor, via, now, now + window, params, changes, comment, extra, items, grants), now)
             decided_items = items if items is not None else request.items
             if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
                 # Decided as a whole (a timeout, the API): every undecided item gets that outcome.
