@@ -80,11 +80,14 @@ from bot.policy.file import parse_policy
 from storage.sql import SqlStore
 from storage.stores import open_store
 
+# The tier is the policy's: since issue 33 an agent's `risk: low` no longer lowers it, and an allowed
+# call above low posts an FYI in the channel, which is another path than the one this phase measures.
 POLICY = """\
 rules:
   - name: bench-reads
     tool: bench_read
     effect: allow
+    tier: low
 """
 
 # The names every run prints, in order (tests/test_bench_all.py checks a quick run prints them all).

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import statistics
 import subprocess
@@ -31,6 +32,7 @@ import aiohttp
 from bench.fake_slack import InProcessSlack
 from bench.harness import API_TOKEN, free_port
 from bench.procs import Server, scratch_database, signoff_server
+from bench.spy import Spy
 
 POLICY = """
 rules:
@@ -102,7 +104,12 @@ async def run(args: argparse.Namespace) -> None:
             try:
                 print(f"HTTP hook, an allowed call, {args.n} calls one after another (SQLite), 3 rounds:")
                 for round_number in range(3):
-                    hook_cpu, hook_wall = await http_round(server.url, HOOK, args.n, server, tmp)
+                    spy: Any = contextlib.nullcontext()
+                    if args.profile is not None and server.proc is not None:
+                        args.profile.mkdir(parents=True, exist_ok=True)
+                        spy = Spy(server.proc.pid, args.profile / f"http-hook-{round_number + 1}.folded")
+                    with spy:
+                        hook_cpu, hook_wall = await http_round(server.url, HOOK, args.n, server, tmp)
                     bare_cpu, bare_wall = await http_round(bare.url, "/hook", args.n, bare, tmp)
                     print(f"  round {round_number + 1}: signoff {hook_cpu:.2f} ms CPU, p50 {hook_wall:.2f} ms | "
                           f"bare INSERT handler {bare_cpu:.2f} ms CPU, p50 {bare_wall:.2f} ms | "
@@ -129,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=400, help="HTTP calls per round")
     parser.add_argument("--runs", type=int, default=40, help="command hook processes per round")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="py-spy (pip install py-spy) samples the server during each HTTP round into DIR")
     asyncio.run(run(parser.parse_args(argv)))
     return 0
 

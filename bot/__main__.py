@@ -18,7 +18,7 @@
     signoff demo [--port 3000] [--no-agent] [--token T]
                            the bot, an emulated Slack and a page to click in, on this machine; prints the
                            `export SIGNOFF_URL=... SIGNOFF_TOKEN=... SIGNOFF_CHANNEL=...` lines for an agent
-    signoff wait | hook | mcp | langgraph | verify
+    signoff wait | hook | mcp | langgraph | openai | verify
                            agent-side commands (client/signoff/cli.py): wait for a decision, Claude Code hook, MCP
                            server, check a decision's signature offline
 """
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import argparse
 
-AGENT_SIDE = ("wait", "hook", "mcp", "langgraph", "verify")  # handed to client/signoff/cli.py before the server is imported
+AGENT_SIDE = ("wait", "hook", "mcp", "langgraph", "openai", "verify")  # handed to client/signoff/cli.py before the server is imported
 
 
 def _logging(level: str) -> None:

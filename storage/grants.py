@@ -7,7 +7,7 @@ any process stops matching for the very next request. Revocation is a guarded wr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +18,7 @@ from bot.domain.grants import Delegation, Grant, Scope, match_from_json
 from bot.domain.model import AuditEvent
 from storage.sqlite import fast as sqlite_fast
 from storage.base import Unit
-from storage.grants_schema import delegations, grants
+from storage.grants_schema import delegations, grants, suggestion_dismissals
 from storage.schema import requests
 from storage.sql import SqlStore, SqlUnit
 
@@ -47,6 +47,12 @@ DELEGATION_STAMP = sa.select(sa.func.count(), sa.func.max(delegations.c.id), sa.
 def _live(now: datetime) -> Any:
     return sa.and_(grants.c.revoked_at.is_(None),
                    sa.or_(grants.c.expires_at.is_(None), grants.c.expires_at > now))
+
+
+def _insert_new(unit: Unit, table: sa.Table, values: dict[str, Any], keys: list[str]) -> Any:
+    """INSERT ... ON CONFLICT (keys) DO NOTHING, as the unit's engine writes it (rowcount 0: it was there)."""
+    assert isinstance(unit, SqlUnit), "grants live in the SQL store"
+    return unit._insert_ignore_keys(table, values, keys)
 
 
 def _conn(unit: Unit) -> AsyncConnection:
@@ -86,12 +92,70 @@ class GrantStore:
             scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
             expires_at=grant.expires_at, request_id=grant.request_id, any_other_params=grant.any_other_params,
         ))
+        await self._audit_created(unit, grant)
+
+    @staticmethod
+    async def _audit_created(unit: Unit, grant: Grant) -> None:
         await unit.append_audit(AuditEvent(grant.id, "grant_created", grant.created_at, grant.created_by, {
             "tool": grant.tool, "match": grant.match_json(), "scope": grant.scope.value,
             "scope_value": grant.scope_value, "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
             "request_id": grant.request_id,
             **({"any_other_params": True} if grant.any_other_params else {}),
         }))
+
+    async def add_first(self, prefix: str, make: Callable[[str], Grant], now: datetime,
+                        audit: dict[str, Any]) -> tuple[Grant, bool]:
+        """The live grant whose id starts with `prefix`, or a new one: (grant, True if this call made it).
+
+        The new grant's id is `prefix` + how many grants ever had it (a revoked or expired one is not
+        reused), inserted only if absent: two racing calls both pick the same id and one insert
+        finds the other's row (PostgreSQL waits for it to commit), so one grant is made, once. Its
+        `grant_created` audit row (actor: its maker) is followed by `suggestion_accepted` with `audit`."""
+        async with self.store.unit() as unit:
+            conn = _conn(unit)
+            rows = [_grant(r) for r in (await conn.execute(
+                sa.select(grants).where(grants.c.id.startswith(prefix, autoescape=True)))).all()]
+            live = [g for g in rows if g.active(now)]
+            if live:
+                return live[0], False
+            grant = make(f"{prefix}{len(rows)}")
+            values = dict(id=grant.id, tool=grant.tool, match=grant.match_json(), scope=grant.scope.value,
+                          scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
+                          expires_at=grant.expires_at, request_id=grant.request_id,
+                          any_other_params=grant.any_other_params)
+            inserted = await conn.execute(_insert_new(unit, grants, values, ["id"]))
+            if inserted.rowcount == 1:
+                await self._audit_created(unit, grant)
+                await unit.append_audit(AuditEvent(grant.id, "suggestion_accepted", now, grant.created_by, audit))
+                return grant, True
+        won = await self.get(grant.id)
+        assert won is not None, "a conflicting insert left no row"
+        return won, False
+
+    async def dismiss(self, user: str, key_hash: str, now: datetime) -> bool:
+        """Hide a suggestion for `user`; True the first time."""
+        async with self.store.unit() as unit:
+            conn = _conn(unit)
+            result = await conn.execute(_insert_new(unit, suggestion_dismissals, {
+                "user_id": user, "key_hash": key_hash, "dismissed_at": now}, ["user_id", "key_hash"]))
+            if result.rowcount == 1:
+                await unit.append_audit(AuditEvent(f"suggestion:{key_hash[:16]}", "suggestion_dismissed", now, user, {}))
+            return bool(result.rowcount == 1)
+
+    async def dismissed(self, user: str) -> set[str]:
+        """The key hashes of the suggestions `user` dismissed."""
+        rows = await self._all(sa.select(suggestion_dismissals.c.key_hash)
+                               .where(suggestion_dismissals.c.user_id == user))
+        return {str(r.key_hash) for r in rows}
+
+    async def with_prefix(self, prefixes: Iterable[str], now: datetime) -> set[str]:
+        """Which of `prefixes` some live grant's id starts with (the suggestions already accepted)."""
+        wanted = list(dict.fromkeys(prefixes))
+        if not wanted:
+            return set()
+        rows = await self._all(sa.select(grants).where(
+            _live(now), sa.or_(*(grants.c.id.startswith(p, autoescape=True) for p in wanted))))
+        return {p for p in wanted for r in rows if str(r.id).startswith(p)}
 
     async def for_tool(self, tool: str, now: datetime) -> list[Grant]:
         """The live (not revoked, not expired) grants of `tool`, oldest first."""

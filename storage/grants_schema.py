@@ -1,5 +1,6 @@
 """Tables of remembered grants and delegations (migrations 0004_grants, 0005_delegation and
-0006_grant_suggestions own them; these mirror them on the shared metadata)."""
+0006_grant_suggestions own them, 0016_suggestion_dismissals the dismissals; these mirror them on the
+shared metadata)."""
 
 from __future__ import annotations
 
@@ -41,4 +42,13 @@ delegations = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Index("ix_delegations_user", "user_id", "ended_at"),
     sa.Index("ix_delegations_delegate", "delegate", "ended_at"),
+)
+
+# 0015: a person's "Dismiss" of a suggestion from the decision record (bot.domain.history): hidden for them.
+suggestion_dismissals = sa.Table(
+    "suggestion_dismissals",
+    metadata,
+    sa.Column("user_id", sa.String(40), primary_key=True),
+    sa.Column("key_hash", sa.String(64), primary_key=True),
+    sa.Column("dismissed_at", UTCDateTime, nullable=False),
 )

@@ -58,6 +58,15 @@ class RunUnit(Unit):
         """Fail a run whose root message could not be posted (nobody runs it yet)."""
 
     @abc.abstractmethod
+    async def reopen(self, run_id: str, *, retries: int, step_limit: int | None, now: datetime) -> bool:
+        """A failed run goes on (a person took it over): only from `failed`, with `retries` the number it
+        had when they looked (so two clicks reopen it once). False: it was not so."""
+
+    @abc.abstractmethod
+    async def close_failed(self, run_id: str, by: str | None, now: datetime) -> bool:
+        """A failed run is given up by a person: `failed` -> `cancelled`. False: it was not failed."""
+
+    @abc.abstractmethod
     async def append_messages(self, messages: Sequence[RunMessage]) -> None: ...
 
     @abc.abstractmethod
@@ -144,7 +153,8 @@ def _run_from_row(row: Any) -> Run:
         agent=m["agent"], requested_by=m["requested_by"], root_ts=m["root_ts"], step_count=m["step_count"],
         next_seq=m["next_seq"], turn_seq=m["turn_seq"], version=m["version"],
         cancel_requested=bool(m["cancel_requested"]), cancelled_by=m["cancelled_by"], result=m["result"],
-        error=m["error"], failed_steps=m["failed_steps"], lease_owner=m["lease_owner"], lease_until=m["lease_until"], created_at=m["created_at"],
+        error=m["error"], failed_steps=m["failed_steps"], step_limit=m["step_limit"], retries=m["retries"],
+        lease_owner=m["lease_owner"], lease_until=m["lease_until"], created_at=m["created_at"],
         updated_at=m["updated_at"],
     )
 
@@ -236,6 +246,19 @@ class SqlRunUnit(SqlUnit, RunUnit):
         if failed:
             await self.notify(run_id)
         return failed
+
+    async def reopen(self, run_id: str, *, retries: int, step_limit: int | None, now: datetime) -> bool:
+        stmt = runs.update().where(
+            runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value, runs.c.retries == retries,
+            runs.c.root_ts.is_not(None),
+        ).values(status=RunStatus.RUNNING.value, error=None, step_limit=step_limit, retries=retries + 1,
+                 cancel_requested=False, updated_at=now, version=runs.c.version + 1)
+        return (await self.conn.execute(stmt)).rowcount == 1
+
+    async def close_failed(self, run_id: str, by: str | None, now: datetime) -> bool:
+        stmt = runs.update().where(runs.c.id == run_id, runs.c.status == RunStatus.FAILED.value).values(
+            status=RunStatus.CANCELLED.value, cancelled_by=by, updated_at=now, version=runs.c.version + 1)
+        return (await self.conn.execute(stmt)).rowcount == 1
 
     async def append_messages(self, messages: Sequence[RunMessage]) -> None:
         if messages:

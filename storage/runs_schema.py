@@ -32,6 +32,8 @@ runs = sa.Table(
     sa.Column("result", sa.Text),
     sa.Column("error", sa.Text),
     sa.Column("failed_steps", sa.Integer, nullable=False, server_default="0"),  # migration 0009
+    sa.Column("step_limit", sa.Integer),  # migration 0015: NULL = SIGNOFF_RUN_MAX_STEPS
+    sa.Column("retries", sa.Integer, nullable=False, server_default="0"),  # migration 0015
     sa.Column("lease_owner", sa.String(64)),
     sa.Column("lease_until", UTCDateTime),
     sa.Column("created_at", UTCDateTime, nullable=False),

@@ -172,7 +172,7 @@ signing_keys = sa.Table(
     sa.Column("private_key", sa.String(100), nullable=False),
     sa.Column("public_key", sa.String(100), nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
-    # Migration 0015 (key rotation): when it was the current key, when it was withdrawn, and the previous
+    # Migration 0017 (key rotation): when it was the current key, when it was withdrawn, and the previous
     # key's signature over it. The current key's slot is `current`; a rotated-out one is `kid:<kid>`.
     sa.Column("since", UTCDateTime),
     sa.Column("until", UTCDateTime),
@@ -181,7 +181,7 @@ signing_keys = sa.Table(
     sa.Column("endorsement", sa.String(200)),
 )
 
-# The audit chain's head signed with the decision key (migration 0015; bot/approvals/anchors.py): one row
+# The audit chain's head signed with the decision key (migration 0017; bot/approvals/audit.py): one row
 # per anchored position, kept so that a later rewrite of the chain before it can be shown.
 audit_anchors = sa.Table(
     "audit_anchors",

@@ -110,7 +110,8 @@ def build_agent(
     steps = Steps(service, runs, agents, config, clock=clock, client=lambda: holder["runtime"].client())
     runner = Runner(steps, runs, service, clock=clock, lease_seconds=settings.run_lease_seconds,
                     sweep_seconds=settings.run_sweep_seconds)
-    run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick)
+    run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick,
+                             max_steps=settings.run_max_steps)
     run_service.access = access
     delivery = agent_slack.RunDelivery(runs, run_service, call)
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,

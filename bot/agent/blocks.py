@@ -11,12 +11,26 @@ from typing import Any
 
 from bot.domain.questions import answer_line, answers_of, questions_of
 from bot.domain.model import Request, Status
-from bot.domain.runs import Run, RunStatus
+from bot.domain.runs import ExecStatus, Run, RunStatus, ToolExecution
 from bot.slack.blocks import OUTCOME_LABEL
 from bot.slack.text import is_user, slack_date
 from bot.slack.previews import clip, cut, escape_mrkdwn, one_line, plain, rich_text, rt_section, rt_text
 
 CANCEL_RUN = "signoff_run_cancel"
+RETRY_RUN = "signoff_run_retry"  # a failed run: go on from where it stopped
+CORRECT_RUN = "signoff_run_correct"  # a failed run: a person's message to the model, then go on
+CORRECT_VIEW = "signoff_run_correct_view"
+CORRECT_BLOCK, CORRECT_INPUT = "correction", "text"
+CLOSE_RUN = "signoff_run_close"  # a failed run: give it up (cancelled)
+TAKE_OVER_BLOCK = "run_takeover:"  # + the run's `retries` when the buttons were shown
+
+
+def taken_over_at(block_id: object) -> int | None:
+    """The `retries` a take-over button was shown for (from its block id), or None."""
+    if isinstance(block_id, str) and block_id.startswith(TAKE_OVER_BLOCK):
+        number = block_id[len(TAKE_OVER_BLOCK):]
+        return int(number) if number.isdigit() and len(number) < 9 else None
+    return None
 ANSWER_PREFIX = "signoff_answer_"  # + "{question}_{option}": one click answers a one-question card
 ANSWER_SUBMIT = "signoff_answer_submit"
 PICK_PREFIX = "signoff_pick_"  # + "{question}": radio buttons / checkboxes, read on submit
@@ -25,6 +39,9 @@ RUN_EVENT_TYPE = "signoff_run"
 NOTE_EVENT_TYPE = "signoff_run_note"
 
 TASK_MAX = 2000
+TRACE_CALLS = 15  # the failure note's trace: the run's last calls
+TRACE_LINE = 160
+CORRECTION_MAX = 3000
 RESULT_MAX = 3500
 ERROR_MAX = 1500
 QUESTION_TEXT_MAX = 2000
@@ -80,7 +97,86 @@ def root_message(run: Run) -> dict[str, Any]:
                 "deny": {"type": "plain_text", "text": "Keep going"},
             },
         }]})
+    if run.status is RunStatus.FAILED and run.root_ts:
+        blocks.append(take_over_actions(run))
     return {"text": f"Agent run ({status}): {escape_mrkdwn(clip(one_line(run.task), 200))}", "blocks": blocks}
+
+
+def mention(user: str) -> str:
+    """A Slack user id as a mention; anything else as escaped text."""
+    return f"<@{user}>" if is_user(user) else escape_mrkdwn(user)
+
+
+def take_over_actions(run: Run) -> dict[str, Any]:
+    """A failed run's buttons: Retry (from where it stopped), Correct and retry (a message first), Cancel."""
+    def button(action_id: str, label: str, **more: Any) -> dict[str, Any]:
+        return {"type": "button", "action_id": action_id, "value": run.id,
+                "text": {"type": "plain_text", "text": label}, **more}
+
+    # The block names the failure it was shown for: a click on it takes over that failure only (a
+    # double click, or a click on an old copy after the run failed again, changes nothing).
+    return {"type": "actions", "block_id": f"{TAKE_OVER_BLOCK}{run.retries}", "elements": [
+        button(RETRY_RUN, "Retry", style="primary"),
+        button(CORRECT_RUN, "Correct and retry"),
+        button(CLOSE_RUN, "Cancel", confirm={
+            "title": {"type": "plain_text", "text": "Give up this run?"},
+            "text": {"type": "plain_text", "text": "It stays failed and can no longer be retried."},
+            "confirm": {"type": "plain_text", "text": "Give up"},
+            "deny": {"type": "plain_text", "text": "Keep it"},
+        }),
+    ]}
+
+
+def trace_lines(executions: list[ToolExecution]) -> list[str]:
+    """The run's tool calls, oldest first, one line each: step, tool, what became of it (agent text)."""
+    steps = {seq: i + 1 for i, seq in enumerate(sorted({e.turn_seq for e in executions}))}
+    lines = []
+    for e in sorted(executions, key=lambda e: (e.turn_seq, e.position)):
+        if e.status is ExecStatus.FINISHED:
+            state = "error" if e.is_error else "ran"
+            result = e.result[-1].get("text", "") if isinstance(e.result, list) and e.result else e.result
+            said = one_line(str(result or ""))
+            line = f"{state}: {said}" if said else state
+        else:
+            line = {ExecStatus.WAITING: "waiting for a decision", ExecStatus.READY: "not run yet",
+                    ExecStatus.STARTED: "was running"}[e.status]
+        lines.append(clip(f"step {steps[e.turn_seq]} · {e.name} · {line}", TRACE_LINE))
+    if len(lines) > TRACE_CALLS:
+        lines = [f"({len(lines) - TRACE_CALLS} earlier calls not shown)", *lines[-TRACE_CALLS:]]
+    return lines
+
+
+def failure_note(run: Run, error: str, executions: list[ToolExecution]) -> dict[str, Any]:
+    """The thread note of a failed run: the error, the trace, and where to take it over."""
+    steps = f"{run.step_count} step{'s' if run.step_count != 1 else ''}"
+    text = (f"❌ The run failed after {steps}. Take it over from the run's message: *Retry* goes on from "
+            "here, *Correct and retry* first gives the agent your message; finished tool calls never run again.")
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}},
+                                    rich_text(rt_section(rt_text("Error: ", bold=True), rt_text(cut(error, ERROR_MAX))))]
+    lines = trace_lines(executions)
+    if lines:
+        blocks.append(rich_text(rt_section(rt_text("What it did:\n", bold=True),
+                                           rt_text(cut("\n".join(lines), RESULT_MAX)))))
+    return {"text": f"❌ The run failed after {steps}.", "blocks": blocks}
+
+
+def correct_modal(run: Run) -> dict[str, Any]:
+    """Correct and retry: the person's message reaches the model before it goes on."""
+    return {
+        "type": "modal", "callback_id": CORRECT_VIEW, "private_metadata": f"{run.id}:{run.retries}",
+        "title": {"type": "plain_text", "text": "Correct and retry"},
+        "submit": {"type": "plain_text", "text": "Retry"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {"type": "section", "text": plain(f"Task: {clip(one_line(run.task), 200)}", limit=300)},
+            {"type": "context", "elements": [{"type": "mrkdwn", "text": (
+                "The agent reads your message first and goes on from where it stopped; the steps it "
+                "finished are kept and their tool calls never run again.")}]},
+            {"type": "input", "block_id": CORRECT_BLOCK, "label": {"type": "plain_text", "text": "Your message to the agent"},
+             "element": {"type": "plain_text_input", "action_id": CORRECT_INPUT, "multiline": True,
+                         "max_length": CORRECTION_MAX}},
+        ],
+    }
 
 
 def note_message(emoji: str, text: str, *, detail: str | None = None) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Use cases on agent runs: start, cancel, a person's message in the thread, an answer to a question.
+"""Use cases on agent runs: start, cancel, a person's message in the thread, an answer to a question,
+and taking over a failed run (retry, correct and retry, give up).
 
 Called by the HTTP API, the Slack listeners and the CLI; the only caller of `RunStore`
 outside the runner itself.
@@ -11,13 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
+
 from bot.outbox import effects
 from bot.approvals.access import GroupsUnknown
 from bot.domain.questions import answers_from_text
 from bot.agent.access import RunAccess
 from bot.process.clock import Clock, new_id
 from bot.domain.model import Actor, AuditEvent, Kind, Outcome, Request, Via
-from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus
+from bot.agent import blocks
+from bot.domain.runs import Gate, Intervention, NewRun, Run, RunMessage, RunStatus, run_id_for
 from bot.errors import InvalidInput, NotFound
 from bot.approvals.checked import Recheck, decide_checked
 from bot.approvals.service import DecideResult, Service
@@ -50,6 +54,7 @@ class RunService:
         clock: Clock,
         agents: set[str],
         kick: Callable[[str], None] = lambda _run_id: None,
+        max_steps: int = 50,
     ) -> None:
         self.service = service
         self.runs = runs
@@ -57,6 +62,7 @@ class RunService:
         self.access = RunAccess()  # who may write into a run (set by bot.agent.app)
         self.agents = agents
         self.kick = kick
+        self.max_steps = max_steps  # SIGNOFF_RUN_MAX_STEPS: a retry gives a run this many more steps
 
     async def start(self, new: NewRun, *, owner: str | None = None, run_id: str | None = None) -> Run:
         """Store the run with its task as the first message and enqueue its root message.
@@ -77,6 +83,19 @@ class RunService:
             await unit.enqueue(effects.post_root(run, now))
         return run
 
+    async def start_keyed(self, new: NewRun, key: str, *, owner: str | None = None) -> tuple[Run, bool]:
+        """`start` under the run id `key` names (bot.domain.runs.run_id_for): (the run, whether this call
+        started it). A second start with the key, however late (a retried POST, a Slack command replayed
+        after a crash that came after the run's commit), returns the run the first one stored."""
+        run_id = run_id_for(key)
+        existing = await self.runs.get_run(run_id)
+        if existing is not None:
+            return existing, False
+        try:
+            return await self.start(new, owner=owner, run_id=run_id), True
+        except IntegrityError:  # a concurrent start with the same key won the insert
+            return await self.get(run_id), False
+
     async def get(self, run_id: str) -> Run:
         run = await self.runs.get_run(run_id)
         if run is None:
@@ -94,6 +113,46 @@ class RunService:
         if asked:
             self.kick(run_id)
         return await self.get(run_id), asked
+
+    async def retry(self, run_id: str, *, by: str, by_name: str | None = None, correction: str | None = None,
+                    seen: int | None = None) -> tuple[Run, bool]:
+        """A person takes a failed run over: it goes on from where it stopped, with `correction` (their
+        message) first when given. The messages and finished tool calls it has are kept: a call that
+        finished never runs again (bot.agent.steps). A run that hit its step limit gets
+        SIGNOFF_RUN_MAX_STEPS more. Returns (run, whether this call reopened it): of two clicks at
+        once, one reopens it. `seen`: the failure the person was shown (the run's `retries` then): a
+        click on an earlier failure's buttons reopens nothing."""
+        run = await self.get(run_id)
+        if run.status is not RunStatus.FAILED or run.root_ts is None or seen not in (None, run.retries):
+            return run, False
+        now = self.clock.now()
+        text = (correction or "").strip()
+        async with self.runs.unit() as unit:
+            if not await unit.reopen(run.id, retries=run.retries, step_limit=run.step_count + self.max_steps, now=now):
+                return await self.get(run_id), False
+            if text:
+                await unit.add_intervention(Intervention(run.id, text, by, now, by_name))
+            await unit.append_audit(AuditEvent(run.id, "run_retried", now, by, {
+                "corrected": bool(text), "after_steps": run.step_count, "error": run.error}))
+            await unit.enqueue(effects.update_root(run.id, now))
+            what = "with a correction" if text else "from where it stopped"
+            note = blocks.note_message("🔁", f"{blocks.mention(by)} took the run over: it goes on {what}.",
+                                       detail=text or None)
+            await unit.enqueue(effects.note(run.id, f"retry:{run.retries + 1}", note, now))
+        self.kick(run.id)
+        return await self.get(run_id), True
+
+    async def give_up(self, run_id: str, *, by: str) -> tuple[Run, bool]:
+        """A person gives a failed run up: it is cancelled and can no longer be retried."""
+        now = self.clock.now()
+        async with self.runs.unit() as unit:
+            closed = await unit.close_failed(run_id, by, now)
+            if closed:
+                await unit.append_audit(AuditEvent(run_id, "run_cancelled", now, by, {"after": "failed"}))
+                await unit.enqueue(effects.update_root(run_id, now))
+                await unit.enqueue(effects.note(run_id, "given_up", blocks.note_message(
+                    "🚫", f"{blocks.mention(by)} gave the failed run up."), now))
+        return await self.get(run_id), closed
 
     async def root_posted(self, run_id: str, ts: str) -> None:
         """The root message exists: store its ts (once) and let the run start."""

@@ -30,7 +30,7 @@ from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
 from bot.process.clock import Clock
 from bot.domain.model import Actor, Kind, Request, Via
-from bot.domain.runs import NewRun
+from bot.domain.runs import NewRun, Run, RunStatus, slack_command_key
 from bot.errors import NotFound
 from bot.process.metrics import Metrics
 from bot.outbox.dispatcher import Dead, Done, Result, after_post
@@ -40,7 +40,7 @@ from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
 from bot.slack.listener_errors import failure_text
 from bot.slack.lookup import find_message, has_metadata
-from bot.slack.payloads import BadPayload, Click, extract_click
+from bot.slack.payloads import REQUEST_ID, BadPayload, Click, extract_click
 from bot.slack.text import from_slack, groups_unknown_text
 from bot.domain.outbox import OutboxItem
 from storage.run_store import RunStore
@@ -201,6 +201,62 @@ class RunInteractions:
             state = "is already being cancelled" if run.cancel_requested else f"has already {run.status.value}"
             await self.tell(click.user_id, click.channel_id, f"This run {state}. Nothing was changed.")
 
+    async def _taking_over(self, click: Click) -> Run | None:
+        """The failed run a take-over button names, if this person may take it over (else they are told)."""
+        run = await self.run_service.runs.get_run(click.request_id)
+        refusal = None
+        if run is None:
+            refusal = "That run does not exist. Nothing was changed."
+        elif click.view_id is None and click.message_ts and (
+                click.message_ts != run.root_ts or (click.channel_id and click.channel_id != run.channel)):
+            refusal = "This button does not belong to the message it was clicked on. Nothing was changed."
+        elif run.status is not RunStatus.FAILED:
+            refusal = f"This run has {run.status.value} already: there is nothing to take over. Nothing was changed."
+        else:
+            try:
+                if not await self.access.may_write(run, click.user_id, self._members()):
+                    refusal = ("You may not take this run over (only its starter and the people named to "
+                               "supervise runs may). Nothing was changed.")
+            except GroupsUnknown as exc:
+                refusal = groups_unknown_text(exc, "click")
+        if refusal is not None:
+            await self.tell(click.user_id, click.channel_id, refusal)
+            return None
+        return run
+
+    async def retry(self, click: Click, seen: int | None, correction: str | None = None) -> None:
+        """Retry / the Correct and retry form's submit: the run goes on (one of two clicks at once).
+        `seen`: the failure the buttons were shown for (bot.agent.blocks.taken_over_at)."""
+        if await self._taking_over(click) is None:
+            return
+        if seen is None:
+            await self.tell(click.user_id, click.channel_id, "That button could not be used: it does not say which "
+                            "failure it is for. Nothing was changed.")
+            return
+        run, retried = await self.run_service.retry(click.request_id, by=click.user_id, by_name=click.user_name,
+                                                    correction=correction, seen=seen)
+        if not retried:
+            await self.tell(click.user_id, click.channel_id, "Someone took this run over already (it is "
+                            f"{run.status.value} now). Nothing was changed.")
+
+    async def open_correction(self, click: Click) -> None:
+        run = await self._taking_over(click)
+        if run is None or not click.trigger_id:
+            return
+        try:
+            await self.client.views_open(trigger_id=click.trigger_id, view=blocks.correct_modal(run))
+        except (SlackApiError, aiohttp.ClientError, asyncio.TimeoutError):
+            log.warning("could not open the correction form of run %s", run.id, exc_info=True)
+            await self.tell(click.user_id, click.channel_id,
+                            "Slack did not open the form in time. Click *Correct and retry* again.")
+
+    async def give_up(self, click: Click) -> None:
+        if await self._taking_over(click) is None:
+            return
+        run, closed = await self.run_service.give_up(click.request_id, by=click.user_id)
+        if not closed:
+            await self.tell(click.user_id, click.channel_id, f"This run is {run.status.value} now. Nothing was changed.")
+
     async def _question(self, click: Click) -> Request | None:
         request = await self.service.reads.request(click.request_id)
         refusal = None
@@ -292,9 +348,20 @@ class RunInteractions:
 
     async def start_run(self, command: dict[str, Any], task: str) -> None:
         """After the ack said "starting": if the run cannot be stored, the person who asked hears why."""
+        new = NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
+                     requested_by=command.get("user_id"))
+        trigger = command.get("trigger_id")
         try:
-            await self.run_service.start(NewRun(task=task, channel=command["channel_id"], agent=self.default_agent,
-                                                requested_by=command.get("user_id")))
+            if isinstance(trigger, str) and trigger:
+                # Keyed on Slack's id for the command: the stored command replayed after a crash that came
+                # between the run's commit and its row's done mark (bot/slack/received.py) finds the run
+                # started, and starts no second one.
+                _, started = await self.run_service.start_keyed(
+                    new, slack_command_key(str(command.get("team_id") or ""), trigger))
+                if not started:
+                    log.info("/signoff run %s was started before (a replayed command): not started again", trigger)
+            else:
+                await self.run_service.start(new)
         except Exception as exc:
             log.exception("could not start a run from /signoff run")
             user = command.get("user_id")
@@ -365,7 +432,57 @@ def register(app: AsyncApp, interactions: RunInteractions) -> None:
     async def on_message(event: dict[str, Any], body: dict[str, Any]) -> None:
         await interactions.message(event, body.get("event_id"))
 
+    def seen(body: dict[str, Any]) -> int | None:
+        actions = body.get("actions") or [{}]
+        return blocks.taken_over_at(actions[0].get("block_id") if isinstance(actions[0], dict) else None)
+
+    async def on_retry(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await clicked(body)
+        if click is not None:
+            await interactions.retry(click, seen(body))
+
+    async def on_correct(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await clicked(body)
+        if click is not None:  # views.open straight away: the trigger_id lives 3 s
+            await interactions.open_correction(click)
+
+    async def on_correct_submit(ack: Any, body: dict[str, Any]) -> None:
+        view = body.get("view") or {}
+        run_id = str(view.get("private_metadata") or "")
+        value = (((view.get("state") or {}).get("values") or {}).get(blocks.CORRECT_BLOCK) or {}).get(
+            blocks.CORRECT_INPUT) or {}
+        text = from_slack(str(value.get("value") or "")).strip()
+        if not text:
+            await ack(response_action="errors", errors={blocks.CORRECT_BLOCK: "Write what the agent should do differently."})
+            return
+        if len(text) > blocks.CORRECTION_MAX:
+            await ack(response_action="errors",
+                      errors={blocks.CORRECT_BLOCK: f"At most {blocks.CORRECTION_MAX} characters."})
+            return
+        await ack()
+        user = body.get("user") or {}
+        run_id, _, seen = run_id.partition(":")
+        if not isinstance(user.get("id"), str) or not REQUEST_ID.match(run_id) or not seen.isdigit():
+            log.warning("a correction form without a run id or a user was submitted; ignored")
+            return
+        click = Click(user_id=user["id"], user_name=user.get("username") or user.get("name"),
+                      action_id=blocks.CORRECT_VIEW, request_id=run_id, trigger_id=None, channel_id=None,
+                      message_ts=None, view_id=str(view.get("id") or "V"))
+        await interactions.retry(click, int(seen), correction=text)
+
+    async def on_give_up(ack: Any, body: dict[str, Any]) -> None:
+        await ack()
+        click = await clicked(body)
+        if click is not None:
+            await interactions.give_up(click)
+
     app.action(blocks.CANCEL_RUN)(on_cancel)
+    app.action(blocks.RETRY_RUN)(on_retry)
+    app.action(blocks.CORRECT_RUN)(on_correct)
+    app.action(blocks.CLOSE_RUN)(on_give_up)
+    app.view(blocks.CORRECT_VIEW)(on_correct_submit)
     app.action(blocks.ANSWER_SUBMIT)(on_submit)
     app.action(_ANSWER)(on_answer)
     app.action(_PICK)(on_pick)

@@ -189,8 +189,9 @@ class Steps:
         return await asyncio.shield(self._sdk)
 
     async def _model(self, run: Run, agent: Agent, owner: str) -> StepResult:
-        if run.step_count >= self.config.max_steps:
-            await self.fail(run, owner, f"stopped after {run.step_count} steps (SIGNOFF_RUN_MAX_STEPS)")
+        if run.step_count >= (run.step_limit or self.config.max_steps):
+            await self.fail(run, owner, f"stopped after {run.step_count} steps (the step limit, "
+                                        "SIGNOFF_RUN_MAX_STEPS; Retry gives it as many more)")
             return StepResult.DONE
         if not self.config.api_key_set:
             await self.fail(run, owner, "ANTHROPIC_API_KEY is not set on the Signoff server")
@@ -513,10 +514,14 @@ class Steps:
             await self._save(unit, run.evolve(status=RunStatus.CANCELLED, updated_at=now), "run_cancelled", by=by)
 
     async def fail(self, run: Run, owner: str, error: str) -> None:
+        """The run stops as failed; its thread gets the error and the trace, and its message offers a
+        person to take it over (bot.agent.takeover)."""
+        message = blocks.failure_note(run, error, await self.runs.executions(run.id))
         now = self.clock.now()
         async with self._unit(run.id, owner) as unit:
-            message = blocks.note_message("❌", "The run failed.", detail=error)
-            await unit.enqueue(effects.note(run.id, "failed", message, now))
+            # One note per failure: a run taken over can fail again.
+            key = "failed" if not run.retries else f"failed:{run.retries}"
+            await unit.enqueue(effects.note(run.id, key, message, now))
             await self._save(unit, run.evolve(status=RunStatus.FAILED, error=error, updated_at=now),
                              "run_failed", error=error)
 

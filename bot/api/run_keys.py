@@ -8,26 +8,14 @@ A run's owner is the token named in its `run_created` audit row.
 
 from __future__ import annotations
 
-import hashlib
-
 from aiohttp import web
-from sqlalchemy.exc import IntegrityError
 
 from bot.agent.run_service import RunService
 from bot.api import owners
-from bot.domain.runs import NewRun, Run
+from bot.domain.runs import NewRun, Run, run_id_for
 from bot.errors import IdempotencyMismatch
 
-_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
-
-
-def run_id_for(key: str) -> str:
-    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:17], "big")
-    chars = []
-    for _ in range(26):
-        chars.append(_ALPHABET[digest & 31])
-        digest >>= 5
-    return "run_" + "".join(chars)
+__all__ = ["check_run_owner", "run_id_for", "start_once"]
 
 
 def _same(run: Run, new: NewRun) -> bool:
@@ -39,13 +27,9 @@ async def start_once(runs: RunService, new: NewRun, *, owner: str, key: str | No
     """(the run, whether this call started it)."""
     if key is None:
         return await runs.start(new, owner=owner), True
-    run_id = run_id_for(key)
-    existing = await runs.runs.get_run(run_id)
-    if existing is None:
-        try:
-            return await runs.start(new, owner=owner, run_id=run_id), True
-        except IntegrityError:  # a concurrent POST with the same key won the insert
-            existing = await runs.get(run_id)
+    existing, started = await runs.start_keyed(new, key, owner=owner)
+    if started:
+        return existing, True
     if not _same(existing, new):
         raise IdempotencyMismatch("Idempotency-Key was already used for a different run")
     return existing, False

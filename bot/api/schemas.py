@@ -129,6 +129,8 @@ class ItemIn(ActionIn):
     preview: PreviewIn | None = None
     # Which decisions this action offers on the card (bot/domain/choices.py); unset: approve, edit, reject.
     allowed_decisions: Decisions | None = None
+    # The agent's id for the action (a tool call id): what its execution receipt names as `item`.
+    key: str | None = Field(default=None, min_length=1, max_length=200)
 
     _decisions = field_validator("allowed_decisions")(_distinct_decisions)
 
@@ -203,6 +205,9 @@ class ApprovalIn(_Strict):
                 raise ValueError("critical actions need typed confirmation, one at a time: they cannot be batched")
             if self.suggestions:
                 raise ValueError("`suggestions` belong to one action: a batch cannot have them")
+            keys = [i.key for i in self.items if i.key is not None]
+            if len(keys) != len(set(keys)):
+                raise ValueError("each item's `key` must be unique in the batch (a receipt names its item by it)")
         return self
     # Which decisions the card offers (bot/domain/choices.py); unset: approve, edit, reject.
     allowed_decisions: Decisions | None = None
@@ -246,7 +251,7 @@ class ApprovalIn(_Strict):
         return tuple(
             Item(Action(i.name, i.params, i.params_schema),
                  Preview(i.preview.kind, i.preview.model_dump(exclude={"kind"})) if i.preview else None,
-                 allowed=tuple(i.allowed_decisions) if i.allowed_decisions is not None else None)
+                 key=i.key, allowed=tuple(i.allowed_decisions) if i.allowed_decisions is not None else None)
             for i in self.items or ()
         )
 

@@ -52,6 +52,8 @@ class Stats:
         # when it is enqueued and stored in the item, so whichever replica posts it posts the same.
         self.render_digest: Callable[[Summary, Anchor | None], dict[str, Any]] | None = None
         self.latest_anchor: Callable[[], Awaitable[Anchor | None]] | None = None  # the audit chain's (app.py)
+        # Blocks added to a channel's digest (the suggestions from its decisions: bot/slack/history_cards.py).
+        self.digest_more: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
 
     # -- metrics ------------------------------------------------------------------
 
@@ -141,8 +143,11 @@ class Stats:
             summary = await self.summary(since, week, channel)
             if not summary.requests:
                 continue  # a quiet week: no message
+            message = self.render_digest(summary, anchor)
+            if self.digest_more is not None:
+                message = {**message, "blocks": [*message["blocks"], *await self.digest_more(channel)]}
             async with self.store.unit() as unit:
-                if await unit.enqueue(effects.digest(channel, week, now, self.render_digest(summary, anchor))):
+                if await unit.enqueue(effects.digest(channel, week, now, message)):
                     enqueued += 1
         self._digested = week
         return enqueued

@@ -103,6 +103,8 @@ class Timers:
         # its timeout waits for the next sweep, so a click acked before the deadline and replayed after a
         # crash is not beaten by the clock. None: no inbox (nothing to wait for).
         self.input_open: Callable[[str], Awaitable[bool]] | None = None
+        # Further stored timers run at the end of each sweep (the similar-requests cards: bot/approvals/similar.py).
+        self.after_sweep: list[Callable[[], Awaitable[Any]]] = []
 
     # -- the sweep ----------------------------------------------------------------
 
@@ -137,6 +139,11 @@ class Timers:
             await self.service.stats.digest_tick()
         except Exception:
             log.exception("weekly digest failed; the next sweep tries again")
+        for extra in self.after_sweep:
+            try:
+                await extra()
+            except Exception:
+                log.exception("%s failed; the next sweep tries again", getattr(extra, "__qualname__", extra))
         return report
 
     async def _claim_round(

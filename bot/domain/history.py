@@ -11,21 +11,30 @@ parameter holds an email address, by the address's domain (`*@example.com`), so 
 wider than what people actually saw. Never suggested: anything at the critical tier (a person
 always decides those), and a group where any request was critical.
 
+In Slack (App Home, the weekly digest) an allow suggestion is accepted in one tap as the grant
+`suggested_grant` builds: the rule's match (other parameters: any, as the rule), scoped to the one
+channel its evidence came from (else everyone), for `grant_days`. Its id starts with `grant_prefix`,
+which is deterministic in what it would allow, so a second tap (or a racing one) finds the first.
+Deny suggestions have no stored counterpart: they are shown with the policy-file rule to add.
+
 Pure: bot.approvals.history reads the record and hands it here.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.domain.grants import FieldMatch, Grant, Scope
 from bot.domain.model import Outcome, Via
 from bot.domain.values import Risk
 
-__all__ = ["Decided", "HistorySuggestion", "Thresholds", "suggest"]
+__all__ = ["Decided", "HistorySuggestion", "Thresholds", "grant_prefix", "suggest", "suggested_grant"]
 
 PEOPLE = frozenset({Via.BUTTON, Via.MODAL, Via.THREAD, Via.REPLY})
 EMAIL = re.compile(r"^[^@\s]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)$")
@@ -43,6 +52,7 @@ class Decided:
     decided_at: datetime
     risk: Risk
     edited: bool = False
+    channel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,25 @@ class HistorySuggestion:
     edited: int = 0
     people: int = 0
     days: int = 0
+    channels: tuple[str, ...] = ()  # where its evidence was decided
+    deciders: tuple[str, ...] = ()  # who decided it (Slack user ids)
+    sample: Mapping[str, Any] = field(default_factory=dict, compare=False)  # the latest call's parameters
+
+    @property
+    def key(self) -> str:
+        """What identifies it across reads (a button's value): the effect, the tool, the rule's params and
+        where the grant would hold (a channel, or * for everyone), so a tap never makes a wider grant than shown."""
+        return json.dumps([self.effect, self.tool, {k: v["glob"] for k, v in sorted(self.params.items())},
+                           self.grant_scope[1] or "*"], separators=(",", ":"), ensure_ascii=False)
+
+    @property
+    def key_hash(self) -> str:
+        return hashlib.sha256(self.key.encode()).hexdigest()
+
+    @property
+    def grant_scope(self) -> tuple[Scope, str | None]:
+        """The grant's scope: the one channel the evidence came from, or everyone when it came from several."""
+        return (Scope.CHANNEL, self.channels[0]) if len(self.channels) == 1 else (Scope.EVERYONE, None)
 
     @property
     def scope(self) -> str:
@@ -115,7 +144,8 @@ def suggest(decided: Iterable[Decided], now: datetime, thresholds: Thresholds = 
         approved = [r for r in rows if r.outcome is Outcome.APPROVED]
         rejected = len(rows) - len(approved)
         edited = sum(r.edited for r in approved)
-        people = len({r.decided_by for r in rows if r.decided_by})
+        deciders = tuple(sorted({r.decided_by for r in rows if r.decided_by}))
+        people = len(deciders)
         params = {name: {"glob": glob} for name, glob in shape}
         effect = None
         if (rejected == 0 and len(approved) >= thresholds.min_approvals and people >= thresholds.min_people
@@ -124,8 +154,11 @@ def suggest(decided: Iterable[Decided], now: datetime, thresholds: Thresholds = 
         elif rejected >= thresholds.min_rejections and rejected >= thresholds.min_reject_share * len(rows):
             effect = "deny"
         if effect is not None:
+            latest = max(rows, key=lambda r: r.decided_at)
+            channels = tuple(sorted({r.channel for r in rows if r.channel}))
             found.append(HistorySuggestion(effect, tool, params, approved=len(approved), rejected=rejected,
-                                           edited=edited, people=people, days=thresholds.days))
+                                           edited=edited, people=people, days=thresholds.days, channels=channels,
+                                           deciders=deciders, sample=dict(latest.params)))
     return sorted(found, key=lambda s: (-(s.approved + s.rejected), s.tool, s.name))
 
 
@@ -138,3 +171,25 @@ def _shape(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
             if found:
                 shape.append((name, f"*@{found.group(1).lower()}"))
     return tuple(shape)
+
+
+def grant_prefix(suggestion: HistorySuggestion) -> str:
+    """The id prefix of every grant accepting `suggestion` makes: deterministic in what it allows and
+    where (tool, match, scope), so the grants a suggestion already made are found by it (<= 40 chars
+    with the generation number after it)."""
+    scope, value = suggestion.grant_scope
+    digest = hashlib.sha256(f"{suggestion.key}|{scope.value}|{value or ''}".encode()).hexdigest()
+    return f"grt_hs{digest[:24]}_"
+
+
+def suggested_grant(suggestion: HistorySuggestion, *, grant_id: str, by: str, now: datetime,
+                    days: int | None) -> Grant:
+    """The grant accepting an allow suggestion makes: exactly its rule (the named parameters' globs,
+    other parameters any), in `grant_scope`, expiring after `days` (None: until revoked)."""
+    if suggestion.effect != "allow":
+        raise ValueError("only an allow suggestion becomes a grant")
+    scope, value = suggestion.grant_scope
+    return Grant(id=grant_id, tool=suggestion.tool,
+                 match={name: FieldMatch("glob", m["glob"]) for name, m in suggestion.params.items()},
+                 scope=scope, scope_value=value, created_by=by, created_at=now,
+                 expires_at=now + timedelta(days=days) if days else None, any_other_params=True)

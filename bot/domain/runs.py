@@ -4,6 +4,7 @@ A run is a durable tool-use loop. Its message log lives in storage as append-onl
 these values describe where the loop stands, so any process can pick it up.
 
     Run status:   running -> waiting -> running -> ... -> completed | failed | cancelled
+                  failed -> running (a person took it over: Retry, Correct and retry) | cancelled
     Run phase:    model (the next thing is a model call) | tools (the last assistant turn's
                   tool calls need results before the next model call)
     Execution:    waiting (a person decides) -> ready -> started -> finished
@@ -14,6 +15,7 @@ these values describe where the loop stands, so any process can pick it up.
 from __future__ import annotations
 
 import enum
+import hashlib
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -74,6 +76,10 @@ class Run:
     error: str | None = None
     # Completed runs: how many calls ran after a decision and failed (bot.domain.outcomes).
     failed_steps: int = 0
+    # A failed run a person took over (Retry, Correct and retry): the step it stops at now (None: the
+    # server's SIGNOFF_RUN_MAX_STEPS) and how many times it was taken over.
+    step_limit: int | None = None
+    retries: int = 0
     lease_owner: str | None = None
     lease_until: datetime | None = None
 
@@ -145,3 +151,24 @@ class NewRun:
     channel: str
     agent: str
     requested_by: str | None = None
+
+
+_ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def run_id_for(key: str) -> str:
+    """The run id a start keyed `key` gets (an Idempotency-Key, a Slack command's trigger id): the same key
+    always names the same run, so a second start with it fails on the primary key instead of running twice."""
+    digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:17], "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_ID_ALPHABET[digest & 31])
+        digest >>= 5
+    return "run_" + "".join(chars)
+
+
+def slack_command_key(team: str, trigger_id: str) -> str:
+    """A `/signoff run`'s key: Slack's trigger id (the same when the stored command is replayed after a
+    crash). The NULs keep it apart from any Idempotency-Key, which an HTTP header cannot carry."""
+    return f"\0slack-command\0{team}\0{trigger_id}"
+

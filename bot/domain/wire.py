@@ -164,6 +164,8 @@ def run_json(run: Run, executions: Iterable[ToolExecution]) -> dict[str, Any]:
         "result": run.result,
         "error": run.error,
         "failed_steps": run.failed_steps,
+        "retries": run.retries,
+        "step_limit": run.step_limit,
         "created_at": iso(run.created_at),
         "updated_at": iso(run.updated_at),
         "tool_calls": [

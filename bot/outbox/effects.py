@@ -42,7 +42,8 @@ UPDATE_ROOT = "agent.update_root"
 THREAD_NOTE = "agent.note"
 # Policy (issue 12): the after-the-fact note in the channel for a call policy allowed
 POLICY_FYI = "policy.fyi"
-# Time to decide (bot/approvals/stats.py): a channel's weekly digest
+# Time to decide (bot/approvals/stats.py): a channel's weekly digest; also any stored channel message
+# posted once by its key (the similar-requests card, bot/approvals/similar.py)
 DIGEST = "slack.digest"
 
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
@@ -130,6 +131,11 @@ def digest(channel: str, week: datetime, now: datetime, message: dict[str, Any])
     """The channel's digest of the week before `week` (its start): one per channel and week, whoever enqueues it."""
     return OutboxItem.due(DIGEST, f"digest:{channel}:{week:%Y-%m-%d}", now, ordered_by=None,
                           payload={"channel": channel, "message": message})
+
+
+def channel_message(channel: str, key: str, now: datetime, message: dict[str, Any]) -> OutboxItem:
+    """A message rendered when enqueued, posted once in `channel` (the digest's handler): a similar-requests card."""
+    return OutboxItem.due(DIGEST, key, now, ordered_by=None, payload={"channel": channel, "message": message})
 
 
 def publish_home(user_id: str, key: str, now: datetime) -> OutboxItem:

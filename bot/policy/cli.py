@@ -10,7 +10,8 @@
     signoff policy suggest [--days 14] [--min-approvals 20] [--min-people 3] [--max-edits 1]
         [--min-rejections 5]
         what people's decisions in the database (DATABASE_URL) say policy could allow or deny,
-        as rules to paste into the policy file (never for the critical tier)
+        as rules to paste into the policy file (never for the critical tier); each flag defaults
+        to the server's SIGNOFF_SUGGEST_* setting (what App Home and the digest offer)
 
 `explain` reads SIGNOFF_POLICY unless --policy is given. Remembered grants live in the database
 and are not consulted here: explain says what the file decides.
@@ -23,6 +24,7 @@ import asyncio
 import json
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,12 +53,12 @@ def add_parser(sub: Any) -> None:
     explain.add_argument("--destructive", action="store_true", help="the tool says it is destructive")
     explain.add_argument("--policy", help="the policy file (default: $SIGNOFF_POLICY)")
     suggest = actions.add_parser("suggest", help="rules the decision record supports, as a policy-file snippet")
-    defaults = Thresholds()
-    suggest.add_argument("--days", type=int, default=defaults.days, help="how far back to read (default %(default)s)")
-    suggest.add_argument("--min-approvals", type=int, default=defaults.min_approvals)
-    suggest.add_argument("--min-people", type=int, default=defaults.min_people)
-    suggest.add_argument("--max-edits", type=int, default=defaults.max_edits)
-    suggest.add_argument("--min-rejections", type=int, default=defaults.min_rejections)
+    d = Thresholds()
+    for flag, default, setting in (("--days", d.days, "DAYS"), ("--min-approvals", d.min_approvals, "MIN_APPROVALS"),
+                                   ("--min-people", d.min_people, "MIN_PEOPLE"), ("--max-edits", d.max_edits, "MAX_EDITS"),
+                                   ("--min-rejections", d.min_rejections, "MIN_REJECTIONS")):
+        suggest.add_argument(flag, type=int, default=None,
+                             help=f"default: SIGNOFF_SUGGEST_{setting}, else {default}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,11 +118,16 @@ async def _suggest(args: argparse.Namespace) -> int:
     import yaml
 
     from bot.approvals.history import history_suggestions
-    from bot.process.settings import SettingsError, database_url_from_env
+    from bot.process.settings import SettingsError, database_url_from_env, suggest_from_env
     from bot.process.startup import StartupError, open_database
 
-    thresholds = Thresholds(days=args.days, min_approvals=args.min_approvals, min_people=args.min_people,
-                            max_edits=args.max_edits, min_rejections=args.min_rejections)
+    try:
+        base = suggest_from_env()  # the server's thresholds (SIGNOFF_SUGGEST_*), which flags override
+    except SettingsError as exc:
+        print(f"signoff: {exc}", file=sys.stderr)
+        return 2
+    given = {k: getattr(args, k) for k in ("days", "min_approvals", "min_people", "max_edits", "min_rejections")}
+    thresholds = replace(base, **{k: v for k, v in given.items() if v is not None})
     try:
         store = await open_database(database_url_from_env(), migrate=False, must_exist=True)
     except (StartupError, SettingsError) as exc:

@@ -65,7 +65,8 @@ from bot.outbox.dispatcher import Dispatcher
 from bot.policy.holder import PolicyHolder
 from bot.approvals.service import Service
 from bot.process.settings import Settings
-from bot.slack import batch, blocks, grant_handlers, handlers, shapes, suggestion_handlers
+from bot.slack import (batch, blocks, grant_handlers, handlers, history_cards, history_handlers, shapes,
+                       similar_handlers, suggestion_handlers)
 from bot.slack.backlog import Backlog, Work
 from bot.slack.form import parsed_request
 from bot.slack.handlers import DirectClick
@@ -73,6 +74,7 @@ from bot.slack.listener_errors import AckTooLate
 from bot.slack.payloads import BadPayload, extract_click
 from bot.slack.batch import BatchInteractions
 from bot.slack.batch_blocks import BATCH_REJECT, ITEM_EDIT
+from bot.agent.blocks import CORRECT_RUN
 from bot.slack.batch_delivery import BatchPages
 from bot.slack.delivery import CardDelivery, SlackCall
 from bot.slack.directory import SlackDirectory
@@ -88,6 +90,11 @@ from bot.slack.received import SlackInbox, Unavailable
 from bot.approvals.received import Inputs
 from bot.slack.grant_handlers import GrantInteractions
 from bot.slack.suggestion_handlers import SuggestionInteractions
+from bot.slack.history_handlers import HistoryInteractions
+from bot.approvals.history import HistorySuggestions
+from bot.approvals.similar import SimilarRequests
+from bot.slack.similar_cards import similar_message
+from bot.slack.similar_handlers import SimilarInteractions
 from bot.slack.grant_views import AWAY
 from bot.slack.notices import NoticeDelivery
 from bot.slack.policy_cards import REMEMBER, FyiDelivery, render_policy_card
@@ -108,7 +115,7 @@ MAX_BODY_BYTES = 1024 * 1024
 # Clicks whose listener opens a modal: views.open needs the click's trigger_id within 3 s, so their
 # listeners run at once instead of from the backlog.
 OPENS_VIEW = frozenset({blocks.APPROVE_CONFIRM, blocks.EDIT, blocks.REJECT, blocks.RESPOND, blocks.ESCALATE, ITEM_EDIT, BATCH_REJECT,
-                        REMEMBER, AWAY})
+                        REMEMBER, AWAY, CORRECT_RUN})
 ACK_WITHIN_SECONDS = 2.5  # Slack gives up after 3 s
 # What Slack sends that is stored before its ack (bot/slack/received.py); and slash commands.
 DURABLE = frozenset({"block_actions", "view_submission", "event_callback"})
@@ -332,14 +339,29 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     team = InstalledTeam(auth_test)
     bolt.use(team.middleware())  # Socket Mode's requests reach Bolt directly; HTTP's are checked in slack_events
     grant_interactions = GrantInteractions(interactions, grants, home)
-    async def home_tail(user: str) -> list[dict[str, Any]]:  # the away control and grants, then the last 7 days
-        return [*await grant_interactions.home_blocks(user), *home_section(await service.stats.last_week(None))]
+    history = HistorySuggestions(store, grant_store, clock, thresholds=settings.suggest,
+                                 grant_days=settings.suggest_grant_days, policy=lambda: policy.policy,
+                                 members=directory.group_members)
+
+    async def home_tail(user: str) -> list[dict[str, Any]]:  # away and grants, suggestions, then the last 7 days
+        return [*await grant_interactions.home_blocks(user),
+                *history_cards.home_blocks(await history.for_user(user), grant_days=history.grant_days),
+                *home_section(await service.stats.last_week(None))]
+
+    async def digest_more(channel: str) -> list[dict[str, Any]]:  # the suggestions from this channel's decisions
+        return history_cards.digest_blocks(await history.for_channel(channel), grant_days=history.grant_days)
+
+    service.stats.digest_more = digest_more
+    similar = SimilarRequests(store, clock, min_size=settings.similar_min, render=similar_message)
+    timers.after_sweep.append(similar.tick)  # a card for each group of similar pending requests
 
     home_publisher.tail = home_tail
     for app in (bolt, clicks):
         agent.register(app)  # before the core listeners: `/signoff run ...` must match first
         grant_handlers.register(app, grant_interactions)  # `/signoff grants|away|back` too
         suggestion_handlers.register(app, SuggestionInteractions(interactions, grants))  # "Approve & always allow"
+        history_handlers.register(app, HistoryInteractions(interactions, history, home))  # suggestions from history
+        similar_handlers.register(app, SimilarInteractions(interactions))  # Review each / Approve all / Reject all
         handlers.register(app, interactions, timers=timer_interactions, home=home)
         batch.register(app, BatchInteractions(interactions))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -97,5 +99,17 @@ class Metrics:
             "signoff_longpoll_rereads", "Reads of its request by a woken long-poll: a wake-up that did not hand it "
             "the decided request (a reminder, another process's decision)", registry=self.registry)
 
+        # A leak shows as growth under steady load (bench/soak.py samples it once a minute).
+        self.asyncio_tasks = Gauge("signoff_asyncio_tasks", "asyncio tasks alive in this process's event loop",
+                                   registry=self.registry)
+        self.asyncio_tasks.set_function(_tasks_alive)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def _tasks_alive() -> float:
+    try:
+        return float(len(asyncio.all_tasks()))
+    except RuntimeError:  # rendered outside the event loop (a test's registry): none of its tasks to count
+        return 0.0

@@ -21,6 +21,7 @@ from dotenv import dotenv_values
 from bot.api.tokens import ApiToken, parse_tokens
 from bot.approvals.keys import private_from_seed
 from bot.domain.durations import DurationError, parse_duration
+from bot.domain.history import Thresholds
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
 from bot.domain.values import APPROVER_ID, CHANNEL_ID
 from storage.urls import BadDatabaseURL, async_url
@@ -56,6 +57,9 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
     "SIGNOFF_AUDIT_ANCHOR_SECONDS",
     "SIGNOFF_SLACK_INBOX_LEASE_SECONDS",
+    "SIGNOFF_SUGGEST_DAYS", "SIGNOFF_SUGGEST_MIN_APPROVALS", "SIGNOFF_SUGGEST_MIN_PEOPLE", "SIGNOFF_SUGGEST_MAX_EDITS",
+    "SIGNOFF_SUGGEST_MIN_REJECTIONS", "SIGNOFF_SUGGEST_MIN_REJECT_SHARE", "SIGNOFF_SUGGEST_GRANT_DAYS",
+    "SIGNOFF_SIMILAR_MIN",
 })
 _WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
@@ -161,6 +165,12 @@ class Settings:
     digest_channels: tuple[str, ...] = ()
     digest_at: tuple[int, int] = (0, 9)
     audit_anchor_seconds: float = 3600.0  # how often the audit chain's head is signed and kept (docs/audit.md)
+    # Suggestions from the decision record (docs/policy.md): when history is enough, and how long the grant
+    # accepting one makes lasts (None: until revoked).
+    suggest: Thresholds = Thresholds()
+    suggest_grant_days: int | None = 30
+    # Similar pending requests together (docs/policy.md): from how many one card offers them (0: never).
+    similar_min: int = 5
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)  # raw SIGNOFF_* values
 
     def unknown_settings_lines(self) -> list[str]:
@@ -237,16 +247,8 @@ def database_url_from_env(environ: Mapping[str, str] | None = None, *, dotenv: s
     return url
 
 
-def _parse(env: Mapping[str, str]) -> Settings:
-    def get(name: str) -> str | None:
-        value = env.get(name)
-        return value.strip() if value and value.strip() else None
-
-    def need(name: str, hint: str) -> str:
-        value = get(name)
-        if value is None:
-            raise SettingsError(f"{name} is not set ({hint})")
-        return value
+def _numbers(get: Callable[[str], str | None]) -> Callable[..., Any]:
+    """`number(name, default, kind, low, high)`: a setting read as `kind`, within [low, high], or one clear error."""
 
     def number(name: str, default: Any, kind: Callable[[str], Any], low: float, high: float) -> Any:
         raw = get(name)
@@ -259,6 +261,28 @@ def _parse(env: Mapping[str, str]) -> Settings:
         if not low <= value <= high:
             raise SettingsError(f"{name}={raw!r} must be between {low:g} and {high:g}")
         return value
+
+    return number
+
+
+def suggest_from_env(environ: Mapping[str, str] | None = None, *, dotenv: str | Path | None = ".env") -> Thresholds:
+    """Just SIGNOFF_SUGGEST_* (for `signoff policy suggest`, which needs no Slack settings)."""
+    env = _read(environ, dotenv)
+    return _suggest(_numbers(lambda name: (env.get(name) or "").strip() or None))
+
+
+def _parse(env: Mapping[str, str]) -> Settings:
+    def get(name: str) -> str | None:
+        value = env.get(name)
+        return value.strip() if value and value.strip() else None
+
+    def need(name: str, hint: str) -> str:
+        value = get(name)
+        if value is None:
+            raise SettingsError(f"{name} is not set ({hint})")
+        return value
+
+    number = _numbers(get)
 
     bot_token = need("SLACK_BOT_TOKEN", "the bot token, xoxb-..., from your Slack app's OAuth page")
     if not bot_token.startswith("xoxb-"):
@@ -368,10 +392,30 @@ def _parse(env: Mapping[str, str]) -> Settings:
         digest_channels=_digest_channels(get("SIGNOFF_DIGEST_CHANNELS")),
         digest_at=_digest_at(get("SIGNOFF_DIGEST_AT")),
         audit_anchor_seconds=number("SIGNOFF_AUDIT_ANCHOR_SECONDS", 3600.0, float, 0.01, 7 * 86400),
+        suggest=_suggest(number),
+        suggest_grant_days=number("SIGNOFF_SUGGEST_GRANT_DAYS", 30, int, 0, 3650) or None,
+        similar_min=_similar_min(number("SIGNOFF_SIMILAR_MIN", 5, int, 0, 50)),
         **_timers(get, number),
         **_agent(get, number),
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},
     )
+
+
+def _similar_min(value: int) -> int:
+    if value == 1:
+        raise SettingsError("SIGNOFF_SIMILAR_MIN=1: a group needs at least 2 requests (0 turns the cards off)")
+    return value
+
+
+def _suggest(number: Callable[..., Any]) -> Thresholds:
+    """SIGNOFF_SUGGEST_*: the thresholds of suggestions from the decision record (bot.domain.history)."""
+    d = Thresholds()
+    return Thresholds(days=number("SIGNOFF_SUGGEST_DAYS", d.days, int, 1, 365),
+                      min_approvals=number("SIGNOFF_SUGGEST_MIN_APPROVALS", d.min_approvals, int, 1, 1_000_000),
+                      min_people=number("SIGNOFF_SUGGEST_MIN_PEOPLE", d.min_people, int, 1, 10_000),
+                      max_edits=number("SIGNOFF_SUGGEST_MAX_EDITS", d.max_edits, int, 0, 1_000_000),
+                      min_rejections=number("SIGNOFF_SUGGEST_MIN_REJECTIONS", d.min_rejections, int, 1, 1_000_000),
+                      min_reject_share=number("SIGNOFF_SUGGEST_MIN_REJECT_SHARE", d.min_reject_share, float, 0.5, 1))
 
 
 def _digest_channels(raw: str | None) -> tuple[str, ...]:

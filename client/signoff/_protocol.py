@@ -89,19 +89,21 @@ def approval_body(action: str, params: Mapping[str, Any], *, summary: str, previ
 
 def batch_body(items: Sequence[Mapping[str, Any]], *, summary: str, risk: str | None, channel: str | None,
                approvers: Sequence[str] | None, context: str | None, requested_by: str | None,
-               timing: Mapping[str, Any] | None, callback_url: str | None = None) -> dict[str, Any]:
-    """A batch: `items` of {name, params, params_schema?, preview?, allowed_decisions?}, one card for all."""
+               timing: Mapping[str, Any] | None, callback_url: str | None = None,
+               session: str | None = None) -> dict[str, Any]:
+    """A batch: `items` of {name, params, params_schema?, preview?, allowed_decisions?, key?}, one card for all
+    (`key`: the agent's id for the action, which its execution receipt names as `item`)."""
     shaped = []
     for item in items:
-        unknown = set(item) - {"name", "params", "params_schema", "preview", "allowed_decisions"}
+        unknown = set(item) - {"name", "params", "params_schema", "preview", "allowed_decisions", "key"}
         if unknown:
-            raise SignoffError(f"a batch item takes name, params, params_schema, preview and allowed_decisions, "
+            raise SignoffError(f"a batch item takes name, params, params_schema, preview, allowed_decisions and key, "
                                f"not {', '.join(sorted(unknown))}")
-        shaped.append({k: (list(v) if k == "allowed_decisions" else dict(v)) if k != "name" else v
+        shaped.append({k: v if k in ("name", "key") else list(v) if k == "allowed_decisions" else dict(v)
                        for k, v in item.items() if v is not None})
     body = approval_body("batch", {}, summary=summary, preview=None, risk=risk, params_schema=None, channel=channel,
                          approvers=approvers, context=context, requested_by=requested_by, timing=timing,
-                         callback_url=callback_url)
+                         callback_url=callback_url, session=session)
     del body["action"]
     body["items"] = shaped
     return body

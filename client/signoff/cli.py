@@ -20,6 +20,10 @@
                                     the app's folder: it is imported from there); says what it
                                     watches and each thread it resumes, unless --quiet
                                     (signoff.langgraph_cli)
+    signoff openai resume --agent module:name [--approvals module:name] [--run ID] [--once]
+                          [--listen HOST:PORT] [--quiet]
+                                    resume paused OpenAI Agents SDK runs with Signoff's decisions, exactly
+                                    once (signoff.openai_cli)
 """
 
 from __future__ import annotations
@@ -183,8 +187,10 @@ def parser() -> argparse.ArgumentParser:
                         help="a saved copy of the server's /.well-known/signoff-keys (or its URL): every key it "
                              "signed with, rotated ones too")
     from signoff.langgraph_cli import add_parser
+    from signoff.openai_cli import add_parser as add_openai
 
     add_parser(sub)
+    add_openai(sub)
     return root
 
 
@@ -218,6 +224,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from signoff.langgraph_cli import run
 
         return run(args)
+    if args.command == "openai":
+        from signoff.openai_cli import run as run_openai
+
+        return run_openai(args)
     raise SystemExit(f"signoff: unknown command {args.command}")
 
 

@@ -178,13 +178,15 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
                      channel: str | None = None, approvers: Sequence[str] | None = None,
                      idempotency_key: str | None = None, context: str | None = None,
                      requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
-                     callback_url: str | None = None) -> Submission:
+                     callback_url: str | None = None, session: str | None = None) -> Submission:
         """Several actions on one card, each decided on its own (`Decision.items`), without waiting.
 
-        `items`: {name, params, params_schema?, preview?, allowed_decisions?} each.
+        `items`: {name, params, params_schema?, preview?, allowed_decisions?, key?} each (`key`: the
+        agent's id for the action, which its execution receipt names as `item`).
         """
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
-                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
+                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url,
+                            session=session)
         key = idempotency_key or p.new_key()
         answer, status = self._send("POST", "/api/v1/approvals", json=body, key=key)
         return Submission(str(answer["id"]), answer, status == 201, self, self._keys.note(str(answer["id"]), key))
@@ -273,6 +275,12 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
             raise Expired(_timed_out_message(timeout), decision=found)
         return found  # decided just before the cancel: that decision stands
 
+    def trust_server_key(self) -> None:
+        """Pin the server's decision-signing key now (once per process and URL: what the first call does),
+        so that a decision that reaches this process another way (a webhook, a recorded message) is checked."""
+        if sig.keyring().wants_fetch(self.config.url):
+            sig.keyring().pin(self.config.url, self._send("GET", sig.KEYS_PATH)[0])
+
     def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
               timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
         if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # first (and stale): the server's keys
@@ -358,9 +366,10 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls, AsyncPolicyCall
                            idempotency_key: str | None = None, context: str | None = None,
                            requested_by: str | None = None,
                            timing: Mapping[str, Any] | None = None,
-                           callback_url: str | None = None) -> AsyncSubmission:
+                           callback_url: str | None = None, session: str | None = None) -> AsyncSubmission:
         body = p.batch_body(items, summary=summary, risk=risk, channel=channel, approvers=approvers,
-                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url)
+                            context=context, requested_by=requested_by, timing=timing, callback_url=callback_url,
+                            session=session)
         key = idempotency_key or p.new_key()
         answer, status = await self._send("POST", "/api/v1/approvals", json=body, key=key)
         return AsyncSubmission(str(answer["id"]), answer, status == 201, self,

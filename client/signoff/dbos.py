@@ -26,6 +26,11 @@ Invariants:
   hundred rows, not thousands.
 - Deterministic on replay: everything the workflow branches on (the request, each poll's answer and
   its time) comes from a recorded step or message, never from a clock read or a call outside a step.
+- Signed: the server's signing key is pinned before any decision is read (SIGNOFF_PUBLIC_KEY, or fetched
+  once per process), so a decision it did not sign (forged, altered, another request's) raises
+  `SignatureInvalid` in the workflow, and nothing runs.
+- Receipts: `run_approved(decision, step)` runs the step with the approved parameters and reports
+  what it did in a recorded step (`signoff.report`): once, however often the workflow is recovered.
 - Fail closed: only an approved decision returns; every other ending raises (`Rejected`, `Expired`,
   `Cancelled`; a request whose card Slack refused is cancelled, so `Cancelled` with the reason); the
   caller's own `timeout` cancels the request first and raises `Expired`.
@@ -39,8 +44,8 @@ import hashlib
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 from signoff._protocol import undeliverable
@@ -55,13 +60,14 @@ if TYPE_CHECKING:
 
     from signoff.client import SignoffClient
 
-__all__ = ["WebhookServer", "approval", "handle_webhook", "request_key", "serve_webhooks", "topic"]
+__all__ = ["WebhookServer", "approval", "handle_webhook", "request_key", "run_approved", "serve_webhooks", "topic"]
 
 log = logging.getLogger("signoff.dbos")
 
 WORKFLOW_PARAM = "dbos_workflow"  # the query parameter of a callback_url that names the waiting workflow
 KEY_MAX = 255  # the server's Idempotency-Key limit
 MIN_POLL = 1.0  # seconds: the fastest the wait loop may go round
+T = TypeVar("T")
 
 
 def topic(request_id: str) -> str:
@@ -141,6 +147,7 @@ def approval(action: str, params: Mapping[str, Any], *, summary: str | None = No
         "timing": timing, "allowed_decisions": allowed_decisions,
         "callback_url": with_workflow(callback_url, workflow_id) if callback_url else None,
     }
+    _trust_key(client)  # before any decision is read: a recorded message or a webhook is checked like a reply
     submitted = dbos.run_step({"name": "signoff.submit"}, _submit, client, action, dict(params), card, timeout)
     request_id, deadline, at = str(submitted["request"]["id"]), submitted["deadline"], submitted["at"]
     found, timed_out, gap = final_decision(submitted["request"]), False, poll_every
@@ -155,6 +162,36 @@ def approval(action: str, params: Mapping[str, Any], *, summary: str | None = No
     if timed_out and found.outcome == "cancelled":
         raise Expired(_timed_out_message(timeout), decision=found)
     return raise_unless_approved(found)
+
+
+def run_approved(decision: Decision, step: Callable[..., T], *, client: SignoffClient | None = None) -> T:
+    """Run `step` (a `@DBOS.step()`) with the approved parameters, then report what it did to Signoff (an
+    execution receipt: `ran` with a short result, or `failed` with the error, which is raised on), in a
+    recorded step of its own: a recovered workflow replays both and reports once. Call it in the workflow."""
+    dbos = _dbos()
+    try:
+        result = step(**decision.params)
+    except Exception as exc:
+        dbos.run_step({"name": "signoff.report"}, _report, client, decision.request_id, "failed", decision.params,
+                      None, f"{type(exc).__name__}: {exc}")
+        raise
+    dbos.run_step({"name": "signoff.report"}, _report, client, decision.request_id, "ran", decision.params,
+                  result, None)
+    return result
+
+
+def _report(client: SignoffClient | None, request_id: str, status: str, params: dict[str, Any], result: Any,
+            error: str | None) -> bool:
+    """The step that reports: True when Signoff recorded it (a lost report is logged, never raised)."""
+    with given_or_default(client) as signoff:
+        return signoff.report_quietly(request_id, status, params=params, result=result, error=error) is not None
+
+
+def _trust_key(client: SignoffClient | None) -> None:
+    """Pin the server's signing key in this process (a recovered worker may read a decision before its
+    first call to Signoff). Not a step: it decides nothing, it only lets a forged decision be refused."""
+    with given_or_default(client) as signoff:
+        signoff.trust_server_key()  # unreachable past the client's retries: raises (fail closed)
 
 
 def _decision_in(message: Any, request_id: str) -> Decision | None:

@@ -109,7 +109,7 @@ def submit_actions(prefix: str, actions: Sequence[Mapping[str, Any]], card: Mapp
 
 def _submit_batch(key: str, actions: Sequence[Mapping[str, Any]], options: Mapping[str, Any]) -> Steps[str]:
     items = [{"name": a["name"], "params": a["args"], "params_schema": a.get("args_schema"),
-              "allowed_decisions": a["allowed"]} for a in actions]
+              "allowed_decisions": a["allowed"], "key": str(n)} for n, a in enumerate(actions)]
     summary = f"{len(actions)} actions: " + ", ".join(_summary(a) for a in actions)
     notes = [f"{n}. {a['name']}: {a['description']}" for n, a in enumerate(actions, 1) if a.get("description")]
     kwargs = dict(summary=summary[:SUMMARY_MAX], context="\n\n".join(notes)[:CONTEXT_MAX] or None,

@@ -31,6 +31,10 @@ Invariants:
 - A request whose card Slack refused for good is not waited for (the server answers it at once):
   one WARNING names it, its thread and the fix; the resumer cancels it and resumes the thread as
   not approved.
+- Receipts: the LangChain HumanInTheLoopMiddleware tool calls a person approved report what they did
+  (`ran` / `failed`, from their ToolMessages) once the resume returned (signoff.langgraph_receipts).
+- Signed: every decision is read through `final_decision`, which checks the server's Ed25519 signature:
+  a forged, altered or replayed one raises `SignatureInvalid` in the round, and the thread is not resumed.
 - `report` (the CLI passes `print` unless --quiet) gets one line when the resumer starts (what it
   watches) and one per thread it resumes (the thread, each request, approved or not and why).
 """
@@ -49,8 +53,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from signoff._protocol import undeliverable
 from signoff._steps import Steps, call, run
-from signoff.errors import SignoffError, SignoffRequestError
+from signoff.errors import SignatureInvalid, SignoffError, SignoffRequestError
 from signoff.langgraph_hitl import CARD_OPTIONS, requests_for, resume_value
+from signoff.langgraph_receipts import approved_actions, pending_calls, what_ran
 from signoff.langgraph_threads import latest
 from signoff.models import final_decision
 from signoff.resumes import DEFAULT_LEASE_SECONDS, ResumeClaim, ResumeTaken, default_owner
@@ -181,14 +186,18 @@ class Resuming:
             bodies = {}
             for rid in paused.request_ids:
                 bodies[rid] = yield call("client", "get", rid)
-            for rid, body in bodies.items():
-                refused = undeliverable(body) if final_decision(body) is None else None
-                if refused is not None:  # nobody can see it: not approved. The resumer asked, so it cancels
-                    yield call("client", "cancel", rid, refused.cancel_reason)  # (a decision that came first stands)
-                    bodies[rid] = yield call("client", "get", rid)
-                    log.warning("thread %s resumes as not approved: %s The request was cancelled.",
-                                paused.thread_id, refused.message)
-            open_ids = [rid for rid, body in bodies.items() if final_decision(body) is None]
+            try:
+                for rid, body in bodies.items():
+                    refused = undeliverable(body) if final_decision(body) is None else None
+                    if refused is not None:  # nobody can see it: not approved. The resumer asked, so it cancels
+                        yield call("client", "cancel", rid, refused.cancel_reason)  # (a decision first stands)
+                        bodies[rid] = yield call("client", "get", rid)
+                        log.warning("thread %s resumes as not approved: %s The request was cancelled.",
+                                    paused.thread_id, refused.message)
+                open_ids = [rid for rid, body in bodies.items() if final_decision(body) is None]
+            except SignatureInvalid as forged:  # nothing of it is used: the thread stays paused, the others go on
+                log.warning("thread %s is not resumed: %s", paused.thread_id, forged.message)
+                continue
             if open_ids:
                 waiting.extend(open_ids)
             elif (yield from self._resume(paused, bodies)):
@@ -208,8 +217,14 @@ class Resuming:
             yield from self._finish(claim, "done")  # resumed by someone before us: nothing left to do
             return False
         values = {item.id: resume_value(item, [bodies[r] for r in ids]) for item, ids in paused.parts}
+        receipts = approved_actions(paused.parts, bodies, pending_calls(state))
         if not (yield from self._invoke(claim, Command(resume=values), paused.thread_id)):
             return False
+        if receipts:  # what the approved tool calls did, from their ToolMessages
+            after = yield call("graph", "get_state", thread_config(paused.thread_id))
+            for receipt, status, content in what_ran(receipts, after):
+                yield call("client", "report_quietly", receipt.request_id, status, params=receipt.params,
+                           item=receipt.item, **({"result": content} if status == "ran" else {"error": str(content)}))
         outcomes = "; ".join(f"{rid} {outcome_words(bodies[rid])}" for rid in paused.request_ids)
         self.report(f"resumed thread {paused.thread_id}: {outcomes}")
         return True

@@ -14,10 +14,12 @@
 
 Or without waiting in the process that started the run:
 
-    result = await Runner.run(agent, "Send the refund email")
+    result = await Runner.run(agent, "Send the refund email", context=approvals.context("ticket-42"))
     await approvals.pause(result, run_id="ticket-42")     # one card for the turn's calls; the state saved
     ...                                                 # later, in any process:
     resumed = await approvals.resume(agent, "ticket-42")  # None while undecided, or when another resumed it
+
+or `signoff openai resume --agent myapp:agent` (signoff.openai_cli), woken by long-polls or webhooks.
 
 Invariants:
 - Policy first: a gated tool's `needs_approval` asks Signoff's policy (`POST /api/v1/policy/check`,
@@ -37,13 +39,18 @@ Invariants:
   the SDK's `ToolContext` pattern) and a gated tool runs with them, validated by the tool's own
   schema; the model's own call stays in its history as it made it. Tools this module did not gate
   are offered approve or reject only (their edits could not reach them).
+- Per run: the run's context names it (`RUN_KEY`; `approvals.context(run_id)` for a `Runner.run` of
+  your own), each policy check and card carries it as `session`, so a grant "for this run" applies.
+- Receipts: after a resume ran an approved call, what ran is reported to Signoff (`ran` with the
+  parameters used and a short result, or `failed` with a gated tool's exception); a call that did not
+  run, or whose resume was taken over (it may or may not have run), reports nothing.
+- Signed: every decision read is checked against the server's Ed25519 key before anything is applied
+  (signoff.signatures): a forged, altered or replayed one raises `SignatureInvalid` and nothing runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
 import json
 import logging
 from collections import OrderedDict
@@ -54,94 +61,20 @@ from typing import TYPE_CHECKING, Any
 from signoff._protocol import MAX_LONG_POLL, undeliverable
 from signoff.errors import SignoffError, SignoffRequestError, UndeliverableError
 from signoff.models import Decision, final_decision
-from signoff.openai_runs import (EDITS_KEY, FileStore, Outcome, PausedCall, PausedRun, RunStore, apply,
+from signoff.openai_runs import (EDITS_KEY, RUN_KEY, FileStore, Outcome, PausedCall, PausedRun, RunStore, apply,
                                  check_run_id, outcomes, store_of)
+from signoff.openai_tools import approved_args, carrying_edits, run_of, with_edits, with_run
 from signoff.policy_check import Verdict
 from signoff.resumes import DEFAULT_LEASE_SECONDS, ResumeClaim, ResumeTaken, default_owner
 
 if TYPE_CHECKING:
     from signoff.client import AsyncSignoffClient
 
-__all__ = ["EDITS_KEY", "Approvals", "FileStore", "PausedRun", "approved_args"]
+__all__ = ["EDITS_KEY", "RUN_KEY", "Approvals", "FileStore", "PausedRun", "approved_args"]
 
 log = logging.getLogger("signoff.openai")
 VERDICTS_MAX = 4096
 FIRST_TURN = 1
-
-
-def approved_args(ctx: Any) -> dict[str, Any] | None:
-    """The parameters a person approved for this call, when they edited them (else None).
-
-    `ctx`: the SDK's `ToolContext` (a tool taking `ctx: ToolContext[...]` as its first parameter):
-    read from its run context by `ctx.tool_call_id`. Gated tools (`Approvals.tool`) apply them
-    themselves; this is for tools that read them by hand."""
-    edits = _edits_of(getattr(ctx, "context", None))
-    found = edits.get(str(getattr(ctx, "tool_call_id", ""))) if edits else None
-    return dict(found) if isinstance(found, Mapping) else None
-
-
-def _edits_of(context: Any) -> Mapping[str, Any] | None:
-    if isinstance(context, Mapping):
-        found = context.get(EDITS_KEY)
-    else:
-        found = getattr(context, EDITS_KEY, None)
-    return found if isinstance(found, Mapping) else None
-
-
-def _with_edits(context: Any, edits: Mapping[str, dict[str, Any]]) -> Any:
-    """The run's context carrying `edits` (merged with any an earlier turn left)."""
-    merged = {**(_edits_of(context) or {}), **edits}
-    if context is None or isinstance(context, Mapping):
-        return {**(context or {}), EDITS_KEY: merged}
-    try:
-        setattr(context, EDITS_KEY, merged)
-    except AttributeError as exc:
-        raise SignoffError(f"a person edited a call, and the run's context ({type(context).__name__}) cannot carry "
-                           f"the edits: use a dict context, or give it a `{EDITS_KEY}` attribute") from exc
-    return context
-
-
-def _carrying_edits(func: Callable[..., Any], options: Mapping[str, Any]) -> Callable[..., Any]:
-    """`func`, run with the parameters a person approved when they edited them (read from the run's
-    context by the call's id: the SDK's `ToolContext` pattern), validated by the same schema the SDK
-    builds from `func`. Everything else is `func`'s own: its schema, its docstring, sync or async (the
-    SDK runs a sync tool in a thread), and whether it takes the context itself."""
-    from agents.function_schema import function_schema
-    from agents.tool_context import ToolContext
-
-    schema = function_schema(func, docstring_style=options.get("docstring_style"),
-                             name_override=options.get("name_override"),
-                             use_docstring_info=options.get("use_docstring_info", True),
-                             strict_json_schema=options.get("strict_mode", True))
-    takes_context = schema.takes_context
-
-    def arguments(ctx: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        edited = approved_args(ctx)
-        if edited is not None:
-            args_list, kwargs = schema.to_call_args(schema.params_pydantic_model(**edited))
-            args = tuple(args_list)
-        return ((ctx, *args) if takes_context else args), kwargs
-
-    wrapper: Callable[..., Any]
-    if inspect.iscoroutinefunction(func):
-        async def run_async(ctx: Any, *args: Any, **kwargs: Any) -> Any:
-            call_args, call_kwargs = arguments(ctx, args, kwargs)
-            return await func(*call_args, **call_kwargs)
-
-        wrapper = run_async
-    else:
-        def run_sync(ctx: Any, *args: Any, **kwargs: Any) -> Any:
-            call_args, call_kwargs = arguments(ctx, args, kwargs)
-            return func(*call_args, **call_kwargs)
-
-        wrapper = run_sync
-    functools.update_wrapper(wrapper, func)
-    if not takes_context:  # the SDK hands the ToolContext to a first parameter annotated with it
-        signature = inspect.signature(func)
-        first = inspect.Parameter("signoff_tool_context", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=ToolContext)
-        setattr(wrapper, "__signature__", signature.replace(parameters=[first, *signature.parameters.values()]))
-        wrapper.__annotations__ = {"signoff_tool_context": ToolContext, **getattr(func, "__annotations__", {})}
-    return wrapper
 
 
 def _offered(call: PausedCall) -> list[str]:
@@ -158,13 +91,15 @@ class Approvals:
     (only ever raises policy's tier; also sent with each policy check when given), `requested_by`,
     `timing`, `callback_url`, `summary` (a string, or a function of the turn's calls). `lease_seconds`:
     how long a resume claim outlives a resumer that dies (renewed every third of it while the run goes on).
+    `report`: gets one line per run this object resumes (`signoff openai resume` prints them).
     """
 
     def __init__(self, store: RunStore | str, *, client: AsyncSignoffClient | None = None,
                  channel: str | None = None, approvers: Sequence[str] | None = None, risk: str | None = None,
                  requested_by: str | None = None, timing: Mapping[str, Any] | None = None,
                  callback_url: str | None = None, summary: str | Callable[[Sequence[PausedCall]], str] | None = None,
-                 lease_seconds: int = DEFAULT_LEASE_SECONDS, owner: str | None = None) -> None:
+                 lease_seconds: int = DEFAULT_LEASE_SECONDS, owner: str | None = None,
+                 report: Callable[[str], None] | None = None) -> None:
         self.store = store_of(store)
         self._client = client
         self._made: AsyncSignoffClient | None = None
@@ -174,6 +109,9 @@ class Approvals:
         self.tools: dict[str, Any] = {}  # name -> FunctionTool gated here
         self.editable: set[str] = set()  # the names of those that run with a person's edits
         self._verdicts: OrderedDict[str, Verdict | None] = OrderedDict()  # call id -> policy's word (bounded)
+        self.report = report
+        self._running: dict[str, Outcome] = {}  # call id -> its approval, while a resume here runs it
+        self._results: dict[str, tuple[Any, BaseException | None]] = {}  # call id -> how a gated tool's run ended
 
     @property
     def client(self) -> AsyncSignoffClient:
@@ -207,9 +145,19 @@ class Approvals:
             raise SignoffError("needs_approval is Signoff's on a gated tool: leave it out")
 
         def make(f: Callable[..., Any]) -> Any:
-            return self.gate(function_tool(_carrying_edits(f, options), **options), editable=True)
+            return self.gate(function_tool(carrying_edits(f, options, self._ran), **options), editable=True)
 
         return make(func) if func is not None else make
+
+    def _ran(self, ctx: Any, result: Any, error: BaseException | None) -> None:
+        call_id = str(getattr(ctx, "tool_call_id", ""))
+        if call_id in self._running:  # an approved call of a resume here: its receipt is sent when the run returns
+            self._results[call_id] = (result, error)
+
+    def context(self, run_id: str, context: Any = None) -> Any:
+        """The run's context naming `run_id` (give it to `Runner.run(..., context=...)`): each policy check
+        then carries the run as its `session`, so a person's grant "for this run" applies to its calls."""
+        return with_run(context, check_run_id(run_id))
 
     def gate(self, tool: Any, *, editable: bool = False) -> Any:
         """Gate an existing `FunctionTool` (policy decides per call through its `needs_approval`); the tool.
@@ -228,10 +176,11 @@ class Approvals:
     def needs_approval(self, tool_name: str) -> Callable[[Any, dict[str, Any], str], Any]:
         """A `needs_approval` callable for the tool named `tool_name`: False only when policy allows the call."""
 
-        async def decide(_ctx: Any, params: dict[str, Any], call_id: str) -> bool:
+        async def decide(ctx: Any, params: dict[str, Any], call_id: str) -> bool:
             try:
                 verdict: Verdict | None = await self.client.check_policy(
-                    tool_name, params, risk=self.risk, channel=self.channel, requested_by=self.requested_by)
+                    tool_name, params, risk=self.risk, channel=self.channel, requested_by=self.requested_by,
+                    session=run_of(getattr(ctx, "context", None)))
             except SignoffError as exc:
                 log.warning("Signoff's policy could not be asked about %s (%s): the call waits for a person", tool_name, exc)
                 verdict = None
@@ -295,11 +244,11 @@ class Approvals:
             return tuple(calls)  # policy refused every call: nothing for a person to decide
         options: dict[str, Any] = {"channel": self.channel, "approvers": self.approvers,
                                    "requested_by": self.requested_by, "timing": self.timing,
-                                   "callback_url": self.callback_url, "risk": self.risk}
+                                   "callback_url": self.callback_url, "risk": self.risk, "session": run_id}
         decided_by: dict[str, tuple[str, int | None]] = {}
         if len(asked) > 1:
             items = [{"name": c.name, "params": c.params, "params_schema": self._schema(c),
-                      "allowed_decisions": _offered(c)} for c in asked]
+                      "allowed_decisions": _offered(c), "key": c.call_id} for c in asked]
             try:
                 batch = await self.client.submit_batch(items, summary=self._summary(result, asked),
                                                        idempotency_key=f"openai:{run_id}:{turn}", **options)
@@ -402,7 +351,10 @@ class Approvals:
             await self._finish(claim, "failed", f"{type(exc).__name__}: {exc}")
             raise
         await self._finish(claim, "done")
-        log.info("resumed run %s: %s", run_id, "; ".join(o.words for o in found))
+        words = f"resumed run {run_id} (turn {paused.turn}): " + "; ".join(o.words for o in found)
+        log.info("%s", words)
+        if self.report is not None:
+            self.report(words)
         return result
 
     async def _run(self, agent: Any, paused: PausedRun, found: Sequence[Outcome], context: Any, claim: ResumeClaim,
@@ -411,20 +363,51 @@ class Approvals:
 
         assert paused.state is not None
         base = context if context is not None else (paused.state.get("context") or {}).get("context")
+        base = with_run(base, paused.run_id)
         edits = {o.call.call_id: o.params for o in found if o.approved and o.params is not None and not taken_over}
         state = await RunState.from_json(agent, paused.state,
-                                         context_override=_with_edits(base, edits) if edits else (base or {}))
+                                         context_override=with_edits(base, edits) if edits else base)
         apply(state, found, taken_over=taken_over)
+        approved = {o.call.call_id: o for o in found if o.approved and not taken_over}
+        self._running.update(approved)
         renewing = asyncio.create_task(self._renew(claim))
+        result: Any = None
         try:
             result = await Runner.run(agent, state, **run_options)
         finally:
             renewing.cancel()
+            await self._receipts(approved, result)
         if result.interruptions:
             await self._pause(result, paused.run_id, paused.turn + 1)  # the next turn, whatever its call ids
         else:
             self.store.save(paused.run_id, replace(paused, state=None, status="finished").to_json())
         return result
+
+    async def _receipts(self, approved: Mapping[str, Outcome], result: Any) -> None:
+        """Report what ran of the approved calls (execution receipts): a gated tool's own result or
+        exception, else the output the SDK recorded for the call. A call that did not run gets none."""
+        from agents.items import ToolCallOutputItem
+
+        outputs: dict[str, Any] = {}
+        for item in getattr(result, "new_items", None) or ():
+            if isinstance(item, ToolCallOutputItem):
+                raw = item.raw_item
+                found = raw.get("call_id") if isinstance(raw, Mapping) else getattr(raw, "call_id", None)
+                outputs[str(found)] = item.output
+        for call_id, outcome in approved.items():
+            self._running.pop(call_id, None)
+            ended = self._results.pop(call_id, None)
+            if ended is None and call_id not in outputs:
+                continue
+            value, error = ended if ended is not None else (outputs[call_id], None)
+            request_id = outcome.call.request_id
+            assert request_id is not None  # an approved call was decided by a request
+            if error is not None:
+                await self.client.report_quietly(request_id, "failed", params=outcome.ran_with,
+                                                  error=f"{type(error).__name__}: {error}", item=outcome.item_key)
+            else:
+                await self.client.report_quietly(request_id, "ran", params=outcome.ran_with, result=value,
+                                                  item=outcome.item_key)
 
     async def _renew(self, claim: ResumeClaim) -> None:
         while True:
@@ -451,8 +434,7 @@ class Approvals:
         waited for, and resumed here. The last `RunResult`; None if another process finished the run."""
         from agents import Runner
 
-        check_run_id(run_id)
-        result = await Runner.run(agent, input, context=context, **run_options)
+        result = await Runner.run(agent, input, context=self.context(run_id, context), **run_options)
         if await self.pause(result, run_id) is None:
             return result
         while True:

@@ -25,7 +25,7 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,6 +33,7 @@ from signoff.errors import SignoffError
 from signoff.models import Decision, ItemDecision
 
 EDITS_KEY = "signoff_approved_args"  # in a mapping run context: {call_id: the parameters a person approved}
+RUN_KEY = "signoff_run_id"  # in a mapping run context: the run's id, sent as the policy check's `session`
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 KEY_MAX = 200
 DENIED = "Signoff's policy denies this call"
@@ -129,6 +130,10 @@ class FileStore:
             return None
         return loaded
 
+    def ids(self) -> list[str]:
+        """The run ids this folder holds (paused or finished), sorted."""
+        return sorted(p.stem for p in self.folder.glob("*.json") if RUN_ID.match(p.stem))
+
     def save(self, run_id: str, record: dict[str, Any]) -> None:
         target = self.path(run_id)
         handle, temp = tempfile.mkstemp(dir=self.folder, prefix=f".{run_id}.", suffix=".tmp")
@@ -159,6 +164,12 @@ class Outcome:
     params: dict[str, Any] | None = None  # the edited parameters; None: as proposed
     message: str | None = None
     words: str = ""
+    item_key: str | None = None  # the batch item that decided it (an execution receipt names it)
+
+    @property
+    def ran_with(self) -> dict[str, Any]:
+        """The parameters an approved call runs with: the person's edits, else as proposed."""
+        return dict(self.params) if self.params is not None else dict(self.call.params)
 
 
 def _ended_words(decision: Decision) -> str:
@@ -197,7 +208,8 @@ def outcomes(paused: PausedRun, decisions: Mapping[str, Decision]) -> list[Outco
                 raise SignoffError(f"request {call.request_id} has no action {call.item + 1} (for call {call.call_id})")
             item: ItemDecision = decision.items[call.item]
             item_who = item.decided_by.name or item.decided_by.id if item.decided_by else who
-            found.append(_one(call, item.outcome, item.params, item.comment, item_who, _ended_words(decision)))
+            found.append(replace(_one(call, item.outcome, item.params, item.comment, item_who, _ended_words(decision)),
+                                 item_key=item.key))
         else:
             found.append(_one(call, decision.outcome, decision.params, decision.comment, who, _ended_words(decision)))
     return found

@@ -38,6 +38,13 @@ Invariants:
   with the error). A second resumer, concurrent or later, gets None and runs nothing. A resumer that
   takes over the claim of one that died mid-run (its lease ran out) does not run the approved calls
   again (they may have run): the model is told their outcome is unknown.
+- The card is typed: each call's Edit form is its tool's own parameters JSON schema (read from the run's
+  tool definitions; `pause(result, agent)` reads them from the agent), and it offers "Reply instead".
+- Receipts: each approved call reports what it did to the request that approved it (`ran` with the
+  arguments it ran with and a short result, `failed` with its exception) from inside the run (the
+  capability wraps the tool's execution; `resume` adds it to the run it makes).
+- Signed: every decision read is checked against the server's Ed25519 key first (signoff.signatures); a
+  forged, altered or replayed one raises `SignatureInvalid` and nothing runs.
 
 Pydantic AI is imported when a function here is called: importing this module needs only `signoff`.
 Tested with pydantic-ai-slim 2.78 (the `HandleDeferredToolCalls` capability, `DeferredToolResults`).
@@ -54,11 +61,12 @@ from typing import TYPE_CHECKING, Any
 
 from signoff.errors import SignoffError, SignoffRequestError, StillPending, UndeliverableError
 from signoff.models import Decision
-from signoff.pydantic_ai_steps import Asked, Paused, PausedCall, answers, call_args, claim_key, not_again, step_key
+from signoff.pydantic_ai_steps import (OFFERED, Approved, Asked, Paused, PausedCall, agent_schemas, answers,
+                                       approved_calls, call_args, claim_key, clean_schema, not_again, step_key)
 from signoff.resumes import DEFAULT_LEASE_SECONDS, ResumeClaim, ResumeTaken
 
 if TYPE_CHECKING:
-    from pydantic_ai.capabilities import HandleDeferredToolCalls
+    from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
     from pydantic_ai.messages import ToolCallPart
     from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, RunContext
 
@@ -102,15 +110,50 @@ class SignoffApprovals:
             "requested_by": requested_by, "timing": dict(timing) if timing else None, "context": context}.items()
             if v is not None}
         self.summary, self.preview, self.lease_seconds = summary, preview, lease_seconds
+        self._schemas: dict[str, dict[str, Any]] = {}  # tool name -> its parameters' JSON schema (the Edit form)
+        self._approved: dict[str, Approved] = {}  # tool call id -> the approval it runs on (for its receipt)
 
     # -- in the run ----------------------------------------------------------------------------
 
     def capability(self) -> HandleDeferredToolCalls[Any]:
-        """The capability to give the agent (`Agent(..., capabilities=[approvals.capability()])`)."""
+        """The capability to give the agent (`Agent(..., capabilities=[approvals.capability()])`): it answers
+        the deferred approvals (`handle`) and reports what each approved call did (an execution receipt)."""
         _need_pydantic_ai()
-        from pydantic_ai.capabilities import HandleDeferredToolCalls
+        answering, _ = _capability_types()
+        made: HandleDeferredToolCalls[Any] = answering(handler=self.handle, approvals=self)
+        return made
 
-        return HandleDeferredToolCalls(handler=self.handle)
+    def receipts(self) -> AbstractCapability[Any]:
+        """A capability that only reports what approved calls did (`resume` adds it to the run itself)."""
+        _need_pydantic_ai()
+        _, reporting = _capability_types()
+        made: AbstractCapability[Any] = reporting(approvals=self)
+        return made
+
+    async def run_reporting(self, call: ToolCallPart, args: Any, handler: Callable[[Any], Any]) -> Any:
+        """Run an approved call (`handler`, the tool's own execution) and report how it ended to the request
+        that approved it: `ran` with the arguments used and a short result, or `failed` with the error,
+        which is raised on as before. Calls no Signoff decision approved here just run."""
+        approved = self._approved.pop(call.tool_call_id, None)
+        if approved is None:
+            return await handler(args)
+        used = dict(args) if isinstance(args, Mapping) else approved.params
+        try:
+            result = await handler(args)
+        except Exception as exc:
+            async with self._client() as client:
+                await client.report_quietly(approved.request_id, "failed", params=used, item=approved.item,
+                                            error=f"{type(exc).__name__}: {exc}")
+            raise
+        async with self._client() as client:
+            await client.report_quietly(approved.request_id, "ran", params=used, result=result, item=approved.item)
+        return result
+
+    def _answers(self, decision: Decision, call_ids: Sequence[str]) -> dict[str, Any]:
+        """`answers`, noting the approved calls for their receipts."""
+        found = answers(decision, call_ids)
+        self._approved.update(approved_calls(decision, call_ids))
+        return found
 
     async def handle(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
         """Answer a step's deferred approvals: policy's at once, a person's when one decides in `wait`."""
@@ -118,13 +161,17 @@ class SignoffApprovals:
 
         if not requests.approvals:
             return None  # external calls are not Signoff's to answer
+        for name, tool in ctx.tools.items():  # the Edit form is the tool's own schema
+            schema = clean_schema(getattr(tool, "parameters_json_schema", None))
+            if schema is not None:
+                self._schemas[name] = schema
         async with self._client() as client:
             decided, asking = await self._policy_first(client, ctx.conversation_id, requests)
             if asking:
                 asked = await self._submit_step(client, ctx.conversation_id, asking, requests.validated_args)
                 # All of the step's asked calls or none: what the run ends on is then exactly what was
                 # asked, and `pause` finds the same request(s) by the same keys.
-                decided.update(await _answered(client, asked, self.wait) or {})
+                decided.update(await _answered(client, asked, self.wait, self._answers) or {})
         return DeferredToolResults(approvals=decided) if decided else None
 
     async def _policy_first(self, client: AsyncSignoffClient, conversation_id: str | None,
@@ -151,7 +198,7 @@ class SignoffApprovals:
                 if ended.outcome == "cancelled":
                     asking.append(call)
                     continue
-            decided.update(answers(ended, [call.tool_call_id]))
+            decided.update(self._answers(ended, [call.tool_call_id]))
         return decided, asking
 
     async def _verdict(self, client: AsyncSignoffClient, action: Mapping[str, Any],
@@ -169,11 +216,12 @@ class SignoffApprovals:
 
     # -- ending the run and continuing it later ---------------------------------------------------
 
-    async def pause(self, result: Any) -> Paused:
+    async def pause(self, result: Any, agent: Any = None) -> Paused:
         """The card for the calls a finished run (`agent.run`'s result) ended on, and what `resume` needs.
 
-        Finds the card the run's handler posted (or posts it, for an agent run without the capability).
-        Save `paused.to_json()` anywhere; `Paused.from_json` reads it back in any process."""
+        Finds the card the run's handler posted (or posts it, for an agent run without the capability:
+        give `agent` so that its Edit form is the tool's own schema). Save `paused.to_json()` anywhere;
+        `Paused.from_json` reads it back in any process."""
         from pydantic_ai.tools import DeferredToolRequests
 
         output = result.output
@@ -184,8 +232,11 @@ class SignoffApprovals:
             raise SignoffError(f"the run also waits on {len(output.calls)} external call(s) (CallDeferred / external "
                                "tools): Signoff answers approvals only; answer those calls yourself")
         conversation_id = getattr(result, "conversation_id", None)
+        if agent is not None:
+            self._schemas.update({k: v for k, v in agent_schemas(agent).items() if k not in self._schemas})
         async with self._client() as client:
-            asked = await self._submit_step(client, conversation_id, list(output.approvals), output.validated_args)
+            asked = await self._submit_step(client, conversation_id, list(output.approvals), output.validated_args,
+                                            reuse=True)
         calls = tuple(PausedCall(c.tool_call_id, c.tool_name, call_args(c, output.validated_args))
                       for c in output.approvals)
         return Paused(tuple(Asked(s.id, ids) for s, ids in asked), calls, json.loads(result.all_messages_json()),
@@ -206,6 +257,7 @@ class SignoffApprovals:
             loop = asyncio.get_running_loop()
             deadline = None if wait is None else loop.time() + wait
             approvals: dict[str, Any] = {}
+            ready: dict[str, Approved] = {}
             for part in paused.asked:  # `wait` bounds them all together
                 left = None if deadline is None else max(0.0, deadline - loop.time())
                 decision = await _decision(client, part.request_id, left)
@@ -213,6 +265,7 @@ class SignoffApprovals:
                     raise StillPending(f"{part.request_id} is not decided yet: nothing was resumed",
                                        request_id=part.request_id)
                 approvals.update(answers(decision, part.call_ids))
+                ready.update(approved_calls(decision, part.call_ids))
             results = DeferredToolResults(approvals=approvals)
             history = ModelMessagesTypeAdapter.validate_python(paused.history)
             held = await client.get_resume(paused.claim_key)
@@ -226,9 +279,12 @@ class SignoffApprovals:
                 log.warning("taking over %s from %s, which stopped mid-run: its approved calls are not run again",
                             held.key, held.owner)
                 results = DeferredToolResults(approvals=not_again(results.approvals))
+            else:
+                self._approved.update(ready)  # their receipts: reported as each runs
+            options = {**run_options, "capabilities": [*run_options.get("capabilities", ()), self.receipts()]}
             renewing = asyncio.create_task(_renew(client, claim))
             try:
-                result = await agent.run(message_history=history, deferred_tool_results=results, **run_options)
+                result = await agent.run(message_history=history, deferred_tool_results=results, **options)
             except BaseException as exc:
                 await _finish(client, claim, "failed", f"{type(exc).__name__}: {exc}")
                 raise
@@ -265,22 +321,29 @@ class SignoffApprovals:
         return f"Run {names[0]}" if len(names) == 1 else f"Run {len(names)} tool calls: {', '.join(names)}"
 
     async def _submit_step(self, client: AsyncSignoffClient, conversation_id: str | None,
-                           calls: Sequence[ToolCallPart],
-                           validated: Mapping[str, Mapping[str, Any]]) -> list[tuple[AsyncSubmission, tuple[str, ...]]]:
+                           calls: Sequence[ToolCallPart], validated: Mapping[str, Mapping[str, Any]], *,
+                           reuse: bool = False) -> list[tuple[AsyncSubmission, tuple[str, ...]]]:
         """The request(s) for the calls a person decides: one card, a batch card for several; one card
-        per call when policy puts one at a tier a batch cannot carry (`not_batchable`: nothing was stored)."""
+        per call when policy puts one at a tier a batch cannot carry (`not_batchable`: nothing was stored).
+        Each offers approve, edit (the tool's own schema is the form), reject and "Reply instead".
+        `reuse`: a request already made under the step's key is taken as it is (`pause` after the handler)."""
         if len(calls) > 1:
             items = []
             for call in calls:
                 params = call_args(call, validated)
                 shown = self.preview(call.tool_name, dict(params)) if self.preview is not None else None
-                items.append({"name": call.tool_name, "params": params,
+                items.append({"name": call.tool_name, "params": params, "allowed_decisions": OFFERED,
+                              "key": call.tool_call_id,
+                              "params_schema": self._schemas.get(call.tool_name),
                               **({"preview": dict(shown)} if shown is not None else {})})
+            key = step_key(conversation_id, [c.tool_call_id for c in calls])
             try:
-                batch = await client.submit_batch(items, summary=self._summary_of(calls, validated),
-                                                  idempotency_key=step_key(conversation_id,
-                                                                           [c.tool_call_id for c in calls]),
-                                                  **self.card)
+                batch = await _made(client, key) if reuse else None
+                if batch is None:
+                    batch = await _schema_or_not(lambda drop: client.submit_batch(
+                        [{**i, "params_schema": None} for i in items] if drop else items,
+                        summary=self._summary_of(calls, validated), idempotency_key=key, session=conversation_id,
+                        **self.card), any(i["params_schema"] for i in items))
                 return [(batch, tuple(c.tool_call_id for c in calls))]
             except SignoffRequestError as exc:
                 if exc.error_code != "not_batchable":
@@ -288,15 +351,69 @@ class SignoffApprovals:
         asked: list[tuple[AsyncSubmission, tuple[str, ...]]] = []
         for call in calls:
             action: dict[str, Any] = {"name": call.tool_name, "params": call_args(call, validated)}
-            alone = await client.submit(action["name"], action["params"], summary=self._summary_of([call], validated),
-                                        idempotency_key=step_key(conversation_id, [call.tool_call_id]),
-                                        session=conversation_id, **self._options(action))
+            key = step_key(conversation_id, [call.tool_call_id])
+            schema = self._schemas.get(call.tool_name)
+            alone = await _made(client, key) if reuse else None
+            if alone is None:
+                alone = await _schema_or_not(lambda drop: client.submit(
+                    action["name"], action["params"], summary=self._summary_of([call], validated),
+                    idempotency_key=key, session=conversation_id, allowed_decisions=OFFERED,
+                    params_schema=None if drop else schema, **self._options(action)), schema is not None)
             asked.append((alone, (call.tool_call_id,)))
         return asked
 
 
+async def _made(client: AsyncSignoffClient, key: str) -> AsyncSubmission | None:
+    """The request this token made under Idempotency-Key `key`, or None."""
+    from signoff.client import AsyncSubmission
+
+    found = await client.find(key)
+    return AsyncSubmission(str(found["id"]), found, False, client, key) if found is not None else None
+
+
+async def _schema_or_not(submit: Callable[[bool], Any], has_schema: bool) -> Any:
+    """`submit(False)`, with the tool schema(s); a schema Signoff cannot use for its form (400, nothing
+    stored) is dropped and `submit(True)` asks without it (the form then follows the parameters)."""
+    try:
+        return await submit(False)
+    except SignoffRequestError as exc:
+        if not has_schema or exc.status != 400:
+            raise
+        log.info("a tool schema Signoff cannot use for the Edit form (%s): asking without it", exc.message)
+        return await submit(True)
+
+
+def _capability_types() -> tuple[Any, Any]:
+    """(the capability answering deferred approvals and reporting receipts, the one only reporting), made
+    on first use (they subclass Pydantic AI's, imported only then)."""
+    if not _TYPES:
+        from dataclasses import dataclass, field
+
+        from pydantic_ai.capabilities import AbstractCapability, HandleDeferredToolCalls
+
+        @dataclass
+        class SignoffCapability(HandleDeferredToolCalls[Any]):
+            approvals: Any = field(default=None, kw_only=True)
+
+            async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
+                return await self.approvals.run_reporting(call, args, handler)
+
+        @dataclass
+        class SignoffReceipts(AbstractCapability[Any]):
+            approvals: Any = field(default=None, kw_only=True)
+
+            async def wrap_tool_execute(self, ctx: Any, *, call: Any, tool_def: Any, args: Any, handler: Any) -> Any:
+                return await self.approvals.run_reporting(call, args, handler)
+
+        _TYPES.extend([SignoffCapability, SignoffReceipts])
+    return _TYPES[0], _TYPES[1]
+
+
+_TYPES: list[Any] = []
+
+
 async def _answered(client: AsyncSignoffClient, asked: Sequence[tuple[AsyncSubmission, tuple[str, ...]]],
-                    wait: float | None) -> dict[str, Any] | None:
+                    wait: float | None, answer: Callable[[Decision, Sequence[str]], dict[str, Any]]) -> dict[str, Any] | None:
     """The answers to every asked call once all their requests are decided, waiting up to `wait` seconds
     in all (None: no limit; 0: not at all); None if any is still pending then."""
     loop = asyncio.get_running_loop()
@@ -309,7 +426,7 @@ async def _answered(client: AsyncSignoffClient, asked: Sequence[tuple[AsyncSubmi
             ended = await _decision(client, submitted.id, left)
         if ended is None:
             return None
-        found.update(answers(ended, call_ids))
+        found.update(answer(ended, call_ids))
     return found
 
 

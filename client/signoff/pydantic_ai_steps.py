@@ -168,3 +168,47 @@ def not_again(approvals: Mapping[str, Any]) -> dict[str, Any]:
 
     return {call_id: ToolDenied(UNKNOWN) if isinstance(answer, ToolApproved) else answer
             for call_id, answer in approvals.items()}
+
+
+@dataclass(frozen=True)
+class Approved:
+    """A call a decision let run: the request (and batch item) its execution receipt goes to, and the
+    parameters it was approved with."""
+
+    request_id: str
+    item: str | None
+    params: dict[str, Any]
+
+
+def approved_calls(decision: Decision, call_ids: Sequence[str]) -> dict[str, Approved]:
+    """The calls of `call_ids` that `decision` approved (a batch: per action, in order)."""
+    if decision.items:
+        return {call_id: Approved(decision.request_id, item.key, dict(item.params))
+                for call_id, item in zip(call_ids, decision.items, strict=False) if item.approved}
+    if decision.approved and len(call_ids) == 1:
+        return {call_ids[0]: Approved(decision.request_id, None, dict(decision.params))}
+    return {}
+
+
+OFFERED = ["approve", "edit", "reject", "respond"]  # "Reply instead": the model reads the reply, the tool does not run
+
+
+def clean_schema(schema: Any) -> dict[str, Any] | None:
+    """A tool's parameters JSON schema as the card's Edit form takes it (an object schema), else None."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        return None
+    return dict(schema)
+
+
+def agent_schemas(agent: Any) -> dict[str, dict[str, Any]]:
+    """Tool name -> its parameters JSON schema, for the function tools an agent holds (best effort)."""
+    found: dict[str, dict[str, Any]] = {}
+    for toolset in getattr(agent, "toolsets", None) or ():
+        tools = getattr(toolset, "tools", None)
+        if not isinstance(tools, Mapping):
+            continue
+        for name, tool in tools.items():
+            schema = clean_schema(getattr(getattr(tool, "tool_def", None), "parameters_json_schema", None))
+            if schema is not None:
+                found[str(name)] = schema
+    return found

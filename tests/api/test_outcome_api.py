@@ -14,6 +14,7 @@ import pytest_asyncio
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import number_input
 from signoff import AsyncSignoffClient, SignoffRequestError
+from tests.approvals.batch_steps import approve_selected
 from tests.support.app import App, start_app
 from tests.support.outbox import settle, snapshot
 
@@ -158,3 +159,26 @@ async def test_an_approval_nobody_reported_on_is_listed_and_shown_as_such(served
     await settle(served)
     home = json.dumps(served.slack.home_views["U1"]["blocks"], ensure_ascii=False)
     assert "Approved, no outcome reported" in home and "Approved, ran" in home, home
+
+
+async def test_a_batch_submitted_with_item_keys_takes_a_receipt_per_item_and_duplicate_keys_are_refused(
+        served: App) -> None:
+    items = [{"name": "send_email", "params": {"to": "a@example.com"}, "key": "call_1"},
+             {"name": "send_email", "params": {"to": "b@example.com"}, "key": "call_2"}]
+    status, refused = await served.api("POST", "/api/v1/approvals", json={
+        "summary": "Two emails", "channel": "C1", "approvers": ["U1"], "items": [items[0], {**items[1], "key": "call_1"}]})
+    assert status == 400 and "unique" in json.dumps(refused), refused
+    _, listing = await served.api("GET", "/api/v1/approvals")
+    assert listing["items"] == []  # nothing stored
+    status, body = await served.api("POST", "/api/v1/approvals", json={
+        "summary": "Two emails", "channel": "C1", "approvers": ["U1"], "items": items})
+    assert status == 201 and [i["key"] for i in body["items"]] == ["call_1", "call_2"], body
+    await approve_selected(served, body["id"], [0])  # the second is rejected
+    _, decided = await served.api("GET", f"/api/v1/approvals/{body['id']}?wait=10")
+    assert [i["key"] for i in decided["decision"]["items"]] == ["call_1", "call_2"]
+    status, ran = await served.api("POST", f"/api/v1/approvals/{body['id']}/outcome",
+                                   json={"status": "ran", "params": {"to": "a@example.com"}, "item": "call_1"})
+    assert status == 201 and ran["outcome"]["items"]["call_1"]["status"] == "ran"
+    status, _ = await served.api("POST", f"/api/v1/approvals/{body['id']}/outcome",
+                                 json={"status": "ran", "item": "call_2"})
+    assert status == 409  # rejected: nothing to report

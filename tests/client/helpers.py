@@ -43,3 +43,20 @@ async def next_pending(app: App, after: str) -> str:
             return found
         await asyncio.sleep(0.01)  # test-side: waiting for the agent's second submit to land
     raise AssertionError(f"no pending request other than {after} appeared")
+
+
+async def receipt(app: App, request_id: str) -> dict:
+    """The request as the agent API shows it after the click: `outcome` (what ran) and `outcome_status`."""
+    status, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    assert status == 200, body
+    return dict(body)
+
+
+async def card_text(app: App, request_id: str) -> str:
+    """The card's blocks as text, once the outbox delivered everything due (a receipt updates the card)."""
+    import json
+
+    from tests.support.outbox import settle
+
+    await settle(app)
+    return json.dumps((await app.card(request_id)).blocks, ensure_ascii=False)

@@ -113,6 +113,10 @@ async def test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once(app:
         recorded_steps = await recorded(dbos_url, WORKFLOW, "pay_refund")
         assert "signoff.poll" not in recorded_steps  # the webhook woke it, not the fallback poll
         assert recorded_steps.count("signoff.submit") == 1 and recorded_steps.count("pay_refund") == 1
+        await recorded(dbos_url, WORKFLOW, "signoff.report")  # the receipt's step, after pay_refund's
+        _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+        assert body["outcome_status"] == "ran" and body["outcome"]["params"] == {"order": "A-1042", "amount": 35}
+        assert body["outcome"]["same_params"] and body["outcome"]["result"] == "refunded $35 on A-1042"
         events = await audit(app, request_id)
         assert "webhook_delivered" in events and "webhook_failed" not in events
         assert cards(app.slack) == 1
@@ -131,6 +135,8 @@ async def test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once(app:
         assert (await audit(app, request_id)).count("webhook_delivered") == 2
         assert paid(folder) == [f"{WORKFLOW} A-1042 35"]
         assert (await steps(dbos_url, WORKFLOW)).count("pay_refund") == 1
+        assert (await steps(dbos_url, WORKFLOW)).count("signoff.report") == 1  # reported once, however recovered
+        assert "run_ran" in await audit(app, request_id)
     finally:
         worker.stop()
 

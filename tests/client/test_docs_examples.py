@@ -69,6 +69,8 @@ RUN_HERE = {
     "langgraph-resume-postgres": "test_docs_examples_langgraph.test_the_postgres_example_is_resumed_once_per_thread_by_resumers_in_two_folders",
     "langgraph-webhook": "test_docs_examples_langgraph.test_the_webhook_lines_wake_the_resumer_with_the_sandboxs_signed_webhook",
     "openai-agents": "test_docs_examples_openai.test_the_example_sends_what_was_approved_or_edited_and_the_model_reads_a_rejection",
+    "openai-resume-app": "test_openai_resume_cli.test_two_resumers_resume_a_decided_run_once_with_the_edit_and_say_so",
+    "openai-resume": "test_openai_resume_cli.test_the_webhook_line_is_woken_by_the_decision_not_by_its_scan",
     # Pydantic AI's, in test_docs_examples_pydantic_ai.py (with this file's sandbox):
     "pydantic-ai-inline": "test_docs_examples_pydantic_ai.test_the_inline_example_waits_for_the_person_and_goes_on_with_their_decision",
     "pydantic-ai-pause": "test_docs_examples_pydantic_ai.test_the_pause_example_ends_the_run_and_resumes_it_once_in_another_process",

@@ -6,21 +6,24 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from bot.domain.history import Decided, Thresholds, suggest
+from bot.domain.grants import Scope
+from bot.domain.history import Decided, Thresholds, grant_prefix, suggest, suggested_grant
 from bot.domain.model import Outcome, Via
 from bot.domain.values import Risk
+from bot.process.settings import Settings, SettingsError
 
 NOW = datetime(2026, 12, 6, 12, tzinfo=UTC)
 
 
 def history(approved: int, rejected: int = 0, *, people: int = 4, edited: int = 0, tool: str = "send_email",
             to: str = "c{n}@example.com", via: Via = Via.BUTTON, risk: Risk = Risk.HIGH,
-            age_days: float = 1) -> list[Decided]:
+            age_days: float = 1, channels: tuple[str, ...] = ("C1",)) -> list[Decided]:
     rows = []
     for n in range(approved + rejected):
         rows.append(Decided(tool, {"to": to.format(n=n), "subject": f"s{n}"},
                             Outcome.APPROVED if n < approved else Outcome.REJECTED, via, f"U{n % people}",
-                            NOW - timedelta(days=age_days, minutes=n), risk, edited=n < edited))
+                            NOW - timedelta(days=age_days, minutes=n), risk, edited=n < edited,
+                            channel=channels[n % len(channels)]))
     return rows
 
 
@@ -62,3 +65,60 @@ def test_thresholds_come_from_settings() -> None:
     rows = history(5, people=2)
     assert suggest(rows, NOW) == []
     assert [s.effect for s in suggest(rows, NOW, Thresholds(min_approvals=5, min_people=2))] == ["allow"]
+
+
+GRANT_CASES = [
+    # (name, history, days, expected scope, scope value, expiry)
+    ("one channel's evidence: that channel", history(20), 30, Scope.CHANNEL, "C1", timedelta(days=30)),
+    ("two channels' evidence: everyone", history(20, channels=("C1", "C2")), 7, Scope.EVERYONE, None,
+     timedelta(days=7)),
+    ("no expiry setting: until revoked", history(20), None, Scope.CHANNEL, "C1", None),
+]
+
+
+@pytest.mark.parametrize(("name", "rows", "days", "scope", "value", "lasts"), GRANT_CASES,
+                         ids=[c[0] for c in GRANT_CASES])
+def test_the_grant_a_suggestion_makes_is_exactly_its_rule(name: str, rows: list[Decided], days: int | None,
+                                                          scope: Scope, value: str | None,
+                                                          lasts: timedelta | None) -> None:
+    [found] = suggest(rows, NOW)
+    grant = suggested_grant(found, grant_id=grant_prefix(found) + "0", by="U7", now=NOW, days=days)
+    assert (grant.tool, grant.match_json(), grant.any_other_params) == (
+        "send_email", {"to": {"op": "glob", "value": "*@example.com"}}, True)
+    assert (grant.scope, grant.scope_value, grant.created_by) == (scope, value, "U7")
+    assert (grant.expires_at - NOW if grant.expires_at else None) == lasts
+    # It allows what the rule allows (other parameters: any), and nothing at another domain.
+    assert grant.matches("send_email", {"to": "New@Example.com", "subject": "x", "cc": "y"})
+    assert not grant.matches("send_email", {"to": "a@example.org"}) and not grant.matches("send_mail", {"to": "a@example.com"})
+    assert len(grant.id) <= 40 and len(grant_prefix(found) + "999") <= 40
+
+
+def test_the_grant_prefix_names_what_it_allows_and_where() -> None:
+    one, = suggest(history(20), NOW)
+    again, = suggest(history(25, people=5), NOW)  # other evidence, the same grant
+    wider, = suggest(history(20, channels=("C1", "C2")), NOW)
+    other, = suggest(history(20, to="x{n}@other.org"), NOW)
+    assert grant_prefix(one) == grant_prefix(again) and one.key == again.key
+    assert len({grant_prefix(one), grant_prefix(wider), grant_prefix(other)}) == 3
+    assert one.key == '["allow","send_email",{"to":"*@example.com"},"C1"]'
+    assert wider.key == '["allow","send_email",{"to":"*@example.com"},"*"]'  # the key names where it holds
+    deny, = suggest(history(0, 6, tool="db_exec", to="prod-{n}"), NOW)
+    with pytest.raises(ValueError):
+        suggested_grant(deny, grant_id="g", by="U1", now=NOW, days=1)
+
+
+def test_thresholds_and_the_grant_expiry_are_settings_checked_at_start() -> None:
+    base = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_SIGNING_SECRET": "s"}
+    settings = Settings.from_env({**base, "SIGNOFF_SUGGEST_DAYS": "30", "SIGNOFF_SUGGEST_MIN_APPROVALS": "5",
+                                  "SIGNOFF_SUGGEST_MIN_PEOPLE": "2", "SIGNOFF_SUGGEST_MAX_EDITS": "0",
+                                  "SIGNOFF_SUGGEST_MIN_REJECTIONS": "3", "SIGNOFF_SUGGEST_MIN_REJECT_SHARE": "0.9",
+                                  "SIGNOFF_SUGGEST_GRANT_DAYS": "0"}, dotenv=None)
+    assert settings.suggest == Thresholds(days=30, min_approvals=5, min_people=2, max_edits=0, min_rejections=3,
+                                          min_reject_share=0.9)
+    assert settings.suggest_grant_days is None  # 0: until revoked
+    assert Settings.from_env(base, dotenv=None).suggest_grant_days == 30
+    for name, value in (("SIGNOFF_SUGGEST_MIN_APPROVALS", "0"), ("SIGNOFF_SUGGEST_DAYS", "two weeks"),
+                        ("SIGNOFF_SUGGEST_MIN_REJECT_SHARE", "0.3")):
+        with pytest.raises(SettingsError) as error:
+            Settings.from_env({**base, name: value}, dotenv=None)
+        assert name in str(error.value)

@@ -348,3 +348,40 @@ async def test_recoverable_lists_unleased_runs_with_work_oldest_first(run_store:
     assert leased.id in await run_store.recoverable(now + LEASE + timedelta(microseconds=1), limit=10)
     await run_store.release(leased.id, "w1")
     assert leased.id in await run_store.recoverable(now, limit=10)
+
+
+# -- a failed run taken over (Retry, Correct and retry, Cancel) ----------------------------------------------
+
+
+async def test_reopen_takes_a_failed_run_over_once_per_failure(run_store: RunStore) -> None:
+    failed = make_run("run_failed_0001", status=RunStatus.FAILED, root_ts="1700000000.000100", step_count=7,
+                      error="the model API answered 400")
+    unposted = make_run("run_failed_0002", status=RunStatus.FAILED, error="could not post the run's message")
+    running = make_run("run_running_0001", root_ts="1700000000.000200")
+    for run in (failed, unposted, running):
+        await insert(run_store, run)
+    later = T0 + timedelta(minutes=1)
+    async with run_store.unit() as unit:
+        assert not await unit.reopen(failed.id, retries=1, step_limit=57, now=later)  # not the failure shown
+        assert not await unit.reopen(unposted.id, retries=0, step_limit=50, now=later)  # no thread to go on in
+        assert not await unit.reopen(running.id, retries=0, step_limit=50, now=later)  # not failed
+        assert await unit.reopen(failed.id, retries=0, step_limit=57, now=later)
+        assert not await unit.reopen(failed.id, retries=0, step_limit=57, now=later)  # the second click
+    reopened = await get(run_store, failed.id)
+    assert (reopened.status, reopened.error, reopened.retries, reopened.step_limit, reopened.step_count) == (
+        RunStatus.RUNNING, None, 1, 57, 7)
+    assert reopened.version == failed.version + 1 and reopened.updated_at == later
+
+
+async def test_close_failed_gives_up_only_a_failed_run(run_store: RunStore) -> None:
+    failed = make_run("run_failed_0003", status=RunStatus.FAILED, root_ts="1700000000.000300", error="boom")
+    running = make_run("run_running_0002", root_ts="1700000000.000400")
+    for run in (failed, running):
+        await insert(run_store, run)
+    async with run_store.unit() as unit:
+        assert not await unit.close_failed(running.id, "U1", T0)
+        assert await unit.close_failed(failed.id, "U1", T0)
+        assert not await unit.close_failed(failed.id, "U1", T0)
+    closed = await get(run_store, failed.id)
+    assert (closed.status, closed.cancelled_by) == (RunStatus.CANCELLED, "U1")
+    assert (await get(run_store, running.id)).status is RunStatus.RUNNING

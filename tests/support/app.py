@@ -48,6 +48,9 @@ def app_env(db_url: str, slack: SlackEmulator, **extra: str) -> dict[str, str]:
         "SIGNOFF_SLACK_CHANNEL_PACE_SECONDS": "0",
         # Bursts of hundreds of submits from the one test token; the caps' own tests set them.
         "SIGNOFF_SUBMIT_BURST_PER_TOKEN": "100000",
+        # Many tests leave several alike requests pending: the similar-requests card would add a message to
+        # their sweeps. Its own tests (tests/approvals/test_similar_requests.py) turn it on.
+        "SIGNOFF_SIMILAR_MIN": "0",
         **extra,
     }
 

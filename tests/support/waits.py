@@ -8,6 +8,8 @@ N more sweeps ran (`signoff_sweeps_total{kind=...}`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -49,3 +51,16 @@ async def more_sweeps(url: str, kind: str, more: int) -> None:
     """Until `more` further sweeps of `kind` ("outbox", "timers") finished in that process."""
     now = await metric(url, "signoff_sweeps_total", kind=kind)
     await until_metric(url, "signoff_sweeps_total", now + more, kind=kind)
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str, *, timeout: float = 30.0) -> Any:
+    """Until `check()` returns something true (returned); AssertionError naming `what` after `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        found = await check()
+        if found:
+            return found
+        if loop.time() > deadline:
+            raise AssertionError(f"never happened: {what}")
+        await asyncio.sleep(0.02)  # test-side only: polling the observable state

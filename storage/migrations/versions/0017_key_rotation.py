@@ -6,10 +6,10 @@
   signature over this one (an agent that trusts the previous key takes this one only with it). The
   current key keeps the slot name `current`; a rotated-out key is renamed `kid:<kid>`.
 - `audit_anchors`: the chain's head (position and hash) signed with the decision key at a time
-  (bot/approvals/anchors.py), one row per anchored position.
+  (bot/approvals/audit.py), one row per anchored position.
 
-Revision ID: 0015_key_rotation
-Revises: 0014_slack_received
+Revision ID: 0017_key_rotation
+Revises: 0016_suggestion_dismissals
 Create Date: 2026-12-06
 """
 
@@ -20,8 +20,8 @@ from alembic import op
 
 from storage.schema import UTCDateTime
 
-revision = "0015_key_rotation"
-down_revision = "0014_slack_received"
+revision = "0017_key_rotation"
+down_revision = "0016_suggestion_dismissals"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,157 @@
+"""Similar pending requests together, over signed Slack requests on a clock the test moves: one card for a
+group of alike requests in a channel (posted once however often the sweep runs), Approve all / Reject all
+deciding each request on its own (per-request outcome, separation of duties, quorum), a refusal writing
+nothing, and two people racing ending with one outcome per request."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_asyncio
+
+from bot.sandbox import SlackEmulator
+from tests.approvals.timer_steps import tick
+from tests.fakes.clock import FakeClock
+from tests.support.app import API_TOKEN, App, approval_body, start_app, submit_body
+
+# Who an agent is comes from its token (requested_by is a label): two more agents, each with its own.
+AGENT_B, AGENT_C = "billing-bot", "refund-bot"
+TOKENS = {AGENT_B: "tok-billing-bot-1234", AGENT_C: "tok-refund-bot-5678"}
+
+
+@pytest_asyncio.fixture
+async def sapp(db_url: str, slack: SlackEmulator) -> AsyncIterator[tuple[App, FakeClock]]:
+    clock = FakeClock()
+    slack.add_channel("C9", "elsewhere")
+    running = await start_app(db_url, slack, clock=clock, SIGNOFF_SWEEP_SECONDS="3600", SIGNOFF_SIMILAR_MIN="3",
+                              SIGNOFF_API_TOKENS=f"{API_TOKEN},{AGENT_B}:{TOKENS[AGENT_B]}:agent,"
+                                                 f"{AGENT_C}:{TOKENS[AGENT_C]}:agent")
+    try:
+        yield running, clock
+    finally:
+        await running.stop()
+
+
+async def refund(app: App, n: int, *, amount: int = 40, by: str = "agent-a", channel: str = "C1",
+                 agent: str | None = None, **more: Any) -> str:
+    more.setdefault("approvers", ["U1", "U2", "U3"])
+    body = approval_body(action={"name": "refund", "params": {"order": f"A-{n}", "amount": amount,
+                                                              "to": f"c{n}@example.com"}},
+                         summary=f"Refund order A-{n}", preview=None, requested_by=by, channel=channel, **more)
+    made = await submit_body(app, body, token=TOKENS[agent] if agent else None)
+    await app.card(made["id"])
+    return str(made["id"])
+
+
+def similar_cards(app: App) -> list[Any]:
+    return [c for c in app.slack.calls_to("chat.postMessage") if "similar refund requests" in c.args["text"]]
+
+
+async def press(app: App, user: str, action: str, card: Any) -> str:
+    [buttons] = [b for b in card.args["blocks"] if b["type"] == "actions"]
+    value = next(e["value"] for e in buttons["elements"] if e["action_id"] == f"signoff_similar_{action}")
+    before = len(notes_to(app, user))
+    response = await app.slack_client.block_action(user=user, action_id=f"signoff_similar_{action}", value=value,
+                                                   block_id="similar", channel="C1",
+                                                   message_ts=card.response["ts"])
+    assert response.status == 200
+    for _ in range(1000):  # the note follows the decisions, after the ack
+        if len(notes_to(app, user)) > before:
+            return notes_to(app, user)[-1]
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{user} was told nothing")
+
+
+def notes_to(app: App, user: str) -> list[str]:
+    """What `user` was told: an ephemeral note in the channel, or a DM when they are not in it."""
+    return [str(c.args["text"]) for c in app.slack.calls
+            if (c.method == "chat.postEphemeral" and c.args.get("user") == user)
+            or (c.method == "chat.postMessage" and c.args.get("channel") == user)]
+
+
+async def status(app: App, request_id: str) -> dict[str, Any]:
+    _, body = await app.api("GET", f"/api/v1/approvals/{request_id}")
+    return dict(body)
+
+
+async def decided_rows(app: App, request_id: str) -> list[Any]:
+    assert app.signoff is not None
+    return [e for e in await app.signoff.store.audit_events(request_id) if e.type == "decided"]
+
+
+async def test_one_card_for_alike_requests_and_approve_all_decides_each_on_its_own(
+        sapp: tuple[App, FakeClock]) -> None:
+    app, clock = sapp
+    ids = [await refund(app, 0), await refund(app, 1, agent=AGENT_B), await refund(app, 2, by="U3"),
+           await refund(app, 3, agent=AGENT_C)]
+    other_amount = await refund(app, 4, amount=45)  # a number differs: not alike
+    elsewhere = await refund(app, 5, channel="C9")  # another channel
+    await tick(app, clock, minutes=1)
+    await tick(app, clock, minutes=1)  # a second sweep (or replica) posts no second card
+    [card] = similar_cards(app)
+    assert card.args["channel"] == "C1"
+    assert card.args["text"].startswith("4 similar refund requests from 3 agents")
+    text = str(card.args["blocks"])
+    assert "amount = 40" in text and "order: any text" in text and "to: any address at @example.com" in text
+    [buttons] = [b for b in card.args["blocks"] if b["type"] == "actions"]
+    assert [e["action_id"] for e in buttons["elements"]] == ["signoff_similar_review", "signoff_similar_approve",
+                                                             "signoff_similar_reject"]
+    assert {e["value"] for e in buttons["elements"]} == {",".join(ids)}
+
+    # U3 asked for one of them (requested_by is a Slack user): approving all is refused, nothing is written.
+    note = await press(app, "U3", "approve", card)
+    assert note.startswith("Nothing was approved: you may not approve “Refund order A-2”"), note
+    assert "separation of duties" in note
+    for request_id in ids:
+        assert (await status(app, request_id))["status"] == "pending"
+        assert await decided_rows(app, request_id) == []
+
+    # Not an approver: refused the same way.
+    assert (await press(app, "UOUT", "approve", card)).startswith("Nothing was approved")
+    assert [(await status(app, i))["status"] for i in ids] == ["pending"] * 4
+
+    review = await press(app, "U1", "review", card)
+    assert review.startswith("4 still waiting") and "Refund order A-3" in review
+
+    # An approver approves all: each request is approved on its own, by U1, its card updated.
+    assert await press(app, "U1", "approve", card) == "Approved 4 of 4."
+    for request_id in ids:
+        body = await status(app, request_id)
+        assert body["status"] == "approved" and body["decision"]["decided_by"]["id"] == "U1"
+        assert body["decision"]["via"] == "button"
+        assert len(await decided_rows(app, request_id)) == 1
+    assert (await status(app, other_amount))["status"] == "pending"
+    assert (await status(app, elsewhere))["status"] == "pending"
+    assert "decided already" in await press(app, "U2", "reject", card)
+
+
+async def test_quorum_counts_each_approval_as_a_vote(sapp: tuple[App, FakeClock]) -> None:
+    app, clock = sapp
+    ids = [await refund(app, n, quorum=2, approvers=["U1", "U2", "U3"]) for n in range(3)]
+    await tick(app, clock, minutes=1)
+    [card] = similar_cards(app)
+    assert "counted on 3" in await press(app, "U1", "approve", card)
+    assert [(await status(app, i))["status"] for i in ids] == ["pending"] * 3
+    assert await press(app, "U2", "approve", card) == "Approved 3 of 3."
+    assert [(await status(app, i))["status"] for i in ids] == ["approved"] * 3
+
+
+async def test_two_people_racing_end_with_one_outcome_per_request(sapp: tuple[App, FakeClock]) -> None:
+    app, clock = sapp
+    ids = [await refund(app, n, by=f"agent-{n % 2}") for n in range(6)]
+    await tick(app, clock, minutes=1)
+    [card] = similar_cards(app)
+    first, second = await asyncio.gather(press(app, "U1", "approve", card), press(app, "U2", "reject", card))
+    outcomes = {}
+    for request_id in ids:
+        body = await status(app, request_id)
+        assert body["status"] in ("approved", "rejected")
+        rows = await decided_rows(app, request_id)
+        assert len(rows) == 1, rows  # one decision per request
+        outcomes[request_id] = (body["status"], body["decision"]["decided_by"]["id"])
+        assert outcomes[request_id] in (("approved", "U1"), ("rejected", "U2"))
+    approved = sum(o[0] == "approved" for o in outcomes.values())
+    assert first.startswith(f"Approved {approved} of") or first.startswith("All of them"), first
+    assert second.startswith(f"Rejected {len(ids) - approved} of") or second.startswith("All of them"), second
