@@ -92,7 +92,7 @@ class GrantStore:
             scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
             expires_at=grant.expires_at, request_id=grant.request_id, any_other_params=grant.any_other_params,
         ))
-        await self._audit_created(unit, grant)
+        await GrantStore._audit_created(unit, grant)
 
     @staticmethod
     async def _audit_created(unit: Unit, grant: Grant) -> None:
