@@ -3,7 +3,7 @@
     python -m bench.answers [--n 200] [--warmup 20]
 
 Both are answered with what the listener passes to ack() (a modal's validation errors, a command's
-text), so the HTTP answer has to wait for the listener's ack() and no longer (bot/process/app.py
+text), so the HTTP answer has to wait for the listener's ack() and no longer (bot/process/slack_endpoint.py
 `_when_acked`). Signoff runs in this process (`bot.process.app.build` on a scratch SQLite file, served by
 aiohttp on 127.0.0.1), with the fake Slack Web API on loopback; the requests are signed exactly as
 Slack signs them (bot/sandbox/signed.py). Timed: each request's HTTP round trip, one at a

@@ -2,7 +2,7 @@
 
     PORT=... SLACK_SIGNING_SECRET=... SLACK_API_URL=... python -m bench.bare_bolt
 
-Same Bolt configuration as Signoff's (`bot/process/app.py`): signing secret, request verification on,
+Same Bolt configuration as Signoff's (`bot/process/slack_listeners.py`): signing secret, request verification on,
 `process_before_response=False`, a bot-token client pointed at the fake Web API (so Bolt's
 single-workspace authorization calls auth.test once, as Signoff's does). One listener,
 `app.action("signoff_approve")`, that only acks. Served by Bolt's own aiohttp adapter

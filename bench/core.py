@@ -35,7 +35,7 @@ Figures, per engine (latencies in ms; warm-up rounds are never counted):
    sent until the long-poll answered, beside the same clicks' ack p50 (target: within 20 ms), with
    `--wakers` such pairs at a time; and the same from the agents of (6), under load.
 5. The same with two server processes on one database: the long-poll waits on A, the click goes to B
-   (PostgreSQL: LISTEN/NOTIFY; SQLite: the bounded data_version check of bot/live/waiters.py). B starts
+   (PostgreSQL: LISTEN/NOTIFY; SQLite: the bounded data_version check of bot/approvals/foreign_changes.py). B starts
    just before and is warmed up for 3 s (a fresh process is slow for its first ~2.5 s).
 6. End to end: `--clickers` agents, each: submit -> long-poll -> the card appears -> click -> the
    long-poll returns approved, for `--e2e-seconds` after a warm-up round; approvals/s beside the raw

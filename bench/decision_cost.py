@@ -28,7 +28,7 @@ from bench.core import DEFAULT_PG_URL
 from bench.procs import scratch_database
 from bot.sandbox import SlackEmulator
 from bot.slack.payloads import Click
-from bot.process.app import SIGNOFF
+from bot.process.lifecycle import SIGNOFF
 from storage.sql import SqlStore, SqlUnit
 
 CHANNELS = 100

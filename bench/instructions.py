@@ -20,7 +20,7 @@ server's own work is another process and is not counted.
 
 What runs on a timer would count in proportion to the wall clock, which valgrind stretches about
 fiftyfold (and a busy machine further): so in the flow the SQLite cross-process check is off
-(bot.live.waiters.SQLITE_CHECK_SECONDS; it looks every 20 ms while a long-poll waits) and the outbox's,
+(bot.approvals.foreign_changes.SQLITE_CHECK_SECONDS; it looks every 20 ms while a long-poll waits) and the outbox's,
 the timers' and the agent runs' sweeps run hourly (with them every 5-15 s, a test suite running
 beside the count added 10 % per approval). The fake parses no card's blocks (by default it parses
 the first 20 messages', which counted unevenly between two `--warm` sizes). Repeated counts agree
@@ -54,12 +54,12 @@ T = TypeVar("T")
 
 async def flow(db_url: str, n: int) -> None:
     """`n` sequential approvals through the in-process app (see the module docstring)."""
-    import bot.live.waiters
+    import bot.approvals.foreign_changes
     from bench.fake_slack import BenchSlack
     from bench.harness import approval_body, start_app
     from bench.load import Client, click_body, sign
 
-    bot.live.waiters.SQLITE_CHECK_SECONDS = 3600.0  # in-process wake-ups only (the module docstring says why)
+    bot.approvals.foreign_changes.SQLITE_CHECK_SECONDS = 3600.0  # in-process wake-ups only (the module docstring says why)
     slack = BenchSlack()
     slack.block_check_every = 0  # no card's blocks parsed (the module docstring says why)
     await slack.start()

@@ -33,7 +33,8 @@ from bench.procs import scratch_database
 from bot.domain.model import Action, Risk
 from bot.sandbox import SlackEmulator
 from bot.approvals.service import ApprovalSpec
-from bot.process.app import SIGNOFF, build
+from bot.process.app import build
+from bot.process.lifecycle import SIGNOFF
 from storage.sql import SqlStore
 from storage.stores import open_store
 

@@ -364,6 +364,24 @@ class SqlStore(Store):
         async with self.engine.connect() as conn:
             return [request_from_row(r) for r in (await conn.execute(stmt)).all()]
 
+    async def approved_of_tool(self, tool: str, *, since: datetime, limit: int) -> list[Request]:
+        # Walks ix_requests_status_created backwards from now to `since`: bounded by the window.
+        stmt = SELECT_REQUEST.where(
+            requests.c.status == Status.APPROVED.value, requests.c.action_name == tool,
+            requests.c.created_at >= sa.literal(since, requests.c.created_at.type),
+        ).order_by(requests.c.created_at.desc(), requests.c.id.desc()).limit(limit)
+        async with self.engine.connect() as conn:
+            return [request_from_row(r) for r in (await conn.execute(stmt)).all()]
+
+    async def pending_approval_by_card(self, channel: str, ts: str) -> Request | None:
+        stmt = SELECT_REQUEST.where(
+            requests.c.status == Status.PENDING.value, requests.c.kind == "approval",
+            requests.c.card_channel == channel, requests.c.card_ts == ts,
+        ).limit(1)
+        async with self.engine.connect() as conn:
+            row = (await conn.execute(stmt)).first()
+        return request_from_row(row) if row is not None else None
+
     async def statuses(self, request_ids: Iterable[str]) -> dict[str, Status]:
         ids = list(request_ids)
         if not ids:

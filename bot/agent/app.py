@@ -16,7 +16,8 @@ from bot.agent.questions import ask_human_tool
 from bot.agent.runner import Runner
 from bot.agent.run_service import RunService
 from bot.agent.messages import import_sdk
-from bot.agent.steps import Agent, StepConfig, Steps
+from bot.agent.step_values import Agent, StepConfig
+from bot.agent.steps import Steps
 from bot.process.clock import Clock
 from bot.domain.model import Risk
 from bot.outbox.egress import EgressPolicy
@@ -113,7 +114,7 @@ def build_agent(
     run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick,
                              max_steps=settings.run_max_steps)
     run_service.access = access
-    delivery = agent_slack.RunDelivery(runs, run_service, call)
+    delivery = agent_slack.RunDelivery(run_service, call)
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
                                                default_agent=DEFAULT_AGENT, access=access)
     if not settings.anthropic_api_key:

@@ -83,6 +83,10 @@ class RunService:
             await unit.enqueue(effects.post_root(run, now))
         return run
 
+    async def find(self, run_id: str) -> Run | None:
+        """The run, as committed (None: no such run)."""
+        return await self.runs.get_run(run_id)
+
     async def start_keyed(self, new: NewRun, key: str, *, owner: str | None = None) -> tuple[Run, bool]:
         """`start` under the run id `key` names (bot.domain.runs.run_id_for): (the run, whether this call
         started it). A second start with the key, however late (a retried POST, a Slack command replayed
@@ -166,7 +170,7 @@ class RunService:
         async with self.runs.unit() as unit:
             now = self.clock.now()
             await unit.fail_unstarted(run_id, f"could not post the run's message in Slack: {error}", now)
-            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.live.waiters).
+            # Every change appends an audit row: SQLite's cross-process wake-ups read them (bot.approvals.foreign_changes).
             await unit.append_audit(AuditEvent(run_id, "run_failed", now, None, {"error": error}))
 
     async def thread_reply(

@@ -25,7 +25,8 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from bot.agent.messages import internal_error_text
-from bot.agent.steps import LeaseLost, StepResult, Steps
+from bot.agent.step_values import LeaseLost, StepResult
+from bot.agent.steps import Steps
 from bot.process.clock import Clock
 from bot.domain.model import Request
 from bot.approvals.service import Service
@@ -58,7 +59,7 @@ class Runner:
         self.sweep_seconds = sweep_seconds
         self.owner = f"{socket.gethostname()[:30]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         # Long-polls on runs (GET /api/v1/runs/{id}?wait=) share the requests' waiters, so the
-        # cross-process watcher (bot/live/waiters.py) wakes them too when another process ends the run.
+        # cross-process watcher (bot/approvals/foreign_changes.py) wakes them too when another process ends the run.
         self.waiters = service.waiters
         self._again: dict[str, bool] = {}  # runs being driven here -> kicked again meanwhile
         self._tasks: set[asyncio.Task[None]] = set()

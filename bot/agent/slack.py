@@ -24,7 +24,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbox import effects
 from bot.agent import blocks
+from bot.domain.elicitation import is_elicitation
 from bot.domain.questions import answers_from_choices, questions_of
+from bot.slack import elicit_blocks
 from bot.agent.run_service import NOT_ASKED, RunService
 from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
@@ -34,7 +36,9 @@ from bot.domain.runs import NewRun, Run, RunStatus, slack_command_key
 from bot.errors import NotFound
 from bot.process.metrics import Metrics
 from bot.outbox.dispatcher import Dead, Done, Result, after_post
+from bot.approvals.assist import Assist
 from bot.approvals.service import Service
+from bot.domain.assist import looks_like_question
 from bot.outbox.effects import Handler
 from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
@@ -43,7 +47,6 @@ from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import REQUEST_ID, BadPayload, Click, extract_click
 from bot.slack.text import from_slack, groups_unknown_text
 from bot.domain.outbox import OutboxItem
-from storage.run_store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +60,7 @@ _HUMAN_SUBTYPES = (None, "thread_broadcast", "file_share")
 
 
 class RunDelivery:
-    def __init__(self, runs: RunStore, run_service: RunService, call: SlackCall) -> None:
-        self.runs = runs
+    def __init__(self, run_service: RunService, call: SlackCall) -> None:
         self.run_service = run_service
         self.call = call
 
@@ -67,7 +69,7 @@ class RunDelivery:
                 effects.THREAD_NOTE: self.note}
 
     async def post_root(self, item: OutboxItem) -> Result:
-        run = await self.runs.get_run(item.payload["run_id"])
+        run = await self.run_service.find(item.payload["run_id"])
         if run is None:
             return Dead("run no longer exists")
         if run.root_ts:
@@ -96,7 +98,7 @@ class RunDelivery:
         return Done()
 
     async def update_root(self, item: OutboxItem) -> Result:
-        run = await self.runs.get_run(item.payload["run_id"])
+        run = await self.run_service.find(item.payload["run_id"])
         if run is None:
             return Dead("run no longer exists")
         if not run.root_ts:
@@ -107,7 +109,7 @@ class RunDelivery:
         return failure or Done()
 
     async def note(self, item: OutboxItem) -> Result:
-        run = await self.runs.get_run(item.payload["run_id"])
+        run = await self.run_service.find(item.payload["run_id"])
         if run is None:
             return Dead("run no longer exists")
         if not run.root_ts:
@@ -143,6 +145,8 @@ def render_any(render: CardRenderer) -> CardRenderer:
 
     def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
         if req.kind is Kind.QUESTION:
+            if is_elicitation(req.action.name, req.action.params):  # an MCP server's form (bot/slack/elicit_blocks.py)
+                return elicit_blocks.card(req, now=now)
             return blocks.question_card(req, now=now)
         return render(req, now=now)
 
@@ -163,6 +167,7 @@ class RunInteractions:
         self.metrics = metrics
         self.default_agent = default_agent
         self.unavailable: str | None = None  # why runs cannot start here (no model key), said to whoever asks
+        self.assist: Assist | None = None  # Claude's answers to questions in a card's thread (ANTHROPIC_API_KEY)
         self._names: dict[str, str | None] = {}
 
     async def tell(self, user: str, channel: str | None, text: str, thread_ts: str | None = None) -> None:
@@ -176,7 +181,7 @@ class RunInteractions:
         return await self.access.may_start(user_id, bounded(self._members(), PRE_ACK_LOOKUP_SECONDS))
 
     async def cancel(self, click: Click) -> None:
-        known = await self.run_service.runs.get_run(click.request_id)
+        known = await self.run_service.find(click.request_id)
         if known is not None and known.root_ts and click.message_ts and click.view_id is None and (
                 click.message_ts != known.root_ts or (click.channel_id and click.channel_id != known.channel)):
             await self.tell(click.user_id, click.channel_id,
@@ -203,7 +208,7 @@ class RunInteractions:
 
     async def _taking_over(self, click: Click) -> Run | None:
         """The failed run a take-over button names, if this person may take it over (else they are told)."""
-        run = await self.run_service.runs.get_run(click.request_id)
+        run = await self.run_service.find(click.request_id)
         refusal = None
         if run is None:
             refusal = "That run does not exist. Nothing was changed."
@@ -312,9 +317,13 @@ class RunInteractions:
                 or thread_ts == ts or not user or not isinstance(event.get("text"), str)):
             return
         channel = str(event.get("channel"))
+        text = from_slack(event["text"])
+        if (self.assist is not None and looks_like_question(text)
+                and await self._asked(channel, str(thread_ts), str(user), text, str(ts))):
+            return
         reply = await self.run_service.thread_reply(
             channel=channel, thread_ts=str(thread_ts), user_id=str(user), user_name=await self._name(str(user)),
-            text=from_slack(event["text"]), ts=ts, event_id=event_id,
+            text=text, ts=ts, event_id=event_id,
         )
         if reply.kind == "intervention":
             await self.tell(str(user), channel, "Noted: the agent gets your message at its next step.", str(thread_ts))
@@ -335,6 +344,27 @@ class RunInteractions:
             decided = reply.request.decision
             if decided.decided_by is None or decided.decided_by.id != user or decided.via is not Via.THREAD:
                 await self.tell(str(user), channel, already_decided_text(reply.request), str(thread_ts))
+
+    async def _asked(self, channel: str, thread_ts: str, user: str, text: str, ts: str) -> bool:
+        """A person's question in a pending card's thread: Claude answers it (bot/approvals/assist.py).
+        False: the thread is not a pending card's or is the agent's, and the message goes on as before."""
+        assert self.assist is not None
+        request = await self.assist.asked_about(channel, thread_ts)
+        if request is None:
+            return False
+        try:
+            may = await self.service.may_decide(request, user)
+        except GroupsUnknown as exc:
+            await self.tell(user, channel, groups_unknown_text(exc, "message"), thread_ts)
+            return True
+        if not may:
+            if isinstance(request.extra.get("run_id"), str):
+                return False  # in a run's thread: a message to the run, as before (bot/agent/run_service.py)
+            await self.tell(user, channel, "Only the people asked to decide this request get AI answers about it.",
+                            thread_ts)
+            return True
+        self.assist.answer_later(request, text, user_id=user, channel=channel, thread_ts=thread_ts, ts=ts)
+        return True
 
     async def _name(self, user_id: str) -> str | None:
         if user_id not in self._names:

@@ -30,7 +30,7 @@ from typing import Any
 from aiohttp import web
 
 import signoff.claude_hook as rules
-from bot.api import owners
+from bot.api import elicitations, owners
 from bot.api.longpoll import LIMITS
 from bot.api.routes import CLAUDE_HOOK_PATH, RATE, SERVICE, SETTINGS, _find_by_key, signed, submit_approval
 from bot.api.schemas import ApprovalIn, load_object, validate
@@ -86,6 +86,8 @@ async def claude_code_hook(request: web.Request) -> web.Response:
         if event in rules.POST_EVENTS:
             await _report(request, data)
             return _answer({})
+        if event == rules.ELICITATION:  # an MCP server's form, asked in Slack (bot/api/elicitations.py)
+            return _answer(await elicitations.hook(request, data, options, wait=_wait))
         call = rules.parse(data)
         return _answer(await _decide(request, call, options))
     except (SignoffError, ValueError) as exc:

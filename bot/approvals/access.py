@@ -41,7 +41,7 @@ class GroupsUnknown(Exception):
         self.errors = errors  # why, group by group (Slack's errors, timeouts)
 
 
-# Of Slack's 3 s to acknowledge (bot/process/app.py answers within 2.5 s), what a user group's lookup may take
+# Of Slack's 3 s to acknowledge (bot/process/slack_endpoint.py answers within 2.5 s), what a user group's lookup may take
 # in a check that must answer before the ack (a command, a form's inline errors).
 PRE_ACK_LOOKUP_SECONDS = 1.5
 

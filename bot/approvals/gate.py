@@ -30,6 +30,7 @@ from bot.domain.batch import overall
 from bot.domain.batch_policy import BatchRefused, judge_items
 from bot.domain.durations import compact
 from bot.domain.undo import UNDO_KEY
+from bot.domain.assist import NOTE_KEY, WANTS_NOTE_KEY
 from bot.domain.grants import Delegation, GrantIndex, agent_of, delegates_for, run_of
 from bot.domain.model import AuditEvent, Decision, Kind, Outcome, Request, Status, Via, iso
 from bot.domain.params_hash import params_sha256
@@ -39,7 +40,8 @@ from bot.errors import InvalidInput, NotBatchable
 from storage.group_commit import GroupCommit
 from bot.approvals.homes import user_ids
 from bot.policy.holder import PolicyHolder
-from bot.approvals.service import ApprovalSpec, Service, StaleCheck
+from bot.approvals.submit import Submitting
+from bot.approvals.types import ApprovalSpec, StaleCheck
 from storage.base import Expect, StaleRead, Unit
 from storage.grants import DELEGATION_STAMP, GRANT_STAMP, GrantStore
 
@@ -123,6 +125,10 @@ def apply_evaluation(spec: ApprovalSpec, evaluation: Evaluation) -> ApprovalSpec
     extra.pop(UNDO_KEY, None)  # the undo window is policy's alone
     if evaluation.undo is not None:
         extra[UNDO_KEY] = int(evaluation.undo.total_seconds())
+    extra.pop(WANTS_NOTE_KEY, None)  # and so is the AI note
+    extra.pop(NOTE_KEY, None)
+    if evaluation.note:
+        extra[WANTS_NOTE_KEY] = True
     # Separation of duties and quorum: the stricter of the request and its tier holds, so neither
     # an API field nor a tier can loosen what the other asks for.
     return replace(
@@ -212,7 +218,7 @@ class PolicyGate:
         self.grants = grants
         self.directory = directory
         self._indexes: dict[str, tuple[tuple[Any, ...], GrantIndex]] = {}
-        self._group: tuple[Service, GroupCommit[Checked]] | None = None
+        self._group: tuple[Submitting, GroupCommit[Checked]] | None = None
         # (stamp, read at, every live delegation newest first): see `_delegations_of`.
         self._delegations: tuple[tuple[Any, ...], datetime, list[Delegation]] | None = None
 
@@ -267,7 +273,7 @@ class PolicyGate:
         self._indexes[tool] = (stamp, index)
         return index
 
-    async def check(self, service: Service, spec: ApprovalSpec, *, idempotency_key: str | None = None,
+    async def check(self, service: Submitting, spec: ApprovalSpec, *, idempotency_key: str | None = None,
                     body_hash: str | None = None, record_defaults: bool = True,
                     verify_later: bool = False) -> Checked:
         """The request `spec` becomes under policy (not written yet: `stage` writes it).
@@ -374,7 +380,7 @@ class PolicyGate:
                     log.warning("could not list the members of %s", entry, exc_info=True)
         return tuple(dict.fromkeys(members))
 
-    async def write(self, service: Service, checked: Checked) -> None:
+    async def write(self, service: Submitting, checked: Checked) -> None:
         """Write the checked request in a unit of its own (Service.submit). A request decided at submit
         (no card: the hottest path) shares its unit with the others decided meanwhile (storage/group_commit.py);
         either way this returns once its unit committed."""
@@ -387,13 +393,13 @@ class PolicyGate:
             self._group = (service, GroupCommit(lambda group: self._write_group(service, group)))
         await self._group[1].submit(checked)
 
-    async def _write_group(self, service: Service, group: Sequence[Checked]) -> None:
+    async def _write_group(self, service: Submitting, group: Sequence[Checked]) -> None:
         async with service.store.unit() as unit:
             verified: dict[str, tuple[Any, ...]] = {}  # each tool's stamp read once per unit
             for checked in group:
                 await self.stage(service, unit, checked, verified=verified)
 
-    async def _stage_pending(self, service: Service, unit: Unit, checked: Checked) -> None:
+    async def _stage_pending(self, service: Submitting, unit: Unit, checked: Checked) -> None:
         """A pending request, with the stamps its check relied on (the tool's grants, the delegations)
         verified by its write: in the same statement on PostgreSQL, so that alone in its change the
         statement is the whole change. A moved stamp writes nothing and the request is checked again, afresh."""
@@ -415,7 +421,7 @@ class PolicyGate:
             self._delegations = None
             raise StaleCheck(checked.tool or "delegations") from None
 
-    async def stage(self, service: Service, unit: Unit, checked: Checked, *,
+    async def stage(self, service: Submitting, unit: Unit, checked: Checked, *,
                     verified: dict[str, tuple[Any, ...]] | None = None) -> None:
         """Write the checked request in the caller's unit: pending (card) or decided (no card), the
         last write of its request. `verified`: the stamps this unit already read (by tool), read again otherwise."""
@@ -453,7 +459,7 @@ class PolicyGate:
         service.touch(unit, request.id)
 
 
-def policy_gate(service: Service) -> PolicyGate | None:
+def policy_gate(service: Submitting) -> PolicyGate | None:
     """The service's gate when it is the policy gate with a policy file loaded, else None."""
     gate = service.gate
     return gate if isinstance(gate, PolicyGate) and gate.holder.policy is not None else None

@@ -11,7 +11,8 @@ from datetime import datetime
 
 from bot.domain.model import AuditEvent, Request
 from bot.domain.outbox import OutboxItem
-from storage.base import Inbox, Store
+from bot.domain.inbox import Inbox
+from storage.base import Store
 
 
 class Reads:

@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.domain.choices import LABELS, offered_of
 from bot.domain.edits import compute_changes
-from bot.domain.model import Actor, Item, Outcome, Via
+from bot.domain.model import Actor, Item, Outcome, Request, Via
 
 __all__ = ["BATCH_ACTION", "MAX_ITEMS", "Choice", "Item", "all_decided", "choice_refusal", "decide_items",
            "items_from_json", "items_json", "offered", "overall", "pages"]
@@ -105,3 +105,9 @@ def all_decided(items: tuple[Item, ...]) -> bool:
 def overall(items: tuple[Item, ...]) -> Outcome:
     """A batch is approved if any item was: the per-item outcomes say which."""
     return Outcome.APPROVED if any(i.outcome is Outcome.APPROVED for i in items) else Outcome.REJECTED
+
+
+def page_ts(request: Request, page: int) -> str | None:
+    """The ts of a batch card's page `page` (1, 2, ...) once it is posted (kept in `extra["pages"]`)."""
+    stored = (request.extra.get("pages") or {}).get(str(page))
+    return stored if isinstance(stored, str) else None

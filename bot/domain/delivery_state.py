@@ -1,7 +1,7 @@
 """Where a request's card stands in Slack, as agents see it (`delivery` in the agent API and webhooks).
 
 A card post that Slack refuses for good (bad token, missing scope, channel not found, bot not in
-the channel, channel archived) marks the request in `extra["delivery"]` (see bot.slack.undelivered):
+the channel, channel archived) marks the request in `extra["delivery"]` (see bot/approvals/delivery_results.py):
 `{"status": "failed", "error", "message", "method", "channel"?, "needed_scope"?, "failed_at"}`. The
 request stays `pending` (it can be cancelled; its timeout still ends it), but nobody in Slack sees it,
 so a long-poll on it returns at once (`Service.wait`) instead of waiting for nothing.

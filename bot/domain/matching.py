@@ -38,170 +38,17 @@ skips Unicode normalisation, and a path with no dots and no other spelling is on
 
 from __future__ import annotations
 
-import enum
 import fnmatch
-import json
 import math
 import re
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
-from functools import lru_cache
 from typing import Any
 
-_MISSING = object()
+from bot.domain.readings import (MATCH as MATCH, NO as NO, UNKNOWN as UNKNOWN, Number, Option, Verdict as Verdict,
+                                 all_agree, fold, is_number, json_text, normal, numbers)
+
 MAX_PARTS = 1000  # elements of a list or object judged one by one; past that the value is UNKNOWN
-
-
-class Verdict(enum.IntEnum):
-    """Ordered: `min` is "all of", `max` is "any of"."""
-
-    NO = 0
-    UNKNOWN = 1
-    MATCH = 2
-
-
-NO, UNKNOWN, MATCH = Verdict.NO, Verdict.UNKNOWN, Verdict.MATCH
-
-# Invisible characters a display drops but `str` keeps: format characters (Cf: zero-width space and
-# joiners, direction marks and overrides, soft hyphen, BOM) and variation selectors.
-_INVISIBLE = re.compile(r"[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff"
-                        r"\ufe00-\ufe0f\U000e0000-\U000e007f]")
-_PLAIN_NUMBER = re.compile(r"[+-]?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?", re.ASCII)
-_THOUSANDS_DOT = re.compile(r"[+-]?[1-9][0-9]{0,2}\.[0-9]{3}", re.ASCII)
-_ANY_DIGIT = re.compile(r"\d")  # any script's digits (str patterns are Unicode-aware)
-_INFINITE = frozenset({"inf", "infinity", "∞"})
-_TRUE_WORDS = frozenset({"true", "1", "yes", "y", "on", "t"})
-_FALSE_WORDS = frozenset({"false", "0", "no", "n", "off", "f"})
-_NULL_WORDS = frozenset({"null", "none", "nil"})
-
-Number = int | float | Decimal
-
-
-def normal(text: str) -> str:
-    """NFKC, invisible characters removed, surrounding spaces stripped; case kept."""
-    if text.isascii():
-        return text.strip()
-    return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text)).strip()
-
-
-def fold(text: str) -> str:
-    """`normal`, then casefolded (and NFKC again: casefolding can leave text unnormalised)."""
-    if text.isascii():
-        return text.strip().lower()
-    return unicodedata.normalize("NFKC", normal(text).casefold())
-
-
-def numbers(text: str) -> tuple[Number, ...] | None:
-    """The numbers `text` reads as: one for plain decimal text, two for "1.500" (1.5, or 1500 with a
-    thousands dot), none for text without digits ("ten", "nan"); None when it looks like a number
-    written some other way ("5,000", "5e3", "$5", "５", "0x1F"), which cannot be judged."""
-    plain = text.strip()
-    if _PLAIN_NUMBER.fullmatch(plain):
-        value: Number = int(plain) if "." not in plain and len(plain) < 1000 else Decimal(plain)
-        if _THOUSANDS_DOT.fullmatch(plain):
-            return value, int(plain.replace(".", ""))
-        return (value,)
-    folded = fold(text)
-    if _ANY_DIGIT.search(folded) or folded.lstrip("+-") in _INFINITE:
-        return None
-    return ()
-
-
-def _json_text(value: Any) -> tuple[str, ...]:
-    """How a number or boolean reads as text (for glob and regex)."""
-    if isinstance(value, bool):
-        return ("true", "True") if value else ("false", "False")
-    if isinstance(value, float) and value.is_integer():
-        return repr(value), str(int(value))
-    return (json.dumps(value) if isinstance(value, float) else str(value),)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _json_equal(a: Any, b: Any) -> bool:
-    """Equal as JSON values: booleans are not numbers, 1 == 1.0."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, list | tuple | Mapping) or isinstance(b, list | tuple | Mapping):
-        return False
-    return bool(a == b)
-
-
-def _all_agree(readings: tuple[Number, ...], test: Callable[[Number], bool]) -> Verdict:
-    hits = [test(n) for n in readings]
-    if hits and all(hits):
-        return MATCH
-    return UNKNOWN if any(hits) else NO
-
-
-def _bool_reading(value: Any, folder: Callable[[str], str]) -> bool | None:
-    """A number or text read as a boolean, if it reads as one."""
-    if _is_number(value):
-        return bool(value) if not (isinstance(value, float) and math.isnan(value)) else None
-    if isinstance(value, str):
-        word = folder(value)
-        return True if word in _TRUE_WORDS else False if word in _FALSE_WORDS else None
-    return None
-
-
-@dataclass(frozen=True)
-class _Option:
-    """One value an any_of/equals names, prepared for the readings above."""
-
-    value: Any
-    folded: str | None = None  # a text option, folded
-    number: Number | None = None  # a number option, or a text option that is a plain number
-
-    @classmethod
-    def of(cls, value: Any) -> _Option:
-        if isinstance(value, str):
-            read = numbers(value)
-            return cls(value, fold(value), read[0] if read and len(read) == 1 else None)
-        return cls(value, None, value if _is_number(value) else None)
-
-    def same(self, value: Any, folder: Callable[[str], str]) -> Verdict:
-        """Whether `value` (a scalar, or a structure) equals this option."""
-        option = self.value
-        if _json_equal(option, value):
-            return MATCH
-        if isinstance(value, str):
-            if self.folded is not None and folder(value) == self.folded:
-                return UNKNOWN
-            if self.number is not None:
-                read = numbers(value)
-                if read is None:
-                    return UNKNOWN
-                verdict = _all_agree(read, lambda n: n == self.number)
-                return min(verdict, UNKNOWN) if isinstance(option, str) else verdict  # text vs text: not exact
-            if isinstance(option, bool) or option is None:
-                word = folder(value)
-                if option is None:
-                    return UNKNOWN if word in _NULL_WORDS else NO
-                return UNKNOWN if _bool_reading(value, folder) is option else NO
-            return NO
-        if isinstance(value, bool):
-            if self.number is not None:
-                return UNKNOWN if int(value) == self.number else NO
-            if self.folded is not None:
-                return UNKNOWN if _bool_reading(option, folder) is value else NO
-            return NO
-        if _is_number(value):
-            if self.number is not None:
-                return MATCH if value == self.number else NO  # a number and its plain text are one value
-            if isinstance(option, bool):
-                return UNKNOWN if _bool_reading(value, folder) is option else NO
-            return NO
-        if isinstance(option, list) and len(option) == 1 and not isinstance(value, list):
-            return min(_Option.of(option[0]).same(value, folder), UNKNOWN)  # [x] where x was sent
-        return NO
 
 
 @dataclass(frozen=True)
@@ -238,7 +85,7 @@ class ValueMatch:
         if self.regex is not None:
             object.__setattr__(self, "_regex", re.compile(self.regex))  # re.error: the loader reports it
         if self.any_of is not None:
-            options = tuple(_Option.of(v) for v in self.any_of)
+            options = tuple(Option.of(v) for v in self.any_of)
             if all(isinstance(v, str) for v in self.any_of) and all(o.number is None for o in options):
                 # text options, none a number: a text value is one hash lookup, then one on its folded form
                 object.__setattr__(self, "_strings", (frozenset(self.any_of), frozenset(o.folded for o in options)))
@@ -304,13 +151,13 @@ class ValueMatch:
             if value.isascii() and value == value.strip():
                 return NO
             return UNKNOWN if self._regex.search(normal(value)) is not None else NO
-        if _is_number(value) or isinstance(value, bool):
+        if is_number(value) or isinstance(value, bool):
             test = self._glob.match if glob else self._regex.search
-            return UNKNOWN if any(test(t) is not None for t in _json_text(value)) else NO
+            return UNKNOWN if any(test(t) is not None for t in json_text(value)) else NO
         return NO
 
     def _compare(self, value: Any) -> Verdict:
-        if _is_number(value):
+        if is_number(value):
             if isinstance(value, float) and math.isnan(value):
                 return UNKNOWN
             return MATCH if self._holds(value) else NO
@@ -318,7 +165,7 @@ class ValueMatch:
             return UNKNOWN if self._holds(int(value)) else NO  # true/false as 1/0: another type, at most UNKNOWN
         if isinstance(value, str):
             read = numbers(value)
-            return UNKNOWN if read is None else _all_agree(read, self._holds)
+            return UNKNOWN if read is None else all_agree(read, self._holds)
         return NO
 
     def _holds(self, number: Number) -> bool:
@@ -357,124 +204,3 @@ def _parts(value: Any) -> Iterator[Any]:
             stack.extend(item)
         else:
             yield item
-
-
-# -- paths ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ParamPath:
-    """A rule's parameter path, with every way its dots split it: (first key, that key folded, the rest)."""
-
-    text: str
-    splits: tuple[tuple[str, str, ParamPath | None], ...]
-    simple: bool = False  # no dots, and already in folded form: in parameters whose keys all are, one lookup
-
-    @staticmethod
-    @lru_cache(maxsize=4096)
-    def of(text: str) -> ParamPath:
-        ends = [i for i, c in enumerate(text) if c == "."] + [len(text)]
-        return ParamPath(text, tuple(
-            (text[:end], fold(text[:end]), ParamPath.of(text[end + 1:]) if end < len(text) else None) for end in ends),
-            simple="." not in text and fold(text) == text)
-
-
-class Params:
-    """A call's parameters as rules read them: each object's keys folded once, folded text memoised.
-
-    Made once per evaluation step and dropped after (the parameters are not copied: do not change
-    them while one is in use)."""
-
-    __slots__ = ("params", "_keys", "_folded", "_plain")
-
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.params = params
-        self._keys: dict[int, dict[str, list[str]]] = {}
-        self._folded: dict[int, tuple[str, str]] = {}
-        self._plain: bool | None = None  # every top-level key is a str without dots, in folded form
-
-    def _all_plain(self) -> bool:
-        if self._plain is None:
-            self._plain = all(type(k) is str and "." not in k and k.isascii() and k == k.strip().lower()
-                              for k in self.params)
-        return self._plain
-
-    def fold(self, text: str) -> str:
-        if text.isascii() and len(text) < 64:
-            return text.strip().lower()
-        found = self._folded.get(id(text))
-        if found is None or found[0] is not text:
-            found = self._folded[id(text)] = (text, fold(text))
-        return found[1]
-
-    def _index(self, mapping: Mapping[str, Any]) -> dict[str, list[str]]:
-        index = self._keys.get(id(mapping))
-        if index is None:
-            index = self._keys[id(mapping)] = {}
-            for key in mapping:
-                if isinstance(key, str):
-                    index.setdefault(self.fold(key), []).append(key)
-        return index
-
-    def readings(self, path: ParamPath) -> list[tuple[Any, bool]]:
-        """Every value `path` can name, and whether it is spelled exactly so (no other spelling of a key)."""
-        found: list[tuple[Any, bool]] = []
-        self._read(self.params, path, True, found)
-        return found
-
-    def _read(self, mapping: Mapping[str, Any], path: ParamPath, exact: bool, found: list[tuple[Any, bool]]) -> None:
-        index = self._index(mapping)
-        for key, folded, rest in path.splits:
-            for name in index.get(folded, ()):
-                value = mapping[name]
-                if rest is None:
-                    found.append((value, exact and name == key))
-                elif isinstance(value, Mapping):
-                    self._read(value, rest, exact and name == key, found)
-
-    def judge(self, path: ParamPath, condition: ValueMatch) -> Verdict:
-        """The condition on every reading of the path: see the module docstring."""
-        if path.simple and self._all_plain():  # the one reading there can be: no other spelling, no dots
-            value = self.params.get(path.text, _MISSING)
-            return NO if value is _MISSING else condition.judge(value, self.fold)
-        readings = self.readings(path)
-        if not readings:
-            return NO
-        verdict = condition.judge(readings[0][0], self.fold)
-        if not readings[0][1]:
-            verdict = min(verdict, UNKNOWN)
-        if len(readings) == 1:
-            return verdict
-        low = high = verdict
-        for value, exact in readings[1:]:
-            one = condition.judge(value, self.fold)
-            if not exact:
-                one = min(one, UNKNOWN)
-            low, high = min(low, one), max(high, one)
-        return MATCH if low is MATCH else min(high, UNKNOWN)
-
-    def explain(self, path: ParamPath, condition: ValueMatch) -> str | None:
-        """Why the condition is UNKNOWN on this path, in plain words (None: it is not)."""
-        readings = self.readings(path)
-        if self.judge(path, condition) is not UNKNOWN:
-            return None
-        against = condition.describe()
-        if len(readings) > 1:
-            shown = ", ".join(_short(v) for v, _ in readings[:4])
-            return (f"the path {path.text} names more than one value ({shown}: a literal dotted key, a nested "
-                    f"object or another spelling of a key), so it could not be judged against {against}")
-        value, exact = readings[0]
-        if not exact:
-            return f"{path.text} is spelled another way in the call, so {_short(value)} could not be judged against {against}"
-        what = ("a list where one value is expected" if isinstance(value, list)
-                else "an object where one value is expected" if isinstance(value, Mapping)
-                else "another type than the rule expects" if not isinstance(value, str)
-                else "a number written in another format, or with more than one reading"
-                if len(numbers(value) or (0, 0)) > 1
-                else "text that differs only in case, Unicode form or invisible characters")
-        return f"{path.text} {_short(value)} could not be judged against {against} ({what})"
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

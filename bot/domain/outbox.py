@@ -1,4 +1,5 @@
-"""An outbox item: a side effect committed with a state change and performed after the commit.
+"""An outbox item: a side effect committed with a state change and performed after the commit; and
+`CardPosted`, what a card post's delivery brings back.
 
 A domain value: the use cases make items (bot/outbox/effects.py has the one constructor of each kind),
 storage stores and claims them, the dispatcher (bot/outbox/dispatcher.py) delivers them.
@@ -9,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
+
+from bot.domain.model import AuditEvent
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,16 @@ class OutboxItem:
 
     def evolve(self, **changes: Any) -> OutboxItem:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class CardPosted:
+    """Where a request's card went (Slack's channel id and ts): a card post's result, written with its
+    delivery's done mark (`Store.outbox_finished`) and audited as "posted" only if it was stored."""
+
+    request_id: str
+    channel: str
+    ts: str
+
+    def audit(self, now: datetime) -> AuditEvent:
+        return AuditEvent(self.request_id, "posted", now, None, {"channel": self.channel, "ts": self.ts})

@@ -47,7 +47,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.domain.grants import GrantIndex, Subject
-from bot.domain.matching import MATCH, NO, UNKNOWN, ParamPath, Params, Verdict
+from bot.domain.param_paths import ParamPath, Params
+from bot.domain.readings import MATCH, NO, UNKNOWN, Verdict
 from bot.domain.matching import ValueMatch as ValueMatch  # where it used to live
 from bot.domain.model import Outcome, Risk
 from bot.domain.timing import DEFAULT
@@ -163,6 +164,7 @@ class TierSettings:
     escalation: Any = DEFAULT  # (levels: tuple[Level, ...], loops: int) | None | DEFAULT
     timeout: Any = DEFAULT  # (after: timedelta, outcome: Outcome) | None | DEFAULT
     undo: timedelta | None = None  # after a person's Approve, how long they may take it back (bot.domain.undo)
+    note: bool = False  # an AI note on the card (bot/domain/assist.py): Claude explains, never decides
 
 
 DEFAULT_TIERS: Mapping[Risk, TierSettings] = {
@@ -296,6 +298,7 @@ class Evaluation:
     escalation: Any = DEFAULT
     timeout: Any = DEFAULT
     undo: timedelta | None = None
+    note: bool = False  # the tier asks for an AI note on the card
     policy_tier: Risk | None = None  # the tier policy alone gave, when the agent's risk raised it
 
     @property
@@ -400,6 +403,7 @@ def _bar(policy: Policy, tier: Risk, base: Risk) -> TierSettings:
         escalation=low.escalation if high.escalation is DEFAULT else high.escalation,
         timeout=timeout,
         undo=max((w for w in (high.undo, low.undo) if w is not None), default=None),  # the longer window
+        note=high.note or low.note,
     )
 
 
@@ -412,5 +416,6 @@ def _result(policy: Policy, call: Call, outcome: Effect, tier: Risk, reason: str
         confirm=render_confirm(settings.confirm, call) if outcome is Effect.ASK else None,
         reminders=settings.reminders, escalation=settings.escalation, timeout=settings.timeout,
         undo=settings.undo if outcome is Effect.ASK else None,
+        note=settings.note and outcome is Effect.ASK,
         policy_tier=base if base is not tier else None,
     )

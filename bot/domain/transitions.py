@@ -15,7 +15,8 @@ _OUTCOME_STATUS = {
 # Which outcomes each kind of request may end with, from `pending`.
 _ALLOWED: dict[Kind, frozenset[Outcome]] = {
     Kind.APPROVAL: frozenset({Outcome.APPROVED, Outcome.REJECTED, Outcome.EXPIRED, Outcome.CANCELLED}),
-    Kind.QUESTION: frozenset({Outcome.ANSWERED, Outcome.EXPIRED, Outcome.CANCELLED}),
+    # rejected: a person declined to answer (an MCP elicitation's Decline: bot.domain.elicitation)
+    Kind.QUESTION: frozenset({Outcome.ANSWERED, Outcome.REJECTED, Outcome.EXPIRED, Outcome.CANCELLED}),
 }
 
 

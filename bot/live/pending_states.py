@@ -34,7 +34,7 @@ from datetime import datetime
 
 from bot.domain.json_codec import dumps
 from bot.domain.model import Request
-from storage.base import CardPosted
+from bot.domain.outbox import CardPosted
 
 CAP = 1024
 BUDGET = 8 * 1024 * 1024

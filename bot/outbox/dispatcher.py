@@ -25,8 +25,8 @@ know of (another process's items, a lease that runs out after a crash) the perio
 as it always did: every wait ends by the next periodic look. The read after every claim cost one
 statement per delivered card (its post and its update) and found nothing the claim had not.
 
-Results are written in groups (`GroupCommit`): deliveries that finish while one result unit is
-being written share the next one, so a burst of card updates commits its done marks a few at a
+Results are written in groups (`GroupCommit`, in bot/approvals/outbox_rows.py): deliveries that finish
+while one result unit is being written share the next one, so a burst of card updates commits its done marks a few at a
 time; a failing group is written again item by item, so one item's failure never loses another's.
 
 In order means across retries too: when an item of a request must be tried again later, the
@@ -41,20 +41,18 @@ import contextlib
 import heapq
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from bot.outbox import effects
+from bot.approvals.outbox_rows import OutboxRows
 from bot.approvals.reads import Reads
 from bot.process.clock import Clock
-from bot.domain.model import AuditEvent
-from storage.group_commit import GroupCommit
 from bot.process.metrics import Metrics
 from bot.domain.outbox import OutboxItem
-from storage.base import CardPosted, Store, Unit
+from bot.domain.outbox import CardPosted
+from bot.outbox.results import Dead as Dead, Done as Done, Handler as Handler, Result as Result, Retry as Retry
 
 # Webhooks go to the agent's receiver, not to Slack: one that retries for hours holds back no Slack
 # message of its request, and no Slack retry holds back the webhook.
@@ -69,48 +67,6 @@ delivering: ContextVar[int | None] = ContextVar("signoff_outbox_delivering", def
 LEASE_SECONDS = 60.0
 BATCH = 50  # most items one claim takes (`drain` and the loop take at most the free slots)
 CONCURRENCY = 16
-
-
-@dataclass(frozen=True)
-class Done:
-    """The effect happened. `card` (a card post's ts) is stored, then `apply` runs, in the same unit
-    that marks the item done."""
-
-    apply: Callable[[Unit], Awaitable[None]] | None = None
-    audit: tuple[AuditEvent, ...] = ()
-    card: CardPosted | None = None
-
-
-@dataclass(frozen=True)
-class Retry:
-    """Try again in `after` seconds. `definite`: this attempt surely had no effect."""
-
-    after: float
-    error: str
-    definite: bool = True
-    # Not a failure and not an attempt: nothing was tried, the item waits for its turn (its card's
-    # post, the channel's pace). The claim is given back (`Unit.outbox_postpone`).
-    waiting: bool = False
-
-
-@dataclass(frozen=True)
-class Dead:
-    """Give up on this item.
-
-    `line`: the one ERROR line to log (what failed and what to do), instead of the bare error.
-    `apply` runs in the unit that marks the item dead.
-    `details`: machine-readable facts about the failure, for the handler that re-wraps it.
-    """
-
-    error: str
-    audit: tuple[AuditEvent, ...] = field(default_factory=tuple)
-    line: str | None = None
-    apply: Callable[[Unit], Awaitable[None]] | None = None
-    details: dict[str, Any] | None = None
-
-
-Result = Done | Retry | Dead
-Handler = Callable[[OutboxItem], Awaitable[Result]]
 
 
 async def after_post(reads: Reads, ordered_by: str, post_kind: str, what: str) -> Result:
@@ -131,7 +87,7 @@ def backoff(attempt: int, *, base: float = 0.5, cap: float = 300.0) -> float:
 class Dispatcher:
     def __init__(
         self,
-        store: Store,
+        rows: OutboxRows,
         handlers: dict[str, Handler],
         *,
         clock: Clock,
@@ -139,7 +95,7 @@ class Dispatcher:
         sweep_seconds: float = 5.0,
         lease_seconds: float = LEASE_SECONDS,
     ) -> None:
-        self.store = store
+        self.rows = rows  # the outbox's rows: claims and results (bot/approvals/outbox_rows.py)
         self.handlers = handlers
         self.clock = clock
         self.metrics = metrics
@@ -155,7 +111,7 @@ class Dispatcher:
         self._look = True  # a wake asked for a claim (an enqueue committed, a slot freed while items wait)
         self._due: list[datetime] = []  # a heap: due times of items known to wait (see the docstring)
         self._next_full = 0.0  # loop time of the next periodic look (claim and read of the next due time)
-        self._results: GroupCommit[tuple[OutboxItem, Result, datetime]] = GroupCommit(self._write_results)
+        rows.cards_stored = self._cards_stored  # told of the cards each group of results stored
         # Held from a claim until its items are in _inflight, so `drain` never misses a claim in progress.
         self._claiming = asyncio.Lock()
         self.idle = asyncio.Event()
@@ -218,7 +174,7 @@ class Dispatcher:
         cannot know of (another process's items and leases)."""
         if read:
             try:
-                due = await self.store.next_outbox_due()
+                due = await self.rows.next_due()
             except Exception:
                 log.exception("could not read the next outbox due time")
                 due = None
@@ -259,7 +215,7 @@ class Dispatcher:
             now = self.clock.now()
             while self._due and self._due[0] <= now:  # this claim takes them (or another process holds them)
                 heapq.heappop(self._due)
-            items = await self.store.claim_outbox(now, limit=limit, lease_seconds=self.lease_seconds)
+            items = await self.rows.claim(now, limit=limit, lease_seconds=self.lease_seconds)
             self._more_due = len(items) >= limit
             self._active += len(items)
             for item in items:
@@ -365,7 +321,7 @@ class Dispatcher:
         self._hold(item, result, now)
         for attempt in range(3):
             try:
-                await self._results.submit((item, result, now))  # in the next group of results (docstring)
+                await self.rows.finish(item, result, now)  # in the next group of results (docstring)
                 break
             except Exception:
                 log.exception("could not record outbox result for item %s (try %s)", item.id, attempt + 1)
@@ -376,46 +332,6 @@ class Dispatcher:
         label = type(result).__name__.lower()
         self.metrics.outbox_deliveries.labels(item.kind, label).inc()
         self._report(item, result)
-
-    async def _write_results(self, group: Sequence[tuple[OutboxItem, Result, datetime]]) -> None:
-        """Several deliveries' results in one unit: each item's own writes (`apply`, audit) in its
-        order, then the done marks together. A group never holds two ordered items of one request:
-        a request's next item starts only once its previous one's result is written."""
-        if all(isinstance(result, Done) and result.apply is None for _, result, _ in group):
-            # Card posts and updates and the like: cards' ts, audit rows and done marks only (one
-            # statement on PostgreSQL).
-            audits = [a for _, result, _ in group if isinstance(result, Done) for a in result.audit]
-            cards = [(result.card, now) for _, result, now in group if isinstance(result, Done) and result.card]
-            stored = await self.store.outbox_finished([(item.id, now) for item, _, now in group if item.id is not None],
-                                                      audits, cards)
-            self._cards_stored([(card, at) for card, at in cards if card.request_id in stored])
-            return
-        stored_cards: list[tuple[CardPosted, datetime]] = []
-        async with self.store.unit() as unit:
-            done: list[tuple[int, datetime]] = []
-            audit: list[AuditEvent] = []
-            for item, result, now in group:
-                assert item.id is not None
-                if isinstance(result, Done):
-                    if result.card is not None and await unit.record_card(result.card, now):
-                        stored_cards.append((result.card, now))
-                    if result.apply is not None:
-                        await result.apply(unit)
-                    audit.extend(result.audit)
-                    done.append((item.id, now))
-                elif isinstance(result, Retry) and result.waiting:
-                    await unit.outbox_postpone(item.id, now + timedelta(seconds=result.after))
-                elif isinstance(result, Retry):
-                    at = now + timedelta(seconds=result.after)
-                    await unit.outbox_retry(item.id, at, result.error, definite=result.definite)
-                else:
-                    if result.apply is not None:
-                        await result.apply(unit)
-                    await unit.append_audits(result.audit)
-                    await unit.outbox_dead(item.id, now, result.error)
-            await unit.append_audits(audit)
-            await unit.outbox_done_many(done)
-        self._cards_stored(stored_cards)
 
     def on_card_stored(self, fn: Callable[[CardPosted, datetime], None]) -> None:
         """Run `fn(card, when)` for each card ts a delivery's result stored, once it committed."""

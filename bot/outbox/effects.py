@@ -45,9 +45,15 @@ POLICY_FYI = "policy.fyi"
 # Time to decide (bot/approvals/stats.py): a channel's weekly digest; also any stored channel message
 # posted once by its key (the similar-requests card, bot/approvals/similar.py)
 DIGEST = "slack.digest"
+# Claude's answer to a person's question in a card's thread (bot/approvals/assist.py)
+ASSIST_ANSWER = "slack.assist_answer"
 
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
-                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST})
+                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST, ASSIST_ANSWER})
+
+# The webhooks' event types (docs/api.md)
+DECIDED_EVENT = "approval.decided"
+UNDELIVERED_EVENT = "approval.undelivered"
 
 Handler = Callable[[OutboxItem], Awaitable[Any]]  # returns an outbox Result (bot/outbox/dispatcher.py)
 
@@ -85,6 +91,17 @@ def update_card(request_id: str, key: str, now: datetime) -> OutboxItem:
     return _of_request(UPDATE_CARD, request_id, key, now)
 
 
+def decided_card_key(request_id: str) -> str:
+    """The dedupe key of a decision's card update (the decided request is found under it in
+    bot/live/just_committed.py by the delivery that renders it)."""
+    return f"card:{request_id}:decided"
+
+
+def decided_card(request_id: str, now: datetime) -> OutboxItem:
+    """A decision's card update: one per request, whoever decided."""
+    return update_card(request_id, decided_card_key(request_id), now)
+
+
 def post_page(request_id: str, page: int, now: datetime) -> OutboxItem:
     return _of_request(POST_PAGE, request_id, f"post:{request_id}:page:{page}", now, page=page)
 
@@ -100,9 +117,18 @@ def decided_webhook(request: Request, now: datetime, *, again: bool = False) -> 
     redelivery) is a new delivery, keyed by its time."""
     if not request.callback_url:
         return None
-    body = {"type": "approval.decided", "request": request_json(request)}
+    body = {"type": DECIDED_EVENT, "request": request_json(request)}
     key = f"webhook:{request.id}:redeliver:{now.timestamp():.6f}" if again else f"webhook:{request.id}:decided"
     return webhook(request.id, key, now, url=request.callback_url, body=body)
+
+
+def undelivered_webhook(request: Request, now: datetime) -> OutboxItem | None:
+    """The agent's `approval.undelivered` webhook of a request whose card Slack refused for good (None
+    without a `callback_url`): one per request."""
+    if not request.callback_url:
+        return None
+    body = {"type": UNDELIVERED_EVENT, "request": request_json(request)}
+    return webhook(request.id, f"webhook:{request.id}:undelivered", now, url=request.callback_url, body=body)
 
 
 def remind(request_id: str, number: int, of: int, now: datetime) -> OutboxItem:
@@ -131,6 +157,13 @@ def digest(channel: str, week: datetime, now: datetime, message: dict[str, Any])
     """The channel's digest of the week before `week` (its start): one per channel and week, whoever enqueues it."""
     return OutboxItem.due(DIGEST, f"digest:{channel}:{week:%Y-%m-%d}", now, ordered_by=None,
                           payload={"channel": channel, "message": message})
+
+
+def assist_answer(request_id: str, channel: str, thread_ts: str, question_ts: str, user: str, text: str,
+                  now: datetime, *, in_run: bool = False) -> OutboxItem:
+    """Claude's answer to the question posted at `question_ts`, in its thread: once per question."""
+    return _of_request(ASSIST_ANSWER, request_id, f"answer:{request_id}:{question_ts}", now, channel=channel,
+                       thread_ts=thread_ts, question_ts=question_ts, user=user, text=text, in_run=in_run)
 
 
 def channel_message(channel: str, key: str, now: datetime, message: dict[str, Any]) -> OutboxItem:

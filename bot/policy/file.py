@@ -171,6 +171,8 @@ class TierIn(_Strict):
     timeout: Any = None
     # After a person's Approve, how long they may still take it back; the agent hears only then.
     undo: str | None = Field(default=None, min_length=2, max_length=20)
+    # An AI note on the tier's cards (docs/ai-notes.md): on only where ANTHROPIC_API_KEY is set.
+    note: bool = False
 
     @field_validator("approvers")
     @classmethod
@@ -335,6 +337,7 @@ def _tier_settings(tier: Risk, given: TierIn | None) -> TierSettings:
         else given.requester_may_approve,
         confirm=given.confirm if given.confirm is not None else base.confirm,
         undo=_undo_window(tier, given.undo),
+        note=given.note,
         **parts,
     )
 

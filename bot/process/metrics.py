@@ -83,7 +83,7 @@ class Metrics:
         self.sweeps = Counter("signoff_sweeps", "Background sweeps finished, by kind (outbox, timers)", ["kind"],
                               registry=self.registry)
         self.long_polls = Gauge("signoff_long_polls", "Long-polls (?wait=) being held now", registry=self.registry)
-        # The SQLite cross-process watcher's cost (bot/live/waiters.py): it must not grow with the waiters.
+        # The SQLite cross-process watcher's cost (bot/approvals/foreign_changes.py): it must not grow with the waiters.
         self.watch_looks = Counter("signoff_longpoll_watch_looks", "Looks of the SQLite watcher at data_version",
                                    registry=self.registry)
         self.watch_changes = Counter("signoff_longpoll_watch_changes",
@@ -98,6 +98,12 @@ class Metrics:
         self.longpoll_rereads = Counter(
             "signoff_longpoll_rereads", "Reads of its request by a woken long-poll: a wake-up that did not hand it "
             "the decided request (a reminder, another process's decision)", registry=self.registry)
+
+        # AI notes and thread answers (bot/approvals/assist.py): what they cost and how they ended.
+        self.ai_calls = Counter("signoff_ai_calls", "Model calls for AI notes and thread answers, by use and result "
+                                "(added, answered, timeout, error, empty)", ["use", "result"], registry=self.registry)
+        self.ai_tokens = Counter("signoff_ai_tokens", "Tokens of AI notes and thread answers, by use and direction "
+                                 "(input, output)", ["use", "direction"], registry=self.registry)
 
         # A leak shows as growth under steady load (bench/soak.py samples it once a minute).
         self.asyncio_tasks = Gauge("signoff_asyncio_tasks", "asyncio tasks alive in this process's event loop",

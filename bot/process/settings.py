@@ -1,15 +1,14 @@
 """The one place that reads the environment (and `.env`).
 
 `Settings.from_env()` takes an injectable mapping; a missing or malformed value
-raises `SettingsError` whose message is one line naming the variable.
+raises `SettingsError` whose message is one line naming the variable (the parsers of one setting's
+text are bot/process/setting_parsers.py's).
 """
 
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -20,16 +19,17 @@ from dotenv import dotenv_values
 
 from bot.api.tokens import ApiToken, parse_tokens
 from bot.approvals.keys import private_from_seed
-from bot.domain.durations import DurationError, parse_duration
 from bot.domain.history import Thresholds
 from bot.domain.timing import TIMEOUT_OUTCOMES, Level, Timing
-from bot.domain.values import APPROVER_ID, CHANNEL_ID
+from bot.domain.values import CHANNEL_ID
+from bot.process import setting_parsers as parsers
+from bot.process.setting_parsers import SettingsError as SettingsError
 from storage.urls import BadDatabaseURL, async_url
 
 DEFAULT_SLACK_API_URL = "https://slack.com/api/"
 DEFAULT_DATABASE_PATH = "signoff.db"
-# The shapes the agent API accepts for `channel` and for approvers.
-_CHANNEL_ID, _SLACK_PERSON = CHANNEL_ID, APPROVER_ID
+# The shape the agent API accepts for `channel`.
+_CHANNEL_ID = CHANNEL_ID
 
 
 # Every SIGNOFF_* variable Signoff reads (tests/process/test_settings_hygiene.py keeps this complete), plus
@@ -56,24 +56,11 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_CLAUDE_TRANSCRIPTS",
     "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
     "SIGNOFF_AUDIT_ANCHOR_SECONDS",
-    "SIGNOFF_SLACK_INBOX_LEASE_SECONDS",
+    "SIGNOFF_SLACK_INBOX_LEASE_SECONDS", "SIGNOFF_NOTE_MODEL", "SIGNOFF_NOTE_TIMEOUT_SECONDS",
     "SIGNOFF_SUGGEST_DAYS", "SIGNOFF_SUGGEST_MIN_APPROVALS", "SIGNOFF_SUGGEST_MIN_PEOPLE", "SIGNOFF_SUGGEST_MAX_EDITS",
     "SIGNOFF_SUGGEST_MIN_REJECTIONS", "SIGNOFF_SUGGEST_MIN_REJECT_SHARE", "SIGNOFF_SUGGEST_GRANT_DAYS",
     "SIGNOFF_SIMILAR_MIN",
 })
-_WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
-_HOST_OR_NET = re.compile(r"^(\*\.)?[A-Za-z0-9.:\-\[\]]+(/\d{1,3})?$")
-
-
-def _network(entry: str) -> Any:
-    try:
-        return ipaddress.ip_network(entry, strict=False)
-    except ValueError:
-        return None
-
-
-class SettingsError(Exception):
-    """A setting is missing or malformed; the message is one line naming it."""
 
 
 def unknown_settings(env: Mapping[str, str], known: frozenset[str] = KNOWN_SETTINGS) -> list[str]:
@@ -158,6 +145,9 @@ class Settings:
     run_lease_seconds: float = 30.0
     run_sweep_seconds: float = 5.0
     run_max_steps: int = 50
+    # AI notes and thread answers (docs/ai-notes.md): their model (default: SIGNOFF_MODEL) and time limit.
+    note_model: str | None = None
+    note_timeout_seconds: float = 20.0
     # Time to decide (docs/stats.md): label bounds of the histograms; the weekly digest's channels
     # ("all": every channel that had requests that week; empty: no digest) and its time (weekday, hour UTC).
     metrics_max_channels: int = 50
@@ -338,7 +328,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
 
     egress_allow = tuple(e.strip() for e in (get("SIGNOFF_EGRESS_ALLOW") or "").split(",") if e.strip())
     for entry in egress_allow:
-        if ("/" in entry and _network(entry) is None) or not _HOST_OR_NET.match(entry):
+        if ("/" in entry and parsers.network(entry) is None) or not parsers.HOST_OR_NET.match(entry):
             raise SettingsError(f"SIGNOFF_EGRESS_ALLOW: {entry!r} is not a host name, an IP address or a CIDR")
 
     signing_key = get("SIGNOFF_SIGNING_KEY")
@@ -371,10 +361,10 @@ def _parse(env: Mapping[str, str]) -> Settings:
         outbox_lease_seconds=lease,
         http_timeout_seconds=http_timeout,
         webhook_max_attempts=number("SIGNOFF_WEBHOOK_MAX_ATTEMPTS", 200, int, 1, 10_000),
-        webhook_max_age=_duration_setting(get, "SIGNOFF_WEBHOOK_MAX_AGE", timedelta(hours=24)),
+        webhook_max_age=parsers.duration_setting(get, "SIGNOFF_WEBHOOK_MAX_AGE", timedelta(hours=24)),
         webhook_backoff_cap_seconds=number("SIGNOFF_WEBHOOK_BACKOFF_CAP_SECONDS", 1800.0, float, 1, 86_400),
         metrics_token=get("SIGNOFF_METRICS_TOKEN"),
-        metrics_allow=_networks(get, "SIGNOFF_METRICS_ALLOW", ("127.0.0.0/8", "::1/128")),
+        metrics_allow=parsers.networks(get, "SIGNOFF_METRICS_ALLOW", ("127.0.0.0/8", "::1/128")),
         slack_channel_pace_seconds=number("SIGNOFF_SLACK_CHANNEL_PACE_SECONDS", 1.0, float, 0, 60),
         slack_inbox_lease_seconds=number("SIGNOFF_SLACK_INBOX_LEASE_SECONDS", 30.0, float, 0.5, 3600),
         longpoll_per_token=number("SIGNOFF_LONGPOLL_PER_TOKEN", 100, int, 1, 100_000),
@@ -385,18 +375,18 @@ def _parse(env: Mapping[str, str]) -> Settings:
         submit_burst_per_token=number("SIGNOFF_SUBMIT_BURST_PER_TOKEN", 50, int, 1, 1_000_000),
         max_pending_per_token=number("SIGNOFF_MAX_PENDING_PER_TOKEN", 1000, int, 1, 100_000_000),
         body_timeout_seconds=number("SIGNOFF_BODY_TIMEOUT_SECONDS", 30.0, float, 0.1, 3600),
-        claude_transcripts=_choice(get, "SIGNOFF_CLAUDE_TRANSCRIPTS", "off", ("off", "read")) == "read",
+        claude_transcripts=parsers.choice(get, "SIGNOFF_CLAUDE_TRANSCRIPTS", "off", ("off", "read")) == "read",
         log_level=level,
         metrics_max_channels=number("SIGNOFF_METRICS_MAX_CHANNELS", 50, int, 1, 10_000),
         metrics_max_tools=number("SIGNOFF_METRICS_MAX_TOOLS", 50, int, 1, 10_000),
-        digest_channels=_digest_channels(get("SIGNOFF_DIGEST_CHANNELS")),
-        digest_at=_digest_at(get("SIGNOFF_DIGEST_AT")),
+        digest_channels=parsers.digest_channels(get("SIGNOFF_DIGEST_CHANNELS")),
+        digest_at=parsers.digest_at(get("SIGNOFF_DIGEST_AT")),
         audit_anchor_seconds=number("SIGNOFF_AUDIT_ANCHOR_SECONDS", 3600.0, float, 0.01, 7 * 86400),
         suggest=_suggest(number),
         suggest_grant_days=number("SIGNOFF_SUGGEST_GRANT_DAYS", 30, int, 0, 3650) or None,
         similar_min=_similar_min(number("SIGNOFF_SIMILAR_MIN", 5, int, 0, 50)),
-        **_timers(get, number),
-        **_agent(get, number),
+        **parsers.timers(get, number),
+        **parsers.agent(get, number),
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},
     )
 
@@ -416,128 +406,3 @@ def _suggest(number: Callable[..., Any]) -> Thresholds:
                       max_edits=number("SIGNOFF_SUGGEST_MAX_EDITS", d.max_edits, int, 0, 1_000_000),
                       min_rejections=number("SIGNOFF_SUGGEST_MIN_REJECTIONS", d.min_rejections, int, 1, 1_000_000),
                       min_reject_share=number("SIGNOFF_SUGGEST_MIN_REJECT_SHARE", d.min_reject_share, float, 0.5, 1))
-
-
-def _digest_channels(raw: str | None) -> tuple[str, ...]:
-    """SIGNOFF_DIGEST_CHANNELS: channel ids (C..., G...), comma-separated, or `all`."""
-    channels = tuple(c.strip() for c in (raw or "").split(",") if c.strip())
-    for channel in channels:
-        if channel != "all" and not CHANNEL_ID.match(channel):
-            raise SettingsError(f"SIGNOFF_DIGEST_CHANNELS: {channel!r} is not a channel id (C0123ABCD) or 'all'")
-    return channels
-
-
-def _digest_at(raw: str | None) -> tuple[int, int]:
-    """SIGNOFF_DIGEST_AT: `mon 09:00` (a weekday and a whole hour, UTC); default Monday 09:00."""
-    if not raw or not raw.strip():
-        return (0, 9)
-    found = re.fullmatch(r"\s*([A-Za-z]{3})[a-z]*\s+(\d{1,2}):00\s*", raw)
-    if not found or found.group(1).lower() not in _WEEKDAYS or int(found.group(2)) > 23:
-        raise SettingsError(f"SIGNOFF_DIGEST_AT={raw!r} must be a weekday and a whole hour in UTC, e.g. 'mon 09:00'")
-    return (_WEEKDAYS.index(found.group(1).lower()), int(found.group(2)))
-
-
-def _timers(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:
-    """SIGNOFF_REMIND_EVERY / _REMIND_MAX, SIGNOFF_ESCALATE_AFTER / _TO / _ADD_AS_APPROVERS,
-    SIGNOFF_TIMEOUT / _TIMEOUT_OUTCOME, SIGNOFF_SWEEP_SECONDS, and the test-only SIGNOFF_CLOCK_FILE."""
-
-    def duration(name: str, default: timedelta | None) -> timedelta | None:
-        raw = get(name)
-        if raw is None:
-            return default
-        if raw.lower() in ("off", "none", "never"):
-            return None
-        try:
-            return parse_duration(raw)
-        except DurationError as exc:
-            raise SettingsError(f"{name}: {exc}") from None
-
-    remind_every = duration("SIGNOFF_REMIND_EVERY", timedelta(hours=1))
-    escalate_after = duration("SIGNOFF_ESCALATE_AFTER", None)
-    escalate_to = tuple(t.strip() for t in (get("SIGNOFF_ESCALATE_TO") or "").split(",") if t.strip())
-    for target in escalate_to:
-        if not _SLACK_PERSON.match(target):
-            raise SettingsError(
-                f"SIGNOFF_ESCALATE_TO: {target!r} is not a Slack user id (U..., W...) or user group (S...)"
-            )
-    if (escalate_after is None) != (not escalate_to):
-        raise SettingsError("SIGNOFF_ESCALATE_AFTER and SIGNOFF_ESCALATE_TO must be set together (or neither)")
-    add = (get("SIGNOFF_ESCALATE_ADD_AS_APPROVERS") or "true").lower()
-    if add not in ("true", "false", "1", "0", "yes", "no"):
-        raise SettingsError(f"SIGNOFF_ESCALATE_ADD_AS_APPROVERS={add!r} must be true or false")
-    timeout = duration("SIGNOFF_TIMEOUT", timedelta(hours=24))
-    outcome = (get("SIGNOFF_TIMEOUT_OUTCOME") or "expire").lower()
-    if outcome not in ("expire", "reject"):
-        # approve-on-timeout is only for low-risk requests, so only a request may ask for it.
-        raise SettingsError(f"SIGNOFF_TIMEOUT_OUTCOME={outcome!r} must be expire or reject")
-    if timeout is not None and remind_every is not None and timeout <= remind_every:
-        raise SettingsError("SIGNOFF_TIMEOUT must be longer than SIGNOFF_REMIND_EVERY (or turn reminders off)")
-    clock_file = get("SIGNOFF_CLOCK_FILE")
-    if clock_file is not None and not Path(clock_file).is_file():
-        raise SettingsError(f"SIGNOFF_CLOCK_FILE={clock_file!r}: no such file (a test-only setting)")
-    return {
-        "remind_every": remind_every,
-        "remind_max": number("SIGNOFF_REMIND_MAX", 3, int, 0, 100),
-        "escalate_after": escalate_after,
-        "escalate_to": escalate_to,
-        "escalate_add_as_approvers": add in ("true", "1", "yes"),
-        "timeout": timeout,
-        "timeout_outcome": outcome,
-        "sweep_seconds": number("SIGNOFF_SWEEP_SECONDS", 15.0, float, 0.01, 3600),
-        "clock_file": clock_file,
-    }
-
-
-def _agent(get: Callable[[str], str | None], number: Callable[..., Any]) -> dict[str, Any]:
-    """SIGNOFF_MAX_TOKENS, SIGNOFF_MODEL_MAX_RETRIES, SIGNOFF_WORKSPACE, SIGNOFF_EMAIL_OUTBOX,
-    SIGNOFF_RUN_LEASE_SECONDS, SIGNOFF_RUN_SWEEP_SECONDS, SIGNOFF_RUN_MAX_STEPS."""
-    return {
-        "anthropic_max_tokens": number("SIGNOFF_MAX_TOKENS", 4096, int, 1, 128_000),
-        "anthropic_max_retries": number("SIGNOFF_MODEL_MAX_RETRIES", 2, int, 0, 10),
-        "agent_workspace": get("SIGNOFF_WORKSPACE") or "workspace",
-        "email_outbox": get("SIGNOFF_EMAIL_OUTBOX") or "outbox",
-        "run_lease_seconds": number("SIGNOFF_RUN_LEASE_SECONDS", 30.0, float, 0.5, 3600),
-        "run_sweep_seconds": number("SIGNOFF_RUN_SWEEP_SECONDS", 5.0, float, 0.05, 3600),
-        "run_max_steps": number("SIGNOFF_RUN_MAX_STEPS", 50, int, 1, 10_000),
-        "run_starters": _people(get, "SIGNOFF_RUN_STARTERS"),
-        "run_approvers": _people(get, "SIGNOFF_RUN_APPROVERS"),
-        "run_writers": _people(get, "SIGNOFF_RUN_WRITERS"),
-        "run_self_approval": _choice(get, "SIGNOFF_RUN_SELF_APPROVAL", "false", ("true", "false")) == "true",
-        "fetch_url_risk": _choice(get, "SIGNOFF_FETCH_URL_RISK", "high", ("low", "medium", "high", "critical")),
-    }
-
-
-def _duration_setting(get: Callable[[str], str | None], name: str, default: timedelta) -> timedelta:
-    raw = get(name)
-    if raw is None:
-        return default
-    try:
-        return parse_duration(raw)
-    except DurationError as exc:
-        raise SettingsError(f"{name}: {exc}") from None
-
-
-def _networks(get: Callable[[str], str | None], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    raw = get(name)
-    if raw is None:
-        return default
-    entries = tuple(e.strip() for e in raw.split(",") if e.strip())
-    for entry in entries:
-        if _network(entry) is None:
-            raise SettingsError(f"{name}: {entry!r} is not an IP address or CIDR")
-    return entries
-
-
-def _people(get: Callable[[str], str | None], name: str) -> tuple[str, ...]:
-    entries = tuple(t.strip() for t in (get(name) or "").split(",") if t.strip())
-    for entry in entries:
-        if not _SLACK_PERSON.match(entry):
-            raise SettingsError(f"{name}: {entry!r} is not a Slack user id (U..., W...) or user group (S...)")
-    return entries
-
-
-def _choice(get: Callable[[str], str | None], name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = (get(name) or default).lower()
-    if value not in choices:
-        raise SettingsError(f"{name}={value!r} must be one of: {', '.join(choices)}")
-    return value

@@ -116,9 +116,7 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
     demo's folder (made on first use). DemoTokenError names a token or token file that cannot be used."""
     from bot.process.settings import Settings
     from bot.process.app import build
-    from storage.migrate import upgrade
-    from storage.sql import SqlStore
-    from storage.stores import open_store
+    from bot.process.startup import open_database
 
     token_file = None
     if token is None:
@@ -143,9 +141,8 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
         env = demo_env(environ, port=port, workdir=workdir, slack=slack, signing_secret=signing_secret,
                        api_token=api_token, model_url=model.url if model else None)
         settings = Settings.from_env(env, dotenv=None)
-        store = await open_store(settings.database_url)
+        store = await open_database(settings.database_url, migrate=True)  # made and migrated
         undo.push_async_callback(store.close)
-        await upgrade(settings.database_url, engine=store.write_engine)
         signoff = await build(settings, store=store)
         signoff.web_app.middlewares.insert(0, local_only)  # loopback Host only, no cross-site writes
         url = f"http://127.0.0.1:{port}"

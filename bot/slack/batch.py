@@ -37,7 +37,7 @@ from bot.slack.batch_blocks import (
     selection,
     selection_refusal,
 )
-from bot.slack.batch_delivery import page_ts
+from bot.domain.batch import page_ts
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, Click, extract_click, extract_submission
 from bot.slack.text import mention, strip_markup

@@ -9,28 +9,20 @@ retry after an uncertain attempt looks for the page's metadata in the thread fir
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 from bot.outbox import effects
 from bot.process.clock import Clock
-from bot.domain.model import AuditEvent, Request
+from bot.domain.batch import page_ts
 from bot.outbox.effects import Handler
 from bot.outbox.dispatcher import Dead, Done, Result, after_post
+from bot.approvals import delivery_results
 from bot.approvals.service import Service
 from bot.slack.batch_blocks import batch_page, page_count
 from bot.slack.delivery import CardDelivery
 from bot.slack.lookup import find_message, has_metadata
 from bot.domain.outbox import OutboxItem
-from storage.base import CARD_TS_TRIES, Unit
 
 POST_PAGE = effects.POST_PAGE
 PAGE_EVENT_TYPE = "signoff_card_page"
-
-
-def page_ts(request: Request, page: int) -> str | None:
-    stored = (request.extra.get("pages") or {}).get(str(page))
-    return stored if isinstance(stored, str) else None
 
 
 class BatchPages:
@@ -50,17 +42,8 @@ class BatchPages:
         result = await self.cards.post(item, read=request)
         if not isinstance(result, Done) or request is None or not request.is_batch or page_count(request) < 2:
             return result
-        return Done(apply=self._then_pages(result.apply, request), audit=result.audit, card=result.card)
-
-    def _then_pages(self, first: Callable[[Unit], Awaitable[None]] | None, request: Request) -> Callable[[Unit], Any]:
-        async def apply(unit: Unit) -> None:
-            if first is not None:
-                await first(unit)
-            now = self.clock.now()
-            for page in range(1, page_count(request)):
-                await unit.enqueue(effects.post_page(request.id, page, now))
-
-        return apply
+        return Done(apply=delivery_results.pages_to_post(result.apply, request, page_count(request), self.clock),
+                    audit=result.audit, card=result.card)
 
     async def post_page(self, item: OutboxItem) -> Result:
         request = await self.service.reads.request(item.payload["request_id"])
@@ -78,7 +61,7 @@ class BatchPages:
                                        has_metadata(PAGE_EVENT_TYPE, request_id=request.id, page=page),
                                        channel=request.card_channel, thread_ts=thread)
             if isinstance(found, str):
-                return Done(apply=self._store(request.id, page, found))
+                return Done(apply=delivery_results.page_posted(request.id, page, found, self.clock))
             if found is not None:
                 return found
         message = batch_page(request, page, now=self.clock.now())
@@ -90,26 +73,7 @@ class BatchPages:
         if failure is not None:
             return failure
         assert data is not None
-        return Done(apply=self._store(request.id, page, str(data["ts"])))
-
-    def _store(self, request_id: str, page: int, ts: str) -> Callable[[Unit], Any]:
-        async def apply(unit: Unit) -> None:
-            now = self.clock.now()
-            for _ in range(CARD_TS_TRIES):  # a timer's write in between is no failure: read again
-                request = await unit.get_request(request_id)
-                if request is None or page_ts(request, page):
-                    return
-                pages = {**(request.extra.get("pages") or {}), str(page): ts}
-                updated = request.evolve(extra={**request.extra, "pages": pages}, updated_at=now)
-                if await unit.update_request(updated, expected_version=request.version):
-                    break
-            else:
-                raise RuntimeError("request kept changing while storing a page ts")  # rolled back; retried
-            await unit.append_audit(AuditEvent(request_id, "page_posted", now, None, {"page": page, "ts": ts}))
-            # The request may have changed between rendering and storing: show its latest state.
-            await unit.enqueue(effects.update_card(request_id, f"card:{request_id}:page:{page}", now))
-
-        return apply
+        return Done(apply=delivery_results.page_posted(request.id, page, str(data["ts"]), self.clock))
 
     async def update(self, item: OutboxItem) -> Result:
         """The card, then every posted page of a batch (chat.update is safe to repeat)."""

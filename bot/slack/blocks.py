@@ -104,16 +104,19 @@ _STATUS_OUTCOME = {Status(o.value): o for o in Outcome}
 _SLACK_USER_ID = re.compile(r"^[UW][A-Z0-9]+$")
 
 
-def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None) -> dict[str, Any]:
+def approval_card(req: Request, *, now: datetime, notes: list[str] | None = None,
+                  aside: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The message for `req`: {"text": fallback, "blocks": [...]}, pending or decided.
 
-    `notes` are Signoff's own lines (mrkdwn, e.g. escalation notices), never agent text.
+    `notes` are Signoff's own lines (mrkdwn, e.g. escalation notices), never agent text; `aside` are
+    blocks shown under them and counted in the text budget (the AI note, bot/slack/assist.py).
     """
     outcome = _outcome(req)
     top = [_header(req), *_long_summary(req), _context_line(req, now)]
     notes = [*(notes or []), *duty_notes(req), *undo_notes(req)]
     if notes:
         top.append(_notes(notes))
+    top += aside or []
     bottom = [*_params(req), *_reasoning(req)]
     bottom += _decided(req, outcome) if outcome else held_blocks(req, now) or [_buttons(req)]
     preview: list[dict[str, Any]] = []

@@ -32,10 +32,10 @@ from bot.approvals.service import Service
 from bot.slack.blocks import approval_card
 from bot.slack.failures import TRANSIENT_ERRORS, SlackHealth, permanent_failure
 from bot.slack.lookup import find_message, has_metadata
-from bot.slack.undelivered import mark_undelivered
+from bot.approvals import delivery_results
 from bot.slack.pace import INLINE_WAIT_SECONDS, PACED_METHODS, ChannelPace, posting_for
 from bot.domain.outbox import OutboxItem
-from storage.base import CardPosted
+from bot.domain.outbox import CardPosted
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class CardDelivery:
         details = failure.details or {"error": failure.error.rpartition(": ")[2], "message": failure.error}
         self.call.health.undelivered(request.id, details)
         return Dead(failure.error, (audit,), line=failure.line,
-                    apply=mark_undelivered(request.id, details, self.clock.now(), touch=self.service.touch))
+                    apply=delivery_results.undelivered(request.id, details, self.clock.now(), touch=self.service.touch))
 
     async def _find_posted(self, request: Request, attempt: int) -> str | Result | None:
         """Our card for `request` if an earlier, interrupted attempt posted it (its ts), else None."""

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.approvals import delivery_results
 from bot.approvals.homes import HomeOpens
 from bot.approvals.reads import Reads
 from bot.process.clock import Clock
@@ -31,7 +32,7 @@ from bot.slack.blocks import APPROVE, APPROVE_CONFIRM, OUTCOME_LABEL, REJECT, RI
 from bot.slack.text import slack_date
 from bot.slack.delivery import SlackCall
 from bot.slack.previews import clip, escape_mrkdwn, more, one_line, plain
-from storage.base import Inbox, InboxEntry, Unit
+from bot.domain.inbox import Inbox, InboxEntry
 
 SECTION_MAX = 20
 VIEW_MAX_BLOCKS = 100
@@ -217,7 +218,7 @@ class HomePublisher:
             if _fingerprint(again) == _fingerprint(inbox):
                 break
             inbox = again  # it changed while we published: show the newer one last
-        return Done(apply=self._store_links(links))
+        return Done(apply=delivery_results.permalinks(links))
 
     async def _links(self, inbox: Inbox, known: dict[str, str], attempt: int) -> dict[str, str]:
         """Permalinks of shown cards we do not have yet (stored afterwards: asked once per card)."""
@@ -235,11 +236,3 @@ class HomePublisher:
             assert data is not None
             found[req.id] = str(data["permalink"])
         return found
-
-    @staticmethod
-    def _store_links(links: dict[str, str]) -> Callable[[Unit], Any]:
-        async def apply(unit: Unit) -> None:
-            for request_id, link in links.items():
-                await unit.set_card_permalink(request_id, link)
-
-        return apply

@@ -1,7 +1,7 @@
 """A listener that fails after Slack was answered: the person hears it, instead of nothing (clicks,
 forms and commands here; thread messages in bot.agent.run_service, once the thread is known to be Signoff's).
 
-Every listener acks first and works afterwards (bot/process/app.py), so when its work fails (the database
+Every listener acks first and works afterwards (bot/process/slack_endpoint.py), so when its work fails (the database
 unreachable in a failover, a bug) Slack has long had its answer and shows nothing; the card just
 stays as it was and the person cannot tell a lost click from a slow one. The error is logged as
 before, and the person gets an ephemeral note (a DM for a form or an App Home click) that says their
@@ -24,7 +24,7 @@ Tell = Callable[[str, "str | None", str, "str | None"], Awaitable[None]]
 
 
 class AckTooLate(Exception):
-    """A listener acked after Slack's deadline (bot/process/app.py answered 500 and Slack showed an error):
+    """A listener acked after Slack's deadline (bot/process/slack_endpoint.py answered 500 and Slack showed an error):
     it stops there, before acting on an input the person was told had failed."""
 
 
@@ -81,7 +81,7 @@ async def tell_failure(tell: Tell, body: dict[str, Any], error: BaseException) -
 
 def told_on_failure(listener: Callable[[Click], Awaitable[None]],
                     tell: Tell) -> Callable[[Click], Coroutine[Any, Any, None]]:
-    """A click listener run without Bolt (bot/process/app.py's direct clicks), with the same note on failure."""
+    """A click listener run without Bolt (bot/process/slack_endpoint.py's direct clicks), with the same note on failure."""
     async def run(click: Click) -> None:
         try:
             await listener(click)

@@ -13,7 +13,6 @@ Text is rendered at delivery time from the request's current state and the item'
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +22,8 @@ from bot.domain.model import AuditEvent, Request
 from bot.domain.timing import OUTCOME_WORDS, TimerState
 from bot.outbox import effects
 from bot.approvals.access import Directory
-from bot.approvals.homes import republish_homes, user_ids
+from bot.approvals import delivery_results
+from bot.approvals.homes import user_ids
 from bot.outbox.effects import Handler
 from bot.outbox.dispatcher import Dead, Done, Result, after_post
 from bot.approvals.service import Service
@@ -33,7 +33,6 @@ from bot.slack.delivery import SlackCall
 from bot.slack.lookup import find_message, is_notice, notice_metadata
 from bot.slack.text import clip, escape_mrkdwn, mention, one_line, slack_date
 from bot.domain.outbox import OutboxItem
-from storage.base import Unit
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +201,7 @@ class NoticeDelivery:
         failure = await self._post_in_thread(item, request, thread_escalation_text(request, payload, self.clock.now()))
         if failure is not None:
             return failure
-        return Done(apply=self._fan_out(request, item, payload, people, permalink))
+        return Done(apply=delivery_results.escalated(request, item, payload, people, permalink, self.clock))
 
     async def _people(self, targets: list[str], *, exclude: str | None) -> list[str]:
         people: list[str] = []
@@ -215,26 +214,6 @@ class NoticeDelivery:
             else:
                 people.append(target)
         return [p for p in user_ids(people) if p != exclude][:MAX_DMS]
-
-    def _fan_out(
-        self, request: Request, item: OutboxItem, payload: dict[str, Any], people: list[str], permalink: str | None
-    ) -> Callable[[Unit], Any]:
-        async def apply(unit: Unit) -> None:
-            now = self.clock.now()
-            if permalink and not request.card_permalink:
-                await unit.set_card_permalink(request.id, permalink)
-            if payload["kind"] == "escalate":
-                await unit.add_people(request.id, "escalated", people, now)
-            if payload.get("add") and request.approvers:  # an empty list means anyone may decide already
-                await unit.add_people(request.id, "approver", people, now)
-            for user in people:
-                await unit.enqueue(effects.dm(request.id, f"dm:{item.dedupe_key}:{user}", now,
-                                              user=user, notice=payload, permalink=permalink))
-            # Targets named directly had their Home refreshed by the escalating unit; members of groups not.
-            expanded = [p for p in people if p not in payload["to"]]
-            await republish_homes(unit, expanded, f"{item.dedupe_key}:people", now)
-
-        return apply
 
     async def dm(self, item: OutboxItem) -> Result:
         request = await self.reads.request(item.payload["request_id"])

@@ -17,6 +17,7 @@ from bot.process.clock import Clock
 from bot.domain.choices import allowed_decisions
 from bot.domain.model import AuditEvent, Kind, Request, Risk
 from bot.outbox.dispatcher import Dead, Done, Result
+from bot.slack.assist import note_blocks
 from bot.slack.batch_blocks import batch_page
 from bot.slack.blocks import DECIDE_BLOCK, RISK_EMOJI, approval_card
 from bot.slack.delivery import SlackCall
@@ -58,7 +59,7 @@ def render_policy_card(req: Request, *, now: datetime) -> dict[str, Any]:
         return batch_page(req, 0, now=now, notes=notes or None)
     if req.is_pending:  # Claude's permission suggestions: shown while someone can still accept one
         notes += suggestion_notes(req)
-    card = approval_card(req, now=now, notes=notes or None)
+    card = approval_card(req, now=now, notes=notes or None, aside=note_blocks(req))
     if req.is_pending and remember_allowed(req):
         for block in card["blocks"]:
             if block.get("type") == "actions" and block.get("block_id") == DECIDE_BLOCK:

@@ -1,7 +1,7 @@
 """Everything Signoff acks is stored first: a click, a form answer, a command or an event is one
 `slack_received` row, committed before Slack gets the ack, and handled after it.
 
-Listeners ack at once and work afterwards (bot/process/app.py), so a process that died in a burst of
+Listeners ack at once and work afterwards (bot/process/slack_endpoint.py), so a process that died in a burst of
 clicks used to lose the clicks whose work had not started, although the people had seen them taken
 (Slack never sends an interactive payload again). Now:
 

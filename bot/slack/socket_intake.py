@@ -2,7 +2,7 @@
 
 Bolt's handler acks an envelope once the listener calls ack(); the listener itself runs on in Bolt's
 task, and nothing said when it ended. This handler gives clicks, form answers, commands and events to
-`intake` (bot/process/app.py's `Signoff._socket_intake`): stored, then run to their end by the same
+`intake` (bot/process/slack_endpoint.py's `socket_intake`): stored, then run to their end by the same
 listeners as HTTP's, the row marked done afterwards. Anything else goes Bolt's own way.
 """
 

@@ -271,8 +271,11 @@ def shaped(pre_tool_use: dict[str, Any], event: str | None, accepted: dict[str, 
         from signoff.hook_permission import as_permission_request
 
         return as_permission_request(pre_tool_use, accepted)
-    if event == ELICITATION:  # not answered here (yet): nobody answered the form, as in a run without a hook
-        return {"hookSpecificOutput": {"hookEventName": ELICITATION, "action": "cancel"}}
+    if event == ELICITATION:  # only errors reach here: the form is not answered (signoff.claude_elicit)
+        from signoff.claude_elicit import answer as elicit_answer
+
+        reason = pre_tool_use.get("hookSpecificOutput", {}).get("permissionDecisionReason")
+        return elicit_answer("cancel", why=str(reason).removeprefix("Signoff: ") if reason else None)
     return pre_tool_use
 
 

@@ -25,6 +25,8 @@ Invariants:
 - Approvals bound to the file (`signoff.hook_state`): Write/Edit/MultiEdit send the file's SHA-256 as
   the request's `state`; on an approval the file is read again, and if it changed the request is
   reported `skipped` and the person asked again with the new preview (at most MAX_ASKS times).
+- As an Elicitation hook it forwards the MCP server's request for input; the server asks it in Slack
+  and answers accept / decline / cancel (signoff.claude_elicit). Any error is `cancel` with its reason.
 - As a PostToolUse / PostToolUseFailure hook it forwards the call to the endpoint, which reports what
   ran to the request that allowed it; it prints `{}` whatever happens (the call already ran).
 """
@@ -327,6 +329,11 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
         if event in rules.POST_EVENTS:  # the receipt: the endpoint reports it; nothing to decide
             forward(options, data)
             result: dict[str, Any] = {}
+        elif event == rules.ELICITATION:  # an MCP server's form: the server asks it in Slack and answers
+            import signoff.claude_elicit as elicit
+
+            elicit.parse(data)  # garbled input is refused here, with its reason, before anything is asked
+            result = elicit.checked(forward(options, data))
         else:
             result = decide(options, data)
     except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit
@@ -349,5 +356,6 @@ Claude Code PreToolUse or PermissionRequest hook: reads the hook JSON on stdin, 
 JSON, exits 0. --risk asks for at least that risk (default: the policy's tier for the tool; high
 without a policy file). As a PermissionRequest hook, Claude's permission suggestions are offered on the card.
 As a PostToolUse (and PostToolUseFailure) hook it reports what ran to the request that allowed it.
+As an Elicitation hook it asks the MCP server's form in Slack (accept / decline / cancel).
 SIGNOFF_URL, SIGNOFF_TOKEN, SIGNOFF_CHANNEL and SIGNOFF_APPROVERS are read from the environment.
 Where Claude Code can reach the server, prefer its HTTP hook: no process per tool call."""

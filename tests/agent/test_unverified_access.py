@@ -172,7 +172,7 @@ async def test_a_command_whose_check_outlasts_slacks_deadline_does_nothing_after
     500 and showed the person an error. When the check then lets them through, the run is not started
     behind their back: they are told it was not recorded, and nothing runs."""
     import bot.agent.slack as agent_slack
-    import bot.process.app as web
+    import bot.process.slack_endpoint as web
     monkeypatch.setattr(agent_slack, "PRE_ACK_LOOKUP_SECONDS", 30.0)
     monkeypatch.setattr(web, "ACK_WITHIN_SECONDS", 0.2)
     grouped.slack.hang(LOOKUP, apply=True)

@@ -42,8 +42,9 @@ async def test_bad_options_and_bad_input_are_denials_that_say_what_is_wrong(app:
         out = answer["hookSpecificOutput"]
         assert status == 200 and out["permissionDecision"] == "deny", (query, answer)
         assert expected in out["permissionDecisionReason"], (query, out)
-    status, answer = await app.api("POST", HOOK, json=bash("Elicitation"))
-    assert status == 200 and answer == {"hookSpecificOutput": {"hookEventName": "Elicitation", "action": "cancel"}}
+    status, answer = await app.api("POST", HOOK, json=bash("Elicitation"))  # not an elicitation's input
+    assert status == 200 and answer["hookSpecificOutput"] == {"hookEventName": "Elicitation", "action": "cancel"}
+    assert "mcp_server_name: Field required" in answer["systemMessage"]
 
 
 async def test_nobody_deciding_within_wait_is_a_deny_and_asking_again_finds_the_same_request(app: App) -> None:

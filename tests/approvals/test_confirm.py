@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.process.app import OPENS_VIEW
+from bot.process.slack_endpoint import OPENS_VIEW
 from tests.support.outbox import drain, snapshot
 from tests.approvals.duty_steps import card_text
 from bot.sandbox.signed import plain_input

@@ -59,6 +59,10 @@ RUN_HERE = {
     "mcp-stdio": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-http": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-claude": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
+    # MCP elicitation's, in test_elicitation.py (the real CLI and mcp's own clients, against the test app):
+    "claude-elicitation-http": "test_elicitation.test_the_real_cli_gets_the_form_answered_in_slack_over_the_http_hook",
+    "claude-elicitation-command": "test_elicitation.test_the_real_cli_gets_the_form_answered_in_slack_over_the_command_hook",
+    "mcp-elicitation-callback": "test_elicitation.test_the_docs_callback_answers_a_client_session_from_slack",
     # LangGraph's, in test_docs_examples_langgraph.py (with this file's sandbox):
     "langgraph-node": "test_docs_examples_langgraph.test_the_node_example_pauses_and_the_resumer_line_finishes_it",
     "langchain-hitl": "test_docs_examples_langgraph.test_the_middleware_example_resumes_with_one_action_approved_and_one_rejected",

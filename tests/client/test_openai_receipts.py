@@ -136,3 +136,25 @@ async def test_an_altered_decision_is_refused_and_no_call_runs(papp: App, oa_env
         proxy.tamper = None  # the genuine decision, read again: it runs, once
         assert await approvals.resume(agent, "forged-1") is not None
     assert calls() == [{"tool": "send_email", "args": {"to": "c@example.com", "subject": "Your refund"}}]
+
+
+async def test_a_tool_gated_as_it_is_reports_the_output_the_sdk_recorded(papp: App, approvals: Approvals) -> None:
+    """A `FunctionTool` of the application's own, gated with `approvals.gate`: its receipt is the call's output."""
+    from agents import function_tool
+
+    @function_tool
+    def close_ticket(ticket: str) -> str:
+        """Close a support ticket."""
+        return f"closed {ticket}"
+
+    agent = Agent(name="desk", tools=[approvals.gate(close_ticket)], model=ScriptedModel(
+        [[function_call("close_ticket", {"ticket": "T-9"}, call_id="call_close")], done("Closed.")]))
+    paused = await approvals.pause(await Runner.run(agent, "Close it"), "gated-1")
+    assert paused is not None
+    [request_id] = paused.request_ids
+    await papp.click(request_id, "U1", user_name="alice")
+    await decided(papp, request_id)
+    assert await approvals.resume(agent, "gated-1") is not None
+    body = await receipt(papp, request_id)
+    assert body["outcome_status"] == "ran" and body["outcome"]["result"] == "closed T-9"
+    assert body["outcome"]["params"] == {"ticket": "T-9"}

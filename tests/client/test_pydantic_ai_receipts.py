@@ -35,10 +35,11 @@ __all__ = ["aclient", "pai_env"]  # fixtures, used by name
 REFUND = [("refund", {"order": "A-1042", "amount": 40})]
 
 
-def refunds(approvals: SignoffApprovals, *, fail: bool = False) -> Agent[None, Any]:
-    """An agent with one typed tool (an integer amount) that needs approval."""
+def refunds(approvals: SignoffApprovals, *, fail: bool = False, handled: bool = True) -> Agent[None, Any]:
+    """An agent with one typed tool (an integer amount) that needs approval (`handled`: with Signoff's
+    capability; without it the run ends on the deferred call and `pause` posts the card)."""
     agent: Agent[None, Any] = Agent(scripted(REFUND), output_type=[str, DeferredToolRequests],  # type: ignore[arg-type]
-                                    capabilities=[approvals.capability()])
+                                    capabilities=[approvals.capability()] if handled else [])
 
     @agent.tool_plain(requires_approval=True)
     def refund(order: str, amount: int) -> str:
@@ -69,6 +70,20 @@ async def test_the_card_is_typed_by_the_tools_schema_and_a_typed_edit_reaches_th
     assert done["outcome_status"] == "ran" and done["outcome"]["params"] == {"order": "A-1042", "amount": 35}
     assert done["outcome"]["same_params"] and done["outcome"]["result"] == "refunded 35 on A-1042"
     assert "with the approved parameters" in await card_text(app, request_id)
+
+
+async def test_a_run_without_the_capability_gets_the_typed_form_from_the_agent_and_still_reports(
+        app: App, pai_env: dict[str, str], aclient: AsyncSignoffClient) -> None:
+    approvals = SignoffApprovals(client=aclient, **CARD)
+    agent = refunds(approvals, handled=False)
+    paused = await approvals.pause(await agent.run("Refund A-1042"), agent)
+    _, body = await app.api("GET", f"/api/v1/approvals/{paused.request_id}")
+    assert body["action"]["params_schema"]["properties"]["amount"]["type"] == "integer"
+    await app.click(paused.request_id, "U1", user_name="alice")
+    await decided(app, paused.request_id)
+    result = await approvals.resume(agent, paused)  # resume adds the receipts itself
+    assert result is not None and result.output == "refund[success]: refunded 40 on A-1042"
+    assert (await receipt(app, paused.request_id))["outcome_status"] == "ran"
 
 
 async def test_reply_instead_is_the_models_answer_and_the_tool_does_not_run(

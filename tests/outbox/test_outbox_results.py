@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bot.domain.model import AuditEvent, Request
 from bot.process.metrics import Metrics
+from bot.approvals.outbox_rows import OutboxRows
 from bot.outbox.dispatcher import Dispatcher, Done, Handler, Result
 from bot.domain.outbox import OutboxItem
 from storage.base import Unit
@@ -63,7 +64,7 @@ async def test_results_that_finish_together_are_written_in_one_unit(store: SqlSt
     clock = FakeClock()
     request = make_request(created_at=clock.now(), updated_at=clock.now())
     await enqueue(store, request, clock)
-    dispatcher = Dispatcher(store, deliveries(request, clock, failing=set()), clock=clock, metrics=Metrics())
+    dispatcher = Dispatcher(OutboxRows(store), deliveries(request, clock, failing=set()), clock=clock, metrics=Metrics())
     done_marks = count_statements(store, "UPDATE outbox SET status")
     audit_rows = count_statements(store, "INSERT INTO audit_events")
 
@@ -80,7 +81,7 @@ async def test_a_failing_result_in_a_group_loses_no_other_items_mark(store: SqlS
     clock = FakeClock()
     request = make_request(created_at=clock.now(), updated_at=clock.now())
     await enqueue(store, request, clock)
-    dispatcher = Dispatcher(store, deliveries(request, clock, failing={"test:4"}), clock=clock, metrics=Metrics())
+    dispatcher = Dispatcher(OutboxRows(store), deliveries(request, clock, failing={"test:4"}), clock=clock, metrics=Metrics())
 
     await dispatcher.drain()
 

@@ -1,6 +1,7 @@
-"""The edges never hold the store: Slack's listeners and deliveries, the agent API and the runner's
-Slack side read through `Reads` (bot/approvals/reads.py) and write through the use cases, which alone reach
-storage. Read from the source with `ast`, so a test that is never run still counts."""
+"""The edges never hold the store: Slack's listeners and deliveries, the agent API, the outbox, the in-process
+caches and the runner's Slack side read through `Reads` (bot/approvals/reads.py) and write through the use
+cases, which alone reach storage. Every outbox item is made by its one constructor (bot/outbox/effects.py).
+Read from the source with `ast`, so a test that is never run still counts."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EDGES = [*sorted((ROOT / "bot" / "slack").glob("*.py")), *sorted((ROOT / "bot" / "api").glob("*.py")),
+# Every module of bot/ but the use cases (bot/approvals; the agent runner's on runs, bot/agent) and the
+# process that opens the store (bot/process); of bot/agent, its Slack side is an edge.
+EDGES = [*(p for p in sorted((ROOT / "bot").rglob("*.py"))
+           if p.relative_to(ROOT / "bot").parts[0] not in ("approvals", "process", "agent")),
          ROOT / "bot" / "agent" / "slack.py"]
 
 
@@ -38,5 +42,31 @@ def test_the_decided_webhook_is_built_in_one_place() -> None:
     """Its dedupe key makes it idempotent across the paths that decide (a person, policy at submit,
     the clock): two constructors could drift apart."""
     builders = [str(p.relative_to(ROOT)) for p in sorted((ROOT / "bot").rglob("*.py"))
-                if '"approval.decided"' in p.read_text()]
+                if '"approval.decided"' in p.read_text() or "webhook:{request.id}:decided" in p.read_text()]
     assert builders == ["bot/outbox/effects.py"]
+
+
+def item_builders(source: str, name: str) -> list[str]:
+    """Calls that make an `OutboxItem` directly (`OutboxItem(...)`, `OutboxItem.due(...)`) in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "OutboxItem") or (
+                    isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "OutboxItem"):
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_every_outbox_item_is_made_by_its_one_constructor() -> None:
+    """Only bot/outbox/effects.py makes items (one constructor per kind, with its dedupe key's shape and its
+    payload); storage only reads stored ones back (storage/rows.py)."""
+    made = [call for p in sorted([*(ROOT / "bot").rglob("*.py"), *(ROOT / "storage").rglob("*.py")])
+            for call in item_builders(p.read_text(), str(p.relative_to(ROOT)))]
+    assert [c.split(":")[0] for c in made if not c.startswith(("bot/outbox/effects.py:", "storage/rows.py:"))] == []
+    assert any(c.startswith("bot/outbox/effects.py:") for c in made)
+
+
+def test_the_check_finds_an_item_made_by_hand() -> None:
+    made_up = "from bot.domain.outbox import OutboxItem\n\nitem = OutboxItem.due('x', 'k', now, ordered_by=None)\n"
+    assert item_builders(made_up, "edge.py") == ["edge.py:3"]

@@ -1,5 +1,5 @@
 """Slack's Web API calls on the shared session: orjson writes the arguments and reads the answer, and
-slack_sdk sees exactly what it saw with the standard library (bot.process.app.slack_session)."""
+slack_sdk sees exactly what it saw with the standard library (bot.process.slack_clients.slack_session)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from aiohttp import web
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.process.app import slack_session
+from bot.process.slack_clients import slack_session
 
 
 class Api:

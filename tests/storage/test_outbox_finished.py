@@ -13,6 +13,7 @@ from bot.outbox import effects
 from bot.process.clock import SystemClock
 from bot.domain.model import Action, AuditEvent, Risk
 from bot.process.metrics import Metrics
+from bot.approvals.outbox_rows import OutboxRows
 from bot.outbox.dispatcher import Dispatcher, Done
 from bot.approvals.service import ApprovalSpec, Service
 from bot.domain.outbox import OutboxItem
@@ -84,7 +85,7 @@ async def test_the_dispatcher_writes_such_results_that_way(store: SqlStore) -> N
         return Done(audit=(done,))
 
     handlers = {kind: handler for kind in effects.KINDS}
-    dispatcher = Dispatcher(store, handlers, clock=SystemClock(), metrics=Metrics())
+    dispatcher = Dispatcher(OutboxRows(store), handlers, clock=SystemClock(), metrics=Metrics())
     commits = count_commits(store)
     await dispatcher.drain()
     assert delivered == [f"post:{request.id}"]
@@ -178,7 +179,7 @@ async def test_the_dispatcher_writes_card_posts_that_way(store: SqlStore) -> Non
     async def handler(item: OutboxItem) -> Done:
         return Done(card=CardPosted(item.request_id or "", "C1", "1700000000.000100"))
 
-    dispatcher = Dispatcher(store, dict.fromkeys(effects.KINDS, handler), clock=SystemClock(), metrics=Metrics())
+    dispatcher = Dispatcher(OutboxRows(store), dict.fromkeys(effects.KINDS, handler), clock=SystemClock(), metrics=Metrics())
     commits = count_commits(store)
     await dispatcher.drain()
     stored = await store.get_request(request.id)

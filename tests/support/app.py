@@ -18,7 +18,8 @@ from bot.process.clock import Clock
 from bot.process.serve import app_runner
 from bot.approvals.keys import new_seed
 from bot.process.settings import Settings
-from bot.process.app import Signoff, build
+from bot.process.app import build
+from bot.process.lifecycle import Signoff
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import SlackClient
 
