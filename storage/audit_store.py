@@ -13,9 +13,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from bot.domain.audit_chain import AuditEntry, AuditFilter, ChainRow
+from bot.domain.audit_chain import Anchor, AuditEntry, AuditFilter, ChainRow
 from storage.audit_seal import ANY_UNSEALED, BATCH, row_of, seal_batch
-from storage.schema import audit_events as ae, audit_head, requests
+from storage.schema import audit_anchors as aa, audit_events as ae, audit_head, requests
 from storage.sql import SqlStore
 
 PAGE = 1000
@@ -104,3 +104,14 @@ class AuditStore:
             if len(rows) < page:
                 return
             after = rows[-1].row.id
+
+    async def add_anchor(self, anchor: Anchor) -> bool:
+        """Keep `anchor`; False when that position was anchored already (by another replica: one row each)."""
+        values = {"seq": anchor.seq, "hash": anchor.hash, "at": anchor.at, "kid": anchor.kid, "sig": anchor.sig}
+        async with self.store.unit() as unit:
+            return bool(await unit._inserted(unit._insert_ignore(aa, values, "seq")))
+
+    async def latest_anchor(self) -> Anchor | None:
+        async with self.store.engine.connect() as conn:
+            r = (await conn.execute(sa.select(aa).order_by(aa.c.seq.desc()).limit(1))).first()
+        return None if r is None else Anchor(int(r.seq), str(r.hash), r.at, str(r.kid), str(r.sig))

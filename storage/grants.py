@@ -82,12 +82,17 @@ class GrantStore:
 
     async def add(self, unit: Unit, grant: Grant) -> None:
         """Insert `grant` and its audit row in the caller's transaction."""
+        await self.add_in(unit, grant)
+
+    @staticmethod
+    async def add_in(unit: Unit, grant: Grant) -> None:
+        """`add`, for a caller that holds a unit but no GrantStore (a decision's own writes)."""
         await _conn(unit).execute(grants.insert().values(
             id=grant.id, tool=grant.tool, match=grant.match_json(), scope=grant.scope.value,
             scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
             expires_at=grant.expires_at, request_id=grant.request_id, any_other_params=grant.any_other_params,
         ))
-        await self._audit_created(unit, grant)
+        await GrantStore._audit_created(unit, grant)
 
     @staticmethod
     async def _audit_created(unit: Unit, grant: Grant) -> None:

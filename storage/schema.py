@@ -172,6 +172,25 @@ signing_keys = sa.Table(
     sa.Column("private_key", sa.String(100), nullable=False),
     sa.Column("public_key", sa.String(100), nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    # Migration 0017 (key rotation): when it was the current key, when it was withdrawn, and the previous
+    # key's signature over it. The current key's slot is `current`; a rotated-out one is `kid:<kid>`.
+    sa.Column("since", UTCDateTime),
+    sa.Column("until", UTCDateTime),
+    sa.Column("retired_at", UTCDateTime),
+    sa.Column("endorsed_by", sa.String(40)),
+    sa.Column("endorsement", sa.String(200)),
+)
+
+# The audit chain's head signed with the decision key (migration 0017; bot/approvals/audit.py): one row
+# per anchored position, kept so that a later rewrite of the chain before it can be shown.
+audit_anchors = sa.Table(
+    "audit_anchors",
+    metadata,
+    sa.Column("seq", sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("at", UTCDateTime, nullable=False),
+    sa.Column("kid", sa.String(40), nullable=False),
+    sa.Column("sig", sa.String(200), nullable=False),
 )
 
 outbox = sa.Table(

@@ -6,6 +6,9 @@
                                       &person= (the actor, a Slack user id), &outcome=, &type=.
                                       {"items": [...], "next_cursor": ... | null}; each item has its
                                       chain position `seq` and `hash` (null until sealed) and `tool`
+    GET /api/v1/audit/head            any token: {"anchor": the latest signed anchor of the chain's head
+                                      (seq, hash, at, signature) or null, "head": {"seq", "hash"} as sealed
+                                      now}; save the anchor, check later with `signoff audit verify --anchor`
     GET /api/v1/keys                  the public decision-signing keys (any token)
     GET /.well-known/signoff-keys     the same, without a token (what the agent side pins)
 """
@@ -20,10 +23,12 @@ from aiohttp import web
 from bot.api.owners import token_of
 from bot.api.routes import SIGNER, float_param
 from bot.approvals.audit import AuditLog
+from bot.approvals.keys import DecisionKeys
 from bot.domain.audit_chain import AuditFilter
 from bot.errors import Forbidden, InvalidInput
 
 AUDIT = web.AppKey("audit_log", AuditLog)
+KEYS = web.AppKey("decision_keys", DecisionKeys)
 MAX_PAGE = 500
 
 
@@ -76,12 +81,22 @@ async def list_audit(request: web.Request) -> web.Response:
                               "next_cursor": _next(page[-1].row.id) if more and page else None})
 
 
+async def audit_head(request: web.Request) -> web.Response:
+    log = request.app[AUDIT]
+    anchor = await log.latest_anchor()
+    seq, head = await log.head()
+    return web.json_response({"anchor": anchor.to_json() if anchor is not None else None,
+                              "head": {"seq": seq, "hash": head}})
+
+
 async def keys(request: web.Request) -> web.Response:
-    return web.json_response(request.app[SIGNER].keys_json(), headers={"Cache-Control": "max-age=300"})
+    return web.json_response(request.app[SIGNER].keys_json(), headers={"Cache-Control": "max-age=60"})
 
 
-def add_routes(app: web.Application, audit: AuditLog) -> None:
+def add_routes(app: web.Application, audit: AuditLog, decision_keys: DecisionKeys) -> None:
     app[AUDIT] = audit
+    app[KEYS] = decision_keys
     app.router.add_get("/api/v1/audit", list_audit)
+    app.router.add_get("/api/v1/audit/head", audit_head)
     app.router.add_get("/api/v1/keys", keys)
     app.router.add_get("/.well-known/signoff-keys", keys)

@@ -17,11 +17,14 @@ from typing import Any
 from bot.outbox import effects
 from bot.domain.batch import Choice, all_decided, decide_items, overall
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, Via
+from bot.domain.undo import held
 from bot.approvals.checked import Recheck
 from bot.approvals.service import DecideResult, Service
 from storage.base import Unit
 
 _RETRIES = 50
+HELD_REFUSAL = ("This batch was just approved and waits in its undo window before it runs; only the person who "
+                "approved it can undo that. Nothing was changed.")
 
 
 async def decide_items_of(
@@ -46,6 +49,8 @@ async def decide_items_of(
         request = await service.get(request_id)
         if not request.is_pending:
             return DecideResult(request, won=False)
+        if held(request) is not None:  # approved, in its undo window: only an Undo changes it now
+            return DecideResult(request, won=False, refused=HELD_REFUSAL)
         refusal = await recheck(request)
         if refusal is not None:
             return DecideResult(request, won=False, refused=refusal)

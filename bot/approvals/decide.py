@@ -17,8 +17,9 @@ from typing import Any
 from bot.approvals.access import Access
 from bot.approvals.changes import GUARD_RETRIES, RequestChanges
 from bot.approvals.types import DecideResult, LostRace
-from bot.approvals.undo import UndoWindow, hold_approval
+from bot.approvals.undo import UndoWindow, and_grants as _and_grants, hold_approval
 from bot.domain.batch import Choice, Item, decide_items
+from bot.domain.grants import Grant
 from bot.domain.model import Actor, AuditEvent, Change, Decision, Outcome, Request, Via, iso
 from bot.domain.outbox import OutboxItem
 from bot.domain.params_hash import params_sha256
@@ -62,6 +63,7 @@ class Deciding(RequestChanges):
         items: tuple[Item, ...] | None = None,
         extra: dict[str, Any] | None = None,
         releasing: Held | None = None,
+        grants: tuple[Grant, ...] = (),
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
@@ -82,8 +84,11 @@ class Deciding(RequestChanges):
         suggestion a person accepted), likewise never with a vote that only counts.
         A person's approval that completes a request whose tier has an undo window is held in it
         (`held=True`, still pending: bot/approvals/undo.py); `releasing`: that held approval, written now
-        as the decision, when the window ends (decided at the click's time).
+        as the decision, when the window ends (decided at the click's time). `grants`: grants this
+        approval makes, written with the final decision, or kept in the hold until the window ends.
         """
+        if grants:
+            also = _and_grants(also, grants)
         vote = outcome is Outcome.APPROVED and actor is not None and via in (Via.BUTTON, Via.MODAL)
 
         async def record(unit: Unit, request: Request) -> DecideResult:
@@ -103,11 +108,11 @@ class Deciding(RequestChanges):
                 votes = (*request.votes, Vote(actor, now))
                 if tally is Tally.COUNTED:
                     return await self._count_vote(unit, request, votes, now)
-                if releasing is None and also is None and items is None and not request.items:
+                if releasing is None and (also is None or grants) and (items is not None or not request.items):
                     window = undo_window(request)
                     if window is not None:
                         return await hold_approval(self, unit, request, Held(
-                            actor, via, now, now + window, params, changes, comment, extra), now)
+                            actor, via, now, now + window, params, changes, comment, extra, items, grants), now)
             decided_items = items if items is not None else request.items
             if items is None and request.items and outcome in (Outcome.APPROVED, Outcome.REJECTED):
                 # Decided as a whole (a timeout, the API): every undecided item gets that outcome.

@@ -9,7 +9,8 @@ App Home), and the weekly digest per channel. Definitions: bot/domain/stats.py.
 - The digest: at each sweep, once the week's digest time has passed, each digest channel's summary of
   the 7 days before it is enqueued as one outbox item keyed `digest:{channel}:{week}`. The outbox stores
   a key once, so two replicas, a restart or a repeated tick post it once; the item is the stored claim.
-  A channel with no requests that week gets no digest.
+  A channel with no requests that week gets no digest. It ends with the audit chain's latest signed
+  anchor (bot/approvals/audit.py), so a copy of the head is kept outside the database every week.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from bot.domain.audit_chain import Anchor
 from bot.domain.model import Outcome, Request
 from bot.outbox import effects
 from bot.domain.stats import PERSON_VIAS, Summary, summarize, week_start
@@ -48,7 +50,8 @@ class Stats:
         self._digested: datetime | None = None  # the week this process already enqueued
         # The digest's message (bot/slack/stats_blocks.py's digest_message, set by bot/process/app.py): rendered
         # when it is enqueued and stored in the item, so whichever replica posts it posts the same.
-        self.render_digest: Callable[[Summary], dict[str, Any]] | None = None
+        self.render_digest: Callable[[Summary, Anchor | None], dict[str, Any]] | None = None
+        self.latest_anchor: Callable[[], Awaitable[Anchor | None]] | None = None  # the audit chain's (app.py)
         # Blocks added to a channel's digest (the suggestions from its decisions: bot/slack/history_cards.py).
         self.digest_more: Callable[[str], Awaitable[list[dict[str, Any]]]] | None = None
 
@@ -135,11 +138,12 @@ class Stats:
         if "all" in self.digest_channels:
             channels = list(dict.fromkeys([*channels, *await self.store.stats_channels(since, week, cap=1000)]))
         enqueued = 0
+        anchor = await self.latest_anchor() if self.latest_anchor is not None else None
         for channel in channels:
             summary = await self.summary(since, week, channel)
             if not summary.requests:
                 continue  # a quiet week: no message
-            message = self.render_digest(summary)
+            message = self.render_digest(summary, anchor)
             if self.digest_more is not None:
                 message = {**message, "blocks": [*message["blocks"], *await self.digest_more(channel)]}
             async with self.store.unit() as unit:

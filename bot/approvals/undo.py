@@ -8,22 +8,26 @@ window ends, take it back.
 - `release` writes the held approval as the decision (`Service.decide(releasing=...)`, on the version
   it read: an Undo that won meanwhile leaves it nothing to write).
 - `undo`: the approver, before the window ends, puts the request back to pending (guarded on the
-  version too: it and the release never both happen).
+  version too: it and the release never both happen). A batch's items that click decided are pending
+  again; the grants the approval would have made are never written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
+from bot.domain.grants import Grant
 from bot.domain.model import Actor, AuditEvent, Outcome, Request, iso
 from bot.domain.timing import next_due
 from bot.domain.undo import Held, held, hold, release as released
 from bot.outbox import effects
 from bot.approvals.types import DecideResult, LostRace
 from storage.base import Unit
+from storage.grants import GrantStore
 
 # bot.approvals.service.Service (which imports this module: typed loosely to keep imports one-way).
 Service = Any
@@ -31,13 +35,28 @@ Service = Any
 log = logging.getLogger(__name__)
 
 
+def and_grants(also: Callable[[Unit], Awaitable[None]] | None,
+               grants: tuple[Grant, ...]) -> Callable[[Unit], Awaitable[None]]:
+    """`also`, then `grants` written (each with its `grant_created` audit row), in the decision's unit."""
+    async def both(unit: Unit) -> None:
+        if also is not None:
+            await also(unit)
+        for grant in grants:
+            await GrantStore.add_in(unit, grant)
+    return both
+
+
 async def hold_approval(service: Service, unit: Unit, request: Request, approval: Held, now: datetime) -> DecideResult:
     """Hold `approval` of `request` in its window (in `Service.decide`'s unit, on its version guard)."""
     waiting = hold(request, approval, now)
     if not await unit.update_request(waiting, expected_version=request.version):
         raise LostRace(request.id)
-    await unit.append_audit(AuditEvent(request.id, "approval_held", now, approval.actor.id,
-                                       {"via": approval.via.value, "until": iso(approval.until)}))
+    data: dict[str, Any] = {"via": approval.via.value, "until": iso(approval.until)}
+    if approval.items:
+        data["items"] = [i.outcome.value if i.outcome else None for i in approval.items]
+    if approval.grants:
+        data["grants"] = [g.id for g in approval.grants]
+    await unit.append_audit(AuditEvent(request.id, "approval_held", now, approval.actor.id, data))
     await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:held:v{request.version + 1}", now))
     waiting = waiting.evolve(version=request.version + 1)
     unit.after_commit(lambda: _armed(service, waiting, approval))
@@ -80,7 +99,7 @@ class UndoWindow:
         result = await self.service.decide(
             request.id, Outcome.APPROVED, via=approval.via, actor=approval.actor, params=approval.params,
             changes=approval.changes, comment=approval.comment, extra=approval.extra, read=request,
-            only_on_read=True, releasing=approval)
+            only_on_read=True, releasing=approval, items=approval.items, grants=approval.grants)
         return result if result.won else None
 
     async def undo(self, request_id: str, actor: Actor) -> str | None:
@@ -98,8 +117,12 @@ class UndoWindow:
             back = released(request, next_due(request.timers) if request.timers else None, actor, now)
             if not await unit.update_request(back, expected_version=request.version):
                 raise LostRace(request.id)
-            await unit.append_audit(AuditEvent(request.id, "undone", now, actor.id,
-                                               {"approved_at": iso(approval.at), "until": iso(approval.until)}))
+            data: dict[str, Any] = {"approved_at": iso(approval.at), "until": iso(approval.until)}
+            if approval.items:
+                data["items"] = [i.outcome.value if i.outcome else None for i in approval.items]
+            if approval.grants:
+                data["grants_dropped"] = [g.id for g in approval.grants]  # never written: nothing to revoke
+            await unit.append_audit(AuditEvent(request.id, "undone", now, actor.id, data))
             await unit.enqueue(effects.update_card(request.id, f"card:{request.id}:undone:v{request.version + 1}", now))
             back = back.evolve(version=request.version + 1)
             unit.after_commit(lambda: self.service.known.put(back))

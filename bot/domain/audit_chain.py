@@ -6,6 +6,13 @@ Every audit row gets a chain position `seq` (1, 2, 3, ... with no gap) and
 time as compact JSON with sorted keys. Changing any of those fields of a sealed row, deleting one, or
 reordering two breaks every later link, and `ChainCheck` names the first row where it breaks.
 
+An anchor (`Anchor`) is the chain's head, position and hash, signed with the decision key at a time and
+kept outside the database (published at GET /api/v1/audit/head, in the weekly digest, saved by whoever
+audits). Whoever can write to the database can rewrite rows from some position on and hash them all
+again into a chain that checks; it then no longer passes through an anchor taken before the rewrite:
+`ChainCheck(anchor=...)` requires the row at the anchor's position to have the anchor's hash (a rewrite at
+or before it changes that hash) and the chain to reach that position (a truncation does not).
+
 Rows are written without a position (the approval path pays nothing for the chain); a sealer gives
 positions in one transaction holding the chain's head row (storage/audit_store.py), so however many
 writers and replicas there are, positions stay one line.
@@ -20,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from bot.domain.values import iso
+from bot.domain.values import from_iso, iso
 
 GENESIS = "0" * 64
 
@@ -70,14 +77,51 @@ class Break:
         return f"{where}: {self.problem}"
 
 
-class ChainCheck:
-    """Checks sealed rows fed in position order, one at a time (memory stays flat however long the log)."""
+@dataclass(frozen=True)
+class Anchor:
+    """The chain's head at `at`: position `seq`, its row's `hash`, signed (`kid`, `sig`: Ed25519, base64url)
+    over bot/domain/signatures.py's `anchor_bytes`."""
 
-    def __init__(self) -> None:
+    seq: int
+    hash: str
+    at: datetime
+    kid: str
+    sig: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "hash": self.hash, "at": iso(self.at),
+                "signature": {"alg": "Ed25519", "kid": self.kid, "sig": self.sig}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Anchor:
+        """An anchor as `to_json` wrote it; ValueError naming what is wrong otherwise."""
+        if not isinstance(data, dict):
+            raise ValueError("an anchor is a JSON object with seq, hash, at and signature")
+        sig = data.get("signature")
+        seq, head, at = data.get("seq"), data.get("hash"), data.get("at")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+            raise ValueError("the anchor's seq is not a position (a positive integer)")
+        if not isinstance(head, str) or len(head) != 64:
+            raise ValueError("the anchor's hash is not a SHA-256 in hex")
+        if not isinstance(sig, dict) or not isinstance(sig.get("kid"), str) or not isinstance(sig.get("sig"), str):
+            raise ValueError("the anchor has no signature (kid, sig)")
+        try:
+            when = from_iso(str(at))
+        except (TypeError, ValueError):
+            raise ValueError("the anchor's at is not an ISO time") from None
+        return cls(seq, head, when, sig["kid"], sig["sig"])
+
+
+class ChainCheck:
+    """Checks sealed rows fed in position order, one at a time (memory stays flat however long the log).
+    With `anchor`, the chain must also pass through it (see the module docstring)."""
+
+    def __init__(self, anchor: Anchor | None = None) -> None:
         self.expected_seq = 1
         self.prev_hash = GENESIS
         self.checked = 0
         self.broken: Break | None = None
+        self.anchor = anchor
 
     def feed(self, row: ChainRow) -> Break | None:
         """The first break (kept once found), or None while the chain holds."""
@@ -92,14 +136,23 @@ class ChainCheck:
                                                  "was removed, or this one was moved")
         elif row.hash != link(self.prev_hash, row, row.seq):
             self.broken = Break(row.seq, row.id, "altered: its content no longer matches its hash")
+        elif self.anchor is not None and row.seq == self.anchor.seq and row.hash != self.anchor.hash:
+            self.broken = Break(row.seq, row.id, f"rewritten: the chain checks, but its hash here is not the one "
+                                                 f"anchored at {iso(self.anchor.at)} ({self.anchor.hash[:16]}...): "
+                                                 "rows up to this position were changed and hashed again")
         else:
             self.expected_seq, self.prev_hash = row.seq + 1, row.hash
             self.checked += 1
         return self.broken
 
     def finish(self, head_seq: int, head_hash: str) -> Break | None:
-        """After the last row: the chain must end where the head says it does (a cut-off tail is found)."""
-        if self.broken is None and head_seq != self.expected_seq - 1:
+        """After the last row: the chain must end where the head says it does (a cut-off tail is found), and
+        reach the anchor's position."""
+        if self.broken is None and self.anchor is not None and self.expected_seq - 1 < self.anchor.seq:
+            self.broken = Break(self.expected_seq, None, f"truncated: the chain ends at position "
+                                                         f"{self.expected_seq - 1}, before the anchored position "
+                                                         f"{self.anchor.seq} ({iso(self.anchor.at)})")
+        elif self.broken is None and head_seq != self.expected_seq - 1:
             self.broken = Break(self.expected_seq, None, f"missing: the chain's head is at position {head_seq}")
         elif self.broken is None and head_hash != self.prev_hash:
             self.broken = Break(head_seq, None, "the last row's hash is not the head's")

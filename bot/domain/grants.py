@@ -126,6 +126,22 @@ class Grant:
     def match_json(self) -> dict[str, Any]:
         return {name: m.to_json() for name, m in self.match.items()}
 
+    def to_json(self) -> dict[str, Any]:
+        """A grant not written yet, kept with an approval in its undo window (bot/domain/undo.py)."""
+        return {"id": self.id, "tool": self.tool, "match": self.match_json(), "scope": self.scope.value,
+                "scope_value": self.scope_value, "created_by": self.created_by, "created_at": self.created_at.isoformat(),
+                "expires_at": self.expires_at.isoformat() if self.expires_at else None, "request_id": self.request_id,
+                "any_other_params": self.any_other_params}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Grant:
+        expires = data.get("expires_at")
+        return cls(id=str(data["id"]), tool=str(data["tool"]), match=match_from_json(data["match"]),
+                   scope=Scope(data["scope"]), scope_value=data.get("scope_value"), created_by=str(data["created_by"]),
+                   created_at=datetime.fromisoformat(str(data["created_at"])),
+                   expires_at=datetime.fromisoformat(str(expires)) if expires else None,
+                   request_id=data.get("request_id"), any_other_params=bool(data.get("any_other_params")))
+
     def describe(self) -> str:
         """One line for people: `send_email` with to matches *@example.com, subject = "Hi"."""
         parts = [f"{name} {m.describe()}" for name, m in self.match.items()]

@@ -37,3 +37,23 @@ def signed_bytes(body: Mapping[str, Any], kid: str) -> bytes:
     """The bytes signed for `body` (a request's wire JSON) under key `kid`."""
     text = json.dumps(signed_fields(body, kid), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return PREFIX + text.encode()
+
+
+KEY_PREFIX = b"signoff-key-v1\n"
+ANCHOR_PREFIX = b"signoff-audit-head-v1\n"
+
+
+def _canonical(fields: Mapping[str, Any]) -> bytes:
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def endorsed_bytes(kid: str, public_key: str) -> bytes:
+    """What the previous key signs when a rotation makes key `kid` (its public half, base64url) current:
+    an agent that trusts the previous key takes the new one only with this signature (the agent side's
+    client/signoff/signatures.py rebuilds the same bytes)."""
+    return KEY_PREFIX + _canonical({"v": 1, "kid": kid, "public_key": public_key})
+
+
+def anchor_bytes(seq: int, head_hash: str, at: str, kid: str) -> bytes:
+    """What an audit anchor's signature covers: the chain's head (position, hash), when, and the key's id."""
+    return ANCHOR_PREFIX + _canonical({"v": 1, "seq": seq, "hash": head_hash, "at": at, "kid": kid})

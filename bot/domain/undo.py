@@ -13,6 +13,14 @@ keeps waiting, no webhook is sent, Signoff's runner does not resume. Then exactl
 
 Both are guarded writes on the request's version, so an Undo racing the window's end has one outcome.
 A Reject is never held: there is nothing to run, so nothing to undo.
+
+A batch's last click (Approve selected, an item's own Edit and approve, ...) is held the same way when
+the batch ends approved: the hold keeps the items as that click decided them (`Held.items`), the
+request's own items stay as they were before it, so an Undo puts exactly what that click decided back
+to pending (items decided by earlier clicks keep their outcome). An approval that also makes grants
+("Approve & remember", an accepted Claude suggestion) keeps the grants, not yet written, in the hold
+(`Held.grants`): they are written with the decision when the window ends, so a grant cannot approve
+other requests while the person may still take it back, and an Undo leaves no grant behind.
 """
 
 from __future__ import annotations
@@ -21,7 +29,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.domain.model import Actor, Change, Request, Via
+from bot.domain.batch import items_from_json, items_json
+from bot.domain.grants import Grant
+from bot.domain.model import Actor, Change, Item, Request, Via
 from bot.domain.values import from_iso, iso
 
 UNDO_KEY = "undo_seconds"  # the request's window, from its tier in policy
@@ -47,13 +57,20 @@ class Held:
     changes: tuple[Change, ...] = ()
     comment: str | None = None
     extra: dict[str, Any] | None = None  # keys merged into the request's extra with the decision
+    items: tuple[Item, ...] | None = None  # a batch: its items as this click decided them
+    grants: tuple[Grant, ...] = ()  # grants this approval makes, written when the window ends
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        found: dict[str, Any] = {
             "actor": self.actor.to_json(), "via": self.via.value, "at": iso(self.at), "until": iso(self.until),
             "params": self.params, "changes": [c.to_json() for c in self.changes], "comment": self.comment,
             "extra": self.extra,
         }
+        if self.items:
+            found["items"] = items_json(self.items)
+        if self.grants:
+            found["grants"] = [g.to_json() for g in self.grants]
+        return found
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Held:
@@ -63,6 +80,8 @@ class Held:
             until=from_iso(data["until"]), params=data.get("params"),
             changes=tuple(Change(c["field"], c.get("from"), c.get("to")) for c in data.get("changes") or ()),
             comment=data.get("comment"), extra=data.get("extra"),
+            items=items_from_json(data["items"]) if data.get("items") else None,
+            grants=tuple(Grant.from_json(g) for g in data.get("grants") or ()),
         )
 
 

@@ -24,12 +24,12 @@ from bot.approvals.access import Access
 from bot.approvals.assist import Assist
 from bot.assist.claude import Claude
 from bot.approvals.audit import AuditLog
+from bot.approvals.keys import DecisionKeys, load_keys
 from bot.approvals.foreign_changes import CrossProcessWatcher
 from bot.approvals.gate import PolicyGate
 from bot.approvals.grants import Grants
 from bot.approvals.history import HistorySuggestions
 from bot.approvals.homes import HomeOpens
-from bot.approvals.keys import load_signer
 from bot.approvals.outbox_rows import OutboxRows
 from bot.approvals.received import Inputs
 from bot.approvals.resumes import Resumes
@@ -82,8 +82,9 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     clock = clock or _clock(settings)
     policy = PolicyHolder(settings.policy_path, clock=clock)  # a bad file stops the start here: file:line: why
     store = store or await open_store(settings.database_url)
-    signer = await load_signer(settings.signing_key, SigningKeyStore(store), clock.now())
-    audit = AuditLog(store)
+    keys = await load_keys(settings.signing_key, SigningKeyStore(store), clock.now())
+    signer = keys.signer  # swapped in place when a rotation is seen (bot/approvals/keys.py)
+    audit = AuditLog(store, anchor_every=settings.audit_anchor_seconds)
     metrics = Metrics(max_channels=settings.metrics_max_channels, max_tools=settings.metrics_max_tools)
     waiters = Waiters()
     # slack_sdk applies its own `timeout` only to sessions it creates: on a shared session the
@@ -103,6 +104,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     timers = Timers(service, clock)
     service.stats.digest_channels, service.stats.digest_at = settings.digest_channels, settings.digest_at
     service.stats.render_digest = digest_message
+    service.stats.latest_anchor = audit.latest_anchor  # the digest ends with the audit chain's signed head
     home = Home(service.reads, HomeOpens(store), clock, viewed=service.stats.viewed)
     # The outbox's Web API client does not retry by itself: the outbox reschedules.
     health = SlackHealth()
@@ -182,7 +184,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     received.marked = inbox.marked
     timers.input_open = inbox.inputs.open_for  # a timeout waits for a person's stored, unhandled click
     signoff = Signoff(settings, store, service, dispatcher, watcher, bolt, clicks, metrics,
-                      http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit), settings.sweep_seconds,
+                      http, web_app, verifier, inbox, timers=timers, sweep_job=SweepJob(_and_seal(timers.sweep, audit, keys, clock), settings.sweep_seconds,
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
                       background=background, team=team, assist=assist)
@@ -191,7 +193,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     signoff.watcher.checks.append(agent.ended_runs)
     signoff.watcher.checks.append(undelivered_check(service.reads))
     signoff.socket_intake = partial(slack_endpoint.socket_intake, signoff)
-    routes.add_routes(web_app, signoff, signer=signer, audit=audit, grants=grants, policy=policy,
+    routes.add_routes(web_app, signoff, signer=signer, audit=audit, keys=keys, grants=grants, policy=policy,
                       resumes=Resumes(store, clock), agent=agent)
 
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
@@ -211,14 +213,18 @@ def _assist(settings: Settings, service: Service, agent: AgentRuntime, metrics: 
     return Assist(service, model, metrics, clock, runs=agent.runs)
 
 
-def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog) -> Callable[[], Awaitable[None]]:
+def _and_seal(sweep: Callable[[], Awaitable[Any]], audit: AuditLog, keys: DecisionKeys,
+              clock: Clock) -> Callable[[], Awaitable[None]]:
     """The timers' sweep, then the audit rows written since the last one sealed into the chain (off the
-    approval path: a decision writes its audit row as before; bot/approvals/audit.py)."""
+    approval path: a decision writes its audit row as before; bot/approvals/audit.py), the signing keys
+    read again (a rotation made elsewhere) and, when due, the chain's head anchored."""
     async def both() -> None:
         try:
             await sweep()
         finally:
             await audit.seal()
+            await keys.refresh()
+            await audit.anchor_tick(keys.signer, clock.now())
     return both
 
 

@@ -26,7 +26,7 @@ from bot.api.rate import SubmitRate
 from bot.api.slow_body import body_deadline
 from bot.approvals.audit import AuditLog
 from bot.approvals.grants import Grants
-from bot.approvals.keys import Signer
+from bot.approvals.keys import DecisionKeys, Signer
 from bot.approvals.resumes import Resumes
 from bot.policy.holder import PolicyHolder
 from bot.process.health import healthz, metrics_endpoint
@@ -48,7 +48,8 @@ def web_application(settings: Settings, metrics: Metrics) -> web.Application:
     return web_app
 
 
-def add_routes(web_app: web.Application, signoff: Signoff, *, signer: Signer, audit: AuditLog, grants: Grants,
+def add_routes(web_app: web.Application, signoff: Signoff, *, signer: Signer, audit: AuditLog, keys: DecisionKeys,
+               grants: Grants,
                policy: PolicyHolder, resumes: Resumes, agent: AgentRuntime) -> None:
     """Every route above, on `web_app`, served by `signoff`'s parts."""
     settings = signoff.settings
@@ -63,7 +64,7 @@ def add_routes(web_app: web.Application, signoff: Signoff, *, signer: Signer, au
     api.add_routes(web_app)
     claude_hooks.add_routes(web_app)
     elicitations.add_routes(web_app)
-    audit_api.add_routes(web_app, audit)
+    audit_api.add_routes(web_app, audit, keys)
     grants_api.add_routes(web_app, grants, policy)
     resumes_api.add_routes(web_app, resumes, SubmitRate(
         settings.submit_rate_per_token, settings.submit_burst_per_token, what="resume calls", doing="sends resume calls"))

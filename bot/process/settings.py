@@ -55,6 +55,7 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_SUBMIT_BURST_PER_TOKEN", "SIGNOFF_MAX_PENDING_PER_TOKEN", "SIGNOFF_BODY_TIMEOUT_SECONDS",
     "SIGNOFF_CLAUDE_TRANSCRIPTS",
     "SIGNOFF_METRICS_MAX_CHANNELS", "SIGNOFF_METRICS_MAX_TOOLS", "SIGNOFF_DIGEST_CHANNELS", "SIGNOFF_DIGEST_AT",
+    "SIGNOFF_AUDIT_ANCHOR_SECONDS",
     "SIGNOFF_SLACK_INBOX_LEASE_SECONDS", "SIGNOFF_NOTE_MODEL", "SIGNOFF_NOTE_TIMEOUT_SECONDS",
     "SIGNOFF_SUGGEST_DAYS", "SIGNOFF_SUGGEST_MIN_APPROVALS", "SIGNOFF_SUGGEST_MIN_PEOPLE", "SIGNOFF_SUGGEST_MAX_EDITS",
     "SIGNOFF_SUGGEST_MIN_REJECTIONS", "SIGNOFF_SUGGEST_MIN_REJECT_SHARE", "SIGNOFF_SUGGEST_GRANT_DAYS",
@@ -153,6 +154,7 @@ class Settings:
     metrics_max_tools: int = 50
     digest_channels: tuple[str, ...] = ()
     digest_at: tuple[int, int] = (0, 9)
+    audit_anchor_seconds: float = 3600.0  # how often the audit chain's head is signed and kept (docs/audit.md)
     # Suggestions from the decision record (docs/policy.md): when history is enough, and how long the grant
     # accepting one makes lasts (None: until revoked).
     suggest: Thresholds = Thresholds()
@@ -379,6 +381,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         metrics_max_tools=number("SIGNOFF_METRICS_MAX_TOOLS", 50, int, 1, 10_000),
         digest_channels=parsers.digest_channels(get("SIGNOFF_DIGEST_CHANNELS")),
         digest_at=parsers.digest_at(get("SIGNOFF_DIGEST_AT")),
+        audit_anchor_seconds=number("SIGNOFF_AUDIT_ANCHOR_SECONDS", 3600.0, float, 0.01, 7 * 86400),
         suggest=_suggest(number),
         suggest_grant_days=number("SIGNOFF_SUGGEST_GRANT_DAYS", 30, int, 0, 3650) or None,
         similar_min=_similar_min(number("SIGNOFF_SIMILAR_MIN", 5, int, 0, 50)),

@@ -12,6 +12,9 @@ an "Approve" checkbox, Edit (edit and approve that item), Reject (with a reason)
 (answer in place of the action). "Approve selected" decides the undecided items of its own page
 (ticked: approved; not ticked: rejected), "Reject all" every undecided item. Checkboxes start
 unticked: what is approved is exactly what the person ticked. Agent text is plain_text only.
+
+While the batch's approval waits in its undo window (bot/domain/undo.py), the items show as that click
+decided them, without controls, and page 0 ends with "runs in N s · Undo" (bot/slack/undo_blocks.py).
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from bot.domain.batch import Item, choice_refusal, offered, pages
 from bot.domain.model import Outcome, Request, Via
 from bot.domain.outcomes import RanStatus, outcome_of
 from bot.slack import blocks as card
+from bot.domain.undo import held
 from bot.slack.duties import duty_notes
+from bot.slack.undo_blocks import held_blocks, undo_notes
 from bot.slack.previews import clip, escape_mrkdwn, neutralise, one_line, plain, show_value, text_length
 
 ITEMS_PER_PAGE = 20
@@ -60,11 +65,13 @@ def batch_page(req: Request, page: int, *, now: datetime, notes: list[str] | Non
     indexes = page_items(req, page)
     total = page_count(req)
     decided = not req.is_pending
+    approval = held(req)
+    shown = req.evolve(items=approval.items) if approval is not None and approval.items else req
     out: list[dict[str, Any]] = []
     if page == 0:
         out.append(card._header(req))
         out.append(card._context_line(req, now))
-        notes = [*(notes or []), *duty_notes(req)]
+        notes = [*(notes or []), *duty_notes(req), *undo_notes(req)]
         if notes:
             out.append(card._notes(notes))
         out.extend(card._reasoning(req))
@@ -73,10 +80,13 @@ def batch_page(req: Request, page: int, *, now: datetime, notes: list[str] | Non
     if page == 0 and total > 1:
         label += " (the others are in this thread)"
     out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": label}]})
-    rows = [(i, _item_blocks(req, i)) for i in indexes]
+    rows = [(i, _item_blocks(shown, i)) for i in indexes]
     bottom: list[dict[str, Any]]
     if decided:
         bottom = card._decided(req, card._outcome(req) or Outcome.REJECTED) if page == 0 else []
+    elif approval is not None:
+        bottom = held_blocks(req, now) if page == 0 else [{"type": "context", "elements": [
+            {"type": "mrkdwn", "text": "Approved: runs when its undo window ends, unless undone on the first page."}]}]
     elif any(req.items[i].outcome is None for i in indexes):
         bottom = [_page_buttons(req, page)]
     else:

@@ -32,7 +32,7 @@ from bot.slack import grant_views as views
 from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, extract_click, extract_submission, user_of
 from bot.slack.policy_cards import REMEMBER, remember_allowed
-from bot.slack.text import groups_unknown_text, slack_date
+from bot.slack.text import groups_unknown_text, slack_date, when
 
 if TYPE_CHECKING:
     from bot.slack.home import Home
@@ -117,7 +117,7 @@ class GrantInteractions:
         result = await decide_checked(self.service, request, recheck, Outcome.APPROVED, via=Via.MODAL,
                                       actor=Actor(sub.user_id, sub.user_name),
                                       comment=f"Approved and remembered as grant {grant.id}",
-                                      also=self.grants.adder(grant))  # one unit: both or neither
+                                      grants=(grant,))  # one unit: both or neither (or held: bot/domain/undo.py)
         if result.refused is not None:
             await self.interactions.tell(sub.user_id, channel, result.refused)
             return
@@ -129,6 +129,11 @@ class GrantInteractions:
         if result.counted:  # a vote towards a quorum: the grant comes only with the approval itself
             await self.interactions.tell(sub.user_id, channel, "Your approval was counted; the request needs more "
                                          "approvals, so no grant was made.")
+            return
+        if result.held:
+            await self.interactions.tell(sub.user_id, channel, f"Approved: it runs {when(result.request.undo_until)} "
+                                         f"unless you undo it on the card; grant `{grant.id}` ({views.grant_line(grant)}) "
+                                         "is made then, not before.")
             return
         await self.interactions.tell(sub.user_id, channel, f"Approved, and remembered as grant `{grant.id}`: "
                                      f"{views.grant_line(grant)}\nSee or revoke grants with `/signoff grants`.")
@@ -207,8 +212,8 @@ class GrantInteractions:
             return "You cannot delegate to yourself."
         await self.grants.away(user, delegate, until)
         await self._refresh(user)
-        when = f" until {slack_date(until, '{date_short_pretty} {time}')}" if until else " until you say `/signoff back`"
-        return f"You are away{when}: requests that would go to you also go to <@{delegate}>, who may decide."
+        till = f" until {slack_date(until, '{date_short_pretty} {time}')}" if until else " until you say `/signoff back`"
+        return f"You are away{till}: requests that would go to you also go to <@{delegate}>, who may decide."
 
     async def back(self, user: str) -> str:
         ended = await self.grants.back(user)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from bot.domain.audit_chain import Anchor
 from bot.domain.stats import Summary, short
 from bot.outbox import effects
 from bot.outbox.dispatcher import Done, Result
@@ -74,11 +75,23 @@ def home_section(summary: Summary) -> list[dict[str, Any]]:
     ]
 
 
-def digest_message(summary: Summary) -> dict[str, Any]:
-    """The weekly digest of one channel."""
+def anchor_line(anchor: Anchor) -> str:
+    """The audit chain's signed head, for a record kept outside the database (docs/audit.md)."""
+    return (f"🔗 Audit chain anchored at position {anchor.seq} on {slack_date(anchor.at, '{date_short} {time}')}: "
+            f"`{anchor.hash}` (signed by key `{anchor.kid}`; `signoff audit verify --anchor` checks the chain "
+            "still passes through it)")
+
+
+def digest_message(summary: Summary, anchor: Anchor | None = None) -> dict[str, Any]:
+    """The weekly digest of one channel, with the audit chain's latest anchor when there is one."""
     title = f"🗓️ Weekly approvals digest for {_scope(summary)} ({_period(summary)})"
     text = clip(f"{title}\n{figures(summary)}", 3000)
-    return {"text": text, "blocks": [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]}
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": text}}]
+    if anchor is not None:
+        line = anchor_line(anchor)
+        blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": line}]})
+        text = f"{text}\n{line}"
+    return {"text": text, "blocks": blocks}
 
 
 class DigestDelivery:

@@ -54,10 +54,6 @@ class SuggestionInteractions:
                       request_id=checked.id, any_other_params=True) for rule in suggestion.rules]
         grant_ids = [g.id for g in made]
 
-        async def add_grants(unit: Any) -> None:
-            for grant in made:
-                await self.grants.adder(grant)(unit)
-
         async def recheck(state: Request) -> str | None:  # on every state the decision is written on
             refusal = await self.interactions.refusal(state, click.user_id, decision="approve")
             if refusal is None and offered(state, index) != suggestion:
@@ -66,7 +62,7 @@ class SuggestionInteractions:
 
         result = await decide_checked(
             self.service, checked, recheck, Outcome.APPROVED, via=Via.BUTTON,
-            actor=Actor(click.user_id, click.user_name), comment=accepted_text(suggestion, grant_ids), also=add_grants,
+            actor=Actor(click.user_id, click.user_name), comment=accepted_text(suggestion, grant_ids), grants=tuple(made),
             extra={ACCEPTED_KEY: {"index": suggestion.index, "update": dict(suggestion.raw), "grant_ids": grant_ids}})
         if result.refused is not None:
             return result.refused
@@ -76,6 +72,9 @@ class SuggestionInteractions:
             return "Your approval was counted; the request needs more approvals, so no grant was made."
         if not result.won:
             return already_decided_text(result.request) + " No grant was made."
+        if result.held:
+            return (f"Approved: it runs at the end of its undo window unless you undo it on the card; from then on "
+                    f"Signoff will {suggestion.meaning()} (grant {', '.join(grant_ids)}).")
         return (f"Approved, and from now on Signoff will {suggestion.meaning()} (grant {', '.join(grant_ids)}). "
                 "Claude Code remembers it too. See or revoke grants with `/signoff grants` or on the Home tab.")
 

@@ -7,10 +7,13 @@
                                     4 undeliverable (Slack refused the card for good: nobody can decide it)
     signoff hook claude-code ...    Claude Code PreToolUse hook (stdin: hook JSON, stdout: decision JSON)
     signoff mcp                     the MCP server over stdio
-    signoff verify RECEIPT.json [--key KID:KEY]
+    signoff verify RECEIPT.json [--key KID:KEY[,KID:KEY...] | --keys FILE_OR_URL]
                                     check a decision's signature offline (the request's JSON as the API
-                                    or the decided webhook gave it); the key: --key or
-                                    SIGNOFF_PUBLIC_KEY (the server's `signoff keys`). Exit 0 valid, 1 not
+                                    or the decided webhook gave it); the keys: --key or
+                                    SIGNOFF_PUBLIC_KEY (the server's `signoff keys`), or --keys, a saved
+                                    copy (or the URL) of the server's /.well-known/signoff-keys with every
+                                    key it has signed with (a retired key holds only for decisions made
+                                    before it was retired). Exit 0 valid, 1 not
     signoff langgraph resume --graph module:function [--db checkpoints.db | postgresql://...] [--async]
                              [--once] [--lease S] [--listen HOST:PORT] [--quiet]
                                     resume paused LangGraph threads with Signoff's decisions (run from
@@ -118,6 +121,18 @@ def _wait(args: argparse.Namespace) -> int:
 SERVER_COMMANDS = frozenset({"serve", "demo", "db", "run", "policy", "audit", "keys"})
 
 
+def _keys_document(where: str) -> Any:
+    """A saved copy of /.well-known/signoff-keys, or that URL read now; OSError/ValueError if neither."""
+    if where.startswith(("http://", "https://")):
+        import urllib.request
+
+        with urllib.request.urlopen(where, timeout=30) as answer:
+            return json.loads(answer.read())
+    from pathlib import Path
+
+    return json.loads(Path(where).read_text())
+
+
 def _verify(args: argparse.Namespace) -> int:
     """Offline: no server is asked. The receipt is a request's JSON as the API returned it."""
     import os
@@ -125,15 +140,17 @@ def _verify(args: argparse.Namespace) -> int:
 
     from signoff import signatures
 
-    key = args.key or os.environ.get("SIGNOFF_PUBLIC_KEY") or ""
-    if not key.strip():
-        print("signoff verify: give the server's public key: --key or SIGNOFF_PUBLIC_KEY (`signoff keys` on the "
-              "server prints it)", file=sys.stderr)
+    key = args.key or ("" if args.keys else os.environ.get("SIGNOFF_PUBLIC_KEY")) or ""
+    if not key.strip() and not args.keys:
+        print("signoff verify: give the server's public keys: --key or SIGNOFF_PUBLIC_KEY (`signoff keys` on the "
+              "server prints them), or --keys with a copy of its /.well-known/signoff-keys", file=sys.stderr)
         return 2
     try:
         text = sys.stdin.read() if args.receipt == "-" else Path(args.receipt).read_text()
         body = json.loads(text)
         ring = signatures.Keyring({"SIGNOFF_PUBLIC_KEY": key})
+        if args.keys:
+            ring.pin("offline", _keys_document(args.keys))
         if not isinstance(body, dict) or body.get("status") not in signatures.FINAL:
             raise SignoffError("not a decided request's JSON (no final status): nothing to check")
         ring.check(body)
@@ -165,7 +182,10 @@ def parser() -> argparse.ArgumentParser:
     wait.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
     verify = sub.add_parser("verify", help="check a decision's signature offline; exit 0 valid, 1 not")
     verify.add_argument("receipt", help="the request's JSON as the API returned it ('-' for stdin)")
-    verify.add_argument("--key", help="the server's public key, <kid>:<base64url> (default: SIGNOFF_PUBLIC_KEY)")
+    verify.add_argument("--key", help="the server's public keys, <kid>:<base64url>[,...] (default: SIGNOFF_PUBLIC_KEY)")
+    verify.add_argument("--keys", metavar="FILE_OR_URL",
+                        help="a saved copy of the server's /.well-known/signoff-keys (or its URL): every key it "
+                             "signed with, rotated ones too")
     from signoff.langgraph_cli import add_parser
     from signoff.openai_cli import add_parser as add_openai
 

@@ -283,7 +283,7 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
 
     def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
               timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
-        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # once: pin the server's key
+        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # first (and stale): the server's keys
             sig.keyring().pin(self.config.url, self._send("GET", sig.KEYS_PATH)[0])
         headers = {"Idempotency-Key": key} if key else None
         started, backoff = time.monotonic(), FIRST_BACKOFF
@@ -293,7 +293,11 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
                 response = self._http.request(method, self.config.url + path, json=json, headers=headers,
                                               timeout=timeout or p.wait_timeout(0))
                 if not p.retryable(response):
-                    return p.read_json(response, allow_conflict=allow_conflict), response.status_code
+                    body = p.read_json(response, allow_conflict=allow_conflict)
+                    if path != sig.KEYS_PATH and sig.keyring().wants_refresh(self.config.url, body):
+                        # A key this process does not know yet (a rotation): read the keys again (bounded).
+                        sig.keyring().pin(self.config.url, self._send("GET", sig.KEYS_PATH)[0])
+                    return body, response.status_code
                 problem = f"HTTP {response.status_code}"
             except httpx2.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}"
@@ -448,7 +452,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls, AsyncPolicyCall
 
     async def _send(self, method: str, path: str, *, json: Any = None, key: str | None = None,
                     timeout: httpx2.Timeout | None = None, allow_conflict: bool = False) -> tuple[Json, int]:
-        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # once: pin the server's key
+        if path != sig.KEYS_PATH and sig.keyring().wants_fetch(self.config.url):  # first (and stale): the server's keys
             sig.keyring().pin(self.config.url, (await self._send("GET", sig.KEYS_PATH))[0])
         headers = {"Idempotency-Key": key} if key else None
         started, backoff = time.monotonic(), FIRST_BACKOFF
@@ -458,7 +462,11 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls, AsyncPolicyCall
                 response = await self._http.request(method, self.config.url + path, json=json, headers=headers,
                                                     timeout=timeout or p.wait_timeout(0))
                 if not p.retryable(response):
-                    return p.read_json(response, allow_conflict=allow_conflict), response.status_code
+                    body = p.read_json(response, allow_conflict=allow_conflict)
+                    if path != sig.KEYS_PATH and sig.keyring().wants_refresh(self.config.url, body):
+                        # A key this process does not know yet (a rotation): read the keys again (bounded).
+                        sig.keyring().pin(self.config.url, (await self._send("GET", sig.KEYS_PATH))[0])
+                    return body, response.status_code
                 problem = f"HTTP {response.status_code}"
             except httpx2.TransportError as exc:
                 problem = f"{type(exc).__name__}: {exc}"

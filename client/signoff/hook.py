@@ -234,7 +234,7 @@ def _checked(options: _Options, reply: Any, expected_key: str | None) -> dict[st
                                "nothing may run on it")
     keyring = sig.keyring()
     base, _ = _server(options.url, options.token)
-    if keyring.wants_fetch(base):
+    if keyring.wants_fetch(base) or keyring.wants_refresh(base, request):  # first, stale, or a rotated key
         from urllib.parse import urlsplit
 
         parts = urlsplit(base)

@@ -194,8 +194,13 @@ async def test_the_claude_code_hook_denies_a_forged_approval(app: App, drop_requ
 
 
 async def run_verify(receipt: Path, key: str) -> tuple[int, str]:
+    return await run_verify_with(receipt, "--key", key)
+
+
+async def run_verify_with(receipt: Path, *args: str) -> tuple[int, str]:
+    """`signoff verify RECEIPT ARGS...` as a process: (exit code, stdout and stderr)."""
     proc = await asyncio.create_subprocess_exec(
-        *signoff_command().split(), "verify", str(receipt), "--key", key, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        *signoff_command().split(), "verify", str(receipt), *args, env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, (out + err).decode()

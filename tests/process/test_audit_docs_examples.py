@@ -82,3 +82,33 @@ async def test_the_signature_pages_examples(app: App, db_url: str, tmp_path: Pat
                                  {**env, "SIGNOFF_PUBLIC_KEY": public, "REQUEST_ID": pending["id"]})
     assert code == 0, err
     assert out.startswith(f"valid: request {pending['id']} approved at ") and key["kid"] in out
+
+
+async def test_the_rotation_and_anchor_examples(db_url: str, slack: SlackEmulator, tmp_path: Path) -> None:
+    """docs/signatures.md's rotation and whole-key-list receipt check, docs/audit.md's anchor: on the
+    database's keys (rotation needs them), anchoring often."""
+    running = await start_app(db_url, slack, SIGNOFF_API_TOKENS=f"ops:{ADMIN}:admin,bot:{AGENT}:agent",
+                              SIGNOFF_SIGNING_KEY="", SIGNOFF_AUDIT_ANCHOR_SECONDS="0.05", SIGNOFF_SWEEP_SECONDS="0.05")
+    running.headers = {"Authorization": f"Bearer {ADMIN}"}
+    try:
+        _, keys = await running.api("GET", "/.well-known/signoff-keys", auth=False)
+        first = keys["keys"][0]["kid"]
+        request_id = await decided(running)
+        _, receipt = await running.api("GET", f"/api/v1/approvals/{request_id}")
+        (tmp_path / "receipt.json").write_text(json.dumps(receipt))  # signed by the first key
+        env = terminal(running, db_url, SIGNOFF_SIGNING_KEY="", OLD_KID=first)
+        code, out, err = await paste("key-rotation", tmp_path, env)
+        assert code == 0, err
+        assert out.startswith("rotated: ") and f"retired: {first}" in out and "status=current" in out, out
+        code, out, err = await paste("verify-receipt-keys", tmp_path, env)
+        assert code == 0 and f"signed by key {first}" in out, err  # decided before the key was retired
+
+        for _ in range(3000):  # the server's sweep anchors the head
+            _, head = await running.api("GET", "/api/v1/audit/head")
+            if head["anchor"] is not None:
+                break
+            await asyncio.sleep(0.01)
+        code, out, err = await paste("audit-anchor", tmp_path, env)
+        assert code == 0 and "it extends the anchor of" in out, (out, err)
+    finally:
+        await running.stop()
