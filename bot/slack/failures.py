@@ -164,7 +164,10 @@ async def connect_socket_mode(handler: Any) -> None:
 class SocketModeLog(logging.Filter):
     """See `connect_socket_mode`. Rewrites records in place; drops the repeats."""
 
-    _FAILED = ("Failed to retrieve WSS URL", "Failed to connect")
+    # At start-up slack_sdk logs the first two; when a live connection drops and the reconnect is refused,
+    # its session monitor logs the third, and the receive loop the fourth (naming apps.connections.open).
+    _FAILED = ("Failed to retrieve WSS URL", "Failed to connect", "Failed to check the current session")
+    _RECEIVE = "Failed to receive or enqueue a message"
 
     def __init__(self) -> None:
         super().__init__()
@@ -172,7 +175,7 @@ class SocketModeLog(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if message.startswith(self._FAILED):
+        if message.startswith(self._FAILED) or (message.startswith(self._RECEIVE) and "apps.connections.open" in message):
             if self.failing:
                 return False
             self.failing = True

@@ -20,7 +20,8 @@ from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
 from tests.approvals.batch_steps import approve_selected, open_item, submit
 from tests.approvals.test_batch import submit_batch
-from tests.approvals.test_undo_window import POLICY, audit, buttons, card_text, undo_click, waiting
+from tests.approvals.test_undo_window import POLICY, audit, buttons, card_text, undo_click
+from tests.support.waits import waiting_on
 from tests.approvals.timer_steps import tick
 from tests.fakes.clock import FakeClock
 from tests.slack.test_grants_flow import MAIL, remember
@@ -54,7 +55,7 @@ async def test_a_batchs_approval_waits_and_undo_puts_what_it_decided_back_to_pen
     card = await app.card(rid)
     await settle(app)
     poll = asyncio.create_task(app.api("GET", f"/api/v1/approvals/{rid}?wait=60"))
-    await waiting(app, rid)
+    await waiting_on(app, rid)
 
     # Action 1 rejected on its own (stored, the batch still waits), then Approve selected decides the rest.
     view = await open_item(app, rid, 0, "signoff_item_reject")
@@ -72,7 +73,7 @@ async def test_a_batchs_approval_waits_and_undo_puts_what_it_decided_back_to_pen
             break
         await asyncio.sleep(0.01)  # test-side: the outbox delivers the update after the click's ack
     assert "runs in 30 s" in text and buttons(slack, card.channel, card.ts) == ["signoff_undo"], text
-    await waiting(app, rid)  # approved, not released: the agent still waits
+    await waiting_on(app, rid)  # approved, not released: the agent still waits
     assert await outcomes(app, rid) == ["rejected", None, None]  # the hold keeps the click's choices apart
 
     # Another approver's click meanwhile changes nothing.
@@ -89,7 +90,7 @@ async def test_a_batchs_approval_waits_and_undo_puts_what_it_decided_back_to_pen
     assert "undid their approval" in card_text(slack, app, card.channel, card.ts)
     assert "signoff_batch_approve" in buttons(slack, card.channel, card.ts)
     await tick(app, clock, minutes=5)
-    await waiting(app, rid)
+    await waiting_on(app, rid)
     assert await outcomes(app, rid) == ["rejected", None, None]
     events = await audit(app, rid)
     assert events.count("approval_held") == 1 and events.count("undone") == 1 and "decided" not in events, events
@@ -98,7 +99,7 @@ async def test_a_batchs_approval_waits_and_undo_puts_what_it_decided_back_to_pen
     await approve_selected(app, rid, [2])
     await slack.wait_for("chat.update", updates + 3)
     await tick(app, clock, seconds=29)
-    await waiting(app, rid)
+    await waiting_on(app, rid)
     assert not poll.done()
     await tick(app, clock, seconds=1)
     status, body = await asyncio.wait_for(poll, 30)

@@ -49,7 +49,7 @@ RUN_HERE = {
     "python-client": "test_the_client_example_sends_on_approval_and_says_why_not_otherwise",
     "require-approval": "test_the_decorated_function_runs_only_once_approved",
     "signoff-wait": "test_the_shell_recipe_deploys_only_when_signoff_wait_says_approved",
-    "claude-http": "test_claude_http_hook.test_edit_and_approve_writes_the_edited_content",  # the real CLI, test app
+    "claude-http": "test_claude_hooks.test_edit_and_approve_in_slack_writes_the_edited_content",  # the real CLI, both hook kinds
     "claude-http-receipts": "test_claude_http_hook.test_post_tool_use_reports_what_ran_to_the_card_and_the_audit",
     "claude-settings": "test_the_settings_hooks_answer_claude_code_with_the_decision",
     "claude-permission-request": "test_the_settings_hooks_answer_claude_code_with_the_decision",

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.docs import doc_example
-from tests.support.app import TEST_SIGNING_KEY, App
-from tests.support.outbox import drain
+from bot.sandbox import SlackEmulator
+from tests.support.app import TEST_SIGNING_KEY, App, start_app
+from tests.support.outbox import finished
 
 ADMIN, AGENT = "tok-docs-admin-1", "tok-docs-agent-1"
 VENV_BIN = Path(sys.executable).parent
@@ -42,7 +43,7 @@ async def paste(name: str, cwd: Path, env: dict[str, str]) -> tuple[int, str, st
 async def decided(app: App, **overrides: object) -> str:
     req = await app.submit(**overrides)
     await app.click(req["id"], "U1", user_name="alice")
-    await drain(app)
+    await finished(app)  # the click is acked first and decided right after
     return str(req["id"])
 
 
@@ -77,7 +78,7 @@ async def test_the_signature_pages_examples(app: App, db_url: str, tmp_path: Pat
     _, listing = await app.api("GET", "/api/v1/approvals?status=pending")
     [pending] = listing["items"]
     await app.click(pending["id"], "U1", user_name="alice")
-    await drain(app)
+    await finished(app)
     code, out, err = await paste("verify-receipt", tmp_path,
                                  {**env, "SIGNOFF_PUBLIC_KEY": public, "REQUEST_ID": pending["id"]})
     assert code == 0, err

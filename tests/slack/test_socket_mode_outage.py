@@ -37,12 +37,16 @@ async def test_http_serves_while_socket_mode_retries(db_url: str, slack: SlackEm
 async def test_an_app_token_refused_mid_run_is_one_error_not_a_traceback_a_try(
         db_url: str, slack: SlackEmulator, caplog: pytest.LogCaptureFixture) -> None:
     # (At start-up `signoff serve` refuses a bad app token with one line: tests/process/test_startup.py.)
-    slack.socket_mode.app_token = "xapp-revoked"
     app = await start_app(db_url, slack, SLACK_APP_TOKEN="xapp-test")
     try:
+        await slack.socket_mode.connected.wait()
+        opened = len(slack.calls_to("apps.connections.open", ok_only=False))
+        slack.socket_mode.app_token = "xapp-revoked"  # revoked while connected; then the connection drops
+        await slack.socket_mode.close()
         req = await app.submit()
         await app.card(req["id"])  # the rest of Signoff works
-        await slack.wait_for("apps.connections.open", count=2, timeout=30, ok_only=False)  # it keeps trying
+        refused = await slack.wait_for("apps.connections.open", count=opened + 2, timeout=30, ok_only=False)
+        assert [c.response.get("error") for c in refused[opened:]][:2] == ["invalid_auth"] * 2  # it keeps trying
         errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
         assert errors == ["Socket Mode: Slack refused SLACK_APP_TOKEN (invalid_auth): create an app-level token "
                           "with connections:write, set SLACK_APP_TOKEN and restart; Slack's requests do not reach "
