@@ -126,7 +126,7 @@ async def get_run(request: web.Request) -> web.Response:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         with runner.waiters.register(run_id) as changed:
-            while not run.status.is_final and loop.time() < deadline:
+            while not run.status.is_final and loop.time() < deadline and not runner.waiters.closing:
                 run = await runs.get(run_id)  # re-read after registering: a change in between is not missed
                 if run.status.is_final:
                     break

@@ -103,7 +103,7 @@ class Service(Submitting, Deciding):
                 check(request)
             while True:
                 remaining = deadline - loop.time()
-                if not request.is_pending or is_undelivered(request) or remaining <= 0:
+                if not request.is_pending or is_undelivered(request) or remaining <= 0 or self.waiters.closing:
                     return request
                 try:
                     # Not wait_for: it wraps the wait in a task of its own, one more turn of the event loop

@@ -31,6 +31,7 @@ class Waiters:
     def __init__(self) -> None:
         self._events: dict[str, set[Waiter]] = defaultdict(set)
         self.changed = asyncio.Event()  # set whenever the set of waited-on ids grows
+        self.closing = False  # the server is shutting down: long-polls answer with what they have
 
     @contextlib.contextmanager
     def register(self, request_id: str) -> Any:
@@ -57,6 +58,12 @@ class Waiters:
     def wake_all(self) -> None:
         for request_id in list(self._events):
             self.wake(request_id)
+
+    def close(self) -> None:
+        """Shutting down: every long-poll answers now with the state it has (the client polls again, on
+        another replica or after the restart) instead of holding the shutdown for up to its wait."""
+        self.closing = True
+        self.wake_all()
 
     def waited_ids(self) -> list[str]:
         return list(self._events)

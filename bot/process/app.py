@@ -196,6 +196,11 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     routes.add_routes(web_app, signoff, signer=signer, audit=audit, keys=keys, grants=grants, policy=policy,
                       resumes=Resumes(store, clock), agent=agent)
 
+    async def answer_long_polls(_app: web.Application) -> None:
+        waiters.close()
+
+    web_app.on_shutdown.append(answer_long_polls)  # before aiohttp waits for the handlers still running
+
     async def lifecycle(_app: web.Application) -> AsyncIterator[None]:
         await signoff.start()
         yield
