@@ -28,7 +28,8 @@ pytestmark = pytest.mark.chaos
 PEOPLE = 40
 HEADERS = {"Authorization": f"Bearer {API_TOKEN}"}
 ENV = {"SIGNOFF_SLACK_INBOX_LEASE_SECONDS": "1", "SIGNOFF_EGRESS_ALLOW": "127.0.0.1",
-       "SIGNOFF_OUTBOX_SWEEP_SECONDS": "0.2", "SIGNOFF_LOG_LEVEL": "INFO"}
+       "SIGNOFF_OUTBOX_SWEEP_SECONDS": "0.2", "SIGNOFF_LOG_LEVEL": "INFO",
+       "SIGNOFF_OUTBOX_LEASE_SECONDS": "3", "SIGNOFF_HTTP_TIMEOUT_SECONDS": "2"}  # a killed process's claims lapse soon
 
 
 @pytest.fixture
