@@ -11,6 +11,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.agent.access import RunAccess
 from bot.agent import slack as agent_slack
+from bot.agent import slack_outbox
 from bot.agent.demo_tools import demo_toolset
 from bot.agent.questions import ask_human_tool
 from bot.agent.runner import Runner
@@ -55,7 +56,7 @@ class AgentRuntime:
     runner: Runner
     steps: Steps
     interactions: agent_slack.RunInteractions
-    delivery: agent_slack.RunDelivery
+    delivery: slack_outbox.RunDelivery
     settings: Settings
     _client: anthropic.AsyncAnthropic | None = field(default=None, repr=False)
 
@@ -90,7 +91,7 @@ def build_agent(
     metrics: Metrics, agents: dict[str, Agent] | None = None,
 ) -> AgentRuntime:
     """The runner's parts. The caller wires its outbox handlers (`delivery.handlers()`), routes and
-    card renderer (`agent_slack.render_any`) with everything else (bot/process/app.py)."""
+    card renderer (`slack_outbox.render_any`) with everything else (bot/process/app.py)."""
     agents = agents or {DEFAULT_AGENT: demo_agent(Risk(settings.fetch_url_risk))}
     runs = SqlRunStore(store)
     holder: dict[str, AgentRuntime] = {}
@@ -114,7 +115,7 @@ def build_agent(
     run_service = RunService(service, runs, clock=clock, agents=set(agents), kick=runner.kick,
                              max_steps=settings.run_max_steps)
     run_service.access = access
-    delivery = agent_slack.RunDelivery(run_service, call)
+    delivery = slack_outbox.RunDelivery(run_service, call)
     interactions = agent_slack.RunInteractions(service, run_service, client, clock, metrics,
                                                default_agent=DEFAULT_AGENT, access=access)
     if not settings.anthropic_api_key:

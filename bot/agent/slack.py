@@ -1,8 +1,5 @@
-"""Agent runs in Slack: outbox handlers for the run's messages, and the listeners.
-
-Outbox (through `Dispatcher`): post the root message (then store its ts and let the run
-start), update it from the run's latest state, post notes in its thread. A post whose
-earlier attempt may have reached Slack looks for our message (by its metadata) first.
+"""Agent runs in Slack, the listeners (the outbox handlers for the run's messages are in
+bot/agent/slack_outbox.py).
 
 Listeners (thin: ack, parse, delegate): Cancel on the root message, question buttons and
 their Submit, `/signoff run <task>`, and `message` events in threads (answers or
@@ -14,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -22,11 +18,8 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.outbox import effects
 from bot.agent import blocks
-from bot.domain.elicitation import is_elicitation
 from bot.domain.questions import answers_from_choices, questions_of
-from bot.slack import elicit_blocks
 from bot.agent.run_service import NOT_ASKED, RunService
 from bot.approvals.access import PRE_ACK_LOOKUP_SECONDS, GroupsUnknown, bounded
 from bot.agent.access import RunAccess
@@ -35,18 +28,13 @@ from bot.domain.model import Actor, Kind, Request, Via
 from bot.domain.runs import NewRun, Run, RunStatus, slack_command_key
 from bot.errors import NotFound
 from bot.process.metrics import Metrics
-from bot.outbox.dispatcher import Dead, Done, Result, after_post
 from bot.approvals.assist import Assist
 from bot.approvals.service import Service
 from bot.domain.assist import looks_like_question
-from bot.outbox.effects import Handler
-from bot.slack.delivery import CardRenderer, SlackCall
 from bot.slack.interactions import already_decided_text, tell
 from bot.slack.listener_errors import failure_text
-from bot.slack.lookup import find_message, has_metadata
 from bot.slack.payloads import REQUEST_ID, BadPayload, Click, extract_click
 from bot.slack.text import from_slack, groups_unknown_text
-from bot.domain.outbox import OutboxItem
 
 log = logging.getLogger(__name__)
 
@@ -54,103 +42,6 @@ RUN_COMMAND = re.compile(r"^\s*run\b\s*(.*)$", re.IGNORECASE | re.DOTALL)
 _ANSWER = re.compile(rf"^{blocks.ANSWER_PREFIX}(\d+)_(\d+)$")
 _PICK = re.compile(rf"^{blocks.PICK_PREFIX}\d+$")
 _HUMAN_SUBTYPES = (None, "thread_broadcast", "file_share")
-
-
-# --------------------------------------------------------------------------- outbox
-
-
-class RunDelivery:
-    def __init__(self, run_service: RunService, call: SlackCall) -> None:
-        self.run_service = run_service
-        self.call = call
-
-    def handlers(self) -> dict[str, Handler]:
-        return {effects.POST_ROOT: self.post_root, effects.UPDATE_ROOT: self.update_root,
-                effects.THREAD_NOTE: self.note}
-
-    async def post_root(self, item: OutboxItem) -> Result:
-        run = await self.run_service.find(item.payload["run_id"])
-        if run is None:
-            return Dead("run no longer exists")
-        if run.root_ts:
-            self.run_service.kick(run.id)
-            return Done()
-        if item.uncertain:
-            found = await self._find(item.attempts, blocks.RUN_EVENT_TYPE, {"run_id": run.id}, channel=run.channel,
-                                     oldest=run.created_at.timestamp() - 60)
-            if isinstance(found, str):
-                await self.run_service.root_posted(run.id, found)
-                return Done()
-            if found is not None:
-                return found
-        message = blocks.root_message(run)
-        data, failure = await self.call(
-            "chat.postMessage", item.attempts, channel=run.channel, text=message["text"], blocks=message["blocks"],
-            metadata={"event_type": blocks.RUN_EVENT_TYPE, "event_payload": {"run_id": run.id}},
-            unfurl_links=False, unfurl_media=False,
-        )
-        if failure is not None:
-            if isinstance(failure, Dead):
-                await self.run_service.root_failed(run.id, failure.error)
-            return failure
-        assert data is not None
-        await self.run_service.root_posted(run.id, str(data["ts"]))
-        return Done()
-
-    async def update_root(self, item: OutboxItem) -> Result:
-        run = await self.run_service.find(item.payload["run_id"])
-        if run is None:
-            return Dead("run no longer exists")
-        if not run.root_ts:
-            return await self._before_root(run.id)
-        message = blocks.root_message(run)
-        _, failure = await self.call("chat.update", item.attempts, channel=run.channel, ts=run.root_ts,
-                                     text=message["text"], blocks=message["blocks"])
-        return failure or Done()
-
-    async def note(self, item: OutboxItem) -> Result:
-        run = await self.run_service.find(item.payload["run_id"])
-        if run is None:
-            return Dead("run no longer exists")
-        if not run.root_ts:
-            return await self._before_root(run.id)
-        key = {"run_id": run.id, "key": item.payload["key"]}
-        if item.uncertain:
-            found = await self._find(item.attempts, blocks.NOTE_EVENT_TYPE, key, channel=run.channel, ts=run.root_ts)
-            if isinstance(found, str):
-                return Done()
-            if found is not None:
-                return found
-        message = item.payload["message"]
-        _, failure = await self.call(
-            "chat.postMessage", item.attempts, channel=run.channel, thread_ts=run.root_ts, text=message["text"],
-            blocks=message["blocks"], metadata={"event_type": blocks.NOTE_EVENT_TYPE, "event_payload": key},
-            unfurl_links=False, unfurl_media=False,
-        )
-        return failure or Done()
-
-    async def _before_root(self, run_id: str) -> Result:
-        return await after_post(self.run_service.service.reads, run_id, effects.POST_ROOT, "the run's message")
-
-    async def _find(self, attempt: int, event_type: str, payload: dict[str, Any], *, channel: str,
-                    ts: str | None = None, oldest: float | None = None) -> str | Result | None:
-        """The ts of our message carrying this metadata, if an interrupted attempt posted it."""
-        window = {"oldest": f"{oldest:.6f}"} if oldest is not None else {}
-        return await find_message(self.call, attempt, has_metadata(event_type, **payload), channel=channel,
-                                  thread_ts=ts, **window)
-
-
-def render_any(render: CardRenderer) -> CardRenderer:
-    """Wrap the card renderer so question requests get question cards."""
-
-    def render_card(req: Request, *, now: datetime) -> dict[str, Any]:
-        if req.kind is Kind.QUESTION:
-            if is_elicitation(req.action.name, req.action.params):  # an MCP server's form (bot/slack/elicit_blocks.py)
-                return elicit_blocks.card(req, now=now)
-            return blocks.question_card(req, now=now)
-        return render(req, now=now)
-
-    return render_card
 
 
 # --------------------------------------------------------------------------- listeners

@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
-from bot.agent import slack as agent_slack
+from bot.agent import slack_outbox
 from bot.agent.app import AgentRuntime, build_agent
 from bot.api.webhooks import WebhookDelivery
 from bot.approvals.access import Access
@@ -115,7 +115,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     # Every outbox kind and its one handler. The card shows escalation, timeout and policy notes
     # and "Approve & remember" (render_policy_card), and question requests get question cards (render_any).
-    cards = CardDelivery(service, call, clock, render=agent_slack.render_any(render_policy_card))
+    cards = CardDelivery(service, call, clock, render=slack_outbox.render_any(render_policy_card))
     pages = BatchPages(cards, service, clock)  # a batch card's continuation pages, wrapping the card's
     home_publisher = HomePublisher(home, call, clock)
     egress = EgressPolicy.from_entries(settings.egress_allow)
