@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from storage.base import Unit
 from storage.group_commit import GroupCommit
 from storage.schema import slack_received as t
-from storage.sql import SqlStore
+from storage.sql import SqlStore, SqlUnit
 from storage.sqlite import fast
 
 
@@ -145,14 +146,19 @@ class ReceivedStore:
             rows = (await conn.execute(_READ, {"b_ids": won})).all()
         return [Received(r.key, r.body, r.content_type, id=r.id, attempts=r.attempts) for r in rows]
 
-    async def open_for(self, request_id: str) -> bool:
+    async def open_for(self, request_id: str, unit: Unit | None = None) -> bool:
         """Whether a stored input not yet marked handled names `request_id` (a click, a form) in its raw
         body: the timer sweep leaves that request's timeout until the input is handled. Only open rows
-        are read (indexed on `done_at`), so the cost is bounded by what is in flight."""
+        are read (indexed on `done_at`), so the cost is bounded by what is in flight. `unit`: read inside
+        that unit (the timeout's own decision), so an input stored before the decision's time is seen
+        (PostgreSQL: the statement's snapshot is taken after it; SQLite: the unit holds the one writer)."""
         found = sa.select(t.c.id).where(t.c.done_at.is_(None), t.c.body.contains(request_id, autoescape=True))
         if self._done:  # handled here, their done marks not written yet
             found = found.where(t.c.id.notin_(sorted(self._done)))
         found = found.limit(1)
+        if unit is not None:
+            assert isinstance(unit, SqlUnit), "Slack's inputs live in the SQL store"
+            return (await unit.conn.execute(found)).first() is not None
         async with self.store.engine.connect() as conn:
             return (await conn.execute(found)).first() is not None
 

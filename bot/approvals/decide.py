@@ -64,6 +64,7 @@ class Deciding(RequestChanges):
         extra: dict[str, Any] | None = None,
         releasing: Held | None = None,
         grants: tuple[Grant, ...] = (),
+        unless: Callable[[str, Unit], Awaitable[bool]] | None = None,
     ) -> DecideResult:
         """Record the one decision. The loser of a race gets `won=False` and the winner's request.
 
@@ -86,6 +87,9 @@ class Deciding(RequestChanges):
         (`held=True`, still pending: bot/approvals/undo.py); `releasing`: that held approval, written now
         as the decision, when the window ends (decided at the click's time). `grants`: grants this
         approval makes, written with the final decision, or kept in the hold until the window ends.
+        `unless(request_id, unit)`: checked in the decision's unit after its time is taken; True writes
+        nothing (`waiting=True`). The clock's decision passes "a person's stored click names it": a click
+        stored before the timeout's time is seen there, so a timeout never beats an acked click.
         """
         if grants:
             also = _and_grants(also, grants)
@@ -93,6 +97,8 @@ class Deciding(RequestChanges):
 
         async def record(unit: Unit, request: Request) -> DecideResult:
             now = self.clock.now()
+            if unless is not None and await unless(request.id, unit):
+                return DecideResult(request, won=False, waiting=True)
             if (request.undo_until is not None and releasing is None and outcome is not Outcome.CANCELLED
                     and via is not Via.API):
                 return DecideResult(request, won=False)  # held: its window's end, an Undo or a cancel moves it

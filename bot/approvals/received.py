@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
+from storage.base import Unit
 from storage.received import Received, ReceivedStore
 
 __all__ = ["Inputs", "Received"]
@@ -38,7 +39,8 @@ class Inputs:
     async def prune(self, older_than: timedelta) -> int:
         return await self._rows.prune(older_than)
 
-    async def open_for(self, request_id: str) -> bool:
+    async def open_for(self, request_id: str, unit: Unit | None = None) -> bool:
         """A stored Slack input for `request_id` is not handled yet (a person acted; it is replayed if its
-        process stopped): the request must not time out under it."""
-        return await self._rows.open_for(request_id)
+        process stopped): the request must not time out under it. `unit`: checked inside the timeout's own
+        decision (bot/approvals/decide.py: `unless`), so no input acked before it can be missed."""
+        return await self._rows.open_for(request_id, unit)

@@ -99,10 +99,11 @@ class Timers:
         self.clock = clock
         self.batch = batch if batch is not None else batch_for(self.store.dialect)
         self.sweeper = f"{socket.gethostname()}:{os.getpid()}"  # in audit rows: which replica acted
-        # Whether a person's stored, not yet handled Slack input names a request (bot/approvals/received.py):
-        # its timeout waits for the next sweep, so a click acked before the deadline and replayed after a
-        # crash is not beaten by the clock. None: no inbox (nothing to wait for).
-        self.input_open: Callable[[str], Awaitable[bool]] | None = None
+        # Whether a person's stored, not yet handled Slack input names a request (bot/approvals/received.py),
+        # asked inside the timeout's own decision unit: its timeout waits for the next sweep, so a click
+        # acked before the timeout's time (or replayed after a crash) is not beaten by the clock. None: no
+        # inbox (nothing to wait for).
+        self.input_open: Callable[[str, Unit], Awaitable[bool]] | None = None
         # Further stored timers run at the end of each sweep (the similar-requests cards: bot/approvals/similar.py).
         self.after_sweep: list[Callable[[], Awaitable[Any]]] = []
 
@@ -126,10 +127,8 @@ class Timers:
                     stuck.add(request_id)
             for request, step in timeouts:
                 try:
-                    if self.input_open is not None and await self.input_open(request.id):
+                    if not await self._expire(request, step, report):
                         stuck.add(request.id)  # a person's acked input is still to be handled: next sweep
-                        continue
-                    await self._expire(request, step, report)
                 except Exception:  # one bad row must not stop the others; it stays due and is logged
                     log.exception("timeout failed", extra={"request_id": request.id})
                     stuck.add(request.id)
@@ -253,20 +252,26 @@ class Timers:
         state = request.timers or TimerState()
         return state.escalated_to or request.approvers
 
-    async def _expire(self, request: Request, step: Expire, report: SweepReport) -> None:
+    async def _expire(self, request: Request, step: Expire, report: SweepReport) -> bool:
+        """False: a person's stored, unhandled input names the request (checked in the decision's own
+        unit, after its time is taken): nothing written, the next sweep tries again."""
         outcome = step.outcome
         try:
             next_status(request.kind, request.status, outcome)
         except IllegalTransition:
             outcome = Outcome.EXPIRED  # e.g. a question cannot be "rejected": it expires
         comment = f"No decision within {format_duration(step.after)}; {_OUTCOME_WORDS[outcome]} by default."
-        result = await self.service.decide(request.id, outcome, via=Via.TIMEOUT, comment=comment)
+        result = await self.service.decide(request.id, outcome, via=Via.TIMEOUT, comment=comment,
+                                           unless=self.input_open)
+        if result.waiting:
+            return False
         if result.won:
             report.expired += 1
         else:  # someone decided first: the timeout is the side that is told, here
             decision = result.request.decision
             log.info("timeout of %s lost: already %s%s", request.id, result.request.status.value,
                      f" via {decision.via.value}" if decision else "", extra={"request_id": request.id})
+        return True
 
     # -- moves by hand ---------------------------------------------------------------
 

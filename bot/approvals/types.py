@@ -91,6 +91,7 @@ class DecideResult:
     stale: bool = False  # `only_on_read` and the request had changed since: nothing was written
     refused: str | None = None  # bot.approvals.checked: the person may not decide it as it is now (why); nothing written
     held: bool = False  # an approval held in the request's undo window (bot/domain/undo.py): still pending
+    waiting: bool = False  # `unless` said not now (a timeout under a person's stored click): nothing written
 
 
 class StaleCheck(Exception):

@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from bot.domain.model import Via
 from bot.sandbox.signed import Response, SlackClient
 from storage.schema import slack_received
 from tests.approvals.timer_steps import tick
@@ -98,3 +99,46 @@ async def test_a_stored_input_handled_without_a_decision_lets_the_timeout_happen
     await tick(app, clock, minutes=31)
     final = await _status(app, req["id"])
     assert final["status"] == "expired" and final["decision"]["via"] == "timeout"
+
+
+async def test_a_click_stored_while_the_sweep_is_expiring_the_request_still_wins(tapp: App, clock: FakeClock) -> None:
+    """The race the chaos loop found: the sweep found nothing stored for the request, then a click was stored
+    and acked, then the sweep wrote the timeout. The check now runs inside the timeout's own decision unit
+    (after its time is taken), so the click stored just before it holds the timeout back."""
+    app = tapp
+    assert app.signoff is not None
+    signoff = app.signoff
+    req = await app.submit(reminders=False, escalation=False, timeout="30m")
+    card = await app.card(req["id"])
+    kept = _Kept("http://127.0.0.1:9", SIGNING_SECRET, fake=app.slack)
+    await kept.block_action(user="U1", user_name="alice", action_id="signoff_approve", value=req["id"],
+                            block_id="decide", channel=card.channel, message_ts=card.ts)
+    decide = signoff.service.decide
+    stored: list[int] = []
+
+    async def click_lands_first(request_id: str, outcome: Any, **kw: Any) -> Any:
+        if kw.get("via") is Via.TIMEOUT and not stored:  # Slack's click is stored (and acked) at this instant
+            async with signoff.store.unit() as unit:
+                stored.append((await unit.conn.execute(slack_received.insert().values(
+                    key="block_actions:racing-click", body=kept.body, content_type=kept.content_type,
+                    received_at=clock.now(), lease_until=clock.now() + timedelta(days=1), attempts=1)
+                    .returning(slack_received.c.id))).scalar_one())
+        return await decide(request_id, outcome, **kw)
+
+    signoff.service.decide = click_lands_first  # type: ignore[method-assign]
+    try:
+        await tick(app, clock, minutes=31)
+    finally:
+        signoff.service.decide = decide  # type: ignore[method-assign]
+    assert stored, "the sweep never tried to time the request out"
+    assert (await _status(app, req["id"]))["status"] == "pending"  # the stored click holds the timeout back
+    async with signoff.store.unit() as unit:  # its process died: the lease runs out, another one replays it
+        await unit.conn.execute(slack_received.update().where(slack_received.c.id == stored[0])
+                                .values(lease_until=clock.now() - timedelta(seconds=1)))
+    await signoff.inbox.replay_stale()
+
+    async def decided() -> Any:
+        return (await _status(app, req["id"])).get("decision")
+
+    decision = await until(decided, "the replayed click decided", timeout=120)
+    assert decision["outcome"] == "approved" and decision["via"] == "button"

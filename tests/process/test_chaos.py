@@ -8,11 +8,9 @@ On PostgreSQL (SIGNOFF_TEST_DATABASE_URL) the second test is two replicas sharin
 from __future__ import annotations
 
 import os
-from typing import Any
-
 import pytest
 
-from tests.process.chaos import LostToTimeout, Figures, run_chaos
+from tests.process.chaos import run_chaos
 
 pytestmark = pytest.mark.chaos
 
@@ -21,19 +19,11 @@ pytestmark = pytest.mark.chaos
 KILLS = int(os.environ.get("SIGNOFF_CHAOS_KILLS", "12"))
 
 
-async def chaos(db_url: str, **kw: Any) -> Figures:
-    """run_chaos; its one known gap (LostToTimeout, issue 39) is an expected failure, shown as xfail."""
-    try:
-        return await run_chaos(db_url, **kw)
-    except LostToTimeout as gap:
-        pytest.xfail(f"known gap, issue 39: an acked click ended by its request's timeout: {gap}")
-
-
 async def test_kill_one_process_at_random_points(db_url: str, capsys: object) -> None:
-    figures = await chaos(db_url, seed=20261130, kills=KILLS, replicas=1)
+    figures = await run_chaos(db_url, seed=20261130, kills=KILLS, replicas=1)
     assert figures.kills == KILLS
 
 
 async def test_two_replicas_one_killed_at_a_time(db_url: str) -> None:
-    figures = await chaos(db_url, seed=7, kills=max(6, KILLS // 2), replicas=2)
+    figures = await run_chaos(db_url, seed=7, kills=max(6, KILLS // 2), replicas=2)
     assert figures.kills == max(6, KILLS // 2)
