@@ -2,8 +2,8 @@
 what accepting adds (the grant, allow or deny: tool, match, scope, expiry), and Accept / Dismiss. Pure
 Block Kit.
 
-Tool names and parameter globs come from agents: they appear only in plain_text objects and rich_text
-elements (never parsed as mrkdwn), so they cannot mention anyone or fake a link.
+Tool names and parameter globs come from agents: they appear only in plain_text objects (never parsed as
+mrkdwn), so they cannot mention anyone or fake a link.
 """
 
 from __future__ import annotations
