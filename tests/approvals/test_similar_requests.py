@@ -173,7 +173,8 @@ def shown(app: App, card: Any) -> Any:
 
 
 def updates_of(app: App, card: Any) -> list[Any]:
-    return [c for c in app.slack.calls_to("chat.update") if c.args.get("ts") == card.response["ts"]]
+    """The card's updates Slack took (a refused call changed nothing)."""
+    return [c for c in app.slack.calls_to("chat.update") if c.args.get("ts") == card.response["ts"] and c.ok]
 
 
 def values(message: Any) -> list[str]:
@@ -261,3 +262,36 @@ async def test_a_decision_another_replica_made_updates_the_card_once(
         assert len(updates_of(app, card)) == 1
     finally:
         await other.stop()
+
+
+async def test_an_update_a_stopped_process_left_undelivered_is_sent_once_after_restart(
+        db_url: str, slack: SlackEmulator) -> None:
+    clock = FakeClock()
+    env = {"SIGNOFF_SWEEP_SECONDS": "3600", "SIGNOFF_SIMILAR_MIN": "3", "SIGNOFF_API_TOKENS": API_TOKEN}
+    first = await start_app(db_url, slack, clock=clock, **env)
+    try:
+        ids = [await refund(first, n) for n in range(3)]
+        await tick(first, clock, minutes=1)
+        [card] = similar_cards(first)
+        on = card.args["metadata"]["event_payload"]["card_id"]
+        slack.fail("chat.update", status=500, times=1000)  # Slack takes no update until the restart
+        await first.click(ids[0], "U1")
+        assert first.signoff is not None
+        store = first.signoff.store
+        await until(lambda: _tried_update(store, on), "the card's update tried and left to retry")
+    finally:
+        await first.stop()
+    slack.clear_faults()
+    second = await start_app(db_url, slack, clock=clock, **env)
+    try:
+        await tick(second, clock, minutes=5)  # its retry falls due
+        await card_says(second, card, "2 waiting in this channel; 1 approved", updates=1)
+        await tick(second, clock, minutes=1)
+        assert len(updates_of(second, card)) == 1
+    finally:
+        await second.stop()
+
+
+async def _tried_update(store: Any, card_id: str) -> bool:
+    return any(i.kind == "slack.similar_update" and i.status == "pending" and i.attempts >= 1
+               for i in await store.outbox_items(card_id))
