@@ -14,7 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.domain.grants import Delegation, Grant, Scope, match_from_json
+from bot.domain.grants import ALLOW, DENY, Delegation, Grant, Scope, match_from_json
 from bot.domain.model import AuditEvent
 from storage.sqlite import fast as sqlite_fast
 from storage.base import Unit
@@ -28,8 +28,15 @@ def _grant(row: Any) -> Grant:
         id=row.id, tool=row.tool, match=match_from_json(row.match), scope=Scope(row.scope),
         scope_value=row.scope_value, created_by=row.created_by, created_at=row.created_at,
         expires_at=row.expires_at, revoked_at=row.revoked_at, revoked_by=row.revoked_by, request_id=row.request_id,
-        any_other_params=bool(row.any_other_params),
+        any_other_params=bool(row.any_other_params), effect=DENY if row.effect == DENY else ALLOW,
     )
+
+
+def _values(grant: Grant) -> dict[str, Any]:
+    return dict(id=grant.id, tool=grant.tool, match=grant.match_json(), scope=grant.scope.value,
+                scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
+                expires_at=grant.expires_at, request_id=grant.request_id, any_other_params=grant.any_other_params,
+                effect=grant.effect)
 
 
 def _delegation(row: Any) -> Delegation:
@@ -87,11 +94,7 @@ class GrantStore:
     @staticmethod
     async def add_in(unit: Unit, grant: Grant) -> None:
         """`add`, for a caller that holds a unit but no GrantStore (a decision's own writes)."""
-        await _conn(unit).execute(grants.insert().values(
-            id=grant.id, tool=grant.tool, match=grant.match_json(), scope=grant.scope.value,
-            scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
-            expires_at=grant.expires_at, request_id=grant.request_id, any_other_params=grant.any_other_params,
-        ))
+        await _conn(unit).execute(grants.insert().values(**_values(grant)))
         await GrantStore._audit_created(unit, grant)
 
     @staticmethod
@@ -101,6 +104,7 @@ class GrantStore:
             "scope_value": grant.scope_value, "expires_at": grant.expires_at.isoformat() if grant.expires_at else None,
             "request_id": grant.request_id,
             **({"any_other_params": True} if grant.any_other_params else {}),
+            **({"effect": DENY} if grant.effect == DENY else {}),
         }))
 
     async def add_first(self, prefix: str, make: Callable[[str], Grant], now: datetime,
@@ -119,11 +123,7 @@ class GrantStore:
             if live:
                 return live[0], False
             grant = make(f"{prefix}{len(rows)}")
-            values = dict(id=grant.id, tool=grant.tool, match=grant.match_json(), scope=grant.scope.value,
-                          scope_value=grant.scope_value, created_by=grant.created_by, created_at=grant.created_at,
-                          expires_at=grant.expires_at, request_id=grant.request_id,
-                          any_other_params=grant.any_other_params)
-            inserted = await conn.execute(_insert_new(unit, grants, values, ["id"]))
+            inserted = await conn.execute(_insert_new(unit, grants, _values(grant), ["id"]))
             if inserted.rowcount == 1:
                 await self._audit_created(unit, grant)
                 await unit.append_audit(AuditEvent(grant.id, "suggestion_accepted", now, grant.created_by, audit))

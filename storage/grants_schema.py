@@ -1,5 +1,5 @@
 """Tables of remembered grants and delegations (migrations 0004_grants, 0005_delegation and
-0006_grant_suggestions own them, 0016_suggestion_dismissals the dismissals; these mirror them on the
+0006_grant_suggestions and 0018_deny_grants own them, 0016_suggestion_dismissals the dismissals; these mirror them on the
 shared metadata)."""
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ grants = sa.Table(
     sa.Column("request_id", sa.String(40)),
     # 0006: a Claude suggestion's grant lets parameters it does not name be anything.
     sa.Column("any_other_params", sa.Boolean, nullable=False, server_default=sa.false()),
+    # 0018: `deny` for a person's deny from the decision record (bot.domain.grants: only ever stricter).
+    sa.Column("effect", sa.String(8), nullable=False, server_default="allow"),
     # Submit reads the live grants of one tool: this index keeps that a short range scan.
     sa.Index("ix_grants_tool_live", "tool", "revoked_at"),
 )

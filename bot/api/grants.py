@@ -1,7 +1,7 @@
 """Agent API for policy and grants.
 
     GET  /api/v1/policy                 the loaded policy: path, sha256, rules, last reload error
-    GET  /api/v1/grants                 live grants (not revoked, not expired), newest first: an `agent`
+    GET  /api/v1/grants                 live grants (not revoked, not expired; `effect` allow or deny), newest first: an `agent`
                                         token sees the grants made on its own requests (every grant
                                         scoped to it among them); an `admin` token sees them all
     POST /api/v1/grants                 405: no API call creates a grant
@@ -42,7 +42,7 @@ def grant_json(grant: Grant) -> dict[str, Any]:
         "id": grant.id, "tool": grant.tool, "match": grant.match_json(), "scope": grant.scope.value,
         "scope_value": grant.scope_value, "created_by": grant.created_by, "created_at": iso(grant.created_at),
         "expires_at": iso(grant.expires_at), "revoked_at": iso(grant.revoked_at), "revoked_by": grant.revoked_by,
-        "request_id": grant.request_id, "any_other_params": grant.any_other_params,
+        "request_id": grant.request_id, "any_other_params": grant.any_other_params, "effect": grant.effect,
     }
 
 

@@ -1,5 +1,5 @@
 """Use case: read the decision record of the last days and say what policy could stop asking (or deny),
-and (`HistorySuggestions`) offer it in Slack, accepted as a grant in one tap.
+and (`HistorySuggestions`) offer it in Slack, accepted as a grant (allow or deny) in one tap.
 
 The record is read in pages by creation time (requests created before the window but decided in it
 are not counted: the window is a lower bound on the evidence, never an upper one); the judgement is
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.approvals.access import GroupMembers, GroupsUnknown, in_listed_group
-from bot.domain.grants import Grant
+from bot.domain.grants import ALLOW, Grant
 from bot.domain.history import Decided, HistorySuggestion, Thresholds, grant_prefix, suggest, suggested_grant
 from bot.domain.model import Request, Risk, Status
 from bot.domain.policy import Call, Evaluation, Policy, evaluate
@@ -67,11 +67,11 @@ TTL = timedelta(seconds=60)  # how long a read of the record serves App Home and
 @dataclass(frozen=True)
 class Offer:
     """A suggestion as Slack shows it: the evidence, the tier policy gives its tool now, and what
-    accepting adds (`grant`, id shown as its prefix; None for a deny, which is a policy-file rule)."""
+    accepting adds (`grant`, allow or deny, id shown as its prefix)."""
 
     suggestion: HistorySuggestion
     tier: Risk
-    grant: Grant | None
+    grant: Grant
 
 
 @dataclass(frozen=True)
@@ -88,14 +88,15 @@ class Refused:
 
 class HistorySuggestions:
     """Suggestions from the decision record, in Slack. Invariants:
-    - offered only under a policy file (grants apply only there), never for a tool policy now puts at
-      the critical tier, never when policy already does what it suggests, never once accepted (a live
-      grant under its `grant_prefix`), and to a person only if they may accept it and did not dismiss it;
-    - accepting is a person's act: re-read fresh, refused (nothing written) for critical, for a deny
-      (a policy-file rule), and for anyone not an approver of the tool's tier (its listed approvers,
-      or, when it lists none, the people whose decisions are the evidence; and the policy's
-      `grant_admins`); it makes exactly the offered grant, once (`GrantStore.add_first`), audited with
-      the person's Slack id."""
+    - offered only under a policy file (grants apply only there), an allow never for a tool policy now
+      puts at the critical tier (a deny only makes things stricter: offered at every tier), never when
+      policy already does what it suggests, never once accepted (a live grant under its `grant_prefix`),
+      and to a person only if they may accept it and did not dismiss it;
+    - accepting is a person's act: re-read fresh, refused (nothing written) for an allow at critical,
+      and for anyone not an approver of the tool's tier (its listed approvers, or, when it lists none,
+      the people whose decisions are the evidence; and the policy's `grant_admins`); it makes exactly
+      the offered grant (an allow, or a deny that policy honours before ask rules, grants and allow
+      rules), once (`GrantStore.add_first`), audited with the person's Slack id."""
 
     def __init__(self, store: Store, grants: GrantStore, clock: Clock, *, thresholds: Thresholds = Thresholds(),
                  grant_days: int | None = 30, policy: Callable[[], Policy | None] = lambda: None,
@@ -119,12 +120,10 @@ class HistorySuggestions:
 
     def _offer(self, policy: Policy, suggestion: HistorySuggestion, now: datetime) -> Offer | None:
         judged = self._judge(policy, suggestion, now)
-        if judged.tier is Risk.CRITICAL or judged.outcome.value == suggestion.effect:
+        if (judged.tier is Risk.CRITICAL and suggestion.effect == ALLOW) or judged.outcome.value == suggestion.effect:
             return None  # a person always decides critical; policy already does it
-        grant = None
-        if suggestion.effect == "allow":
-            grant = suggested_grant(suggestion, grant_id=grant_prefix(suggestion) + "…", by="", now=now,
-                                    days=self.grant_days)
+        grant = suggested_grant(suggestion, grant_id=grant_prefix(suggestion) + "…", by="", now=now,
+                                days=self.grant_days)
         return Offer(suggestion, judged.tier, grant)
 
     @staticmethod
@@ -139,8 +138,8 @@ class HistorySuggestions:
             return []
         now = self.clock.now()
         found = [o for o in (self._offer(policy, s, now) for s in await self.current(fresh=fresh)) if o is not None]
-        taken = await self.grants.with_prefix([grant_prefix(o.suggestion) for o in found if o.grant], now)
-        return [o for o in found if o.grant is None or grant_prefix(o.suggestion) not in taken]
+        taken = await self.grants.with_prefix([grant_prefix(o.suggestion) for o in found], now)
+        return [o for o in found if grant_prefix(o.suggestion) not in taken]
 
     async def for_user(self, user: str, *, limit: int = 3) -> list[Offer]:
         """What App Home shows `user`: offers they may accept and did not dismiss (a user group Slack
@@ -184,14 +183,12 @@ class HistorySuggestions:
         if suggestion is None:
             return Refused("That suggestion no longer holds: the decision record of the last "
                            f"{self.thresholds.days} days does not support it now. Nothing was changed.")
-        if suggestion.effect != "allow":
-            return Refused("A deny is a rule in the policy file, which Signoff does not change: add the rule shown "
-                           "under `rules:` (or run `signoff policy suggest`). Nothing was changed.")
         judged = self._judge(policy, suggestion, now)
-        if judged.tier is Risk.CRITICAL:
+        if judged.tier is Risk.CRITICAL and suggestion.effect == ALLOW:
             return Refused(f"`{suggestion.tool}` is at the critical tier: a person decides each such request, so "
                            "nothing is remembered for it. Nothing was changed.")
-        offer = Offer(suggestion, judged.tier, None)
+        offer = Offer(suggestion, judged.tier, suggested_grant(suggestion, grant_id="", by=user, now=now,
+                                                               days=self.grant_days))
         try:
             allowed = await self._may_accept(user, offer)
         except GroupsUnknown as exc:

@@ -11,6 +11,11 @@ match on its parameters, a scope and an expiry. Invariants:
   tool), so the others (a Bash call's `description`, `timeout`) may be anything, as in Claude.
 - A revoked or expired grant matches nothing, from the instant of revocation or expiry.
 - Grants never apply to the `critical` tier (`bot.domain.policy.evaluate` enforces it).
+- A deny grant (`effect` DENY: a person accepted "rejected 6 of 7: deny?" from the decision record,
+  bot.domain.history) only ever makes a call stricter: it denies matching calls at every tier,
+  before ask rules, grants and allow rules (only policy-file deny rules come before it). It matches
+  fail-closed like a deny rule: a value its matcher cannot judge (a list where a glob expects text)
+  counts as a match.
 
 A `Delegation` is "while I am away, my requests also go to X". It is active from `starts_at`
 until `until` (exclusive) unless ended earlier (`ended_at`, by `/signoff back`).
@@ -28,6 +33,9 @@ from datetime import datetime
 from typing import Any
 
 from bot.domain.claude_rules import command_matches, command_regex
+
+
+ALLOW, DENY = "allow", "deny"  # a grant's effect
 
 
 class Scope(enum.StrEnum):
@@ -73,6 +81,10 @@ class FieldMatch:
         else:
             raise ValueError(f"unknown match op {self.op!r} (eq, glob, command)")
 
+    def judgeable(self, actual: Any) -> bool:
+        """Whether `matches` can say anything about `actual` (a glob or a command judges text only)."""
+        return self.op == "eq" or isinstance(actual, str)
+
     def matches(self, actual: Any) -> bool:
         if self.op == "glob":
             return isinstance(actual, str) and self._compiled.match(actual) is not None
@@ -103,6 +115,7 @@ class Grant:
     revoked_by: str | None = None
     request_id: str | None = None  # the request whose "Approve & remember" made it
     any_other_params: bool = False  # a Claude suggestion's grant: parameters not in `match` may be anything
+    effect: str = ALLOW  # DENY: matching calls are denied (see the module docstring)
 
     def active(self, now: datetime) -> bool:
         if self.revoked_at is not None and self.revoked_at <= now:
@@ -116,10 +129,22 @@ class Grant:
         return have is not None and have == self.scope_value
 
     def matches(self, tool: str, params: Mapping[str, Any]) -> bool:
-        if tool != self.tool or (len(params) != len(self.match) and not self.any_other_params):
+        """Whether this grant allows the call (a deny grant never does: `denies`)."""
+        if self.effect == DENY or tool != self.tool or (len(params) != len(self.match) and not self.any_other_params):
             return False
         for name, matcher in self.match.items():
             if name not in params or not matcher.matches(params[name]):
+                return False
+        return True
+
+    def denies(self, tool: str, params: Mapping[str, Any]) -> bool:
+        """A deny grant's match, fail-closed: a named parameter's value the matcher cannot judge matches."""
+        if self.effect != DENY or tool != self.tool or (len(params) != len(self.match) and not self.any_other_params):
+            return False
+        for name, matcher in self.match.items():
+            if name not in params:
+                return False
+            if matcher.judgeable(params[name]) and not matcher.matches(params[name]):
                 return False
         return True
 
@@ -131,7 +156,7 @@ class Grant:
         return {"id": self.id, "tool": self.tool, "match": self.match_json(), "scope": self.scope.value,
                 "scope_value": self.scope_value, "created_by": self.created_by, "created_at": self.created_at.isoformat(),
                 "expires_at": self.expires_at.isoformat() if self.expires_at else None, "request_id": self.request_id,
-                "any_other_params": self.any_other_params}
+                "any_other_params": self.any_other_params, "effect": self.effect}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Grant:
@@ -140,15 +165,18 @@ class Grant:
                    scope=Scope(data["scope"]), scope_value=data.get("scope_value"), created_by=str(data["created_by"]),
                    created_at=datetime.fromisoformat(str(data["created_at"])),
                    expires_at=datetime.fromisoformat(str(expires)) if expires else None,
-                   request_id=data.get("request_id"), any_other_params=bool(data.get("any_other_params")))
+                   request_id=data.get("request_id"), any_other_params=bool(data.get("any_other_params")),
+                   effect=DENY if data.get("effect") == DENY else ALLOW)
 
     def describe(self) -> str:
-        """One line for people: `send_email` with to matches *@example.com, subject = "Hi"."""
+        """One line for people: `send_email` with to matches *@example.com, subject = "Hi" (a deny grant:
+        "denies db_exec with any parameters")."""
         parts = [f"{name} {m.describe()}" for name, m in self.match.items()]
+        verb = "denies " if self.effect == DENY else ""
         if self.any_other_params:
-            return f"{self.tool}" + (" with " + ", ".join(parts) + " (other parameters: any)" if parts
-                                     else " with any parameters")
-        return f"{self.tool}" + (" with " + ", ".join(parts) if parts else " with no parameters")
+            return f"{verb}{self.tool}" + (" with " + ", ".join(parts) + " (other parameters: any)" if parts
+                                           else " with any parameters")
+        return f"{verb}{self.tool}" + (" with " + ", ".join(parts) if parts else " with no parameters")
 
 
 OWNER_KEY = "api_token"  # where a request made through the API keeps its token's name (bot.api.owners.OWNER)
@@ -189,14 +217,20 @@ class GrantIndex:
 
     A call can only match grants with its tool and exactly its parameter names (no widening), and
     a grant with an `eq` field can only match a call with that value: finding one looks at those
-    few grants only, however many there are. When several match, the oldest wins.
+    few grants only, however many there are. When several match, the oldest wins. Deny grants are
+    kept apart (`find_deny`, scanned per tool: there are few), so `find` never returns one.
     """
 
     def __init__(self, grants: Iterable[Grant] = ()) -> None:
         self._by_tool: dict[str, dict[frozenset[str], _Bucket]] = {}
         self._open: dict[str, list[Grant]] = {}  # any_other_params grants (Claude suggestions): scanned per tool
+        self._deny: dict[str, list[Grant]] = {}
         self._count = 0
         for grant in grants:
+            if grant.effect == DENY:
+                self._deny.setdefault(grant.tool, []).append(grant)
+                self._count += 1
+                continue
             if grant.any_other_params:
                 self._open.setdefault(grant.tool, []).append(grant)
                 self._count += 1
@@ -211,6 +245,14 @@ class GrantIndex:
 
     def __len__(self) -> int:
         return self._count
+
+    def find_deny(self, tool: str, params: Mapping[str, Any], subject: Subject, now: datetime) -> Grant | None:
+        """The oldest active, in-scope deny grant that matches the call (fail-closed), or None."""
+        best: Grant | None = None
+        for grant in self._deny.get(tool, ()):
+            if _better(grant, best) and grant.active(now) and grant.in_scope(subject) and grant.denies(tool, params):
+                best = grant
+        return best
 
     def find(self, tool: str, params: Mapping[str, Any], subject: Subject, now: datetime) -> Grant | None:
         """The oldest active, in-scope grant that matches the call, or None."""

@@ -8,14 +8,15 @@ rejected 6 of 7: deny?"). Each suggestion carries the exact policy rule it would
 What counts: only people's decisions (a button, a form, a thread answer), never policy's, a
 grant's or the clock's; a batch counts each of its actions. Requests are grouped by tool and, where a
 parameter holds an email address, by the address's domain (`*@example.com`), so a suggestion is no
-wider than what people actually saw. Never suggested: anything at the critical tier (a person
-always decides those), and a group where any request was critical.
+wider than what people actually saw. Never suggested to allow: anything at the critical tier (a person
+always decides those), and a group where any request was critical. A deny only makes things stricter,
+so it is suggested at every tier.
 
-In Slack (App Home, the weekly digest) an allow suggestion is accepted in one tap as the grant
+In Slack (App Home, the weekly digest) a suggestion is accepted in one tap as the grant
 `suggested_grant` builds: the rule's match (other parameters: any, as the rule), scoped to the one
-channel its evidence came from (else everyone), for `grant_days`. Its id starts with `grant_prefix`,
-which is deterministic in what it would allow, so a second tap (or a racing one) finds the first.
-Deny suggestions have no stored counterpart: they are shown with the policy-file rule to add.
+channel its evidence came from (else everyone), for `grant_days`; a deny's grant has `effect` deny
+(policy denies what it matches: bot.domain.grants). Its id starts with `grant_prefix`, which is
+deterministic in what it would do and where, so a second tap (or a racing one) finds the first.
 
 Pure: bot.approvals.history reads the record and hands it here.
 """
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.domain.grants import FieldMatch, Grant, Scope
+from bot.domain.grants import ALLOW, DENY, FieldMatch, Grant, Scope
 from bot.domain.model import Outcome, Via
 from bot.domain.values import Risk
 
@@ -139,8 +140,7 @@ def suggest(decided: Iterable[Decided], now: datetime, thresholds: Thresholds = 
         groups.setdefault((d.tool, _shape(d.params)), []).append(d)
     found = []
     for (tool, shape), rows in groups.items():
-        if any(r.risk is Risk.CRITICAL for r in rows):
-            continue
+        critical = any(r.risk is Risk.CRITICAL for r in rows)
         approved = [r for r in rows if r.outcome is Outcome.APPROVED]
         rejected = len(rows) - len(approved)
         edited = sum(r.edited for r in approved)
@@ -148,7 +148,7 @@ def suggest(decided: Iterable[Decided], now: datetime, thresholds: Thresholds = 
         people = len(deciders)
         params = {name: {"glob": glob} for name, glob in shape}
         effect = None
-        if (rejected == 0 and len(approved) >= thresholds.min_approvals and people >= thresholds.min_people
+        if (not critical and rejected == 0 and len(approved) >= thresholds.min_approvals and people >= thresholds.min_people
                 and edited <= thresholds.max_edits):
             effect = "allow"
         elif rejected >= thresholds.min_rejections and rejected >= thresholds.min_reject_share * len(rows):
@@ -174,8 +174,8 @@ def _shape(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def grant_prefix(suggestion: HistorySuggestion) -> str:
-    """The id prefix of every grant accepting `suggestion` makes: deterministic in what it allows and
-    where (tool, match, scope), so the grants a suggestion already made are found by it (<= 40 chars
+    """The id prefix of every grant accepting `suggestion` makes: deterministic in what it does and
+    where (effect, tool, match, scope), so the grants a suggestion already made are found by it (<= 40 chars
     with the generation number after it)."""
     scope, value = suggestion.grant_scope
     digest = hashlib.sha256(f"{suggestion.key}|{scope.value}|{value or ''}".encode()).hexdigest()
@@ -184,12 +184,14 @@ def grant_prefix(suggestion: HistorySuggestion) -> str:
 
 def suggested_grant(suggestion: HistorySuggestion, *, grant_id: str, by: str, now: datetime,
                     days: int | None) -> Grant:
-    """The grant accepting an allow suggestion makes: exactly its rule (the named parameters' globs,
-    other parameters any), in `grant_scope`, expiring after `days` (None: until revoked)."""
-    if suggestion.effect != "allow":
-        raise ValueError("only an allow suggestion becomes a grant")
+    """The grant accepting a suggestion makes: exactly its rule (the named parameters' globs, other
+    parameters any) with its effect (allow, or deny), in `grant_scope`, expiring after `days` (None:
+    until revoked)."""
+    if suggestion.effect not in (ALLOW, DENY):
+        raise ValueError(f"unknown effect {suggestion.effect!r}")
     scope, value = suggestion.grant_scope
     return Grant(id=grant_id, tool=suggestion.tool,
                  match={name: FieldMatch("glob", m["glob"]) for name, m in suggestion.params.items()},
                  scope=scope, scope_value=value, created_by=by, created_at=now,
-                 expires_at=now + timedelta(days=days) if days else None, any_other_params=True)
+                 expires_at=now + timedelta(days=days) if days else None, any_other_params=True,
+                 effect=suggestion.effect)

@@ -5,6 +5,8 @@ the one decision procedure, in this order (as in Claude Code's permission chain)
 
 1. deny rules: any matching deny rule denies. Nothing overrides it: no grant, allow rule,
    API `risk`, MCP `destructiveHint` or tier.
+   Then a person's deny grant (`GrantIndex.find_deny`: "rejected 6 of 7: deny?" accepted in Slack):
+   at every tier, since it only makes a call stricter; only the file's deny rules come before it.
 2. ask rules: the first matching ask rule asks (at tier high, or the rule's own tier).
 3. remembered grants, then allow rules: an active, in-scope grant that matches allows
    (`via: grant`), never when the call's tier is `critical`; else the first matching allow
@@ -350,6 +352,10 @@ def evaluate(policy: Policy, call: Call, grants: GrantIndex | None, now: datetim
         note = _unknown_clause(deny, call)
         why = f"denied by {deny.where}" + note + (("; " if note else ": ") + deny.reason if deny.reason else "")
         return result(Effect.DENY, deny.tier or tier, why, rule=deny.name)
+    denied = grants.find_deny(call.tool, call.params, call.subject, now) if grants is not None else None
+    if denied is not None:
+        return result(Effect.DENY, tier, f"denied by grant {denied.id} (a person's deny, made by {denied.created_by})",
+                      grant_id=denied.id)
     ask = _first(rules.ask, call)
     if ask is not None:
         return result(Effect.ASK, at_least(ask.tier or tier, Risk.HIGH), f"asked by {ask.where}" + _unknown_clause(ask, call),

@@ -42,14 +42,16 @@ UPDATE_ROOT = "agent.update_root"
 THREAD_NOTE = "agent.note"
 # Policy (issue 12): the after-the-fact note in the channel for a call policy allowed
 POLICY_FYI = "policy.fyi"
-# Time to decide (bot/approvals/stats.py): a channel's weekly digest; also any stored channel message
-# posted once by its key (the similar-requests card, bot/approvals/similar.py)
+# Time to decide (bot/approvals/stats.py): a channel's weekly digest
 DIGEST = "slack.digest"
+# The similar-requests card (bot/approvals/similar.py): posted once, then updated as its requests change
+SIMILAR_POST = "slack.similar_post"
+SIMILAR_UPDATE = "slack.similar_update"
 # Claude's answer to a person's question in a card's thread (bot/approvals/assist.py)
 ASSIST_ANSWER = "slack.assist_answer"
 
 KINDS = frozenset({POST_CARD, UPDATE_CARD, POST_PAGE, WEBHOOK, REMIND, ESCALATE, HANDBACK, DM, PUBLISH_HOME, POST_ROOT,
-                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST, ASSIST_ANSWER})
+                   UPDATE_ROOT, THREAD_NOTE, POLICY_FYI, DIGEST, SIMILAR_POST, SIMILAR_UPDATE, ASSIST_ANSWER})
 
 # The webhooks' event types (docs/api.md)
 DECIDED_EVENT = "approval.decided"
@@ -166,9 +168,17 @@ def assist_answer(request_id: str, channel: str, thread_ts: str, question_ts: st
                        thread_ts=thread_ts, question_ts=question_ts, user=user, text=text, in_run=in_run)
 
 
-def channel_message(channel: str, key: str, now: datetime, message: dict[str, Any]) -> OutboxItem:
-    """A message rendered when enqueued, posted once in `channel` (the digest's handler): a similar-requests card."""
-    return OutboxItem.due(DIGEST, key, now, ordered_by=None, payload={"channel": channel, "message": message})
+def similar_post(card_id: str, now: datetime) -> OutboxItem:
+    """Post a similar-requests card, once; rendered from its requests' state at delivery time."""
+    return OutboxItem.due(SIMILAR_POST, f"similar:{card_id}:post", now, ordered_by=card_id,
+                          payload={"card_id": card_id})
+
+
+def similar_update(card_id: str, state: str, now: datetime) -> OutboxItem:
+    """Update a similar-requests card once its requests reached `state` (one item per state, whoever saw it
+    first); rendered at delivery time, in order after its post."""
+    return OutboxItem.due(SIMILAR_UPDATE, f"similar:{card_id}:{state}", now, ordered_by=card_id,
+                          payload={"card_id": card_id, "state": state})
 
 
 def publish_home(user_id: str, key: str, now: datetime) -> OutboxItem:

@@ -62,12 +62,13 @@ from bot.slack.notices import NoticeDelivery
 from bot.slack.pace import ChannelPace
 from bot.slack.policy_cards import FyiDelivery, render_policy_card
 from bot.slack.received import SlackInbox
-from bot.slack.similar_cards import similar_message
+from bot.slack.similar_delivery import SimilarDelivery
 from bot.slack.stats_blocks import DigestDelivery, digest_message, home_section
 from bot.slack.team import InstalledTeam
 from bot.slack.timer_buttons import TimerInteractions
 from bot.slack.undelivered import undelivered_check
 from storage.grants import GrantStore
+from storage.similar import SimilarStore
 from storage.pace_store import PaceStore
 from storage.received import ReceivedStore
 from storage.signing_keys import SigningKeyStore
@@ -124,7 +125,12 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                                max_attempts=settings.webhook_max_attempts, timeout=settings.http_timeout_seconds,
                                policy=egress, max_age=settings.webhook_max_age,
                                backoff_cap=settings.webhook_backoff_cap_seconds, signer=signer)
+    # A card for each group of similar pending requests, kept up to date as they are decided.
+    similar = SimilarRequests(store, SimilarStore(store), clock, min_size=settings.similar_min)
+    timers.after_sweep.append(similar.tick)
+    service.on_decided(similar.decided)
     outbox_handlers = effects.registry(
+        SimilarDelivery(similar, service.reads, call).handlers(),
         pages.handlers(),
         AnswerDelivery(call).handlers(),
         webhooks.handlers(),
@@ -168,8 +174,6 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
         return history_cards.digest_blocks(await history.for_channel(channel), grant_days=history.grant_days)
 
     service.stats.digest_more = digest_more
-    similar = SimilarRequests(store, clock, min_size=settings.similar_min, render=similar_message)
-    timers.after_sweep.append(similar.tick)  # a card for each group of similar pending requests
 
     home_publisher.tail = home_tail
     slack_listeners.register((bolt, clicks), agent=agent, interactions=interactions, timers=timer_interactions,
@@ -188,6 +192,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
                                                          done=metrics.sweeps.labels("timers").inc),
                       agent=agent, slack_health=health, policy=policy, egress_http=egress_http,
                       background=background, team=team, assist=assist)
+    similar.spawn = signoff.in_background  # a decided request's card refresh, after its commit
     signoff.direct_clicks = handlers.direct_clicks(interactions)
     signoff.metrics.click_backlog.set_function(lambda: signoff.backlog.queued)
     signoff.watcher.checks.append(agent.ended_runs)

@@ -1,21 +1,19 @@
 """Suggestions from the decision record, in Slack (App Home and the weekly digest): the evidence, exactly
-what accepting adds (the grant: tool, match, scope, expiry; or the policy-file rule of a deny), and
-Accept / Dismiss. Pure Block Kit.
+what accepting adds (the grant, allow or deny: tool, match, scope, expiry), and Accept / Dismiss. Pure
+Block Kit.
 
-Tool names and parameter globs come from agents: they appear only in plain_text objects and rich_text
-elements (never parsed as mrkdwn), so they cannot mention anyone or fake a link.
+Tool names and parameter globs come from agents: they appear only in plain_text objects (never parsed as
+mrkdwn), so they cannot mention anyone or fake a link.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from bot.approvals.history import Offer
-from bot.domain.grants import Grant, Scope
+from bot.domain.grants import DENY, Grant, Scope
 from bot.domain.values import CHANNEL_ID
-from bot.slack.previews import clip, escape_mrkdwn, one_line, plain, rich_text, rt_pre, rt_section, rt_text
+from bot.slack.previews import clip, escape_mrkdwn, one_line, plain
 
 ACCEPT = "signoff_history_accept"
 DISMISS = "signoff_history_dismiss"
@@ -37,22 +35,20 @@ def offer_blocks(offer: Offer, *, grant_days: int | None, home: bool) -> list[di
     """One suggestion: what people decided, what accepting adds, and its buttons (3 blocks)."""
     s = offer.suggestion
     evidence = {"type": "section", "text": plain(f"💡 {s.text()}", limit=3000)}
-    if offer.grant is not None:
-        adds = [
-            plain(f"Accept adds a grant: {offer.grant.describe()}", limit=1900),
-            {"type": "mrkdwn", "text": f"{_where(offer.grant)} · {_how_long(grant_days)} · tier {offer.tier.value} · "
-                                       "never at the critical tier, deny rules still win"},
-        ]
-        what: dict[str, Any] = {"type": "context", "elements": adds}
+    grant = offer.grant
+    if grant.effect == DENY:
+        adds = [plain(f"Accept adds a deny: {grant.describe()}", limit=1900),
+                {"type": "mrkdwn", "text": f"{_where(grant)} · {_how_long(grant_days)} · tier {offer.tier.value} · "
+                                           "matching requests are rejected without asking, at every tier"}]
     else:
-        rule = yaml.safe_dump([s.rule()], sort_keys=False, allow_unicode=True).rstrip()
-        what = rich_text(rt_section(rt_text("Add to the policy file, under rules: (Signoff does not change the file)")),
-                         rt_pre(rule))
+        adds = [plain(f"Accept adds a grant: {grant.describe()}", limit=1900),
+                {"type": "mrkdwn", "text": f"{_where(grant)} · {_how_long(grant_days)} · tier {offer.tier.value} · "
+                                           "never at the critical tier, deny rules still win"}]
+    what: dict[str, Any] = {"type": "context", "elements": adds}
     buttons: list[dict[str, Any]] = []
     if len(s.key) <= VALUE_MAX:
-        if offer.grant is not None:
-            buttons.append({"type": "button", "action_id": ACCEPT, "text": plain("Accept"), "value": s.key,
-                            "style": "primary"})
+        buttons.append({"type": "button", "action_id": ACCEPT, "text": plain("Accept"), "value": s.key,
+                        "style": "danger" if grant.effect == DENY else "primary"})
         buttons.append({"type": "button", "action_id": DISMISS, "value": s.key,
                         "text": plain("Dismiss" if home else "Dismiss for me")})
     blocks = [evidence, what]
@@ -90,6 +86,9 @@ def digest_blocks(offers: list[Offer], *, grant_days: int | None) -> list[dict[s
 def accepted_text(grant: Grant, made: bool, user: str, grant_days: int | None) -> str:
     line = (f"grant `{grant.id}`: {escape_mrkdwn(clip(one_line(grant.describe()), 400)).replace('`', 'ˋ')}, {_where(grant)}, "
             f"{_how_long(grant_days) if made else 'as made'}")
+    if made and grant.effect == DENY:
+        return (f"Accepted, as {line}. Matching requests are rejected without asking, at every tier. See or revoke "
+                "it with `/signoff grants` or on the Home tab.")
     if made:
         return (f"Accepted, as {line}. Matching requests are approved without asking (never at the critical tier; "
                 "deny rules still win). See or revoke it with `/signoff grants` or on the Home tab.")

@@ -1,7 +1,8 @@
 """Suggestions from the decision record in Slack, over signed requests on a clock the test moves: App Home and
-the weekly digest show each with exactly the grant (or, for a deny, the policy-file rule) it would add; one
-tap makes exactly that grant, audited with the person's id, once however many taps race; critical tiers,
-non-approvers and deny suggestions are refused with nothing written; Dismiss hides one for that person."""
+the weekly digest show each with exactly the grant (allow or deny) it would add; one tap makes exactly that
+grant, audited with the person's id, once however many taps race; an accepted deny rejects the next matching
+request at once on every replica, at every tier, and is listed and revocable like a grant; an allow at a
+critical tier and non-approvers are refused with nothing written; Dismiss hides one for that person."""
 
 from __future__ import annotations
 
@@ -126,13 +127,11 @@ async def test_home_offers_the_exact_grant_one_tap_makes_it_once_and_the_next_ca
     assert "Accept adds a grant: send_email with to matches *@example.com (other parameters: any)" in text
     assert "in <#C1> · for 7 days · tier high" in text
     assert ("signoff_history_accept", KEY) in buttons(view["blocks"])
-    assert ("signoff_history_accept", DENY_KEY) not in buttons(view["blocks"])  # a deny is a policy-file rule
-    assert "name: deny-db-exec" in text and ("signoff_history_dismiss", DENY_KEY) in buttons(view["blocks"])
+    assert ("signoff_history_accept", DENY_KEY) in buttons(view["blocks"])  # a deny is one tap too (below)
     assert buttons((await home(app, "U3"))["blocks"]) == []  # not an approver of the tier: nothing offered
 
-    # Not an approver: refused, nothing written. A forged deny accept: refused.
+    # Not an approver: refused, nothing written.
     assert "Only approvers of `send_email`'s tier (high)" in await tap(app, "U3", "accept", KEY, view_id=view["id"])
-    assert "A deny is a rule in the policy file" in await tap(app, "U1", "accept", DENY_KEY, view_id=view["id"])
     assert await grants(app) == []
 
     # A double tap (two signed requests at once): one grant, exactly the shown one, audited with U1.
@@ -190,9 +189,10 @@ async def test_the_weekly_digest_shows_them_and_dismiss_hides_one_for_that_perso
     assert digest.args["channel"] == "C1"
     text = json.dumps(digest.args["blocks"], ensure_ascii=False)
     assert "Accept adds a grant: send_email with to matches *@example.com (other parameters: any)" in text
-    assert "db_exec: rejected 2 of 2 in 14 days: deny it?" in text and "effect: deny" in text
+    assert "db_exec: rejected 2 of 2 in 14 days: deny it?" in text
+    assert "Accept adds a deny: denies db_exec with any parameters" in text
     assert buttons(digest.args["blocks"]) == [("signoff_history_accept", KEY), ("signoff_history_dismiss", KEY),
-                                              ("signoff_history_dismiss", DENY_KEY)]
+                                              ("signoff_history_accept", DENY_KEY), ("signoff_history_dismiss", DENY_KEY)]
 
     note = await tap(app, "U2", "dismiss", KEY, channel="C1", message_ts=digest.response["ts"])
     assert "Dismissed" in note
@@ -202,3 +202,73 @@ async def test_the_weekly_digest_shows_them_and_dismiss_hides_one_for_that_perso
     # From the digest, an approver accepts: the channel's grant.
     assert "Accepted, as grant" in await tap(app, "U1", "accept", KEY, channel="C1", message_ts=digest.response["ts"])
     assert [g["scope_value"] for g in await grants(app)] == ["C1"]
+
+
+async def test_a_deny_is_one_tap_and_rejects_the_next_matching_request_on_every_replica_until_revoked(
+        happ: tuple[App, FakeClock, Path], db_url: str, slack: SlackEmulator) -> None:
+    app, clock, policy = happ
+    await history(app, clock)
+    view = await home(app, "U1")
+    text = json.dumps(view["blocks"], ensure_ascii=False)
+    assert "💡 db_exec: rejected 2 of 2 in 14 days: deny it?" in text
+    assert "Accept adds a deny: denies db_exec with any parameters" in text and "in <#C1> · for 7 days" in text
+    # Another replica on the same database, which has just read db_exec's grants (none) for a request.
+    other = await start_app(db_url, slack, clock=clock, SIGNOFF_POLICY=str(policy), **ENV)
+    try:
+        before = await other.submit(action={"name": "db_exec", "params": {"statement": "DELETE FROM a"}}, preview=None)
+        assert before["status"] == "pending"
+
+        assert "Only approvers of `db_exec`'s tier (high)" in await tap(app, "U3", "accept", DENY_KEY,
+                                                                       view_id=view["id"])
+        assert await grants(app) == []  # refused: nothing written
+        # U1 and U2 tap at once (signed requests): one deny, exactly the shown one, audited with whoever made it.
+        notes = {u: len(notes_to(app, u)) for u in ("U1", "U2")}
+        await asyncio.gather(*(app.slack_client.block_action(user=u, action_id="signoff_history_accept",
+                                                             value=DENY_KEY, block_id="history", view_id=view["id"])
+                               for u in ("U1", "U2")))
+        said = [(await told(app, u, notes[u] + 1))[-1] for u in ("U1", "U2")]
+        assert sorted(t.startswith("Accepted, as grant") for t in said) == [False, True], said
+        [grant] = await grants(app)
+        assert (grant["effect"], grant["tool"], grant["match"], grant["scope"], grant["scope_value"]) == (
+            "deny", "db_exec", {}, "channel", "C1")
+        assert grant["created_by"] in ("U1", "U2")
+        assert datetime.fromisoformat(grant["expires_at"]) - datetime.fromisoformat(grant["created_at"]) == timedelta(days=7)
+        assert app.signoff is not None
+        audit = await app.signoff.store.audit_events(grant["id"])
+        assert [(e.type, e.actor) for e in audit] == [("grant_created", grant["created_by"]),
+                                                      ("suggestion_accepted", grant["created_by"])]
+        assert audit[0].data["effect"] == "deny" and audit[1].data["rule"]["effect"] == "deny"
+        assert ("signoff_history_accept", DENY_KEY) not in buttons((await home(app, "U1"))["blocks"])
+
+        # The next matching request is rejected at once, on this replica and the other, with no card.
+        posts = len(app.slack.calls_to("chat.postMessage"))
+        for replica in (app, other):
+            made = await replica.submit(action={"name": "db_exec", "params": {"statement": "DROP TABLE t"}},
+                                        preview=None)
+            assert made["status"] == "rejected", made
+            assert made["decision"]["via"] == "grant" and made["decision"]["grant_id"] == grant["id"]
+        assert len(app.slack.calls_to("chat.postMessage")) == posts
+        elsewhere = await other.submit(action={"name": "db_exec", "params": {"statement": "x"}}, preview=None,
+                                       channel="C9")
+        assert elsewhere["status"] == "pending"  # scoped to the channel its evidence came from
+        # At every tier: the operator puts db_exec at the critical tier; the deny still holds.
+        policy.write_text(POLICY.replace("tool: wipe_disk", "tool: db_exec"))
+        assert app.signoff.policy is not None and app.signoff.policy.reload()
+        critical = await app.submit(action={"name": "db_exec", "params": {"statement": "y"}}, preview=None)
+        assert critical["status"] == "rejected" and critical["decision"]["grant_id"] == grant["id"]
+
+        # Listed where grants are listed, and revoked there: the next request asks again, on either replica.
+        listing = await app.slack_client.command(user=grant["created_by"], text="grants")
+        lines = [b for b in listing.json()["blocks"] if b.get("accessory", {}).get("value") == grant["id"]]
+        assert len(lines) == 1 and "denies db_exec with any parameters" in lines[0]["text"]["text"]
+        await app.slack_client.block_action(user=grant["created_by"], action_id="signoff_revoke_grant",
+                                            value=grant["id"], block_id="grant", channel="C1")
+        for _ in range(500):
+            if not await grants(app):
+                break
+            await asyncio.sleep(0.01)
+        assert await grants(app) == []
+        again = await other.submit(action={"name": "db_exec", "params": {"statement": "z"}}, preview=None)
+        assert again["status"] == "pending"
+    finally:
+        await other.stop()

@@ -37,8 +37,10 @@ CASES = [
     ("policy's and grants' decisions do not count", history(30, via=Via.POLICY) + history(30, via=Via.GRANT), []),
     ("timeouts do not count", history(30, via=Via.TIMEOUT), []),
     ("older than the window", history(30, age_days=15), []),
-    ("critical is never suggested", history(40, risk=Risk.CRITICAL), []),
-    ("a critical request in the group stops it", history(30) + history(1, risk=Risk.CRITICAL), []),
+    ("critical is never suggested to allow", history(40, risk=Risk.CRITICAL), []),
+    ("a critical request in the group stops an allow", history(30) + history(1, risk=Risk.CRITICAL), []),
+    ("a deny is suggested at critical too (only stricter)", history(1, 6, tool="db_exec", to="prod-{n}",
+                                                                    risk=Risk.CRITICAL), [("deny", "db_exec")]),
     ("mostly rejected: deny", history(1, 6, tool="db_exec", to="prod-{n}"), [("deny", "db_exec")]),
     ("rejected but not mostly", history(3, 5, tool="db_exec", to="prod-{n}"), []),
     ("too few rejections", history(0, 4, tool="db_exec", to="prod-{n}"), []),
@@ -102,9 +104,14 @@ def test_the_grant_prefix_names_what_it_allows_and_where() -> None:
     assert len({grant_prefix(one), grant_prefix(wider), grant_prefix(other)}) == 3
     assert one.key == '["allow","send_email",{"to":"*@example.com"},"C1"]'
     assert wider.key == '["allow","send_email",{"to":"*@example.com"},"*"]'  # the key names where it holds
-    deny, = suggest(history(0, 6, tool="db_exec", to="prod-{n}"), NOW)
-    with pytest.raises(ValueError):
-        suggested_grant(deny, grant_id="g", by="U1", now=NOW, days=1)
+    deny, = suggest(history(0, 6, tool="db_exec", to="x{n}@prod.example"), NOW)
+    assert grant_prefix(deny) != grant_prefix(one)
+    # A deny's grant: the same match, scope and expiry, with effect deny (it denies, never allows).
+    made = suggested_grant(deny, grant_id=grant_prefix(deny) + "0", by="U1", now=NOW, days=1)
+    assert (made.effect, made.match_json(), made.scope, made.scope_value, made.expires_at) == (
+        "deny", {"to": {"op": "glob", "value": "*@prod.example"}}, Scope.CHANNEL, "C1", NOW + timedelta(days=1))
+    assert made.denies("db_exec", {"to": "a@prod.example", "sql": "x"}) and not made.matches("db_exec", {"to": "a@prod.example"})
+    assert made.describe() == "denies db_exec with to matches *@prod.example (other parameters: any)"
 
 
 def test_thresholds_and_the_grant_expiry_are_settings_checked_at_start() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bot.domain.model import Action, Item, Kind, Request, Risk, Status
-from bot.domain.similar import MAX_GROUP, groups
+from bot.domain.similar import MAX_GROUP, Card, Digest, card_id, groups, plan, state_of
 
 T0 = datetime(2030, 1, 7, 9, tzinfo=UTC)
 
@@ -56,3 +56,45 @@ def test_a_group_says_how_they_differ_and_lists_the_oldest_first_at_most_max() -
     assert group.where() == "amount = 40, order: any text, to: any address at @example.com"
     assert len(",".join(group.ids)) <= 2000  # Slack's button value
     assert groups([replace(r, kind=Kind.QUESTION) for r in many[:5]], 3) == []  # questions are answered, not approved
+
+
+def open_card(members: list[Request], **more: Any) -> Card:
+    [group] = groups(members, 2)
+    return Card(card_id(group), group.channel, group.tool, group.shape, group.ids,
+                state_of((r.id, "pending") for r in members), **more)
+
+
+PLANS = [
+    # (name, card's requests, pending requests now, expected joins, expected new group sizes)
+    ("an alike arrival joins the open card", 3, [req(n) for n in range(4)], [1], []),
+    ("not alike: it does not join", 3, [req(n) for n in range(3)] + [req(3, amount=41)], [], []),
+    ("a closed card takes nobody: a new group forms", 3,
+     [req(n) for n in range(3, 6)], "closed", [3]),
+    ("a full card takes what fits; the rest form their own group", MAX_GROUP - 2,
+     [req(n) for n in range(MAX_GROUP + 3)], [2], [3]),
+]
+
+
+@pytest.mark.parametrize(("name", "on_card", "pending", "joins", "new"), PLANS, ids=[p[0] for p in PLANS])
+def test_plan(name: str, on_card: int, pending: list[Request], joins: Any, new: list[int]) -> None:
+    card = open_card([req(n) for n in range(on_card)], closed=joins == "closed")
+    planned = plan(pending, [card], 3)
+    assert [len(ids) for ids in planned.joins.values()] == ([] if joins == "closed" else joins)
+    assert [g.total for g in planned.new] == new
+    joined = planned.joins.get(card.id, ())
+    assert not set(joined) & set(card.members)  # a request is on one card at most
+    assert all(not set(g.ids) & set(joined) for g in planned.new)
+
+
+def test_the_digest_names_what_it_shows_and_ends_with_a_tally() -> None:
+    members = [req(0), req(1, by="agent-b"), req(2), req(3)]
+    card = open_card(members)
+    digest = Digest(card, tuple(members))
+    assert digest.state == card.state and digest.tally() == "" and digest.title() == (
+        "4 similar refund requests from 2 agents")
+    decided = Digest(card, (replace(members[0], status=Status.APPROVED), members[1],
+                            replace(members[2], status=Status.EXPIRED), replace(members[3], status=Status.APPROVED)))
+    assert decided.state != card.state and [r.id for r in decided.pending] == [members[1].id]
+    assert decided.tally() == "2 approved, 1 expired"
+    # A state is what the card shows: the same statuses in any order name the same state.
+    assert state_of([(r.id, r.status.value) for r in reversed(decided.requests)]) == decided.state

@@ -323,3 +323,47 @@ def test_delegation_window_edges() -> None:
     d = Delegation("U1", "U2", NOW, until=NOW + timedelta(hours=1))
     assert d.active(NOW) and not d.active(NOW - timedelta(microseconds=1))
     assert not d.active(NOW + timedelta(hours=1))
+
+
+def deny(gid: str, tool: str, match: dict[str, FieldMatch], **kw: Any) -> Grant:
+    """A person's deny from the decision record: other parameters any, as a suggestion's grant."""
+    made = grant(gid, tool, match, **kw)
+    return Grant(**{**made.__dict__, "any_other_params": True, "effect": "deny"})
+
+
+DENIES = GrantIndex([
+    deny("grt_deny_mail", "send_email", {"to": FieldMatch("glob", "*@example.com")}, scope=Scope.CHANNEL,
+         scope_value="C1"),
+    grant("grt_allow_mail", "send_email", {"to": FieldMatch("glob", "*@example.com")}, created=timedelta(days=-9)),
+    deny("grt_deny_wire", "wire_transfer", {}),
+    deny("grt_deny_old", "post_tweet", {}, expires=timedelta(seconds=-1)),
+    deny("grt_deny_revoked", "open_ticket", {}, revoked=True),
+])
+
+DENY_CASES = [
+    # (id, tool, params, channel, outcome, grant)
+    ("deny grant beats an older allow grant and the allow rule", "send_email", {"to": "a@Example.com", "cc": "x"},
+     "C1", Effect.DENY, "grt_deny_mail"),
+    ("out of its channel it does not deny", "send_email", {"to": "a@example.com"}, "C9", Effect.ALLOW, "grt_allow_mail"),
+    ("a value it cannot judge counts as matching", "send_email", {"to": ["a@example.com"]}, "C1", Effect.DENY,
+     "grt_deny_mail"),
+    ("another domain is not denied", "send_email", {"to": "a@example.org"}, "C1", Effect.ASK, None),
+    ("without the parameter it names it does not deny", "send_email", {"subject": "x"}, "C1", Effect.ASK, None),
+    ("at the critical tier it still denies", "wire_transfer", {"amount": 5000}, None, Effect.DENY, "grt_deny_wire"),
+    ("an expired deny denies nothing", "post_tweet", {"text": "hi"}, None, Effect.ASK, None),
+    ("a revoked deny denies nothing", "open_ticket", {"title": "x"}, None, Effect.ASK, None),
+]
+
+
+@pytest.mark.parametrize(("name", "tool", "params", "channel", "outcome", "grant_id"), DENY_CASES,
+                         ids=[c[0] for c in DENY_CASES])
+def test_deny_grants_only_ever_make_a_call_stricter(name: str, tool: str, params: dict[str, Any], channel: str | None,
+                                                    outcome: Effect, grant_id: str | None) -> None:
+    result = evaluate(POLICY, Call(tool=tool, params=params, channel=channel), DENIES, NOW)
+    assert (result.outcome, result.grant_id) == (outcome, grant_id), result.reason
+    if outcome is Effect.DENY:
+        assert result.reason == f"denied by grant {grant_id} (a person's deny, made by U1)"
+    # A file deny rule still comes first (its reason, not the grant's).
+    dropped = evaluate(POLICY, Call("db_exec", {"database": "prod1", "statement": "DROP t"}),
+                       GrantIndex([deny("grt_deny_db", "db_exec", {})]), NOW)
+    assert (dropped.rule, dropped.grant_id) == ("never-drop-prod", None)
