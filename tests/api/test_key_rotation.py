@@ -10,12 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 import signoff.signatures as sig
 from bot.approvals.keys import Signer
@@ -30,18 +28,9 @@ from tests.fakes.tamper_proxy import TamperProxy
 from tests.support.app import API_TOKEN, ROOT, App, start_app
 from tests.support.audit import signoff
 
-pytestmark = pytest.mark.security
-
 DB_KEYS = {"SIGNOFF_SIGNING_KEY": "", "SIGNOFF_SWEEP_SECONDS": "0.05"}  # the database's keys, read every sweep
 
-
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, **DB_KEYS)
-    try:
-        yield running
-    finally:
-        await running.stop()
+pytestmark = [pytest.mark.security, pytest.mark.settings(**DB_KEYS)]  # the `app` fixture's settings
 
 
 async def keys_of(app: App) -> list[dict[str, Any]]:
