@@ -69,6 +69,14 @@ async def signed_body(app: App, request_id: str) -> dict[str, Any]:
     return dict(body)
 
 
+async def verifies_offline(tmp_path: Path, receipt: dict[str, Any], keys: list[dict[str, Any]], kid: str) -> None:
+    """`signoff verify` of `receipt` (left in tmp_path/receipt.json) against `keys` as a file: signed by `kid`."""
+    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    code, said = await run_verify_with(tmp_path / "receipt.json", "--keys", str(tmp_path / "keys.json"))
+    assert code == 0 and f"signed by key {kid}" in said, said
+
+
 async def test_rotation_keeps_old_keys_published_and_the_agent_takes_the_new_one(
         db_url: str, slack: SlackEmulator, tmp_path: Path) -> None:
     app = await start_app(db_url, slack, **DB_KEYS)
@@ -78,10 +86,7 @@ async def test_rotation_keeps_old_keys_published_and_the_agent_takes_the_new_one
         await app.stop()
 
     # The receipt signed by the first key still verifies offline, against the published keys.
-    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
-    code, said = await run_verify_with(tmp_path / "receipt.json", "--keys", str(tmp_path / "keys.json"))
-    assert code == 0 and f"signed by key {first['kid']}" in said, said
+    await verifies_offline(tmp_path, receipt, keys, first["kid"])
     code, said = await run_verify_with(tmp_path / "receipt.json", "--key", f"{new}:{keys[0]['public_key']}")
     assert code == 1 and "does not trust" in said, said  # the new key alone does not cover the old receipt
 
@@ -190,10 +195,7 @@ async def test_a_retired_key_verifies_what_it_signed_before_and_nothing_after(ap
         await proxy.stop()
 
     # What it signed before it was retired still verifies offline.
-    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
-    code, said = await run_verify_with(tmp_path / "receipt.json", "--keys", str(tmp_path / "keys.json"))
-    assert code == 0 and f"signed by key {first['kid']}" in said, said
+    await verifies_offline(tmp_path, receipt, keys, first["kid"])
 
 
 async def test_two_replicas_and_two_racing_rotations_end_with_one_current_key(db_url: str,
