@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import signal
 import sqlite3
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
+from signoff._resume_cli import (add_server, add_waking, cannot_start, reporter, until_stopped,
+                                 webhook_receiver)
 from signoff.errors import SignoffError
 from signoff.resumes import DEFAULT_LEASE_SECONDS
 
@@ -39,22 +39,14 @@ def add_parser(sub: Any) -> None:
                                      "checkpointer)")
     resume.add_argument("--async", dest="use_async", action="store_true",
                         help="the graph runs with ainvoke (async nodes): use the asyncio checkpointers")
-    resume.add_argument("--once", action="store_true", help="resume what is decided now, then exit")
-    resume.add_argument("--scan-every", type=float, default=5.0, help="seconds between looks for new paused threads")
+    add_waking(resume, "threads")
     resume.add_argument("--lease", type=int, default=DEFAULT_LEASE_SECONDS,
                         help="seconds a resume stays claimed by a resumer that died (5-3600; renewed while it runs)")
-    resume.add_argument("--listen", metavar="HOST:PORT",
-                        help="receive Signoff's decision webhooks here (needs SIGNOFF_WEBHOOK_SECRET) instead of "
-                             "long-polling")
-    resume.add_argument("--public-url", help="the webhook URL Signoff should call, when not http://HOST:PORT/...")
     resume.add_argument("--channel", help="channel for cards this posts (HumanInTheLoopMiddleware interrupts)")
     resume.add_argument("--approver", action="append", help="approver for those cards (repeatable)")
     resume.add_argument("--risk", default=None, help="ask for at least this risk (default: the policy tier)")
     resume.add_argument("--requested-by")
-    resume.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
-    resume.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
-    resume.add_argument("--quiet", action="store_true",
-                        help="print nothing on start and per resumed thread (warnings still go to stderr)")
+    add_server(resume, "print nothing on start and per resumed thread (warnings still go to stderr)")
 
 
 def _postgres(db: str | None) -> bool:
@@ -94,20 +86,6 @@ async def _asaver(db: str | None) -> AsyncIterator[Any]:
             yield saver
 
 
-def _webhook(args: argparse.Namespace) -> Any:
-    if not args.listen:
-        return None
-    from signoff.webhook import WebhookReceiver
-
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise SignoffError(f"--listen takes HOST:PORT (like 127.0.0.1:8377), not {args.listen!r}")
-    secret = os.environ.get("SIGNOFF_WEBHOOK_SECRET", "")
-    if not secret:
-        raise SignoffError("--listen needs SIGNOFF_WEBHOOK_SECRET (the server's) to check each webhook's signature")
-    return WebhookReceiver(secret, host=host, port=int(port), public_url=args.public_url).start()
-
-
 def _options(args: argparse.Namespace, report: Callable[[str], None] | None) -> dict[str, Any]:
     return {"scan_every": args.scan_every, "report": report, "lease_seconds": args.lease, "channel": args.channel,
             "approvers": args.approver or None, "risk": args.risk, "requested_by": args.requested_by}
@@ -116,22 +94,15 @@ def _options(args: argparse.Namespace, report: Callable[[str], None] | None) -> 
 def run(args: argparse.Namespace) -> int:
     from signoff.langgraph_resume import load_factory
 
-    report = None if args.quiet else (lambda line: print(f"{PREFIX}: {line}", flush=True))
+    report = reporter(PREFIX, args.quiet)
     try:
         factory = load_factory(args.graph)
-        hook = _webhook(args)
+        hook = webhook_receiver(args)
     except SignoffError as exc:
-        print(f"{PREFIX}: {exc.message}", file=sys.stderr)
-        return 2
-    try:
-        if args.use_async:
-            return asyncio.run(_run_async(args, factory, hook, report))
-        return _run_blocking(args, factory, hook, report)
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        if hook is not None:
-            hook.close()
+        return cannot_start(PREFIX, exc)
+    if args.use_async:
+        return until_stopped(lambda: asyncio.run(_run_async(args, factory, hook, report)), hook)
+    return until_stopped(lambda: _run_blocking(args, factory, hook, report), hook)
 
 
 def _run_blocking(args: argparse.Namespace, factory: Callable[..., Any], hook: Any,
@@ -143,8 +114,7 @@ def _run_blocking(args: argparse.Namespace, factory: Callable[..., Any], hook: A
         try:
             resumer = Resumer(factory, checkpointer, client=client, webhook=hook, **_options(args, report))
         except SignoffError as exc:
-            print(f"{PREFIX}: {exc.message}", file=sys.stderr)
-            return 2
+            return cannot_start(PREFIX, exc)
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
@@ -163,8 +133,7 @@ async def _run_async(args: argparse.Namespace, factory: Callable[..., Any], hook
         try:
             resumer = AsyncResumer(factory, checkpointer, client=client, webhook=hook, **_options(args, report))
         except SignoffError as exc:
-            print(f"{PREFIX}: {exc.message}", file=sys.stderr)
-            return 2
+            return cannot_start(PREFIX, exc)
         stop = asyncio.Event()
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         try:

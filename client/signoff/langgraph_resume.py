@@ -427,26 +427,12 @@ def outcome_words(body: Any) -> str:
 
 
 def load_factory(spec: str) -> Callable[..., Any]:
-    """`module:function` -> the function (the CLI's --graph).
+    """`module:function` -> the function (the CLI's --graph), imported from the working directory as
+    `python -m` would (signoff._resume_cli.imported)."""
+    from signoff._resume_cli import imported
 
-    The working directory goes first on `sys.path`, as `python -m` puts it: `--graph myapp:build_graph`
-    run next to myapp.py imports it (a console script's path holds only its own folder).
-    """
-    import importlib
-    import os
-    import sys
-
-    module_name, _, name = spec.partition(":")
-    if not module_name or not name:
-        raise SignoffError(f"--graph takes module:function, not {spec!r}")
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SignoffError(f"--graph {spec}: cannot import {module_name}: {exc}") from exc
+    module, name = imported(spec, "graph", "module:function")
     factory = getattr(module, name, None)
     if not callable(factory):
-        raise SignoffError(f"{spec} is not a function in {module_name}")
+        raise SignoffError(f"{spec} is not a function in {module.__name__}")
     return cast("Callable[..., Any]", factory)

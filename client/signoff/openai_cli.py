@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import inspect
-import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from signoff._resume_cli import (add_server, add_waking, cannot_start, imported, reporter, until_stopped,
+                                 webhook_receiver)
 from signoff.errors import SignoffError
 
 if TYPE_CHECKING:
@@ -49,32 +49,16 @@ def add_parser(sub: Any) -> None:
                                             "the agent's module)")
     resume.add_argument("--run", action="append", dest="runs", metavar="RUN_ID",
                         help="resume only this run (repeatable; default: every paused run of the store)")
-    resume.add_argument("--once", action="store_true", help="resume what is decided now, then exit")
-    resume.add_argument("--scan-every", type=float, default=5.0, help="seconds between looks for new paused runs")
-    resume.add_argument("--listen", metavar="HOST:PORT",
-                        help="receive Signoff's decision webhooks here (needs SIGNOFF_WEBHOOK_SECRET) instead of "
-                             "long-polling")
-    resume.add_argument("--public-url", help="the webhook URL Signoff should call, when not http://HOST:PORT/...")
-    resume.add_argument("--url", help="the Signoff server (default: SIGNOFF_URL)")
-    resume.add_argument("--token", help="API token (default: SIGNOFF_TOKEN)")
-    resume.add_argument("--quiet", action="store_true", help="print nothing on start and per resumed run")
+    add_waking(resume, "runs")
+    add_server(resume, "print nothing on start and per resumed run")
 
 
 def load(spec: str, what: str) -> Any:
-    """`module:name` -> the object (called when it is a function taking no argument). The working
-    directory goes first on `sys.path`, as `python -m` puts it."""
-    module_name, _, name = spec.partition(":")
-    if not module_name or not name:
-        raise SignoffError(f"--{what} takes module:name, not {spec!r}")
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise SignoffError(f"--{what} {spec}: cannot import {module_name}: {exc}") from exc
+    """`module:name` -> the object (called when it is a function taking no argument), imported from the
+    working directory as `python -m` would."""
+    module, name = imported(spec, what)
     if not hasattr(module, name):
-        raise SignoffError(f"--{what} {spec}: {module_name} has no {name}")
+        raise SignoffError(f"--{what} {spec}: {module.__name__} has no {name}")
     found = getattr(module, name)
     if inspect.isfunction(found) and not inspect.signature(found).parameters:
         found = found()
@@ -153,20 +137,6 @@ class OpenAIResumer:
                 await asyncio.sleep(rest)
 
 
-def _webhook(args: argparse.Namespace) -> WebhookReceiver | None:
-    if not args.listen:
-        return None
-    from signoff.webhook import WebhookReceiver
-
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise SignoffError(f"--listen takes HOST:PORT (like 127.0.0.1:8377), not {args.listen!r}")
-    secret = os.environ.get("SIGNOFF_WEBHOOK_SECRET", "")
-    if not secret:
-        raise SignoffError("--listen needs SIGNOFF_WEBHOOK_SECRET (the server's) to check each webhook's signature")
-    return WebhookReceiver(secret, host=host, port=int(port), public_url=args.public_url).start()
-
-
 def _watching(resumer: OpenAIResumer, client: Any) -> str:
     store = resumer.approvals.store
     where = f"the runs in {getattr(store, 'folder', None) or type(store).__name__}"
@@ -179,24 +149,17 @@ def _watching(resumer: OpenAIResumer, client: Any) -> str:
 def run(args: argparse.Namespace) -> int:
     from signoff.openai import Approvals
 
-    report: Callable[[str], None] | None = None if args.quiet else (lambda line: print(f"{PREFIX}: {line}", flush=True))
+    report = reporter(PREFIX, args.quiet)
     try:
         agent = load(args.agent, "agent")
         approvals = load(args.approvals or f"{args.agent.partition(':')[0]}:approvals", "approvals")
         if not isinstance(approvals, Approvals):
             raise SignoffError(f"{args.approvals or 'approvals'} is a {type(approvals).__name__}, not a "
                                "signoff.openai.Approvals")
-        hook = _webhook(args)
+        hook = webhook_receiver(args)
     except SignoffError as exc:
-        print(f"{PREFIX}: {exc.message}", file=sys.stderr)
-        return 2
-    try:
-        return asyncio.run(_run(args, approvals, agent, hook, report))
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        if hook is not None:
-            hook.close()
+        return cannot_start(PREFIX, exc)
+    return until_stopped(lambda: asyncio.run(_run(args, approvals, agent, hook, report)), hook)
 
 
 async def _run(args: argparse.Namespace, approvals: Approvals, agent: Any, hook: WebhookReceiver | None,
@@ -209,8 +172,7 @@ async def _run(args: argparse.Namespace, approvals: Approvals, agent: Any, hook:
     try:
         resumer = OpenAIResumer(approvals, agent, runs=args.runs, scan_every=args.scan_every, webhook=hook)
     except SignoffError as exc:
-        print(f"{PREFIX}: {exc.message}", file=sys.stderr)
-        return 2
+        return cannot_start(PREFIX, exc)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     if report is not None:

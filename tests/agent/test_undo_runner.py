@@ -14,7 +14,7 @@ from tests.agent.conftest import agent_env
 from tests.agent.helpers import AgentApp
 from tests.fakes.clock import FakeClock
 from tests.support.app import start_app
-from tests.approvals.test_undo_window import POLICY
+from tests.approvals.undo_steps import POLICY
 from tests.support.waits import until
 
 async def audited(agent: AgentApp, request_id: str, kind: str, count: int = 1) -> None:

@@ -10,12 +10,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 import signoff.signatures as sig
 from bot.approvals.keys import Signer
@@ -30,18 +28,9 @@ from tests.fakes.tamper_proxy import TamperProxy
 from tests.support.app import API_TOKEN, ROOT, App, start_app
 from tests.support.audit import signoff
 
-pytestmark = pytest.mark.security
-
 DB_KEYS = {"SIGNOFF_SIGNING_KEY": "", "SIGNOFF_SWEEP_SECONDS": "0.05"}  # the database's keys, read every sweep
 
-
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, **DB_KEYS)
-    try:
-        yield running
-    finally:
-        await running.stop()
+pytestmark = [pytest.mark.security, pytest.mark.settings(**DB_KEYS)]  # the `app` fixture's settings
 
 
 async def keys_of(app: App) -> list[dict[str, Any]]:
@@ -80,6 +69,14 @@ async def signed_body(app: App, request_id: str) -> dict[str, Any]:
     return dict(body)
 
 
+async def verifies_offline(tmp_path: Path, receipt: dict[str, Any], keys: list[dict[str, Any]], kid: str) -> None:
+    """`signoff verify` of `receipt` (left in tmp_path/receipt.json) against `keys` as a file: signed by `kid`."""
+    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
+    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
+    code, said = await run_verify_with(tmp_path / "receipt.json", "--keys", str(tmp_path / "keys.json"))
+    assert code == 0 and f"signed by key {kid}" in said, said
+
+
 async def test_rotation_keeps_old_keys_published_and_the_agent_takes_the_new_one(
         db_url: str, slack: SlackEmulator, tmp_path: Path) -> None:
     app = await start_app(db_url, slack, **DB_KEYS)
@@ -89,10 +86,7 @@ async def test_rotation_keeps_old_keys_published_and_the_agent_takes_the_new_one
         await app.stop()
 
     # The receipt signed by the first key still verifies offline, against the published keys.
-    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
-    code, said = await run_verify_with(tmp_path / "receipt.json", "--keys", str(tmp_path / "keys.json"))
-    assert code == 0 and f"signed by key {first['kid']}" in said, said
+    await verifies_offline(tmp_path, receipt, keys, first["kid"])
     code, said = await run_verify_with(tmp_path / "receipt.json", "--key", f"{new}:{keys[0]['public_key']}")
     assert code == 1 and "does not trust" in said, said  # the new key alone does not cover the old receipt
 
@@ -201,10 +195,7 @@ async def test_a_retired_key_verifies_what_it_signed_before_and_nothing_after(ap
         await proxy.stop()
 
     # What it signed before it was retired still verifies offline.
-    (tmp_path / "receipt.json").write_text(json.dumps(receipt))
-    (tmp_path / "keys.json").write_text(json.dumps({"keys": keys}))
-    code, said = await run_verify_with(tmp_path / "receipt.json", "--keys", str(tmp_path / "keys.json"))
-    assert code == 0 and f"signed by key {first['kid']}" in said, said
+    await verifies_offline(tmp_path, receipt, keys, first["kid"])
 
 
 async def test_two_replicas_and_two_racing_rotations_end_with_one_current_key(db_url: str,

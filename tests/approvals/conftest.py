@@ -1,14 +1,17 @@
-"""Timers over the real boundaries: the app in this process with a FakeClock the test moves."""
+"""Timers over the real boundaries: the app in this process with a FakeClock the test moves (`tapp`;
+`uapp` under the undo window's policy)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest_asyncio
 
 from tests.fakes.clock import FakeClock
 from bot.sandbox import SlackEmulator
-from tests.support.app import App, start_app
+from tests.approvals.undo_steps import POLICY as UNDO_POLICY
+from tests.support.app import App, policy_app, start_app
 
 
 @pytest_asyncio.fixture
@@ -29,3 +32,11 @@ async def tapp(db_url: str, slack: SlackEmulator, clock: FakeClock) -> AsyncIter
         yield running
     finally:
         await running.stop()
+
+
+@pytest_asyncio.fixture
+async def uapp(db_url: str, slack: SlackEmulator, clock: FakeClock, tmp_path: Path) -> AsyncIterator[tuple[App, FakeClock]]:
+    """The app under the undo window's policy (docs/policy.md: `undo: 30s`), on a clock that stands still
+    (as `tapp`'s): the test moves it and runs the sweep (timer_steps.tick)."""
+    async with policy_app(db_url, slack, tmp_path, UNDO_POLICY, clock=clock, SIGNOFF_SWEEP_SECONDS="3600") as running:
+        yield running, clock

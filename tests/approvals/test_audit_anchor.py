@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest_asyncio
+import pytest
 import sqlalchemy as sa
 from slack_sdk.models.blocks import Block
 
@@ -29,14 +29,7 @@ from tests.support.outbox import finished
 
 ANCHORING = {"SIGNOFF_SIGNING_KEY": "", "SIGNOFF_AUDIT_ANCHOR_SECONDS": "0.05", "SIGNOFF_SWEEP_SECONDS": "0.05"}
 
-
-@pytest_asyncio.fixture
-async def app(db_url: str, slack: SlackEmulator) -> AsyncIterator[App]:
-    running = await start_app(db_url, slack, **ANCHORING)
-    try:
-        yield running
-    finally:
-        await running.stop()
+pytestmark = pytest.mark.settings(**ANCHORING)  # the `app` fixture's settings
 
 
 async def decide_some(app: App, count: int) -> None:

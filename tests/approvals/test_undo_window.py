@@ -2,65 +2,21 @@
 
 After Approve the card says "runs in 30 s" with an Undo button; the agent's long-poll keeps waiting until
 the window ends; an Undo in the window puts the request back to pending (a note on the card, an audit
-row) and nothing reaches the agent; a Reject is immediate.
+row) and nothing reaches the agent; a Reject is immediate. (`uapp`: tests/approvals/conftest.py.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from pathlib import Path
-from typing import Any
-
-import pytest_asyncio
 
 from bot.sandbox import SlackEmulator
 from bot.sandbox.signed import plain_input
-from tests.fakes.clock import FakeClock
-from tests.support.waits import waiting_on
-from tests.support.app import App, policy_app
-from tests.support.docs import fenced, page
-from tests.support.outbox import settle
 from tests.approvals.timer_steps import tick
-
-POLICY = fenced(page("docs/policy.md"), "yaml", after="**Undo window.**")  # tiers: {high: {undo: 30s}}
-
-
-@pytest_asyncio.fixture
-async def uapp(db_url: str, slack: SlackEmulator, tmp_path: Path) -> AsyncIterator[tuple[App, FakeClock]]:
-    clock = FakeClock()
-    path = tmp_path / "policy.yaml"
-    path.write_text(POLICY)
-    from tests.support.app import start_app
-
-    running = await start_app(db_url, slack, clock=clock, SIGNOFF_POLICY=str(path), SIGNOFF_SWEEP_SECONDS="3600")
-    try:
-        yield running, clock
-    finally:
-        await running.stop()
-
-
-
-
-def card_text(slack: SlackEmulator, app: App, channel: str, ts: str) -> str:
-    return json.dumps(slack.messages[(channel, ts)].blocks)
-
-
-def buttons(slack: SlackEmulator, channel: str, ts: str) -> list[str]:
-    return [e["action_id"] for b in slack.messages[(channel, ts)].blocks if b["type"] == "actions"
-            for e in b["elements"]]
-
-
-async def undo_click(app: App, request_id: str, user: str) -> Any:
-    card = await app.card(request_id)
-    return await app.slack_client.block_action(user=user, action_id="signoff_undo", value=request_id,
-                                               block_id="held", channel=card.channel, message_ts=card.ts)
-
-
-async def audit(app: App, request_id: str) -> list[str]:
-    assert app.signoff is not None
-    return [e.type for e in await app.signoff.store.audit_events(request_id)]
+from tests.approvals.undo_steps import audit, buttons, card_text, undo_click
+from tests.fakes.clock import FakeClock
+from tests.support.app import App
+from tests.support.outbox import settle
+from tests.support.waits import waiting_on
 
 
 async def test_undo_in_the_window_leaves_the_agent_waiting_and_nothing_runs(

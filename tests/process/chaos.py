@@ -65,10 +65,11 @@ class Figures:
 
 
 class Receiver:
-    """Webhook receiver: records every delivery, by request id."""
+    """Webhook receiver: records every delivery, by request id, and its body."""
 
     def __init__(self) -> None:
         self.by_request: Counter[str] = Counter()
+        self.bodies: list[dict[str, Any]] = []
         self.url = ""
         self._runner: aiohttp.web.AppRunner | None = None
 
@@ -78,6 +79,7 @@ class Receiver:
         async def hook(request: web.Request) -> web.Response:
             body = json.loads(await request.read())
             self.by_request[body["request"]["id"]] += 1
+            self.bodies.append(body)
             return web.json_response({"ok": True})
 
         app = web.Application()

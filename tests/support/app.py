@@ -181,11 +181,13 @@ async def start_app(db_url: str, slack: SlackEmulator, *, clock: Clock | None = 
 
 
 @contextlib.asynccontextmanager
-async def policy_app(db_url: str, slack: SlackEmulator, tmp_path: Path, policy: str, **env: str) -> AsyncIterator[App]:
-    """The app under a policy file (`SIGNOFF_POLICY`) whose text is `policy`; stopped at the end."""
+async def policy_app(db_url: str, slack: SlackEmulator, tmp_path: Path, policy: str, *, clock: Clock | None = None,
+                     **env: str) -> AsyncIterator[App]:
+    """The app under a policy file (`SIGNOFF_POLICY`) whose text is `policy` (on `clock`, as `start_app`);
+    stopped at the end."""
     path = tmp_path / "policy.yaml"
     path.write_text(policy)
-    running = await start_app(db_url, slack, SIGNOFF_POLICY=str(path), **env)
+    running = await start_app(db_url, slack, clock=clock, SIGNOFF_POLICY=str(path), **env)
     try:
         yield running
     finally:
