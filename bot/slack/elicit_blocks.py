@@ -131,7 +131,7 @@ def _shown(prop: dict[str, Any], value: Any) -> str:
     if not isinstance(value, list):
         return str(value)
     labels = dict(choices(prop) or [])
-    return ", ".join(labels.get(v, v) for v in value) or "(none)"
+    return ", ".join(labels.get(str(v), str(v)) for v in value) or "(none)"
 
 
 def form_modal(req: Request) -> dict[str, Any]:
