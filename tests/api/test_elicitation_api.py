@@ -215,8 +215,8 @@ async def test_a_multiple_choice_is_asked_as_a_multi_select_and_answered_as_a_li
     assert status == 200 and answer == {"hookSpecificOutput": {
         "hookEventName": "Elicitation", "action": "accept",
         "content": {"checks": ["unit", "lint"], "regions": ["r2", "r11"], "tier": "gold"}}}
-    card = await app.card(request_id)
-    assert "Regions: Region 2, Region 11" in json.dumps(card.blocks)
+    [update] = await app.slack.wait_for("chat.update")  # the card says what was answered, by label
+    assert "Regions: Region 2, Region 11" in json.dumps(update.args["blocks"])
 
 
 async def test_a_multiple_choice_a_person_could_not_answer_is_refused_with_the_reason(app: App) -> None:
