@@ -340,8 +340,8 @@ def elicited(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
     if request is None and result["hookSpecificOutput"]["action"] != "accept":
         return result
     if not isinstance(request, dict):
-        raise SignatureInvalid("the server's accept came without the signed question it was read from; "
-                               "nothing is passed on")
+        raise SignatureInvalid("the server's answer came without the signed question it was read from (a server "
+                               "older than this hook sends none: upgrade it); nothing is passed on")
     _signed_by_server(options, request, elicit.key(asked, elicit.local_key({"key": made_here})))
     why = result.get("systemMessage")
     return elicit.from_signed(request, asked, str(why).removeprefix("Signoff: ") if why else None)
