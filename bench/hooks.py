@@ -120,8 +120,9 @@ async def run(args: argparse.Namespace) -> None:
                 if started is not None:
                     await settled(started)
             try:
-                print(f"HTTP hook, an allowed call, {args.n} calls one after another (SQLite), 3 rounds:")
-                for round_number in range(3):
+                print(f"HTTP hook, an allowed call, {args.n} calls one after another (SQLite), {args.rounds} rounds:")
+                cpus: dict[str, list[float]] = {"signoff": [], "bare": [], "other": []}
+                for round_number in range(args.rounds):
                     spy: Any = contextlib.nullcontext()
                     if args.profile is not None and server.proc is not None:
                         args.profile.mkdir(parents=True, exist_ok=True)
@@ -132,10 +133,18 @@ async def run(args: argparse.Namespace) -> None:
                     print(f"  round {round_number + 1}: signoff {hook_cpu:.2f} ms CPU, p50 {hook_wall:.2f} ms | "
                           f"bare INSERT handler {bare_cpu:.2f} ms CPU, p50 {bare_wall:.2f} ms | "
                           f"ratio CPU {hook_cpu / bare_cpu:.2f}x, wall {hook_wall / bare_wall:.2f}x")
+                    cpus["signoff"].append(hook_cpu)
+                    cpus["bare"].append(bare_cpu)
                     if other is not None:
                         other_cpu, other_wall = await http_round(other.url, HOOK, args.n, other, tmp)
+                        cpus["other"].append(other_cpu)
                         print(f"           {args.compare}: {other_cpu:.2f} ms CPU, p50 {other_wall:.2f} ms | "
                               f"ratio CPU {other_cpu / bare_cpu:.2f}x; this checkout / it {hook_cpu / other_cpu:.2f}x")
+                median = {name: statistics.median(got) for name, got in cpus.items() if got}
+                print(f"  median CPU: signoff {median['signoff']:.2f} ms, bare {median['bare']:.2f} ms "
+                      f"({median['signoff'] / median['bare']:.2f}x)"
+                      + (f", {args.compare} {median['other']:.2f} ms ({median['other'] / median['bare']:.2f}x)"
+                         if "other" in median else ""))
 
                 env = {**os.environ, "SIGNOFF_URL": server.url, "SIGNOFF_TOKEN": API_TOKEN, "SIGNOFF_CHANNEL": "C1"}
                 script = Path(sys.executable).parent / "signoff"
@@ -170,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=400, help="HTTP calls per round")
     parser.add_argument("--runs", type=int, default=40, help="command hook processes per round")
+    parser.add_argument("--rounds", type=int, default=3, help="HTTP rounds (each: this server, bare, --compare's)")
     parser.add_argument("--compare", type=Path, default=None,
                         help="another checkout (e.g. main's) whose HTTP hook is measured in the same rounds")
     parser.add_argument("--profile", type=Path, default=None,
