@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.flow is not None:  # the inner run, on the database the outer one made
         asyncio.run(FLOWS[args.flow_of](args.db_url, args.flow))
-        print(f"{args.flow} {args.flow_of} flows")
+        print(f"{args.flow} approvals" if args.flow_of == "approval" else f"{args.flow} {args.flow_of} calls")
         return 0
     if shutil.which("valgrind") is None:
         print("bench.instructions needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
