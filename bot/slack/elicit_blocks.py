@@ -127,11 +127,11 @@ def _ended(req: Request) -> list[Block]:
 
 
 def _shown(prop: dict[str, Any], value: Any) -> str:
-    """An answered value as the person saw it: a multiple choice as its chosen labels."""
-    if not isinstance(value, list):
-        return str(value)
+    """An answered value as the person saw it: a choice as its label, a multiple choice as its chosen labels."""
     labels = dict(choices(prop) or [])
-    return ", ".join(labels.get(str(v), str(v)) for v in value) or "(none)"
+    if isinstance(value, list):
+        return ", ".join(labels.get(str(v), str(v)) for v in value) or "(none)"
+    return labels.get(value, str(value)) if isinstance(value, str) else str(value)
 
 
 def form_modal(req: Request) -> dict[str, Any]:

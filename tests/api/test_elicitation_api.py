@@ -216,7 +216,8 @@ async def test_a_multiple_choice_is_asked_as_a_multi_select_and_answered_as_a_li
         "hookEventName": "Elicitation", "action": "accept",
         "content": {"checks": ["unit", "lint"], "regions": ["r2", "r11"], "tier": "gold"}}}
     [update] = await app.slack.wait_for("chat.update")  # the card says what was answered, by label
-    assert "Regions: Region 2, Region 11" in json.dumps(update.args["blocks"])
+    shown = json.dumps(update.args["blocks"])
+    assert "Regions: Region 2, Region 11" in shown and "Tier: Gold (24/7)" in shown
 
 
 async def test_a_multiple_choice_a_person_could_not_answer_is_refused_with_the_reason(app: App) -> None:
