@@ -1,6 +1,6 @@
 """What a Claude Code tool call that policy allows costs through Signoff's hooks.
 
-    python -m bench.hooks [--n 400] [--runs 40]
+    python -m bench.hooks [--n 400] [--runs 40] [--compare CHECKOUT] [--profile DIR]
 
 HTTP hook: `POST /api/v1/hooks/claude-code` on a running `signoff serve` (SQLite, a policy that
 allows `Bash(echo ...)`), one call after another, each a new tool_use_id; server CPU per call and
@@ -9,7 +9,9 @@ p50 wall, next to a bare aiohttp handler that checks the token and does one INSE
 
 Command hook: `signoff hook claude-code` (the console script, as Claude Code runs it) fed one allowed
 call on stdin, p50 wall per process, next to `python -c pass` in the same run. Target: within 3x.
-Both run against the same server. Prints figures; asserts nothing.
+Both run against the same server. `--compare CHECKOUT` also runs another checkout's server (its own
+SQLite file) and measures its HTTP hook in each round, beside this one's: a change's before and after
+on one machine at one time (CPU, not wall: the machine is shared). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +73,18 @@ async def http_round(url: str, path: str, n: int, server: Server, cwd: str) -> t
         return (server.cpu_seconds() - cpu) / n * 1000, statistics.median(walls) * 1000
 
 
+async def settled(server: Server, quiet: float = 0.02, longest: float = 60.0) -> None:
+    """Once `server` has finished its start-up work (e.g. the MCP SDK it imports in the background): it used
+    less than `quiet` of a CPU over half a second. That work is not the calls' cost."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + longest
+    while loop.time() < deadline:
+        before = server.cpu_seconds()
+        await asyncio.sleep(0.5)
+        if server.cpu_seconds() - before < quiet * 0.5:
+            return
+
+
 def process_wall(argv: list[str], stdin: bytes, runs: int, env: dict[str, str], check: bool = False) -> float:
     """p50 wall ms of `argv` run `runs` times with `stdin`."""
     walls = []
@@ -101,9 +115,14 @@ async def run(args: argparse.Namespace) -> None:
                           {"BARE_DB": str(work / "bare.db"), "BARE_TOKEN": API_TOKEN}, work)
             await server.start()
             await bare.start()
+            other = await _other_checkout(args.compare, slack.url, work) if args.compare else None
+            for started in (server, bare, other):
+                if started is not None:
+                    await settled(started)
             try:
-                print(f"HTTP hook, an allowed call, {args.n} calls one after another (SQLite), 3 rounds:")
-                for round_number in range(3):
+                print(f"HTTP hook, an allowed call, {args.n} calls one after another (SQLite), {args.rounds} rounds:")
+                cpus: dict[str, list[float]] = {"signoff": [], "bare": [], "other": []}
+                for round_number in range(args.rounds):
                     spy: Any = contextlib.nullcontext()
                     if args.profile is not None and server.proc is not None:
                         args.profile.mkdir(parents=True, exist_ok=True)
@@ -114,6 +133,18 @@ async def run(args: argparse.Namespace) -> None:
                     print(f"  round {round_number + 1}: signoff {hook_cpu:.2f} ms CPU, p50 {hook_wall:.2f} ms | "
                           f"bare INSERT handler {bare_cpu:.2f} ms CPU, p50 {bare_wall:.2f} ms | "
                           f"ratio CPU {hook_cpu / bare_cpu:.2f}x, wall {hook_wall / bare_wall:.2f}x")
+                    cpus["signoff"].append(hook_cpu)
+                    cpus["bare"].append(bare_cpu)
+                    if other is not None:
+                        other_cpu, other_wall = await http_round(other.url, HOOK, args.n, other, tmp)
+                        cpus["other"].append(other_cpu)
+                        print(f"           {args.compare}: {other_cpu:.2f} ms CPU, p50 {other_wall:.2f} ms | "
+                              f"ratio CPU {other_cpu / bare_cpu:.2f}x; this checkout / it {hook_cpu / other_cpu:.2f}x")
+                median = {name: statistics.median(got) for name, got in cpus.items() if got}
+                print(f"  median CPU: signoff {median['signoff']:.2f} ms, bare {median['bare']:.2f} ms "
+                      f"({median['signoff'] / median['bare']:.2f}x)"
+                      + (f", {args.compare} {median['other']:.2f} ms ({median['other'] / median['bare']:.2f}x)"
+                         if "other" in median else ""))
 
                 env = {**os.environ, "SIGNOFF_URL": server.url, "SIGNOFF_TOKEN": API_TOKEN, "SIGNOFF_CHANNEL": "C1"}
                 script = Path(sys.executable).parent / "signoff"
@@ -129,13 +160,28 @@ async def run(args: argparse.Namespace) -> None:
             finally:
                 server.stop()
                 bare.stop()
+                if other is not None:
+                    other.stop()
                 await slack.stop()
+
+
+async def _other_checkout(root: Path, slack_url: str, work: Path) -> Server:
+    """`signoff serve` from another checkout (its server and agent-side code), on its own SQLite file (which
+    its server migrates as it starts)."""
+    other = signoff_server("hooks-other", f"sqlite:///{work / 'other.db'}", slack_url, work)
+    other.env.update(SIGNOFF_POLICY=str(work / "policy.yaml"), SIGNOFF_LOG_LEVEL="WARNING",
+                     PYTHONPATH=f"{root.resolve()}:{root.resolve() / 'client'}")
+    await other.start()
+    return other
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=400, help="HTTP calls per round")
     parser.add_argument("--runs", type=int, default=40, help="command hook processes per round")
+    parser.add_argument("--rounds", type=int, default=3, help="HTTP rounds (each: this server, bare, --compare's)")
+    parser.add_argument("--compare", type=Path, default=None,
+                        help="another checkout (e.g. main's) whose HTTP hook is measured in the same rounds")
     parser.add_argument("--profile", type=Path, default=None,
                         help="py-spy (pip install py-spy) samples the server during each HTTP round into DIR")
     asyncio.run(run(parser.parse_args(argv)))

@@ -38,7 +38,7 @@ from bot.approvals.outcomes import OutcomeConflict, report_outcome
 from bot.domain.json_codec import dumps
 from bot.domain.model import Status
 from bot.domain.outcomes import ERROR_MAX, PARAMS_MAX, RESULT_MAX, RanStatus, RunOutcome
-from bot.domain.wire import outcome_status, request_json
+from bot.domain.wire import decided_json, outcome_status, request_json
 from bot.errors import IdempotencyMismatch, InvalidInput, SignoffError, TooManyPending
 from bot.approvals.service import MAX_WAIT_SECONDS
 from signoff.hook_state import chain_keys
@@ -143,7 +143,9 @@ async def _decide(request: web.Request, call: rules.HookCall, options: rules.Opt
         found, created = earlier, False
     if found.is_pending and options.wait > 0:
         found = await _wait(request, found.id, options.wait)
-    body = request_json(found)
+    # A command hook checks the whole signed request; a call still pending is answered from its delivery and
+    # timers; Claude Code's own HTTP hook, for a decided call, reads the decision alone.
+    body = request_json(found) if local is not None or found.is_pending else decided_json(found)
     return _with_request(request, local, body, key, await _answer_for(call, options, body, sent, created, transcript))
 
 

@@ -14,6 +14,10 @@ else SIGNOFF_DEFAULT_CHANNEL). Policy never answers a question: a person does.
 - The hook (`POST /api/v1/hooks/claude-code` with `hook_event_name: "Elicitation"`) waits up to
   `wait` seconds for the answer; if nobody answered, it cancels the question (the card says so)
   and answers `cancel`. A cancel that loses to a person's answer returns that answer.
+- A command hook (its input carries `signoff_local`) also gets the signed question its answer was
+  read from (`signoff`: {"request", "key"}): it passes an answer on to Claude Code only once that
+  signature checks and the question is the one it asked (signoff.hook). Its `signoff_local.key`
+  names the question when Claude Code gave no `elicitation_id`.
 """
 
 from __future__ import annotations
@@ -104,12 +108,15 @@ async def hook(request: web.Request, data: dict[str, Any], options: rules.Option
     counted against its caps), answer (cancel if nobody did)."""
     request.app[RATE].take(owners.token_of(request).name)
     asked = hook_rules.parse(data)
+    local = data.get(rules.LOCAL)
+    command_hook = isinstance(local, dict)
+    key = hook_rules.key(asked, hook_rules.local_key(local))
     body = ElicitationIn(mode=asked.mode, message=asked.message[:elicitation.MESSAGE_MAX],  # type: ignore[arg-type]
                          requested_schema=asked.requested_schema, url=asked.url,
                          elicitation_id=asked.elicitation_id, server=asked.server,
                          channel=options.channel, approvers=list(options.approvers),
                          requested_by=f"Claude Code session {asked.session_id}"[:200])
-    found, _ = await ask(request, body, hook_rules.key(asked), body_hash(body))
+    found, _ = await ask(request, body, key, body_hash(body))
     if found.is_pending and options.wait > 0:
         found = await wait(request, found.id, options.wait)
     why = None
@@ -121,7 +128,10 @@ async def hook(request: web.Request, data: dict[str, Any], options: rules.Option
     assert result is not None
     if result["action"] == "cancel" and why is None:
         why = f"{found.id} was {found.status.value} before anyone answered"
-    return hook_rules.answer(result["action"], result.get("content"), why)
+    answered = hook_rules.answer(result["action"], result.get("content"), why)
+    if command_hook:  # the command hook checks the answer against the signed question before passing it on
+        answered[rules.REPLY] = {"request": signed(request, request_json(found)), "key": key}
+    return answered
 
 
 def add_routes(app: web.Application) -> None:

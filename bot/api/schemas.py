@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -40,6 +41,22 @@ def body_hash(body: BaseModel) -> str:
     return hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
+@functools.lru_cache(maxsize=256)
+def _shape_problem_of(text: bytes) -> str | None:
+    return shape_problem(orjson.loads(text))
+
+
+def _shape_problem(schema: Any) -> str | None:
+    """`shape_problem`, its verdict kept by the schema's content (agents send the same few again and again)."""
+    if not isinstance(schema, dict):
+        return shape_problem(schema)
+    try:
+        text = orjson.dumps(schema)
+    except TypeError:  # what orjson cannot write (an integer past 64 bits) is checked as it is
+        return shape_problem(schema)
+    return _shape_problem_of(text)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
@@ -60,7 +77,7 @@ class ActionIn(_Strict):
     @classmethod
     def _schema_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None:
-            problem = shape_problem(value)  # the meta-schema check costs more: bot/api/validation.py
+            problem = _shape_problem(value)  # the meta-schema check costs more: bot/api/validation.py
             if problem:
                 raise ValueError(f"is not a valid JSON Schema: {problem}")
             if value.get("type", "object") != "object":

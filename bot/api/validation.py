@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from bot.domain.edits import check_schema, validate_params
+from bot.domain.edits import check_schema, params_validator, validate_params
 from bot.domain.linear import BudgetExceeded, count_nodes
 from bot.errors import InvalidInput, SignoffError
 
@@ -50,18 +50,36 @@ Answer = tuple[str | None, dict[str, str]]  # (what is wrong with the schema, {f
 
 
 @functools.lru_cache(maxsize=SCHEMAS_KEPT)
-def _schema_problem(canonical: bytes) -> str | None:
-    return check_schema(orjson.loads(canonical))
+def _compiled(text: bytes) -> tuple[str | None, Any]:
+    """(the schema's problem, its validator when it has none)."""
+    schema = orjson.loads(text)
+    problem = check_schema(schema)
+    return problem, None if problem is not None else params_validator(schema)
+
+
+def _schema_text(schema: dict[str, Any]) -> bytes | None:
+    """The schema as JSON in its own key order (the cache's key: a validator reports in that order), or None
+    when orjson cannot write it (it is then checked uncached)."""
+    try:
+        return orjson.dumps(schema)
+    except TypeError:
+        return None
 
 
 def _check(schema: dict[str, Any], params: dict[str, Any], steps: int | None = None,
            seconds: float | None = None) -> Answer:
     # Agents send the same few schemas again and again (a Claude Code hook: one per tool), and checking
-    # one against the meta-schema costs far more than the params: its verdict is kept, by its content.
-    problem = _schema_problem(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+    # one against the meta-schema costs far more than the params: its verdict and its validator are kept,
+    # by its content.
+    text = _schema_text(schema)
+    if text is None:
+        problem, validator = check_schema(schema), None
+    else:
+        problem, validator = _compiled(text)
     if problem is not None:
         return problem, {}
-    return None, validate_params(schema, params, steps=steps, seconds=seconds, schema_checked=True)
+    return None, validate_params(schema, params, steps=steps, seconds=seconds, schema_checked=True,
+                                 validator=validator)
 
 
 def _serve(conn: multiprocessing.connection.Connection) -> None:

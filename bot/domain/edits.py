@@ -119,27 +119,34 @@ def _type_problem(schema: dict[str, Any]) -> str | None:
 
 
 def validate_params(schema: dict[str, Any], params: dict[str, Any], *, steps: int | None = None,
-                    seconds: float | None = None, schema_checked: bool = False) -> dict[str, str]:
+                    seconds: float | None = None, schema_checked: bool = False,
+                    validator: Any = None) -> dict[str, str]:
     """Check `params` against `schema`; return {top-level field (ROOT for the whole): message}.
 
     Only the first problem per field is kept: a person fixes one thing at a time. With `steps`, the
-    check stops after that many (bot/domain/linear.budget) and raises BudgetExceeded.
+    check stops after that many (bot/domain/linear.budget) and raises BudgetExceeded. `validator`:
+    `params_validator(schema)` made earlier (a caller that sees the same schema again keeps it).
     """
     if not schema_checked:
         problem = check_schema(schema)
         if problem is not None:
             return {ROOT: problem}
     if steps is None:
-        return _validate(schema, params)
+        return _validate(schema, params, validator)
     with budget(steps, seconds):
-        return _validate(schema, params)
+        return _validate(schema, params, validator)
 
 
-def _validate(schema: dict[str, Any], params: dict[str, Any]) -> dict[str, str]:
+def params_validator(schema: dict[str, Any]) -> Any:
+    """The validator `validate_params` checks params against `schema` with (for a schema `check_schema` passed)."""
+    cls = linear(validator_for(schema, default=jsonschema.Draft202012Validator))
+    return cls(schema, registry=_META_SCHEMAS, format_checker=cls.FORMAT_CHECKER)
+
+
+def _validate(schema: dict[str, Any], params: dict[str, Any], validator: Any = None) -> dict[str, str]:
     if too_deep(params):
         return {ROOT: f"is nested more than {MAX_DEPTH} levels deep"}
-    cls = linear(validator_for(schema, default=jsonschema.Draft202012Validator))
-    validator = cls(schema, registry=_META_SCHEMAS, format_checker=cls.FORMAT_CHECKER)
+    validator = validator if validator is not None else params_validator(schema)
     errors: dict[str, str] = {}
     try:
         for error in validator.iter_errors(params):  # BudgetExceeded goes through: the caller's to answer

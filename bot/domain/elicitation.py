@@ -5,9 +5,11 @@ An elicitation is a request of kind `question` whose action is `elicitation`, wi
 - URL mode:  {"mode": "url", "message", "url", "elicitation_id"?, "server"?}
 
 `requested_schema` is MCP's flat form: an object of top-level properties, each a string (with
-`enum` / `oneOf` choices, `format`, lengths), a number, an integer or a boolean. Anything else is
-refused with the name of the property and why (nothing is stored): a form that cannot be shown
-whole must not be answered in part.
+`format`, lengths), a number, an integer, a boolean, a single choice (a string with `enum`, legacy
+`enumNames`, or titled `oneOf` of {const, title}) or a multiple choice (an `array` whose `items`
+hold `enum` or titled `anyOf` of {const, title}, with `minItems` / `maxItems`; its answer is the list
+of chosen values). Anything else is refused with the name of the property and why (nothing is
+stored): a form that cannot be shown whole must not be answered in part.
 
 How it ends, as the MCP server reads it (`result_of`):
 - answered (a person submitted the form, or clicked Done on a URL) -> `accept`, with `content`
@@ -35,7 +37,7 @@ MESSAGE_MAX = 2000
 TITLE_MAX = 200
 URL_MAX = 2000
 NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-TYPES = ("string", "number", "integer", "boolean")
+TYPES = ("string", "number", "integer", "boolean", "array")
 FORMATS = ("email", "uri", "date", "date-time")
 _URL = re.compile(r"^https?://[^\s<>|\"`]+$")
 _KEYS = {
@@ -44,6 +46,7 @@ _KEYS = {
     "number": {"type", "title", "description", "default", "minimum", "maximum"},
     "integer": {"type", "title", "description", "default", "minimum", "maximum"},
     "boolean": {"type", "title", "description", "default"},
+    "array": {"type", "title", "description", "default", "items", "minItems", "maxItems", "uniqueItems"},
 }
 
 
@@ -92,8 +95,13 @@ def _check_property(name: str, prop: object) -> None:
     for key in ("title", "description"):
         if key in prop and (not isinstance(prop[key], str) or len(prop[key]) > TITLE_MAX * 10):
             raise SchemaProblem(f"{where}.{key} must be a string of at most {TITLE_MAX * 10} characters")
-    if kind == "string":
-        labels = choices(prop)
+    if kind == "array":
+        _check_multiple(where, prop)
+    if kind in ("string", "array"):
+        try:
+            labels = choices(prop)
+        except SchemaProblem as exc:
+            raise SchemaProblem(f"{where}: {exc}") from None
         if labels is not None:
             if not labels or len(labels) > CHOICES_MAX:
                 raise SchemaProblem(f"{where}: a choice needs 1 to {CHOICES_MAX} options")
@@ -101,21 +109,55 @@ def _check_property(name: str, prop: object) -> None:
                 raise SchemaProblem(f"{where}: an option's value may be at most {CHOICE_VALUE_MAX} characters")
             if len({v for v, _ in labels}) != len(labels):
                 raise SchemaProblem(f"{where}: the options must be different from each other")
+    if kind == "string":
         if "format" in prop and prop["format"] not in FORMATS:
             raise SchemaProblem(f"{where}: format {prop['format']!r} is not one of {', '.join(FORMATS)}")
     if "default" in prop:
         try:
             fits = prop["default"] is not None and (coerce(prop, prop["default"]) == prop["default"]
-                                                    or (kind == "string" and prop["default"] == ""))
+                                                    or prop["default"] == ("" if kind == "string" else []))
         except ValueError:
             fits = False
-        if not fits or (kind == "string" and choices(prop) is not None
-                        and prop["default"] not in [v for v, _ in choices(prop) or []]):
+        offered = [v for v, _ in choices(prop) or []]
+        given = prop["default"] if kind == "array" and isinstance(prop["default"], list) else [prop["default"]]
+        if not fits or (offered and any(v not in offered for v in given)):
+            if kind == "array":
+                raise SchemaProblem(f"{where}.default must be a list of the options, each once")
             raise SchemaProblem(f"{where}.default is not a {kind}" + (" among the options" if fits else ""))
 
 
+def _check_multiple(where: str, prop: Mapping[str, Any]) -> None:
+    """A multiple choice: `items` with options, and item counts a person can meet."""
+    items = prop.get("items")
+    if (not isinstance(items, dict) or set(items) - {"type"} not in ({"enum"}, {"anyOf"})
+            or items.get("type", "string") != "string"):
+        raise SchemaProblem(f"{where}: an array can be asked only as a multiple choice: items must hold "
+                            "\"enum\" (strings) or \"anyOf\" of {\"const\", \"title\"} options")
+    least, most = prop.get("minItems", 0), prop.get("maxItems")
+    for key, value in (("minItems", least), ("maxItems", most)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise SchemaProblem(f"{where}.{key} must be a whole number of at least 0")
+    options = len(items.get("enum") or items.get("anyOf") or [])
+    if most is not None and least > most:
+        raise SchemaProblem(f"{where}: minItems ({least}) is more than maxItems ({most})")
+    if least > options:
+        raise SchemaProblem(f"{where}: minItems ({least}) is more than the {options} options")
+
+
+def is_multiple(prop: Mapping[str, Any]) -> bool:
+    """Whether a property is a multiple choice (its answer a list of option values)."""
+    return prop.get("type") == "array"
+
+
 def choices(prop: Mapping[str, Any]) -> list[tuple[str, str]] | None:
-    """A string property's options as (value, label), or None if it has none; SchemaProblem if malformed."""
+    """A choice's options as (value, label), or None if it has none; SchemaProblem if malformed."""
+    if is_multiple(prop):
+        items = prop.get("items")
+        if not isinstance(items, dict):
+            raise SchemaProblem("items must be an object holding the options")
+        if "anyOf" in items:
+            return _titled(items["anyOf"], "anyOf")
+        return choices({"enum": items.get("enum")})
     if "enum" in prop:
         values, names = prop["enum"], prop.get("enumNames")
         if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
@@ -125,20 +167,28 @@ def choices(prop: Mapping[str, Any]) -> list[tuple[str, str]] | None:
             raise SchemaProblem("enumNames must be a list of strings, one per enum value")
         return list(zip(values, names or values))
     if "oneOf" in prop:
-        options = prop["oneOf"]
-        if not isinstance(options, list) or not all(
-                isinstance(o, dict) and isinstance(o.get("const"), str) and o["const"] for o in options):
-            raise SchemaProblem("oneOf must be a list of {\"const\": value, \"title\": label} options")
-        return [(o["const"], str(o.get("title") or o["const"])) for o in options]
+        return _titled(prop["oneOf"], "oneOf")
     return None
+
+
+def _titled(options: object, key: str) -> list[tuple[str, str]]:
+    if not isinstance(options, list) or not all(
+            isinstance(o, dict) and isinstance(o.get("const"), str) and o["const"]
+            and isinstance(o.get("title", ""), str) for o in options):
+        raise SchemaProblem(f"{key} must be a list of {{\"const\": value, \"title\": label}} options")
+    return [(o["const"], str(o.get("title") or o["const"])) for o in options]
 
 
 def coerce(prop: Mapping[str, Any], raw: object) -> Any:
     """`raw` (what a form gave: text, a bool, or a value already typed) as the property's type; None when
     empty. ValueError saying what was expected."""
     kind = prop.get("type")
-    if raw is None or raw == "":
+    if raw is None or raw == "" or raw == []:
         return None
+    if kind == "array":
+        if not isinstance(raw, (list, tuple)) or not all(isinstance(v, str) for v in raw):
+            raise ValueError("must be a list of the options")
+        return list(dict.fromkeys(raw))
     if kind == "boolean":
         if isinstance(raw, bool):
             return raw
@@ -192,7 +242,11 @@ def _said(error: jsonschema.ValidationError) -> str:
         return f"must be {'at least' if kind == 'minimum' else 'at most'} {expected}"
     if kind in ("minLength", "maxLength"):
         return f"must be {'at least' if kind == 'minLength' else 'at most'} {expected} characters"
-    if kind in ("enum", "oneOf", "const"):
+    if kind in ("minItems", "maxItems"):
+        return f"choose {'at least' if kind == 'minItems' else 'at most'} {expected}"
+    if kind == "uniqueItems":
+        return "choose each option once"
+    if kind in ("enum", "oneOf", "anyOf", "const"):
         return "must be one of the options"
     if kind == "type":
         return f"must be {'a whole number' if expected == 'integer' else 'a ' + str(expected)}"

@@ -108,6 +108,13 @@ def item_json(item: Item) -> dict[str, Any]:
     }
 
 
+def decided_json(request: Request) -> dict[str, Any]:
+    """The part of `request_json` a decision is read from (id, kind, status, decision): a Claude Code HTTP
+    hook's answer to a decided call needs no more, and the whole of it costs more than the answer."""
+    return {"id": request.id, "kind": request.kind.value, "status": request.status.value,
+            "decision": _decision_json(request)}
+
+
 def _decision_json(request: Request) -> dict[str, Any] | None:
     """The decision; one made by policy or a grant also names its rule or grant."""
     if request.decision is None:

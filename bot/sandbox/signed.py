@@ -27,6 +27,7 @@ __all__ = [
     "checkboxes",
     "number_input",
     "plain_input",
+    "multi_static_select",
     "radio",
     "static_select",
 ]
@@ -71,6 +72,11 @@ def static_select(value: str | None) -> dict[str, Any]:
 def checkboxes(values: list[str]) -> dict[str, Any]:
     """State value of ``checkboxes``."""
     return {"type": "checkboxes", "selected_options": [_option(v) for v in values]}
+
+
+def multi_static_select(values: list[str]) -> dict[str, Any]:
+    """State value of a ``multi_static_select``."""
+    return {"type": "multi_static_select", "selected_options": [_option(v) for v in values]}
 
 
 def radio(value: str | None) -> dict[str, Any]:

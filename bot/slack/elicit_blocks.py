@@ -6,9 +6,10 @@ cannot mention anyone or render a link dressed as Signoff's. The one link shown 
 own URL, as itself, under a line saying it comes from the MCP server.
 
 The form: one input per schema property, block id `f:<name>`, action id `value`:
-a choice (enum / oneOf) is a static select; an email, URL or date its own input; a number or an
-integer a number input (decimals only for numbers); a boolean a checkbox (unchecked is false);
-anything else a text input. What comes back is typed by the schema (`bot.domain.elicitation.coerce`)
+a choice (enum / oneOf) is a static select; a multiple choice (an array of options) checkboxes
+when it has at most CHECKBOXES_MAX options, else a multi-select (capped at its maxItems); an email,
+URL or date its own input; a number or an integer a number input (decimals only for numbers); a
+boolean a checkbox (unchecked is false); anything else a text input. What comes back is typed by the schema (`bot.domain.elicitation.coerce`)
 and checked against it (`content_errors`); errors go back into the form, on the field's block.
 """
 
@@ -20,11 +21,11 @@ from typing import Any
 from slack_sdk.models.blocks import (
     ActionsBlock, Block, ButtonElement, CheckboxesElement, ContextBlock, DatePickerElement, EmailInputElement,
     HeaderBlock, InputBlock, NumberInputElement, Option, PlainTextInputElement, PlainTextObject, SectionBlock,
-    StaticSelectElement, UrlInputElement,
+    StaticMultiSelectElement, StaticSelectElement, UrlInputElement,
 )
 from slack_sdk.models.views import View
 
-from bot.domain.elicitation import choices, coerce, content_errors
+from bot.domain.elicitation import choices, coerce, content_errors, is_multiple
 from bot.domain.model import Request, Status
 from bot.domain.values import is_user_id
 from bot.slack.text import clip, one_line
@@ -40,6 +41,7 @@ MESSAGE_SHOWN = 2900
 LABEL_MAX = 2000
 OPTION_TEXT_MAX = 75
 INPUT_MAX = 3000
+CHECKBOXES_MAX = 10  # Slack's checkboxes element holds at most 10 options
 
 
 def _plain(text: str, limit: int) -> PlainTextObject:
@@ -63,7 +65,13 @@ def _label(name: str, prop: dict[str, Any]) -> str:
 def _kind_text(prop: dict[str, Any]) -> str:
     options = choices(prop)
     if options is not None:
-        return "one of " + ", ".join(label for _, label in options[:10]) + (" ..." if len(options) > 10 else "")
+        listed = ", ".join(label for _, label in options[:10]) + (" ..." if len(options) > 10 else "")
+        if not is_multiple(prop):
+            return "one of " + listed
+        least, most = prop.get("minItems"), prop.get("maxItems")
+        counts = (f" (choose {least} to {most})" if least and most is not None
+                  else f" (at least {least})" if least else f" (at most {most})" if most is not None else "")
+        return "any of " + listed + counts
     kind = prop.get("type")
     return {"integer": "a whole number", "number": "a number", "boolean": "yes or no"}.get(
         str(kind), str(prop.get("format") or "text"))
@@ -106,7 +114,7 @@ def _ended(req: Request) -> list[Block]:
     if req.status is Status.ANSWERED:
         content = (decision.params.get("content") if decision is not None else None) or {}
         text = f":white_check_mark: Answered by {who}"
-        shown = [f"{_label(n, p)}: {content[n]}" for n, p, _ in _fields(req) if n in content]
+        shown = [f"{_label(n, p)}: {_shown(p, content[n])}" for n, p, _ in _fields(req) if n in content]
         blocks: list[Block] = [SectionBlock(text={"type": "mrkdwn", "text": text})]
         if shown:
             blocks.append(SectionBlock(text=_plain("\n".join(shown), 3000)))
@@ -116,6 +124,14 @@ def _ended(req: Request) -> list[Block]:
     return [SectionBlock(text={"type": "mrkdwn",
                                "text": f":hourglass: Nobody answered in time ({req.status.value}): the MCP server "
                                        "was told it was cancelled"})]
+
+
+def _shown(prop: dict[str, Any], value: Any) -> str:
+    """An answered value as the person saw it: a choice as its label, a multiple choice as its chosen labels."""
+    labels = dict(choices(prop) or [])
+    if isinstance(value, list):
+        return ", ".join(labels.get(str(v), str(v)) for v in value) or "(none)"
+    return labels.get(value, str(value)) if isinstance(value, str) else str(value)
 
 
 def form_modal(req: Request) -> dict[str, Any]:
@@ -139,6 +155,13 @@ def _element(prop: dict[str, Any]) -> Any:
     kind = prop.get("type")
     if options is not None:
         made = [Option(value=value, label=clip(label, OPTION_TEXT_MAX)) for value, label in options]
+        if is_multiple(prop):
+            chosen = [o for o, (v, _) in zip(made, options) if v in (default or [])] or None
+            if len(made) <= CHECKBOXES_MAX:
+                return CheckboxesElement(action_id=VALUE, options=made, initial_options=chosen)
+            return StaticMultiSelectElement(action_id=VALUE, options=made, initial_options=chosen,
+                                            max_selected_items=prop.get("maxItems") or None,
+                                            placeholder=_plain("Choose", 150))
         initial = next((o for o, (v, _) in zip(made, options) if v == default), None)
         return StaticSelectElement(action_id=VALUE, options=made, initial_option=initial,
                                    placeholder=_plain("Choose", 150))
@@ -162,12 +185,17 @@ def _element(prop: dict[str, Any]) -> Any:
                                  placeholder=_plain("YYYY-MM-DDTHH:MM:SSZ", 150) if fmt == "date-time" else None)
 
 
-def _raw(state: dict[str, Any]) -> Any:
+def _raw(prop: dict[str, Any], state: dict[str, Any]) -> Any:
     if "selected_option" in state:
         chosen = state.get("selected_option")
         return chosen.get("value") if isinstance(chosen, dict) else None
     if "selected_options" in state:
-        return bool(state.get("selected_options"))
+        picked = state.get("selected_options") or []
+        if not is_multiple(prop):
+            return bool(picked)  # the one checkbox of a boolean
+        if not isinstance(picked, list):
+            return picked  # coerce says what is wrong with it
+        return [o.get("value") if isinstance(o, dict) else o for o in picked]
     if "selected_date" in state:
         return state.get("selected_date")
     return state.get(VALUE) if VALUE in state else state.get("value")
@@ -185,7 +213,7 @@ def read_form(req: Request, values: dict[str, Any]) -> tuple[dict[str, Any], dic
             if prop.get("type") == "boolean":
                 content[name] = False
             continue
-        raw = _raw(state)
+        raw = _raw(prop, state)
         if isinstance(raw, str) and len(raw) > INPUT_MAX:
             errors[block] = f"must be at most {INPUT_MAX} characters"
             continue

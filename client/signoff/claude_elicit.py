@@ -8,8 +8,10 @@ it) are answered by the server from a Signoff question (bot/api/elicitations.py)
 
 Invariants: input that is not an elicitation Claude Code sends is refused with a message naming
 what is wrong (ValueError), and an answer is `accept` only when a person answered: every error is
-`cancel`, with the reason in `systemMessage` (shown to the user). Standard library only: the
-command hook imports this.
+`cancel`, with the reason in `systemMessage` (shown to the user). The command hook passes on only
+an answer rebuilt from the signed question it was read from (`from_signed`, after signoff.hook has
+checked the signature): that question must be the one asked, under this elicitation's key.
+Standard library only: the command hook imports this.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from typing import Any, NamedTuple
 ELICITATION = "Elicitation"
 ACTIONS = ("accept", "decline", "cancel")
 KEY_MAX = 128
+MESSAGE_MAX = 2000  # what the server keeps of the message (bot.domain.elicitation.MESSAGE_MAX)
+SERVER_MAX = 200
+ENDED = {"answered": "accept", "rejected": "decline", "expired": "cancel", "cancelled": "cancel"}
 
 
 class Elicitation(NamedTuple):
@@ -64,11 +69,19 @@ def parse(data: object) -> Elicitation:
                        url if mode == "url" else None, elicitation_id or None)
 
 
-def key(found: Elicitation) -> str | None:
-    """The idempotency key of an elicitation Claude Code names (`elicitation_id`); None: it asks anew."""
-    if not found.elicitation_id:
+def local_key(local: object) -> str | None:
+    """The key a command hook made for an elicitation Claude Code gave no id (`signoff_local.key`)."""
+    given = local.get("key") if isinstance(local, dict) else None
+    return f"local-{given[:64]}" if isinstance(given, str) and given else None
+
+
+def key(found: Elicitation, made_here: str | None = None) -> str | None:
+    """The idempotency key of an elicitation: Claude Code's `elicitation_id`, else the key a command hook
+    made (`local_key`); None: it asks anew."""
+    named = found.elicitation_id or made_here
+    if not named:
         return None
-    made = f"claude-code:elicitation:{found.session_id}:{found.elicitation_id}"
+    made = f"claude-code:elicitation:{found.session_id}:{named}"
     return made if len(made) <= KEY_MAX else f"claude-code:elicitation:sha256:{hashlib.sha256(made.encode()).hexdigest()}"
 
 
@@ -91,3 +104,29 @@ def checked(answered: object) -> dict[str, Any]:
         raise ValueError("the Signoff server's answer has content that is not an object")
     assert isinstance(answered, dict)
     return answered
+
+
+def from_signed(request: object, asked: Elicitation, why: str | None = None) -> dict[str, Any]:
+    """The answer rebuilt from the signed question it was read from (its signature checked by the caller),
+    never from the unsigned answer beside it; ValueError if the question is not the one asked, or not ended."""
+    if not isinstance(request, dict):
+        raise ValueError("the Signoff server's answer came without the signed question it was read from")
+    action = _object(request.get("action"))
+    params = _object(action.get("params"))
+    same = (request.get("kind") == "question" and action.get("name") == "elicitation"
+            and params.get("mode") == asked.mode and params.get("message") == asked.message[:MESSAGE_MAX]
+            and params.get("server") == asked.server[:SERVER_MAX]
+            and (params.get("requested_schema") == asked.requested_schema if asked.mode == "form"
+                 else params.get("url") == asked.url))
+    if not same:
+        raise ValueError(f"the Signoff server answered from question {str(request.get('id'))[:40]}, which is not "
+                         "the one this MCP server asked; nothing is passed on")
+    action_taken = ENDED.get(str(request.get("status")))
+    if action_taken is None:
+        raise ValueError(f"question {str(request.get('id'))[:40]} has not ended; nothing is passed on")
+    content = _object(_object(request.get("decision")).get("params")).get("content") if action_taken == "accept" else None
+    return answer(action_taken, content if isinstance(content, dict) else None, why)
+
+
+def _object(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

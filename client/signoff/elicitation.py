@@ -17,7 +17,9 @@ callback returns what a person did:
 
 Fails closed: when Signoff cannot be reached, or refuses the schema, the callback returns
 `ErrorData` naming why (the MCP server sees an error, never an accept). The answer is read only
-from a decision whose signature checks (signoff.signatures, as for every decision).
+from a decision whose signature checks (signoff.signatures, as for every decision): an answer that
+was altered on its way, unsigned, or another question's is an `ErrorData` saying so, and nothing
+of it reaches the MCP server.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import signoff._protocol as p
 from signoff.client import AsyncSignoffClient
-from signoff.errors import SignoffError, UndeliverableError
+from signoff.errors import SignatureInvalid, SignoffError, UndeliverableError
 from signoff.models import Decision
 
 if TYPE_CHECKING:
@@ -95,6 +97,9 @@ def elicitation_callback(client: AsyncSignoffClient | None = None, *, timeout: f
         body = body_of(params, server=server, channel=channel, approvers=approvers, requested_by=requested_by)
         try:
             answer = await ask(signoff, body, timeout=timeout)
+        except SignatureInvalid as exc:
+            return mcp_types.ErrorData(code=INTERNAL_ERROR, message=f"Signoff's answer failed its check, so it is "
+                                                                    f"not passed on: {exc}")
         except SignoffError as exc:
             code = INVALID_REQUEST if getattr(exc, "status", None) == 400 else INTERNAL_ERROR
             return mcp_types.ErrorData(code=code, message=f"Signoff could not ask in Slack: {exc}")

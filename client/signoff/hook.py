@@ -26,7 +26,10 @@ Invariants:
   the request's `state`; on an approval the file is read again, and if it changed the request is
   reported `skipped` and the person asked again with the new preview (at most MAX_ASKS times).
 - As an Elicitation hook it forwards the MCP server's request for input; the server asks it in Slack
-  and answers accept / decline / cancel (signoff.claude_elicit). Any error is `cancel` with its reason.
+  and answers accept / decline / cancel (signoff.claude_elicit). What it prints is rebuilt from the
+  signed question the server sends with its answer, once that signature checks as an allow's does and
+  the question is the one asked under this elicitation's key: an `accept` without it is refused. Any
+  error is `cancel` with its reason.
 - As a PostToolUse / PostToolUseFailure hook it forwards the call to the endpoint, which reports what
   ran to the request that allowed it; it prints `{}` whatever happens (the call already ran).
 """
@@ -225,13 +228,21 @@ def _allows(result: dict[str, Any]) -> bool:
 def _checked(options: _Options, reply: Any, expected_key: str | None) -> dict[str, Any]:
     """The signed request an allow was decided on, checked (SignatureInvalid otherwise): its signature by a
     trusted key, and (when this hook can derive it) the key this call's request was submitted under."""
-    import signoff.signatures as sig
     from signoff.errors import SignatureInvalid
 
     request = reply.get("request") if isinstance(reply, dict) else None
     if not isinstance(request, dict) or request.get("status") != "approved":
         raise SignatureInvalid("the server's allow came without the approved, signed request it was decided on; "
                                "nothing may run on it")
+    return _signed_by_server(options, request, expected_key)
+
+
+def _signed_by_server(options: _Options, request: dict[str, Any], expected_key: str | None) -> dict[str, Any]:
+    """`request` if its signature is a trusted key's and it was submitted under `expected_key` (when known);
+    SignatureInvalid otherwise."""
+    import signoff.signatures as sig
+    from signoff.errors import SignatureInvalid
+
     keyring = sig.keyring()
     base, _ = _server(options.url, options.token)
     if keyring.wants_fetch(base) or keyring.wants_refresh(base, request):  # first, stale, or a rotated key
@@ -242,6 +253,8 @@ def _checked(options: _Options, reply: Any, expected_key: str | None) -> dict[st
         if status != 200:
             raise SignatureInvalid(f"cannot check the decision: the server's {sig.KEYS_PATH} answered {status}")
         keyring.pin(base, json.loads(raw))
+    if request.get("status") not in sig.FINAL or not keyring.trusted():
+        raise SignatureInvalid(f"request {str(request.get('id'))[:40]} has no decision this hook can check")
     keyring.check(request)
     stored = request.get("idempotency_key")
     if expected_key is not None and not (stored == expected_key or (isinstance(stored, str) and (
@@ -309,6 +322,31 @@ def decide(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
     return rules.shaped(deny(f"the file changed after each of {MAX_ASKS} approvals; nothing was written"), call.event)
 
 
+def elicited(options: _Options, data: dict[str, Any]) -> dict[str, Any]:
+    """The answer to an Elicitation: the server's, passed on only as the signed question it was read from
+    says (signature, key, and that it is the question asked); a decline or cancel without one (the server
+    could not ask) passes as it is: it gives the MCP server nothing."""
+    import uuid
+
+    import signoff.claude_elicit as elicit
+    from signoff.errors import SignatureInvalid
+
+    asked = elicit.parse(data)  # garbled input is refused here, with its reason, before anything is asked
+    made_here = None if asked.elicitation_id else uuid.uuid4().hex
+    answered = forward(options, {**data, rules.LOCAL: {"key": made_here} if made_here else {}})
+    reply = answered.pop(rules.REPLY, None)
+    result = elicit.checked(answered)
+    request = reply.get("request") if isinstance(reply, dict) else None
+    if request is None and result["hookSpecificOutput"]["action"] != "accept":
+        return result
+    if not isinstance(request, dict):
+        raise SignatureInvalid("the server's answer came without the signed question it was read from (a server "
+                               "older than this hook sends none: upgrade it); nothing is passed on")
+    _signed_by_server(options, request, elicit.key(asked, elicit.local_key({"key": made_here})))
+    why = result.get("systemMessage")
+    return elicit.from_signed(request, asked, str(why).removeprefix("Signoff: ") if why else None)
+
+
 def _file_state(call: rules.HookCall, params: dict[str, Any]) -> str | None:
     import signoff.claude_tools as claude_tools
 
@@ -330,10 +368,7 @@ def run(argv: Sequence[str], stdin: TextIO = sys.stdin, stdout: TextIO = sys.std
             forward(options, data)
             result: dict[str, Any] = {}
         elif event == rules.ELICITATION:  # an MCP server's form: the server asks it in Slack and answers
-            import signoff.claude_elicit as elicit
-
-            elicit.parse(data)  # garbled input is refused here, with its reason, before anything is asked
-            result = elicit.checked(forward(options, data))
+            result = elicited(options, data)
         else:
             result = decide(options, data)
     except BaseException as exc:  # noqa: BLE001 - fail closed on anything, even SystemExit

@@ -10,7 +10,7 @@ from typing import Any
 
 from slack_sdk.models.views import View
 
-from bot.sandbox.signed import checkboxes, number_input, plain_input, static_select
+from bot.sandbox.signed import checkboxes, multi_static_select, number_input, plain_input, static_select
 from tests.client.helpers import pending_id
 from tests.support.app import App
 
@@ -148,7 +148,7 @@ async def test_the_api_refuses_what_it_cannot_ask_and_honours_the_idempotency_ke
     status, refused = await app.api("POST", "/api/v1/elicitations",
                                     json={"message": "Pick", "requested_schema": {"type": "object", "properties": {
                                         "tags": {"type": "array", "items": {"type": "string"}}}}, "channel": "C1"})
-    assert status == 400 and "tags: type 'array' cannot be asked" in refused["error"]["message"], refused
+    assert status == 400 and "tags: an array can be asked only as a multiple choice" in refused["error"]["message"], refused
     body = {"message": "Which region?", "channel": "C1", "server": "infra",
             "requested_schema": {"type": "object", "properties": {"region": {"type": "string", "oneOf": [
                 {"const": "eu", "title": "Europe"}, {"const": "us", "title": "America"}]}}}}
@@ -164,3 +164,75 @@ async def test_the_api_refuses_what_it_cannot_ask_and_honours_the_idempotency_ke
                                            values=form(region=static_select("eu")))
     _, done = await app.api("GET", f"/api/v1/approvals/{created['id']}?wait=5")
     assert done["status"] == "answered" and done["decision"]["params"] == {"content": {"region": "eu"}}
+
+
+MULTI: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "checks": {"type": "array", "title": "Checks to run", "minItems": 1, "maxItems": 2, "default": ["lint"],
+                   "items": {"type": "string", "enum": ["lint", "unit", "e2e"]}},
+        "regions": {"type": "array", "title": "Regions", "maxItems": 3,
+                    "items": {"anyOf": [{"const": f"r{n}", "title": f"Region {n}"} for n in range(12)]}},
+        "tier": {"type": "string", "title": "Tier", "oneOf": [{"const": "gold", "title": "Gold (24/7)"},
+                                                              {"const": "basic", "title": "Basic"}]},
+    },
+    "required": ["checks", "tier"],
+}
+
+
+async def test_a_multiple_choice_is_asked_as_a_multi_select_and_answered_as_a_list(app: App) -> None:
+    hook = asyncio.create_task(app.api("POST", HOOK + "?wait=30&channel=C1&approvers=U1",
+                                       json=elicitation(requested_schema=MULTI)))
+    request_id = await pending_id(app)
+    shown = json.dumps((await app.card(request_id)).blocks)
+    assert "Checks to run: any of lint, unit, e2e (choose 1 to 2)" in shown and "Tier: one of Gold (24/7), Basic" in shown
+    view = await open_form(app, request_id)
+    View(**view)  # slack_sdk's own validation of the modal
+    blocks = {b["block_id"]: b["element"] for b in view["blocks"] if b["type"] == "input"}
+    assert blocks["f:checks"]["type"] == "checkboxes"  # a few options: one tap each
+    assert [o["value"] for o in blocks["f:checks"]["initial_options"]] == ["lint"]
+    assert blocks["f:regions"]["type"] == "multi_static_select" and blocks["f:regions"]["max_selected_items"] == 3
+    assert blocks["f:regions"]["options"][11]["text"]["text"] == "Region 11"
+    assert blocks["f:tier"]["type"] == "static_select"
+    meta = view["private_metadata"]
+    for values, field, said in [
+        (form(checks=checkboxes(["lint", "unit", "e2e"]), tier=static_select("gold")), "f:checks", "choose at most 2"),
+        (form(checks=checkboxes(["lint"]), regions=multi_static_select(["r1", "r99"]), tier=static_select("gold")),
+         "f:regions", "must be one of the options"),
+    ]:
+        response = await app.slack_client.view_submission(user="U1", user_name="alice", private_metadata=meta,
+                                                          callback_id="signoff_elicit_form", values=values)
+        errors = response.json()
+        assert errors["response_action"] == "errors" and errors["errors"] == {field: said}, errors
+    assert not hook.done()
+
+    response = await app.slack_client.view_submission(
+        user="U1", user_name="alice", callback_id="signoff_elicit_form", private_metadata=meta,
+        values=form(checks=checkboxes(["unit", "lint"]), regions=multi_static_select(["r2", "r11"]),
+                    tier=static_select("gold")))
+    assert response.status == 200 and response.text in ("", "{}"), response.text
+    status, answer = await hook
+    assert status == 200 and answer == {"hookSpecificOutput": {
+        "hookEventName": "Elicitation", "action": "accept",
+        "content": {"checks": ["unit", "lint"], "regions": ["r2", "r11"], "tier": "gold"}}}
+    [update] = await app.slack.wait_for("chat.update")  # the card says what was answered, by label
+    shown = json.dumps(update.args["blocks"])
+    assert "Regions: Region 2, Region 11" in shown and "Tier: Gold (24/7)" in shown
+
+
+async def test_a_multiple_choice_a_person_could_not_answer_is_refused_with_the_reason(app: App) -> None:
+    def asking(prop: dict[str, Any]) -> dict[str, Any]:
+        return {"message": "Pick", "channel": "C1", "requested_schema": {"type": "object", "properties": {"p": prop}}}
+
+    options = {"type": "string", "enum": ["a", "b"]}
+    for prop, said in [
+        ({"type": "array", "items": options, "minItems": 3}, "minItems (3) is more than the 2 options"),
+        ({"type": "array", "items": options, "minItems": 2, "maxItems": 1}, "minItems (2) is more than maxItems (1)"),
+        ({"type": "array", "items": options, "default": ["c"]}, "default must be a list of the options"),
+        ({"type": "array", "items": {"anyOf": [{"const": "a", "title": 3}]}}, "anyOf must be a list of"),
+        ({"type": "array", "items": {"type": "integer", "enum": [1]}}, "only as a multiple choice"),
+    ]:
+        status, refused = await app.api("POST", "/api/v1/elicitations", json=asking(prop))
+        assert status == 400 and said in refused["error"]["message"], (prop, refused)
+    _, listing = await app.api("GET", "/api/v1/approvals")
+    assert listing["items"] == []

@@ -34,6 +34,21 @@ async def test_the_flow_approves_each_request_and_updates_its_card(db_url: str) 
     assert outcomes == ["approved"] * 3
 
 
+async def test_the_hook_flow_is_allowed_by_policy_and_the_bare_flow_answers(db_url: str, tmp_path: Path) -> None:
+    for flow_of, url in (("hook", db_url), ("bare", str(tmp_path / "bare.db"))):
+        done = subprocess.run([sys.executable, "-m", "bench.instructions", "--flow", "3", "--db-url", url,
+                               "--flow-of", flow_of], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.strip().endswith(f"3 {flow_of} calls"), done.stdout
+    store = await open_store(db_url)
+    try:
+        async with store.engine.connect() as conn:
+            decided = (await conn.execute(sa.select(decisions.c.outcome, decisions.c.via))).all()
+    finally:
+        await store.close()
+    assert [tuple(d) for d in decided] == [("approved", "policy")] * 3
+
+
 def test_the_count_is_cachegrinds_instruction_total() -> None:
     summary = ("==2526== Cachegrind, a high-precision tracing profiler\n==2526== \n"
                "==2526== I   refs:      5,060,818,072\n")

@@ -16,6 +16,7 @@ class Deploy(BaseModel):
     replicas: int = Field(ge=1, le=20)
     confirm: bool
     note: str = ""
+    regions: list[Literal["eu", "us", "ap"]] = Field(default_factory=list, max_length=2)  # a multi-select
 
 
 server = MCPServer("deployer")
@@ -31,7 +32,8 @@ async def deploy(answer: Annotated[ElicitationResult[Deploy], Resolve(ask)], ctx
     era = f" (protocol {ctx.protocol_version})" if ERA[0] else ""
     if isinstance(answer, AcceptedElicitation):
         data = answer.data
-        return f"deploying to {data.environment} x{data.replicas} confirm={data.confirm} note={data.note!r}{era}"
+        regions = f" regions={','.join(data.regions)}" if data.regions else ""
+        return f"deploying to {data.environment} x{data.replicas} confirm={data.confirm} note={data.note!r}{regions}{era}"
     return f"not deploying: {answer.action}{era}"
 
 

@@ -30,14 +30,17 @@ DOCS_SERVER = "http://127.0.0.1:3000"
 TOOL = "mcp__deployer__deploy"
 
 
-async def answer_form(app: App, request_id: str, *, environment: str = "production", replicas: str = "3") -> None:
+async def answer_form(app: App, request_id: str, *, environment: str = "production", replicas: str = "3",
+                      regions: list[str] | None = None) -> None:
     await app.click(request_id, "U1", action="signoff_elicit_open", user_name="alice")
     [opened] = await app.slack.wait_for("views.open")
+    values = {"f:environment": {"value": static_select(environment)},
+              "f:replicas": {"value": number_input(replicas)}, "f:confirm": {"value": checkboxes(["true"])}}
+    if regions is not None:  # the server's multi-select (list[Literal[...]]): checkboxes in the form
+        values["f:regions"] = {"value": checkboxes(regions)}
     response = await app.slack_client.view_submission(
         user="U1", user_name="alice", callback_id="signoff_elicit_form",
-        private_metadata=opened.args["view"]["private_metadata"],
-        values={"f:environment": {"value": static_select(environment)},
-                "f:replicas": {"value": number_input(replicas)}, "f:confirm": {"value": checkboxes(["true"])}})
+        private_metadata=opened.args["view"]["private_metadata"], values=values)
     assert response.status == 200 and response.text in ("", "{}"), response.text
 
 
@@ -79,23 +82,25 @@ async def test_the_real_cli_gets_the_form_answered_in_slack_over_the_http_hook(
     _, asked = await app.api("GET", f"/api/v1/approvals/{request_id}")
     assert asked["kind"] == "question" and asked["action"]["params"]["server"] == "deployer"
     assert asked["action"]["params"]["message"] == "Where should I deploy build 42?"
-    await answer_form(app, request_id)
+    await answer_form(app, request_id, regions=["eu", "ap"])
     result = await running
     assert result["_exit"] == 0 and result["result"] == "Done.", result
-    assert "deploying to production x3 confirm=True" in tool_output(model)
+    assert "deploying to production x3 confirm=True note='' regions=eu,ap" in tool_output(model)
     _, stored = await app.api("GET", f"/api/v1/approvals/{request_id}")
     assert stored["status"] == "answered" and stored["decision"]["decided_by"]["name"] == "alice"
 
 
 async def test_the_real_cli_gets_the_form_answered_in_slack_over_the_command_hook(
         app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
+    """The command hook passes the answer on only once the server's signature over it checks
+    (a forged one: tests/api/test_signed_elicitations.py)."""
     running = await run_cli(app, model, tmp_path, hook_settings("claude-elicitation-command", app.url,
                                                                 "--wait 60 --channel C1"))
     request_id = await pending_id(app)
-    await app.click(request_id, "U1", action="signoff_elicit_decline", user_name="alice")
+    await answer_form(app, request_id, environment="staging", regions=["us"])
     result = await running
     assert result["_exit"] == 0, result
-    assert "not deploying: decline" in tool_output(model)
+    assert "deploying to staging x3 confirm=True note='' regions=us" in tool_output(model)
 
 
 async def test_the_real_cli_gets_cancel_when_nobody_answers(app: App, model: FakeClaudeApi, tmp_path: Path) -> None:
@@ -115,8 +120,8 @@ async def test_the_docs_callback_answers_a_client_session_from_slack(app: App, m
     exec(doc_example("mcp-elicitation-callback").replace("C0123ABCD", "C1"), example)  # noqa: S102 - the docs' code
     running = asyncio.create_task(example["deploy"](str(SERVER)))
     request_id = await pending_id(app)
-    await answer_form(app, request_id, environment="staging", replicas="2")
-    assert await running == "deploying to staging x2 confirm=True note=''"
+    await answer_form(app, request_id, environment="staging", replicas="2", regions=["eu", "us"])
+    assert await running == "deploying to staging x2 confirm=True note='' regions=eu,us"
 
 
 @pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
