@@ -13,6 +13,7 @@ import asyncio
 import compileall
 import os
 import shutil
+import sys
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
@@ -22,6 +23,13 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from sqlalchemy.engine import make_url
+
+# Keep pytest's assertion-rewritten test modules in their (gitignored) __pycache__ even where
+# PYTHONDONTWRITEBYTECODE is set (as on the machines the suite runs on): without it every worker of every
+# run parsed and rewrote all ~600 test modules again, about half of each worker's 30 s of collection.
+# This file is rewritten before the flag is read; the test modules after it. (The server's own sources:
+# _compile_sources below.)
+sys.dont_write_bytecode = False
 
 from storage.migrate import upgrade
 from storage.sql import SqlStore
@@ -48,6 +56,28 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip("PostgreSQL only: runs when SIGNOFF_TEST_DATABASE_URL names a PostgreSQL database")
     if PG_URL and item.get_closest_marker("sqlite_only") is not None:
         pytest.skip("SQLite only: runs when SIGNOFF_TEST_DATABASE_URL is unset")
+
+
+# The suite's longest tests (tens of seconds each: servers killed and restarted, benches' smoke runs, real
+# agent frameworks' processes), started first so that the two workers (-n 2) end together: with them last in
+# collection order one worker ran a minute or two alone at the end. Order only; each test still stands alone.
+LONG_FIRST = (
+    "tests/process/test_chaos.py", "tests/bench/", "tests/process/test_audit_export.py",
+    "tests/slack/test_acked_clicks.py", "tests/slack/test_pg_failover.py", "tests/approvals/test_undo_restart.py",
+    "tests/client/test_openai_resume_cli.py", "tests/client/test_langgraph_resume_cli.py",
+    "tests/policy/test_bar_property.py", "tests/approvals/test_replicas.py", "tests/client/test_client_pace.py",
+    "tests/project/test_client_alone.py", "tests/slack/test_socket_mode_outage.py", "tests/api/test_key_rotation.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = Path(str(config.rootpath))
+
+    def rank(item: pytest.Item) -> int:
+        where = Path(str(item.path)).relative_to(root).as_posix()
+        return next((i for i, prefix in enumerate(LONG_FIRST) if where.startswith(prefix)), len(LONG_FIRST))
+
+    items.sort(key=rank)  # stable: the rest keep their order
 
 
 def pytest_report_header(config: pytest.Config) -> str:
