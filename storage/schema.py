@@ -149,7 +149,7 @@ audit_events = sa.Table(
              postgresql_where=sa.text("seq IS NOT NULL")),
     sa.Index("ix_audit_events_unsealed", "id", sqlite_where=sa.text("seq IS NULL"),
              postgresql_where=sa.text("seq IS NULL")),
-    sa.Index("ix_audit_events_at", "at"),  # migration 0018: the audit API's since/until read a range
+    sa.Index("ix_audit_events_at", "at", "id"),  # migration 0018: the audit API's `since` (storage/audit_store.py)
 )
 
 # The chain's head: one row (id 1), the last sealed position and its hash. A sealer holds it (FOR UPDATE on
@@ -212,6 +212,10 @@ outbox = sa.Table(
     sa.Column("done_at", UTCDateTime),
     sa.Index("ux_outbox_dedupe_key", "dedupe_key", unique=True),
     sa.Index("ix_outbox_due", "status", "next_attempt_at"),
+    # Migration 0018: the dispatcher's claim and next-due read walk the pending items only, however many
+    # delivered ones a long history holds (storage/sql_statements.PENDING_ITEM).
+    sa.Index("ix_outbox_pending", "id", sqlite_where=sa.text("status = 'pending'"),
+             postgresql_where=sa.text("status = 'pending'")),
 )
 
 

@@ -6,8 +6,10 @@ history needs.
   says it was archived (the audit rows themselves are never touched: the hash chain still verifies).
 - `job_claims`: one row per job that must run in one replica at a time (retention): a guarded update
   of `due_at` claims it, as the timers claim due rows.
-- `ix_audit_events_at`: the audit API's and export's `since`/`until` filters read a time range, not the
-  whole log from its first row.
+- `ix_audit_events_at`: the audit API's and export's `since` filter starts at the first row in range,
+  not at the log's first row.
+- `ix_outbox_pending`: the outbox dispatcher's claim reads the pending items only. On the status index,
+  SQLite with statistics (every row of a long history is `done`) chose to scan the whole table.
 
 Revision ID: 0020_history
 Revises: 0019_similar_cards
@@ -27,6 +29,8 @@ revision = "0020_history"
 down_revision = "0019_similar_cards"
 branch_labels = None
 depends_on = None
+
+PENDING = sa.text("status = 'pending'")
 
 
 def upgrade() -> None:
@@ -49,10 +53,12 @@ def upgrade() -> None:
         sa.Column("owner", sa.String(200)),
     )
     op.bulk_insert(claims, [{"name": "retention", "due_at": datetime(2000, 1, 1, tzinfo=UTC), "owner": None}])
-    op.create_index("ix_audit_events_at", "audit_events", ["at"])
+    op.create_index("ix_audit_events_at", "audit_events", ["at", "id"])
+    op.create_index("ix_outbox_pending", "outbox", ["id"], sqlite_where=PENDING, postgresql_where=PENDING)
 
 
 def downgrade() -> None:
+    op.drop_index("ix_outbox_pending", table_name="outbox")
     op.drop_index("ix_audit_events_at", table_name="audit_events")
     op.drop_table("job_claims")
     op.drop_table("requests_archive")
