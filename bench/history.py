@@ -1,12 +1,14 @@
 """Every hot path's server cost on a fresh database and on one with a long history, side by side.
 
     python -m bench.history [--db sqlite|postgres|both] [--rows 1000,1000000] [--repeat 25] [--pg-url URL]
+                            [--warmup 3] [--paths submit,click,...] [--retention]
 
 For each engine and each `--rows` size: a scratch database migrated by Alembic, `rows` history requests
 written in bulk (bench/history_seed.py: decided, expired, a few pending, their audit rows sealed, their
 outbox items delivered, grants; all of it older than 31 days, so the live working set is the same at
 every size), then Signoff in this process (the sandbox's Slack emulator, a policy allowing `read_*`,
-U1 has opened App Home). Each path runs `--repeat` times after 3 warm-up runs; one run is the path's
+U1 has opened App Home). Each path runs `--repeat` times after 3 warm-up runs, on one app per size at once, the runs
+alternating between them (so a change in the machine's load falls on every size alike); one run is the path's
 request and everything it sets off, until the outbox has delivered all of it and no Slack listener is
 still running (so a card post or a Home publish behind the answer counts):
 
@@ -26,13 +28,16 @@ Cost is CPU, not wall time (robust to a busy machine): this process's CPU (`time
 SQLite's work in its thread, and the emulator's, which is the same at every size) plus, on PostgreSQL,
 the CPU of this database's backends (/proc/PID/schedstat, nanoseconds); the median of the runs. Beside
 it, the statements the run sent (SqlStore.watch). The ratio is the history's median over the fresh one's
-(target: <= 1.2). No figure is asserted anywhere.
+(target: <= 1.2). `--retention`: then one sweep's share of retention (SIGNOFF_RETENTION_DAYS=30, so all
+the history is old) on the biggest database: each batch's transaction time and the CPU per archived
+request. No figure is asserted anywhere.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import shlex
@@ -50,6 +55,8 @@ from bench.core import DEFAULT_PG_URL
 from bench.harness import API_TOKEN, InProcessApp, start_app
 from bench.history_seed import seed
 from bench.procs import scratch_database
+from bot.approvals.retention import BATCH, Retention
+from bot.process.clock import SystemClock
 from bot.process.lifecycle import SIGNOFF, Signoff
 from bot.sandbox import SlackEmulator
 from storage.sql import SqlStore
@@ -205,55 +212,100 @@ def _approval() -> dict[str, Any]:
     return approval_body()
 
 
-async def measure(db_url: str, repeat: int, workdir: Path, only: tuple[str, ...]) -> Figures:
-    figures = Figures()
+async def measure(db_urls: list[str], repeat: int, workdir: Path, only: tuple[str, ...], *,
+                  warmup: int = WARMUP) -> list[Figures]:
+    """Every path on an app per database, the runs of each path alternating between them (run i on the
+    first, run i on the second, ...), so a change in the machine's load falls on every size alike."""
     slack = SlackEmulator()
     await slack.start()
     slack.add_channel("C1", "approvals")
     policy = workdir / "policy.yaml"
     policy.write_text(POLICY)
-    store = await open_store(db_url)
-    app = await start_app(db_url, slack, store=store, SIGNOFF_POLICY=str(policy), SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0",
-                          SIGNOFF_SWEEP_SECONDS="3600", SIGNOFF_SIMILAR_MIN="0")
-    signoff = app.runner.app[SIGNOFF]
-    paths = Paths(app, signoff)
-    backends = Backends(store)
+    figures = [Figures() for _ in db_urls]
+    opened: list[tuple[SqlStore, InProcessApp, Paths, Backends]] = []
     seen: list[int] = [0]
-    unwatch = store.watch(lambda _s: seen.__setitem__(0, seen[0] + 1))
+    unwatch: list[Callable[[], None]] = []
     try:
-        await paths.home()  # U1 has opened App Home: submits and decisions republish it
+        for url in db_urls:
+            store = await open_store(url)
+            app = await start_app(url, slack, store=store, SIGNOFF_POLICY=str(policy),
+                                  SIGNOFF_SLACK_CHANNEL_PACE_SECONDS="0", SIGNOFF_SWEEP_SECONDS="3600",
+                                  SIGNOFF_SIMILAR_MIN="0")
+            opened.append((store, app, Paths(app, app.runner.app[SIGNOFF]), Backends(store)))
+            unwatch.append(store.watch(lambda _s: seen.__setitem__(0, seen[0] + 1)))
+        for _, _, paths, _ in opened:
+            await paths.home()  # U1 has opened App Home: submits and decisions republish it
         for name in only:
-            prepare, run = paths.table()[name]
-            cpus, counts = [], []
-            for i in range(WARMUP + repeat):
-                if prepare is not None:
-                    await prepare()
-                await backends.refresh()
-                seen[0] = 0
-                cpu0, pg0 = time.process_time(), backends.ms()
-                await run()
-                cpu = (time.process_time() - cpu0) * 1000 + backends.ms() - pg0
-                if i >= WARMUP:
-                    cpus.append(cpu)
-                    counts.append(seen[0])
-            figures.cpu_ms[name], figures.statements[name] = cpus, counts
+            for i in range(warmup + repeat):
+                for (_, _, paths, backends), got in zip(opened, figures):
+                    prepare, run = paths.table()[name]
+                    if prepare is not None:
+                        await prepare()
+                    await backends.refresh()
+                    seen[0] = 0
+                    cpu0, pg0 = time.process_time(), backends.ms()
+                    await run()
+                    cpu = (time.process_time() - cpu0) * 1000 + backends.ms() - pg0
+                    if i >= warmup:
+                        got.cpu_ms.setdefault(name, []).append(cpu)
+                        got.statements.setdefault(name, []).append(seen[0])
     finally:
-        unwatch()
-        await app.stop()
-        await store.close()
+        for stop in unwatch:
+            stop()
+        for store, app, _, _ in opened:
+            await app.stop()
+            await store.close()
         await slack.stop()
     return figures
 
 
-async def run_size(engine: str, rows: int, args: argparse.Namespace, workdir: Path) -> Figures:
-    async with scratch_database(engine, pg_url=args.pg_url, workdir=workdir) as url:
-        started = time.perf_counter()
-        await seed(url, rows, datetime.now(UTC))
-        seed_s = time.perf_counter() - started
-        print(f"  {engine}: {rows:,} history requests seeded in {seed_s:.1f} s", flush=True)
-        figures = await measure(url, args.repeat, workdir, args.paths)
-        figures.seed_s = seed_s
+async def run_engine(engine: str, sizes: list[int], args: argparse.Namespace, workdir: Path) -> list[Figures]:
+    async with contextlib.AsyncExitStack() as stack:
+        urls, seeded = [], []
+        for rows in sizes:
+            url = await stack.enter_async_context(scratch_database(engine, pg_url=args.pg_url, workdir=workdir))
+            started = time.perf_counter()
+            await seed(url, rows, datetime.now(UTC))
+            seeded.append(time.perf_counter() - started)
+            print(f"  {engine}: {rows:,} history requests seeded in {seeded[-1]:.1f} s", flush=True)
+            urls.append(url)
+        figures = await measure(urls, args.repeat, workdir, args.paths, warmup=args.warmup)
+        for got, took in zip(figures, seeded):
+            got.seed_s = took
+        if args.retention:
+            await retention(engine, urls[-1], sizes[-1])
         return figures
+
+
+async def retention(engine: str, db_url: str, rows: int) -> None:
+    """One sweep's share of retention (SIGNOFF_RETENTION_DAYS=30: all of the history is older) on the
+    biggest database: how long each batch's transaction took, and the CPU per archived request."""
+    store = await open_store(db_url)
+    job = Retention(store, SystemClock(), 30)
+    batches: list[float] = []
+    archive = job.rows.archive_batch
+
+    async def timed(*args: Any, **kwargs: Any) -> int:
+        started = time.perf_counter()
+        try:
+            return await archive(*args, **kwargs)
+        finally:
+            batches.append((time.perf_counter() - started) * 1000)
+
+    job.rows.archive_batch = timed  # type: ignore[method-assign]
+    backends = Backends(store)
+    try:
+        await backends.refresh()
+        cpu0, pg0 = time.process_time(), backends.ms()
+        report = await job.tick()
+        cpu = (time.process_time() - cpu0) * 1000 + backends.ms() - pg0
+    finally:
+        await store.close()
+    per = cpu / max(1, report.archived) * 1000
+    print(f"  {engine} retention, one sweep's share on {rows:,} rows: {report.archived:,} requests archived and "
+          f"{report.forgotten:,} delivered rows deleted in {len(batches)} batches of {BATCH}; a batch's transaction "
+          f"{statistics.median(batches):.0f} ms median, {max(batches):.0f} ms at most (wall clock); "
+          f"{per:.0f} µs of CPU per archived request{'; more at the next sweep' if report.more else ''}", flush=True)
 
 
 def report(engine: str, sizes: list[int], results: list[Figures], paths: tuple[str, ...]) -> None:
@@ -274,7 +326,7 @@ async def main_async(args: argparse.Namespace) -> None:
           f"{platform.python_version()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f})")
     with tempfile.TemporaryDirectory(prefix="signoff-bench-history-") as tmp:
         for engine in engines:
-            results = [await run_size(engine, n, args, Path(tmp)) for n in sizes]
+            results = await run_engine(engine, sizes, args, Path(tmp))
             report(engine, sizes, results, args.paths)
     print(f"\ncommand: {args.command}")
 
@@ -284,6 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--rows", default="1000,1000000", help="history sizes, comma-separated (the first is the base)")
     parser.add_argument("--repeat", type=int, default=25, help="counted runs of each path")
+    parser.add_argument("--retention", action="store_true",
+                        help="then one sweep's share of retention on the biggest database (it archives it)")
+    parser.add_argument("--warmup", type=int, default=WARMUP, help="uncounted runs of each path first")
     parser.add_argument("--paths", default=",".join(PATHS), help="which paths, comma-separated")
     parser.add_argument("--pg-url", default=os.environ.get("SIGNOFF_BENCH_PG_URL", DEFAULT_PG_URL))
     args = parser.parse_args(argv)

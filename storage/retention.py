@@ -4,9 +4,10 @@ transaction, and the claim that lets one replica at a time do it.
 A batch is one unit (SQLite: one short write lock; PostgreSQL: one transaction whose candidate rows are
 locked `FOR UPDATE SKIP LOCKED`): read up to `limit` ids of requests that are decided (not pending),
 were created and last written before the cutoff and have nothing due, keep a line of each in
-`requests_archive`, delete their decision, votes, people and outbox rows, then the requests, the
-delete guarded on the same conditions. Delivered (or dead) outbox items and handled Slack inputs older
-than the cutoff go too, in batches. Audit rows are never touched: the hash chain covers them.
+`requests_archive`, delete their decision, votes and people rows, then the requests, the delete
+guarded on the same conditions. Delivered (or dead) outbox items and handled Slack inputs older than
+the cutoff go in batches of their own, read on their status-and-time indexes (the outbox has no index
+by request: deleting a request's items by its id would scan the whole outbox, every batch). Audit rows are never touched: the hash chain covers them.
 
 The same SQLAlchemy Core on both engines.
 """
@@ -81,7 +82,7 @@ class RetentionStore:
             names = ["id", "kind", "status", "action_name", "channel", "owner", "created_at", "decided_at",
                      "archived_at"]
             await conn.execute(requests_archive.insert().from_select(names, kept))
-            for table in (decisions, votes, request_people, outbox):
+            for table in (decisions, votes, request_people):  # each keyed by request id first
                 await conn.execute(table.delete().where(table.c.request_id.in_(ids)))
             done = await conn.execute(requests.delete().where(requests.c.id.in_(ids), *_old_decided(cutoff)))
             return int(done.rowcount)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_history_bench_prints_every_path_at_both_sizes() -> None:
     pg = os.environ.get("SIGNOFF_TEST_DATABASE_URL")
     args = ["--db", "postgres", "--pg-url", pg] if pg else ["--db", "sqlite"]
-    done = subprocess.run([sys.executable, "-m", "bench.history", "--rows", "20,300", "--repeat", "1", *args],
+    done = subprocess.run([sys.executable, "-m", "bench.history", "--rows", "20,300", "--repeat", "1", "--warmup", "0", "--retention", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
@@ -25,4 +25,7 @@ def test_the_history_bench_prints_every_path_at_both_sizes() -> None:
     rows = {line[2:20].strip(): line for line in out.splitlines() if line.startswith("  ")}
     for path in PATHS:
         assert re.fullmatch(r"  .{18}\s+\d+\.\d\d \(\d+\)\s+\d+\.\d\d \(\d+\)\s+\d+\.\d\d", rows[path]), (path, out)
-    assert out.rstrip().endswith(f"command: python -m bench.history --rows 20,300 --repeat 1 {' '.join(args)}"), out
+    # Retention then archives the decided history (all of it older than 30 days; 100 of the 300 are pending).
+    assert re.search(r"retention, one sweep's share on 300 rows: 200 requests archived and \d+ delivered rows deleted "
+                     r"in 1 batches of 500", out), out
+    assert out.rstrip().endswith(f"command: python -m bench.history --rows 20,300 --repeat 1 --warmup 0 --retention {' '.join(args)}"), out
