@@ -15,18 +15,20 @@ from bot.process.settings import Settings, SettingsError
 from bot.sandbox import SlackEmulator
 from tests.approvals.timer_steps import tick
 from tests.fakes.clock import FakeClock
-from tests.support.app import App, app_env, start_app
+from tests.support.app import API_TOKEN, App, app_env, bearer, start_app
 from tests.support.audit import signoff
 from tests.support.outbox import finished, settle
 
 DAYS = 30
+OTHER_TOKEN = "other-agent-token-1"
 
 
 @pytest_asyncio.fixture
 async def rapp(db_url: str, slack: SlackEmulator, clock: FakeClock) -> AsyncIterator[App]:
     """Retention on, requests with no timer of their own (a pending one stays pending for months)."""
     running = await start_app(db_url, slack, clock=clock, SIGNOFF_SWEEP_SECONDS="3600",
-                              SIGNOFF_RETENTION_DAYS=str(DAYS), SIGNOFF_TIMEOUT="off", SIGNOFF_REMIND_EVERY="off")
+                              SIGNOFF_RETENTION_DAYS=str(DAYS), SIGNOFF_TIMEOUT="off", SIGNOFF_REMIND_EVERY="off",
+                              SIGNOFF_API_TOKENS=f"{API_TOKEN},other:{OTHER_TOKEN}:agent")
     try:
         yield running
     finally:
@@ -72,6 +74,9 @@ async def test_old_decided_requests_are_archived_pending_and_recent_ones_kept_au
     listed = (await rapp.api("GET", "/api/v1/approvals?limit=100"))[1]["items"]
     assert sorted(r["id"] for r in listed) == sorted([waiting, recent])
     assert (await rapp.api("GET", "/api/v1/approvals/apr_never_was"))[0] == 404  # unknown ids: still 404
+    # Another agent's token learns nothing of an archived request: the same 404 as for an unknown id.
+    status, body = await rapp.api("GET", f"/api/v1/approvals/{approved}", headers=bearer(OTHER_TOKEN))
+    assert (status, body["error"]["code"]) == (404, "not_found"), body
 
     # The audit log is whole: every archived request's rows are there, still naming their tool.
     status, page = await rapp.api("GET", "/api/v1/audit?limit=500")
