@@ -55,7 +55,7 @@ from bench.core import DEFAULT_PG_URL
 from bench.harness import API_TOKEN, InProcessApp, start_app
 from bench.history_seed import seed
 from bench.procs import scratch_database
-from bot.approvals.retention import BATCH, Retention
+from bot.approvals.retention import Retention
 from bot.process.clock import SystemClock
 from bot.process.lifecycle import SIGNOFF, Signoff
 from bot.sandbox import SlackEmulator
@@ -95,11 +95,12 @@ class Backends:
         self.pids: list[int] = []
 
     async def refresh(self) -> None:
+        """Read the backends' pids (before a run: this read's own CPU is not counted; its connection,
+        back in the pool, may serve the run, so it is counted like the others)."""
         if self.store.dialect != "postgresql":
             return
         async with self.store.engine.connect() as conn:
-            rows = await conn.exec_driver_sql(
-                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            rows = await conn.exec_driver_sql("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
             self.pids = [int(r[0]) for r in rows]
 
     def ms(self) -> float:
@@ -303,7 +304,7 @@ async def retention(engine: str, db_url: str, rows: int) -> None:
         await store.close()
     per = cpu / max(1, report.archived) * 1000
     print(f"  {engine} retention, one sweep's share on {rows:,} rows: {report.archived:,} requests archived and "
-          f"{report.forgotten:,} delivered rows deleted in {len(batches)} batches of {BATCH}; a batch's transaction "
+          f"{report.forgotten:,} delivered rows deleted in {len(batches)} batches of {job.batch}; a batch's transaction "
           f"{statistics.median(batches):.0f} ms median, {max(batches):.0f} ms at most (wall clock); "
           f"{per:.0f} µs of CPU per archived request{'; more at the next sweep' if report.more else ''}", flush=True)
 
