@@ -68,7 +68,7 @@ HOME_USERS_OF_AND = sa.select(home_users.c.user_id).where(sa.or_(
     home_users.c.user_id.in_(PEOPLE_OF), home_users.c.user_id.in_(sa.bindparam("b_also", expanding=True))))
 
 
-# Written out, not bound: the partial index ix_outbox_pending (migration 0018) is used only for a predicate
+# Written out, not bound: the partial index ix_outbox_pending (migration 0020) is used only for a predicate
 # the planner sees. On the status index alone, SQLite with statistics (ANALYZE: every row of a long
 # history is 'done') scanned the whole table in id order for the claim: 21 ms at 200,000 items.
 PENDING_ITEM = sa.text("outbox.status = 'pending'")
