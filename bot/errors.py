@@ -54,6 +54,13 @@ class NotFound(SignoffError):
     status = 404
 
 
+class Gone(SignoffError):
+    """The request existed and was archived by retention (SIGNOFF_RETENTION_DAYS)."""
+
+    code = "archived"
+    status = 410
+
+
 class IdempotencyMismatch(SignoffError):
     code = "idempotency_key_reused"
     status = 409

@@ -149,6 +149,7 @@ audit_events = sa.Table(
              postgresql_where=sa.text("seq IS NOT NULL")),
     sa.Index("ix_audit_events_unsealed", "id", sqlite_where=sa.text("seq IS NULL"),
              postgresql_where=sa.text("seq IS NULL")),
+    sa.Index("ix_audit_events_at", "at", "id"),  # migration 0020: the audit API's `since` (storage/audit_store.py)
 )
 
 # The chain's head: one row (id 1), the last sealed position and its hash. A sealer holds it (FOR UPDATE on
@@ -211,6 +212,10 @@ outbox = sa.Table(
     sa.Column("done_at", UTCDateTime),
     sa.Index("ux_outbox_dedupe_key", "dedupe_key", unique=True),
     sa.Index("ix_outbox_due", "status", "next_attempt_at"),
+    # Migration 0020: the dispatcher's claim and next-due read walk the pending items only, however many
+    # delivered ones a long history holds (storage/sql_statements.PENDING_ITEM).
+    sa.Index("ix_outbox_pending", "id", sqlite_where=sa.text("status = 'pending'"),
+             postgresql_where=sa.text("status = 'pending'")),
 )
 
 
@@ -290,4 +295,32 @@ resume_claims = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+
+# What retention (SIGNOFF_RETENTION_DAYS, migration 0020; bot/approvals/retention.py) keeps of a decided
+# request it took out of `requests`: enough for its audit rows to name their tool and for a GET of its id
+# to say it was archived. The audit rows themselves stay as they were.
+requests_archive = sa.Table(
+    "requests_archive",
+    metadata,
+    sa.Column("id", sa.String(40), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("action_name", sa.String(200), nullable=False),
+    sa.Column("channel", sa.String(40), nullable=False),
+    sa.Column("owner", sa.String(100)),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("decided_at", UTCDateTime, nullable=False),
+    sa.Column("archived_at", UTCDateTime, nullable=False),
+)
+
+# Jobs that run in one replica at a time (migration 0020): whoever moves `due_at` forward with a guarded
+# update (`WHERE due_at <= now`) runs the job; the others see the row not due. `owner`: who claimed it last.
+job_claims = sa.Table(
+    "job_claims",
+    metadata,
+    sa.Column("name", sa.String(40), primary_key=True),
+    sa.Column("due_at", UTCDateTime, nullable=False),
+    sa.Column("owner", sa.String(200)),
 )

@@ -27,9 +27,10 @@ from bot.domain.json_codec import dumps
 from bot.domain.model import Request, Status, iso
 from bot.domain.timing import Timing
 from bot.outbox.egress import EgressPolicy, EgressRefused, check_url
-from bot.errors import Forbidden, InvalidInput, SignoffError
+from bot.errors import Forbidden, Gone, InvalidInput, NotFound, SignoffError
 from bot.approvals.gate import policy_gate
 from bot.approvals.keys import Signer
+from bot.approvals.retention import Archive
 from bot.approvals.service import ApprovalSpec, Service
 from bot.domain.wire import outcome_status, request_json
 from bot.process.settings import Settings
@@ -45,6 +46,7 @@ CHECKER = web.AppKey("params_checker", ParamsChecker)
 RATE = web.AppKey("submit_rate", SubmitRate)
 CLAUDE_HOOK_PATH = "/api/v1/hooks/claude-code"  # bot/api/claude_hooks.py
 SIGNER = web.AppKey("signer", Signer)
+ARCHIVE = web.AppKey("archive", Archive)  # requests retention archived: a GET of one answers 410
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -167,7 +169,13 @@ async def get_approval(request: web.Request) -> web.Response:
     wait = float_param(request, "wait", default=0.0, low=0.0, high=60.0)
     request_id = request.match_info["id"]
     # Checked on the first read, before any waiting: a long-poll is never held for someone else's request.
-    found = await service.wait(request_id, wait, check=lambda read: owned(request, read))
+    try:
+        found = await service.wait(request_id, wait, check=lambda read: owned(request, read))
+    except NotFound:
+        archived = await request.app[ARCHIVE].find(request_id)
+        if archived is not None and owners.may_see(request, archived.owner):
+            raise Gone(archived.words()) from None
+        raise
     return web.json_response(signed(request, request_json(found)), dumps=dumps)  # the agents' hot path: orjson writes it
 
 

@@ -33,6 +33,7 @@ from bot.approvals.homes import HomeOpens
 from bot.approvals.outbox_rows import OutboxRows
 from bot.approvals.received import Inputs
 from bot.approvals.resumes import Resumes
+from bot.approvals.retention import Retention
 from bot.approvals.service import Service
 from bot.approvals.similar import SimilarRequests
 from bot.approvals.timers import Timers
@@ -129,6 +130,8 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
     similar = SimilarRequests(store, SimilarStore(store), clock, min_size=settings.similar_min)
     timers.after_sweep.append(similar.tick)
     service.on_decided(similar.decided)
+    if settings.retention_days is not None:  # decided requests older than N days out of the hot tables
+        timers.after_sweep.append(Retention(store, clock, settings.retention_days).tick)
     outbox_handlers = effects.registry(
         SimilarDelivery(similar, service.reads, call).handlers(),
         pages.handlers(),

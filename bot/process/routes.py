@@ -28,6 +28,7 @@ from bot.approvals.audit import AuditLog
 from bot.approvals.grants import Grants
 from bot.approvals.keys import DecisionKeys, Signer
 from bot.approvals.resumes import Resumes
+from bot.approvals.retention import Archive
 from bot.policy.holder import PolicyHolder
 from bot.process.health import healthz, metrics_endpoint
 from bot.process.lifecycle import SIGNOFF, Signoff
@@ -57,6 +58,7 @@ def add_routes(web_app: web.Application, signoff: Signoff, *, signer: Signer, au
     web_app[api.SERVICE] = signoff.service
     web_app[api.SETTINGS] = settings
     web_app[api.SIGNER] = signer
+    web_app[api.ARCHIVE] = Archive(signoff.store)
     if not settings.socket_mode:
         web_app.router.add_post("/slack/events", slack_events)
     web_app.router.add_get("/healthz", healthz)

@@ -156,3 +156,17 @@ def choice(get: Callable[[str], str | None], name: str, default: str, choices: t
     if value not in choices:
         raise SettingsError(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
+
+
+MAX_RETENTION_DAYS = 36500
+
+
+def retention_days(raw: str | None) -> int | None:
+    """SIGNOFF_RETENTION_DAYS: a whole number of days (1 to 100 years), or unset / `off`: keep everything."""
+    if raw is None or raw.strip().lower() == "off":
+        return None
+    text = raw.strip()
+    if not text.isdigit() or not 1 <= int(text) <= MAX_RETENTION_DAYS:
+        raise SettingsError(f"SIGNOFF_RETENTION_DAYS={raw!r} must be a whole number of days from 1 to "
+                            f"{MAX_RETENTION_DAYS} (or off: keep every request)")
+    return int(text)

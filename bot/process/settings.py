@@ -59,7 +59,7 @@ KNOWN_SETTINGS = frozenset({
     "SIGNOFF_SLACK_INBOX_LEASE_SECONDS", "SIGNOFF_NOTE_MODEL", "SIGNOFF_NOTE_TIMEOUT_SECONDS",
     "SIGNOFF_SUGGEST_DAYS", "SIGNOFF_SUGGEST_MIN_APPROVALS", "SIGNOFF_SUGGEST_MIN_PEOPLE", "SIGNOFF_SUGGEST_MAX_EDITS",
     "SIGNOFF_SUGGEST_MIN_REJECTIONS", "SIGNOFF_SUGGEST_MIN_REJECT_SHARE", "SIGNOFF_SUGGEST_GRANT_DAYS",
-    "SIGNOFF_SIMILAR_MIN",
+    "SIGNOFF_SIMILAR_MIN", "SIGNOFF_RETENTION_DAYS",
 })
 
 
@@ -161,6 +161,9 @@ class Settings:
     suggest_grant_days: int | None = 30
     # Similar pending requests together (docs/policy.md): from how many one card offers them (0: never).
     similar_min: int = 5
+    # Retention (docs/settings.md, bot/approvals/retention.py): decided requests older than this many days
+    # are archived out of the hot tables (the audit log is kept whole). None: every request is kept.
+    retention_days: int | None = None
     extra: Mapping[str, str] = field(default_factory=dict, repr=False)  # raw SIGNOFF_* values
 
     def unknown_settings_lines(self) -> list[str]:
@@ -385,6 +388,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         suggest=_suggest(number),
         suggest_grant_days=number("SIGNOFF_SUGGEST_GRANT_DAYS", 30, int, 0, 3650) or None,
         similar_min=_similar_min(number("SIGNOFF_SIMILAR_MIN", 5, int, 0, 50)),
+        retention_days=parsers.retention_days(get("SIGNOFF_RETENTION_DAYS")),
         **parsers.timers(get, number),
         **parsers.agent(get, number),
         extra={k: v for k, v in env.items() if k.startswith("SIGNOFF_")},
