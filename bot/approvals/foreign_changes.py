@@ -9,6 +9,14 @@
   and when it changed reads the audit rows appended since its last look, waking the waiters
   of those ids (a cost that grows with the changes, never with the number of waiters). This
   is the one bounded check DESIGN allows; it stops when nobody waits.
+
+On PostgreSQL each notified id is also handed to `changed` before its waiters wake (the app passes
+the pending states held for a click's check, bot/live/pending_states.py, which drop it): a NOTIFY goes
+with a decision-like write (a decision, a vote, a batch, an undelivered mark), so a state held here is
+at an older version and would only fail its click's guarded write. Without it, a request submitted
+here and decided by another replica stayed held until the cap (1,024) pushed it out, and memory grew
+with every such request until then (bench.soak's replica A). SQLite's audit rows are not handed
+on: they include this process's own submits, whose held states are current.
 """
 
 from __future__ import annotations
@@ -37,10 +45,12 @@ class CrossProcessWatcher:
     requests are waited on (tests/api/test_longpoll_watcher.py holds 1 and 200 long-polls to show it).
     """
 
-    def __init__(self, store: Store, waiters: Waiters, metrics: Metrics | None = None) -> None:
+    def __init__(self, store: Store, waiters: Waiters, metrics: Metrics | None = None,
+                 changed: Callable[[str], None] = lambda _id: None) -> None:
         self.store = store
         self.waiters = waiters
         self.metrics = metrics or Metrics()
+        self.changed = changed  # told of every id another process changed, before its waiters wake
         self._task: asyncio.Task[None] | None = None
         # Kept for callers that register checks; SQLite's wake-ups now come from the audit rows.
         self.checks: list[Callable[[list[str]], Awaitable[Iterable[str]]]] = []
@@ -73,6 +83,9 @@ class CrossProcessWatcher:
 
     def _notified(self, changed_id: str) -> None:
         self.metrics.longpoll_notifications.inc()
+        # This process's own NOTIFYs come here too: each goes with a write whose version this process's
+        # held state does not have either (a decision forgot it already), so dropping it loses nothing.
+        self.changed(changed_id)
         self.waiters.wake(changed_id)
 
     async def _watch(self) -> None:

@@ -67,7 +67,7 @@ class Service(Submitting, Deciding):
         self._on_decided = []
         self.default_timing = default_timing
         self.gate = gate  # policy, grants and delegation at submit (bot/approvals/gate.py)
-        self.fresh = Fresh()  # requests as committed here, for the card delivery the commit enqueued
+        self.fresh = Fresh(now=self.clock.now)  # requests as committed here, for the card delivery the commit enqueued
         self.known = Known()  # pending requests as last committed here, for a click's check (bot/live/pending_states.py)
         self.in_flight = InFlight(self.waiters)  # decisions being written here, for `wait`
         self.undo_window = UndoWindow(self)

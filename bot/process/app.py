@@ -184,7 +184,7 @@ async def build(settings: Settings, *, clock: Clock | None = None, store: SqlSto
 
     web_app = routes.web_application(settings, metrics)
     verifier = SignatureVerifier(settings.slack_signing_secret or "")
-    watcher = CrossProcessWatcher(store, waiters, metrics)
+    watcher = CrossProcessWatcher(store, waiters, metrics, changed=service.known.forget)
     received = ReceivedStore(store, clock.now, timedelta(seconds=settings.slack_inbox_lease_seconds))
     inbox = SlackInbox(Inputs(received), clicks.async_dispatch, lease_seconds=settings.slack_inbox_lease_seconds,
                        spawn=lambda work: signoff.in_background(work))
