@@ -219,8 +219,8 @@ async def _wait(request: web.Request, request_id: str, seconds: float) -> Any:
         deadline = loop.time() + seconds
         while True:
             found = await service.wait(request_id, min(MAX_WAIT_SECONDS, max(0.0, deadline - loop.time())))
-            if not found.is_pending or loop.time() >= deadline:
-                return found
+            if not found.is_pending or loop.time() >= deadline or service.waiters.closing:
+                return found  # closing: the server stops; waiting again would return at once, in a loop
             from bot.domain.delivery_state import is_undelivered
 
             if is_undelivered(found):

@@ -5,6 +5,7 @@ after the restart."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
 
@@ -30,6 +31,46 @@ async def test_a_shutdown_answers_a_held_long_poll_with_its_pending_state(db_url
             assert response.status == 200
             body = await response.json()
             assert body["id"] == req["id"] and body["status"] == "pending", body
+    finally:
+        if not stopped:
+            await app.stop()
+
+
+async def test_a_shutdown_answers_a_held_claude_code_hook_at_once(db_url: str, slack: SlackEmulator) -> None:
+    """The HTTP hook waits by long-polls of its own: on a stopping server it answers (nobody decided: a deny
+    that says the request is still waiting) instead of polling again and again until its `wait` ran out."""
+    app = await start_app(db_url, slack)
+    stopped = False
+    try:
+        call = {"session_id": "sess-stop", "cwd": "/work", "hook_event_name": "PreToolUse", "tool_name": "Bash",
+                "tool_input": {"command": "rm -rf build"}, "tool_use_id": "toolu_stop_1"}
+        async with aiohttp.ClientSession() as claude:
+            hook = asyncio.create_task(claude.post(f"{app.url}/api/v1/hooks/claude-code?wait=20&channel=C1", json=call,
+                                                   headers={"Authorization": f"Bearer {API_TOKEN}"}))
+            _, listing = await app.api("GET", "/api/v1/approvals")
+            while not listing["items"]:
+                await asyncio.sleep(0.02)  # test-side: until the hook's request is stored
+                _, listing = await app.api("GET", "/api/v1/approvals")
+            await waiting_on(app, listing["items"][0]["id"])
+            assert app.signoff is not None
+            service = app.signoff.service
+            wait, polls = service.wait, [0]
+
+            async def counted(*args: Any, **kw: Any) -> Any:
+                polls[0] += 1
+                return await wait(*args, **kw)
+
+            service.wait = counted  # type: ignore[method-assign]
+            stopping = asyncio.create_task(app.stop())
+            response = await asyncio.wait_for(hook, 30)
+            await asyncio.wait_for(stopping, 30)
+            stopped = True
+            # It was: poll after poll, each answered at once by the stopping server, until `wait` ran out
+            # (thousands of them, the event loop hardly free: a 60 s shutdown).
+            assert polls[0] <= 1, f"{polls[0]} long-polls after the stop began"
+            out = (await response.json())["hookSpecificOutput"]
+            assert response.status == 200 and out["permissionDecision"] == "deny", out
+            assert "is still waiting for a decision" in out["permissionDecisionReason"], out
     finally:
         if not stopped:
             await app.stop()
