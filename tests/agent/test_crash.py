@@ -191,7 +191,7 @@ async def webhook() -> AsyncIterator[Webhook]:
 async def test_kill_while_waiting_and_after_a_tool_finished_every_tool_runs_once(
     db_url: str, slack: SlackEmulator, model: FakeAnthropic, webhook: Webhook, tmp_path: Path
 ) -> None:
-    env = agent_env(model, tmp_path, SIGNOFF_RUN_LEASE_SECONDS="1", SIGNOFF_RUN_SWEEP_SECONDS="0.2",
+    env = agent_env(model, tmp_path, SIGNOFF_RUN_LEASE_SECONDS="3", SIGNOFF_RUN_SWEEP_SECONDS="0.2",
                     SIGNOFF_OUTBOX_SWEEP_SECONDS="0.2", SIGNOFF_OUTBOX_LEASE_SECONDS="2",
                     SIGNOFF_HTTP_TIMEOUT_SECONDS="1", SIGNOFF_EGRESS_ALLOW="127.0.0.1")  # the hook is local
     model.script(
@@ -282,7 +282,7 @@ async def test_an_interrupted_idempotent_tool_runs_again_after_a_crash(
     await site_runner.setup()
     await web.TCPSite(site_runner, "127.0.0.1", 0).start()
     url = f"http://127.0.0.1:{site_runner.addresses[0][1]}/status"
-    env = agent_env(model, tmp_path, SIGNOFF_RUN_LEASE_SECONDS="1", SIGNOFF_RUN_SWEEP_SECONDS="0.2",
+    env = agent_env(model, tmp_path, SIGNOFF_RUN_LEASE_SECONDS="3", SIGNOFF_RUN_SWEEP_SECONDS="0.2",
                     SIGNOFF_FETCH_URL_RISK="low", SIGNOFF_EGRESS_ALLOW="127.0.0.1")
     model.script(message(tool_use("fetch_url", {"url": url}, id="toolu_get")), message(text("All green.")))
     servers: list[Server] = []
