@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 
 from bot.sandbox import SlackEmulator
+from tests.client.helpers import pending_id
 from tests.support.app import API_TOKEN, start_app
 from tests.support.waits import waiting_on
 
@@ -47,11 +48,7 @@ async def test_a_shutdown_answers_a_held_claude_code_hook_at_once(db_url: str, s
         async with aiohttp.ClientSession() as claude:
             hook = asyncio.create_task(claude.post(f"{app.url}/api/v1/hooks/claude-code?wait=20&channel=C1", json=call,
                                                    headers={"Authorization": f"Bearer {API_TOKEN}"}))
-            _, listing = await app.api("GET", "/api/v1/approvals")
-            while not listing["items"]:
-                await asyncio.sleep(0.02)  # test-side: until the hook's request is stored
-                _, listing = await app.api("GET", "/api/v1/approvals")
-            await waiting_on(app, listing["items"][0]["id"])
+            await waiting_on(app, await pending_id(app))
             assert app.signoff is not None
             service = app.signoff.service
             wait, polls = service.wait, [0]
