@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from storage.base import Unit
 from storage.group_commit import GroupCommit
+from storage.postgres.store import PostgresStore
 from storage.schema import slack_received as t
 from storage.sql import SqlStore, SqlUnit
 from storage.sqlite import fast
@@ -80,28 +80,24 @@ class ReceivedStore:
     async def _add(self, items: Sequence[Received]) -> None:
         now = self.now()
         done = sorted(self._done)
+        if isinstance(self.store, PostgresStore):  # the whole group in one statement: one round trip
+            first: dict[str, Received] = {}
+            for item in items:
+                first.setdefault(item.key, item)  # a key twice in one group: the second is a duplicate
+                item.id = None
+            rows = [(i.key, i.body, i.content_type) for i in first.values()]
+            for row_id, key in await self.store.add_received(rows, now, now + self.lease, done):
+                first[key].id = row_id
+            self._marked(done)  # committed
+            return
         async with self.store.unit() as unit:
-            if self.store.dialect == "sqlite":
-                for item in items:
-                    row = (await fast.run(unit.conn, _SQLITE_ADD, {
-                        "b_key": item.key, "b_body": item.body, "b_type": item.content_type, "b_at": now,
-                        "b_until": now + self.lease})).fetchone()
-                    item.id = row[0] if row is not None else None
-                for row_id in done:
-                    await fast.run(unit.conn, _SQLITE_DONE, {"b_id": row_id, "b_now": now})
-            else:  # PostgreSQL: the whole group in one statement (one round trip, not one per input)
-                first: dict[str, Received] = {}
-                for item in items:
-                    first.setdefault(item.key, item)  # a key twice in one group: the second is a duplicate
-                    item.id = None
-                rows = [{"key": i.key, "body": i.body, "content_type": i.content_type, "received_at": now,
-                         "lease_until": now + self.lease, "attempts": 1} for i in first.values()]
-                stmt = (pg_insert(t).values(rows).on_conflict_do_nothing(index_elements=["key"])
-                        .returning(t.c.id, t.c.key))
-                for row_id, key in (await unit.conn.execute(stmt)).all():
-                    first[key].id = row_id
-                if done:
-                    await unit.conn.execute(_DONE, {"b_ids": done, "b_now": now})
+            for item in items:
+                row = (await fast.run(unit.conn, _SQLITE_ADD, {
+                    "b_key": item.key, "b_body": item.body, "b_type": item.content_type, "b_at": now,
+                    "b_until": now + self.lease})).fetchone()
+                item.id = row[0] if row is not None else None
+            for row_id in done:
+                await fast.run(unit.conn, _SQLITE_DONE, {"b_id": row_id, "b_now": now})
         self._marked(done)  # committed
 
     def done_later(self, row_id: int) -> None:

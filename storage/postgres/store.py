@@ -103,6 +103,19 @@ class PostgresUnit(SqlUnit):
         return pg_insert(table).values(**values).on_conflict_do_nothing(index_elements=keys)
 
 
+_ADD_RECEIVED = """
+WITH added AS (
+  INSERT INTO slack_received (key, body, content_type, received_at, lease_until, attempts)
+  SELECT k, b, c, $4, $5, 1 FROM unnest($1::varchar[], $2::text[], $3::varchar[]) AS given(k, b, c)
+  ON CONFLICT (key) DO NOTHING
+  RETURNING id, key
+), marked AS (
+  UPDATE slack_received SET done_at = $4 WHERE id = ANY($6::integer[])
+)
+SELECT id, key FROM added
+"""
+
+
 class PostgresStore(SqlStore):
     """The store on PostgreSQL. Open with `await storage.stores.open_store("postgresql://...")`."""
 
@@ -162,6 +175,15 @@ class PostgresStore(SqlStore):
         async def again() -> Any:
             return (await fast.driver_rows(self.engine, sql, (owner,)))[0]
         return int((await self._raw.fetchrow(sql, (owner,), again))[0])
+
+    async def add_received(self, rows: Sequence[tuple[str, str, str]], now: datetime, lease_until: datetime,
+                           done: Sequence[int]) -> list[tuple[int, str]]:
+        """Slack's inputs `(key, body, content_type)` stored, and the handled rows `done` marked, in ONE
+        statement (its own transaction: no BEGIN and COMMIT round trips, prepared once): the `(id, key)`
+        of each input whose key was new. Every click's ack waits for this commit."""
+        params = ([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], now, lease_until, list(done))
+        again = partial(fast.driver_rows, self.engine, _ADD_RECEIVED, params)
+        return [(int(r[0]), str(r[1])) for r in await self._raw.fetch(_ADD_RECEIVED, params, again)]
 
     async def claim_outbox(self, now: datetime, *, limit: int, lease_seconds: float) -> list[OutboxItem]:
         # One statement is its own transaction: no BEGIN and COMMIT round trips.
