@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from storage.inserts import json_text, table_insert
 from storage.postgres.lone_unit import Deferred
+from storage.shapes import Shapes
 from storage.schema import UTCDateTime, audit_events, decisions, home_users, outbox, request_people, requests
 
 HOME_SENTINEL = "\x00user\x00"  # a user id no Slack user has (PostgreSQL text cannot even hold it)
@@ -41,7 +42,7 @@ _BARE = _MARKER[1:-1]
 
 # How one column of the home row is written: a constant, or the text around the user id.
 Form = tuple[str, Any] | tuple[str, str, str]  # ("const", value) | ("text" | "json", before, after)
-_SQL: dict[tuple[Any, ...], str] = {}
+_SQL: Shapes[tuple[Any, ...], str] = Shapes()
 
 
 def _pg_type(column: sa.Column[Any]) -> str:
@@ -109,9 +110,7 @@ async def decide_in_one(conn: AsyncConnection, request_id: str, expected_version
         params.extend(form[1:])
     key = (tuple(update), tuple(decision), tuple(audit), tuple(tuple(i) for i in items), tuple(home),
            tuple(f[0] for f in forms))
-    statement = _SQL.get(key)
-    if statement is None:
-        statement = _SQL[key] = _statement(key, forms)
+    statement = _SQL.get(key, lambda: _statement(key, forms))
     if final and isinstance(conn, Deferred):
         row: Any = await conn.sole(statement, params)
     else:

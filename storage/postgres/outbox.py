@@ -25,9 +25,10 @@ from bot.domain.model import AuditEvent
 from storage.base import CardPosted
 from storage.inserts import TableInsert, column_casts, table_insert, typed_placeholders
 from storage.schema import audit_events, outbox, requests
+from storage.shapes import Shapes
 from storage.values import audit_values
 
-_SQL: dict[tuple[int, int, int, int, int], str] = {}  # by (ids of the two inserts, cards, audit rows, marks)
+_SQL: Shapes[tuple[int, int, int, int, int], str] = Shapes()  # by (ids of the two inserts, cards, audit rows, marks)
 
 
 def stored_cards(rows: Sequence[Any]) -> set[str]:
@@ -60,9 +61,7 @@ def finish_statement(dialect: Dialect, done: Sequence[tuple[int, datetime]], aud
         mark = table_insert(outbox, marks[0], dialect)
         params.extend(v for row in marks for v in mark.values(row))
     key = (id(audit), id(ts), len(cards), len(rows), len(marks))
-    statement = _SQL.get(key)
-    if statement is None:
-        statement = _SQL[key] = _statement(audit, ts, len(cards), len(rows), len(marks), dialect)
+    statement = _SQL.get(key, lambda: _statement(audit, ts, len(cards), len(rows), len(marks), dialect))
     return statement, tuple(params)
 
 

@@ -31,12 +31,13 @@ from storage.base import Expect, Reminded, StaleRead
 from storage.inserts import Group, TableInsert, column_casts, placeholders, table_insert, typed_placeholders
 from storage.postgres.lone_unit import Deferred
 from storage.schema import audit_events, decisions, outbox, request_people, requests
+from storage.shapes import Shapes
 from storage.sweep_sql import time_of
 
 _PEOPLE_TAIL = " ON CONFLICT (request_id, user_id, role) DO NOTHING"
 DIVISION_BY_ZERO = "22012"  # the SQLSTATE of the final SELECT that found a read moved (see insert_pending)
-_SQL: dict[tuple[Any, ...], str] = {}  # decided rows' statements by shape
-_PENDING: dict[tuple[Any, ...], str] = {}  # pending requests' statements by shape
+_SQL: Shapes[tuple[Any, ...], str] = Shapes()  # decided rows' statements by shape
+_PENDING: Shapes[tuple[Any, ...], str] = Shapes()  # pending requests' statements by shape
 
 
 async def insert_decided(conn: AsyncConnection, request: dict[str, Any], decision: dict[str, Any],
@@ -56,10 +57,8 @@ async def _one_statement(conn: AsyncConnection, groups: Sequence[Group], notify:
     `pg_notify(*notify)` (or `SELECT 1`): one round trip. The SQL is built once per shape."""
     params: list[Any] = [v for part, rows, _ in groups for row in rows for v in part.values(row)]
     key = (tuple((id(part), len(rows), tail) for part, rows, tail in groups), notify is not None)
-    statement = _SQL.get(key)
-    if statement is None:
-        statement = _SQL[key] = _postgres_sql([(part, len(rows), tail) for part, rows, tail in groups],
-                                              notify is not None)
+    statement = _SQL.get(key, lambda: _postgres_sql([(part, len(rows), tail) for part, rows, tail in groups],
+                                                    notify is not None))
     await conn.exec_driver_sql(statement, (*params, *(notify or ())))
 
 
@@ -107,10 +106,8 @@ async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: 
     person = table_insert(request_people, people[0], dialect) if people else None
     key = (id(dialect), *(id(p) for p in parts), id(person), len(items), len(people),
            *(id(e.statement) for e in expects))
-    statement = _PENDING.get(key)
-    if statement is None:
-        statement = _PENDING[key] = _pending_statement(dialect, parts, tuple(items[0][1]), person, len(items),
-                                                       len(people), expects)
+    statement = _PENDING.get(key, lambda: _pending_statement(dialect, parts, tuple(items[0][1]), person, len(items),
+                                                             len(people), expects))
     rq, au, ob = parts
     flat = [*rq.values(request), *au.values(audit), *(v for user, row in items for v in (*ob.values(row), user))]
     if person is not None:

@@ -28,9 +28,10 @@ from storage.inserts import TableInsert, table_insert
 from storage.schema import audit_events, decisions, outbox, request_people, requests
 from storage.sqlite import driver as sqlite_driver
 from storage.sweep_sql import time_of
+from storage.shapes import Shapes
 
 _PEOPLE_TAIL = " ON CONFLICT (request_id, user_id, role) DO NOTHING"
-_PENDING: dict[tuple[Any, ...], list[str]] = {}  # pending requests' statements by shape
+_PENDING: Shapes[tuple[Any, ...], list[str]] = Shapes()  # pending requests' statements by shape
 
 
 async def _run(conn: AsyncConnection, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
@@ -67,9 +68,7 @@ async def insert_pending(conn: AsyncConnection, request: dict[str, Any], audit: 
                   table_insert(outbox, items[0][1], dialect))
     person = table_insert(request_people, people[0], dialect) if people else None
     key = (id(dialect), id(rq), id(au), id(ob), id(person), len(items), len(people))
-    sql = _PENDING.get(key)
-    if sql is None:
-        sql = _PENDING[key] = _pending_statements(rq, au, ob, person, len(items), len(people))
+    sql = _PENDING.get(key, lambda: _pending_statements(rq, au, ob, person, len(items), len(people)))
     values: list[Sequence[Any]] = [rq.values(request), au.values(audit),
                                    [v for user, row in items for v in (*ob.values(row), user)]]
     if person is not None:
