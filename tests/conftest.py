@@ -168,7 +168,10 @@ class PgClones:
         if fresh:
             self._uses[name] = uses
             return name
-        drop_database(name)
+        try:
+            self._dropper.submit(drop_database, name)  # after this: the next test does not wait for it
+        except RuntimeError:  # the session is closing: the dropper takes no more work
+            drop_database(name)
         return None
 
     async def take(self) -> str:
