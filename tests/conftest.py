@@ -152,7 +152,6 @@ class PgClones:
         self._ready: deque[Future[str]] = deque(self._creator.submit(self._create) for _ in range(ahead))
         self._recycling: deque[Future[str | None]] = deque()
         self._uses: dict[str, int] = {}
-        self.reused = 0
 
     def _create(self) -> str:
         name = f"signoff_t_{uuid.uuid4().hex[:12]}"
@@ -179,7 +178,6 @@ class PgClones:
         while self._recycling:
             name = await asyncio.wrap_future(self._recycling.popleft())
             if name is not None:
-                self.reused += 1
                 return name
         made = self._ready.popleft()
         self._ready.append(self._creator.submit(self._create))

@@ -16,13 +16,17 @@ PG_URL = os.environ.get("SIGNOFF_TEST_DATABASE_URL", "").strip()
 ENGINE = "postgresql" if PG_URL else "sqlite"
 
 
-async def pg_admin(sql: str) -> None:
+async def _pg_connect(name: str) -> Any:
+    """A connection to database `name` on the test server, as the test's URL says."""
     import asyncpg
 
     url = make_url(PG_URL.replace("postgres://", "postgresql://", 1))
-    conn = await asyncpg.connect(
-        host=url.host, port=url.port or 5432, user=url.username, password=url.password, database="postgres"
-    )
+    return await asyncpg.connect(host=url.host, port=url.port or 5432, user=url.username, password=url.password,
+                                 database=name)
+
+
+async def pg_admin(sql: str) -> None:
+    conn = await _pg_connect("postgres")
     try:
         await conn.execute(sql)
     finally:
@@ -48,14 +52,6 @@ async def empty_pg_database(prefix: str) -> AsyncIterator[str]:
         yield pg_url_for(name)
     finally:
         await pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-async def _pg_connect(name: str) -> Any:
-    import asyncpg
-
-    url = make_url(PG_URL.replace("postgres://", "postgresql://", 1))
-    return await asyncpg.connect(host=url.host, port=url.port or 5432, user=url.username, password=url.password,
-                                 database=name)
 
 
 # What a test could change about a database besides its rows: relations and their columns (any schema
