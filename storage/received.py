@@ -19,14 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from storage.base import Unit
 from storage.group_commit import GroupCommit
-from storage.postgres.store import PostgresStore
 from storage.schema import slack_received as t
 from storage.sql import SqlStore, SqlUnit
-from storage.sqlite import fast
 
 
 @dataclass(eq=False)
@@ -53,13 +50,6 @@ _READ = sa.select(t.c.id, t.c.key, t.c.body, t.c.content_type, t.c.attempts).whe
 _OPEN = (sa.select(t.c.id).where(t.c.done_at.is_(None), t.c.body.like(sa.bindparam("b_pattern"), escape="/"))
          .order_by(t.c.id).limit(sa.bindparam("b_limit")))
 _PRUNE = t.delete().where(t.c.done_at < sa.bindparam("b_before"))
-# SQLite: the insert and the done marks as driver SQL (storage/sqlite/fast.py: a Core statement costs about
-# three times SQLite's own work, and this is on every click's way to its ack).
-_SQLITE_ADD = (sqlite_insert(t).values(key=sa.bindparam("b_key"), body=sa.bindparam("b_body"),
-                                       content_type=sa.bindparam("b_type"), received_at=sa.bindparam("b_at"),
-                                       lease_until=sa.bindparam("b_until"), attempts=1)
-               .on_conflict_do_nothing(index_elements=["key"]).returning(t.c.id))
-_SQLITE_DONE = t.update().where(t.c.id == sa.bindparam("b_id")).values(done_at=sa.bindparam("b_now"))
 
 
 def _like_escaped(text: str) -> str:
@@ -86,24 +76,13 @@ class ReceivedStore:
     async def _add(self, items: Sequence[Received]) -> None:
         now = self.now()
         done = sorted(self._done)
-        if isinstance(self.store, PostgresStore):  # the whole group in one statement: one round trip
-            first: dict[str, Received] = {}
-            for item in items:
-                first.setdefault(item.key, item)  # a key twice in one group: the second is a duplicate
-                item.id = None
-            rows = [(i.key, i.body, i.content_type) for i in first.values()]
-            for row_id, key in await self.store.add_received(rows, now, now + self.lease, done):
-                first[key].id = row_id
-            self._marked(done)  # committed
-            return
-        async with self.store.unit() as unit:
-            for item in items:
-                row = (await fast.run(unit.conn, _SQLITE_ADD, {
-                    "b_key": item.key, "b_body": item.body, "b_type": item.content_type, "b_at": now,
-                    "b_until": now + self.lease})).fetchone()
-                item.id = row[0] if row is not None else None
-            for row_id in done:
-                await fast.run(unit.conn, _SQLITE_DONE, {"b_id": row_id, "b_now": now})
+        first: dict[str, Received] = {}
+        for item in items:
+            first.setdefault(item.key, item)  # a key twice in one group: the second is a duplicate
+            item.id = None
+        rows = [(i.key, i.body, i.content_type) for i in first.values()]
+        for row_id, key in await self.store.add_received(rows, now, now + self.lease, done):
+            first[key].id = row_id
         self._marked(done)  # committed
 
     def done_later(self, row_id: int) -> None:

@@ -390,6 +390,13 @@ class SqlStore(Store):
         async with self.engine.connect() as conn:
             return {r.id: Status(r.status) for r in (await conn.execute(stmt)).all()}
 
+    async def add_received(self, rows: Sequence[tuple[str, str, str]], now: datetime, lease_until: datetime,
+                           done: Sequence[int]) -> list[tuple[int, str]]:
+        """Slack's inputs `(key, body, content_type)` stored and the handled rows `done` marked, committed
+        together: the `(id, key)` of each input whose key was new (storage/received.py). Each engine's
+        store writes them its cheapest way."""
+        raise NotImplementedError
+
     async def count_pending(self, owner: str) -> int:
         async with self.engine.connect() as conn:
             return int((await conn.execute(q.COUNT_PENDING, {"b_owner": owner})).scalar_one())
