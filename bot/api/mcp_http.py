@@ -12,8 +12,9 @@ Invariants:
 - Every request carries a bearer token from SIGNOFF_API_TOKENS, checked before the MCP app sees it.
 - A tool call reaches the agent API of the very process that received it (its own socket, with the
   caller's token): one code path for validation, idempotency and long-polls, whichever way an agent came.
-- The MCP SDK is imported off the event loop once the server has started (about 0.4 s of CPU at
-  every process start otherwise, before the port opened); an MCP request that comes first waits for it.
+- The MCP SDK is imported off the event loop when the first /mcp request comes, not at start: about
+  0.4 s of CPU that a process whose agents never use MCP (and every replica a platform starts and
+  stops) does not pay. That first request, and any beside it, waits for the import (under a second).
 """
 
 from __future__ import annotations
@@ -155,6 +156,13 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
     stop = asyncio.Event()
     loading: asyncio.Task[Asgi] | None = None
     manager: asyncio.Task[None] | None = None
+    serving = False  # between the web app's start and its shutdown
+
+    def loaded() -> asyncio.Task[Asgi]:
+        nonlocal loading
+        if loading is None:
+            loading = asyncio.create_task(load(), name="mcp-load")
+        return loading
 
     async def handler(request: web.Request) -> web.StreamResponse:
         if not _authorized(request, settings.api_tokens):
@@ -165,9 +173,9 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
         if current is not None:
             inflight.add(current)
         try:
-            if loading is None:
-                raise web.HTTPServiceUnavailable(reason="the MCP endpoint has not started")
-            asgi = await asyncio.shield(loading)
+            if not serving:
+                raise web.HTTPServiceUnavailable(reason="the MCP endpoint is not serving (starting or stopping)")
+            asgi = await asyncio.shield(loaded())
             return await asgi_handler(asgi, request)
         finally:
             if current is not None:
@@ -201,10 +209,12 @@ def add_mcp(web_app: web.Application, settings: Settings) -> None:
         return asgi
 
     async def start(_app: web.Application) -> None:
-        nonlocal loading
-        loading = asyncio.create_task(load(), name="mcp-load")
+        nonlocal serving
+        serving = True
 
     async def shut_down(_app: web.Application) -> None:
+        nonlocal serving
+        serving = False
         # Before aiohttp waits for open requests: MCP calls can wait for a person (or hold a listen
         # stream) far longer than a graceful stop should take. Their clients see the call fail. (The
         # 2026 protocol's requests run in their HTTP handler's task, the older ones in the manager's.)

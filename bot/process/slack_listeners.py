@@ -32,12 +32,15 @@ def bolt_apps(settings: Settings, client: AsyncWebClient, team: InstalledTeam) -
     """(`bolt`, `clicks`): Bolt's usual app, and the one whose listeners run to their end."""
     bolt, clicks = (
         AsyncApp(
+            # Named: without a name Bolt takes its caller's file name from inspect.stack(), which reads the
+            # source of every frame on the stack (a tenth of a second of each process's start-up).
+            name=name,
             client=client,
             signing_secret=settings.slack_signing_secret or "socket-mode-has-no-signing-secret",
             request_verification_enabled=not settings.socket_mode,
             process_before_response=inline,
         )
-        for inline in (False, True)
+        for name, inline in (("signoff", False), ("signoff-clicks", True))
     )
     bolt.use(team.middleware())  # Socket Mode's requests reach Bolt directly; HTTP's are checked in slack_events
     return bolt, clicks
