@@ -174,9 +174,10 @@ async def open_database(database_url: str, *, migrate: bool, must_exist: bool = 
     store = None
     try:
         store = await open_store(database_url)
-        if migrate:
-            await upgrade(database_url, engine=store.write_engine)
         current = await current_revision(store.engine)
+        if migrate and current != head_revision():
+            await upgrade(database_url, engine=store.write_engine)
+            current = await current_revision(store.engine)
         if current != head_revision():
             await store.close()
             store = None

@@ -27,7 +27,7 @@ from bot.domain.model import AuditEvent
 from bot.domain.timing import Timing, initial_state
 from bot.domain.outbox import OutboxItem
 from storage.base import Reminded
-from storage.migrate import current_revision, head_revision
+from storage.migrate import alembic_head, current_revision, head_revision
 from storage.schema import audit_events, metadata, outbox, requests
 from storage.sql import SqlStore
 from storage.stores import open_store
@@ -64,6 +64,12 @@ async def test_migrated_schema_matches_schema_py(sql_store: SqlStore) -> None:
     diff = await schema_diff(sql_store)
     assert diff == [], "the table definitions and the Alembic migrations disagree (a migration is missing?)"
     assert await current_revision(sql_store.engine) == head_revision()
+
+
+def test_the_head_serve_checks_without_alembic_is_alembics_head() -> None:
+    """`signoff serve` compares the database with storage/migrate.HEAD, not Alembic's reading of the scripts
+    (which it does not load): a new migration that does not move HEAD fails here."""
+    assert head_revision() == alembic_head() is not None
 
 
 @pytest_asyncio.fixture
