@@ -72,6 +72,8 @@ async def test_a_timeout_waits_for_a_stored_unhandled_click_and_the_click_decide
     assert decision["outcome"] == "approved" and decision["via"] == "button" and decision["decided_by"]["id"] == "U1"
 
     async def marked() -> bool:
+        # What the inbox's loop does every lease/3 seconds (10 s by default), or the next stored input.
+        await app.signoff.inbox.inputs.flush_done()  # type: ignore[union-attr]
         async with app.signoff.store.engine.connect() as conn:  # type: ignore[union-attr]
             done = (await conn.execute(sa.select(slack_received.c.done_at)
                                        .where(slack_received.c.id == row))).scalar_one()
