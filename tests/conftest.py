@@ -38,6 +38,7 @@ from storage.stores import open_store
 from bot.sandbox import SlackEmulator
 from bot.slack.directory import SlackDirectory
 from tests.support.app import App, policy_app, start_app
+from tests.support.engines import skip_engine_independent
 from tests.support.databases import ENGINE, PG_URL, PgReset, drop_database, pg_admin, pg_url_for
 from signoff import signatures
 
@@ -79,6 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return next((i for i, prefix in enumerate(LONG_FIRST) if where.startswith(prefix)), len(LONG_FIRST))
 
     items.sort(key=rank)  # stable: the rest keep their order
+    skip_engine_independent(items, postgres=bool(PG_URL))  # tests/support/engines.py says why
 
 
 def pytest_report_header(config: pytest.Config) -> str:
