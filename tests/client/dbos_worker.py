@@ -15,6 +15,7 @@ import pytest_asyncio
 
 from bench.harness import free_port
 from tests.support.databases import PG_URL, empty_pg_database
+from tests.support.engines import RUN_ALL, run_all
 from tests.support.app import API_TOKEN, WEBHOOK_SECRET, App
 from tests.support.process import LoggedProcess
 
@@ -53,12 +54,14 @@ class Worker(LoggedProcess):
 async def dbos_url(request: Any, tmp_path: Path) -> AsyncIterator[str]:
     """The worker's DBOS system database: a SQLite file; and a fresh PostgreSQL database when
     SIGNOFF_TEST_DATABASE_URL names a server (skipped, visibly, otherwise)."""
+    import pytest
+
     if request.param == "sqlite":
+        if PG_URL and not run_all():  # the same recipe on the same DBOS engine as the SQLite run's
+            pytest.skip(f"DBOS on SQLite: ran in the SQLite run ({RUN_ALL}=1 runs it on this run too)")
         yield f"sqlite:///{tmp_path / 'refunds.sqlite'}"
         return
     if not PG_URL:
-        import pytest
-
         pytest.skip("DBOS on PostgreSQL: runs when SIGNOFF_TEST_DATABASE_URL names a PostgreSQL database")
     async with empty_pg_database("signoff_dbos") as url:
         yield url

@@ -58,10 +58,15 @@ def touches_the_engine(item: pytest.Item) -> bool:
     return False
 
 
+def run_all() -> bool:
+    """SIGNOFF_TEST_ALL is set: the PostgreSQL run runs what the SQLite run covers too."""
+    return os.environ.get(RUN_ALL, "").strip() not in ("", "0")
+
+
 def skip_engine_independent(items: list[pytest.Item], *, postgres: bool) -> int:
     """On the PostgreSQL run (unless SIGNOFF_TEST_ALL is set): a visible skip on each test that does not
     depend on the engine. How many were marked."""
-    if not postgres or os.environ.get(RUN_ALL, "").strip() not in ("", "0"):
+    if not postgres or run_all():
         return 0
     marked = 0
     for item in items:
