@@ -1,4 +1,4 @@
-"""`python -m bench.soak`, run for a quarter of a minute on the suite's engine, prints its per-minute rows and the
+"""`python -m bench.soak`, run for nine seconds on the suite's engine, prints its per-minute rows and the
 final counts (no figure is asserted)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_soak_bench_samples_and_counts() -> None:
     pg = os.environ.get("SIGNOFF_TEST_DATABASE_URL")
     args = ["--db", "postgres", "--pg-url", pg] if pg else ["--db", "sqlite"]
-    done = subprocess.run([sys.executable, "-m", "bench.soak", "--minutes", "0.25", "--sample-seconds", "5",
-                           "--restart-every", "0.1", "--rate", "2", "--timeout", "3s", *args],
+    done = subprocess.run([sys.executable, "-m", "bench.soak", "--minutes", "0.15", "--sample-seconds", "3",
+                           "--restart-every", "0.06", "--rate", "2", "--timeout", "3s", *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if re.match(r"\s+\d+\.\d \|", line)]
