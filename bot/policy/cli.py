@@ -28,11 +28,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.domain.duties import SLACK_USER_ID
 from bot.domain.history import Thresholds
 from bot.domain.model import Risk
-from bot.domain.policy import Call, Effect, evaluate
-from bot.policy.file import PolicyError, load_policy
+
+# Every other command of `signoff` builds this command's parser too: what only running it needs (the
+# policy file's parser, the evaluator) is imported by the functions that run it.
 
 
 def add_parser(sub: Any) -> None:
@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(path: str) -> int:
+    from bot.policy.file import PolicyError, load_policy
+
     try:
         policy = load_policy(path)
     except PolicyError as exc:
@@ -80,6 +82,10 @@ def _check(path: str) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from bot.domain.duties import SLACK_USER_ID
+    from bot.domain.policy import Call, Effect, evaluate
+    from bot.policy.file import PolicyError, load_policy
+
     path = args.policy or os.environ.get("SIGNOFF_POLICY")
     if not path:
         print("signoff: no policy file: pass --policy FILE or set SIGNOFF_POLICY", file=sys.stderr)

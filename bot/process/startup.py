@@ -17,16 +17,17 @@ import socket
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-from slack_sdk.errors import SlackApiError
-from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy.engine import make_url
 
-from bot.slack.failures import permanent_failure
-from bot.slack.team import Installation
 from storage.urls import async_url
+
+if TYPE_CHECKING:  # imported where Slack is asked: `signoff db|keys|audit|run` never ask it
+    import aiohttp
+    from slack_sdk.errors import SlackApiError
+
+    from bot.slack.team import Installation
 
 # Values people leave in from examples (the README's first command uses the first two).
 PLACEHOLDERS = ("xoxb-your-bot-token", "your-signing-secret", "xapp-your-app-token", "choose-a-long-random-token")
@@ -243,6 +244,12 @@ class SlackCheck:
 async def check_slack(settings: Any, *, session: aiohttp.ClientSession | None = None) -> SlackCheck:
     """auth.test (and apps.connections.open in Socket Mode). A refused token is StartupError naming
     the setting; no answer at all is returned as `unreachable` (not fatal)."""
+    import aiohttp
+    from slack_sdk.errors import SlackApiError
+    from slack_sdk.web.async_client import AsyncWebClient
+
+    from bot.slack.team import Installation
+
     own = session is None
     session = session or aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=settings.http_timeout_seconds))
     try:
@@ -270,6 +277,8 @@ async def check_slack(settings: Any, *, session: aiohttp.ClientSession | None = 
 
 
 def _refused(exc: SlackApiError, setting: str, method: str) -> SlackCheck:
+    from bot.slack.failures import permanent_failure
+
     status = exc.response.status_code
     data = exc.response.data if isinstance(exc.response.data, dict) else {}
     error = str(data.get("error") or f"HTTP {status}")
