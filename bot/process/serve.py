@@ -214,9 +214,9 @@ async def _full_collections(last_arrival: Callable[[], float], every: float = GC
     reference counts, gen 0 fills slowly, and a full collection came once every hundred of those: hours
     apart at a few requests a second. Reference cycles that outlived a gen-0 collection (an in-flight
     request's state caught by one) waited that long, and the heap grew meanwhile (bench.soak, PostgreSQL,
-    4 requests/s: A's RSS +0.4 MiB a minute after warm-up without these, flat with them). Start-up's
-    objects are frozen, so a full collection walks only what was made since: tens of thousands of
-    objects, milliseconds."""
+    4 requests/s, minutes 7 to 16: A's RSS 146.1 -> 149.0 MiB without these, 115.4 -> 115.7 with them;
+    docs/benchmarks.md). Start-up's objects are frozen, so a full collection walks only what was made
+    since (about 63,000 objects in that replica)."""
     loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(every)

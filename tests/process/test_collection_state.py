@@ -37,3 +37,34 @@ def test_collection_is_on_again_after_bad_arguments(bare_env: Path) -> None:
     with pytest.raises(SystemExit):
         main(["serve", "--no-such-option"])
     assert gc.isenabled()
+
+
+async def test_a_serving_process_collects_fully_and_a_stream_of_slack_requests_only_delays_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`signoff serve` runs a full collection every `every` seconds (bot/process/serve.py): without it, cycles
+    promoted out of gen 0 waited hours under its GC tuning. A Slack request in the last `quiet` seconds puts it
+    off, for at most another `every`: requests that never stop do not stop it."""
+    import asyncio
+    import time
+
+    from bot.process import serve
+
+    collected: list[int] = []
+    both = asyncio.Event()
+
+    def collect(generation: int = 2) -> int:
+        collected.append(generation)
+        if len(collected) >= 2:
+            both.set()
+        return 0
+
+    monkeypatch.setattr(serve.gc, "collect", collect)
+    for last_arrival in (lambda: -float("inf"), time.monotonic):  # nobody asking; Slack asking all the time
+        collected.clear()
+        both.clear()
+        task = asyncio.create_task(serve._full_collections(last_arrival, every=0.01, quiet=0.5))
+        try:
+            await asyncio.wait_for(both.wait(), 30)
+        finally:
+            task.cancel()
+        assert collected[:2] == [2, 2]  # full collections, again and again
