@@ -17,6 +17,8 @@ from __future__ import annotations
 import inspect
 import os
 import re
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +31,18 @@ RUN_ALL = "SIGNOFF_TEST_ALL"
 REASON = ("touches no database: the same test as in the SQLite run, where it ran "
           f"({RUN_ALL}=1 runs it on this run too)")
 
-_texts: dict[Any, str] = {}
+_named: dict[Any, bool] = {}  # by module path or fixture function: whether its source names the engine
 
 
-def _source(key: Any, read: Any) -> str:
-    if key not in _texts:
+def _names_the_engine(key: Any, read: Callable[[], str]) -> bool:
+    """Whether `read()` (a module's or a fixture's source) names the engine; read and searched once per key
+    (a module's hundred tests, a fixture every test uses)."""
+    if key not in _named:
         try:
-            _texts[key] = read()
+            _named[key] = ENGINE_WORDS.search(read()) is not None
         except (OSError, TypeError):
-            _texts[key] = "db_url"  # cannot read it: assume it depends
-    return _texts[key]
+            _named[key] = True  # cannot read it: assume it depends
+    return _named[key]
 
 
 def touches_the_engine(item: pytest.Item) -> bool:
@@ -47,13 +51,13 @@ def touches_the_engine(item: pytest.Item) -> bool:
     if module is None or info is None:  # not a plain Python test function: run it
         return True
     path = Path(str(module.__file__))
-    if ENGINE_WORDS.search(_source(path, path.read_text)):
+    if _names_the_engine(path, path.read_text):
         return True
     for name in info.names_closure:
         if ENGINE_WORDS.search(name):
             return True
         for definition in info.name2fixturedefs.get(name, ()):
-            if ENGINE_WORDS.search(_source(definition.func, lambda d=definition: inspect.getsource(d.func))):
+            if _names_the_engine(definition.func, partial(inspect.getsource, definition.func)):
                 return True
     return False
 
