@@ -217,11 +217,10 @@ async def _full_collections(last_arrival: Callable[[], float], every: float = GC
     4 requests/s, minutes 7 to 16: A's RSS 146.1 -> 149.0 MiB without these, 115.4 -> 115.7 with them;
     docs/benchmarks.md). Start-up's objects are frozen, so a full collection walks only what was made
     since (about 63,000 objects in that replica)."""
-    loop = asyncio.get_running_loop()
     while True:
         await asyncio.sleep(every)
-        deadline = loop.time() + every
-        while time.monotonic() - last_arrival() < quiet and loop.time() < deadline:
+        deadline = time.monotonic() + every  # the clock `last_arrival` reads (bot/slack/backlog.py)
+        while time.monotonic() - last_arrival() < quiet and time.monotonic() < deadline:
             await asyncio.sleep(quiet)
         gc.collect()
 
