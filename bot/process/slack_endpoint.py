@@ -65,7 +65,11 @@ async def slack_events(request: web.Request) -> web.Response:
     # Bolt verifies too, but only after parsing; a signed-but-malformed body must not become a 500.
     if not signoff.verifier.is_valid_request(body, dict(request.headers)):
         return web.json_response({"error": "invalid request"}, status=401)
-    signoff.backlog.arrived()  # only Slack's own requests hold clicks' work back
+    with signoff.backlog.handling():  # only Slack's own requests hold clicks' work back, until answered
+        return await _answered(signoff, request, body, started)
+
+
+async def _answered(signoff: Signoff, request: web.Request, body: str, started: float) -> web.Response:
     try:
         bolt_request = parsed_request(body, request.query_string, request.headers)
     except ValueError as exc:

@@ -5,9 +5,12 @@ update, the "already approved" note) has no such deadline. When many clicks arri
 fifty people tapping Approve on a card posted to a busy channel, running each click's listener as
 soon as it is acked makes the acks queue behind that work on the shared event loop. So a click's
 listener goes into this backlog, which starts the oldest one at once if no Slack request came in
-after it (a lone click waits for nothing), else when none has arrived for `quiet` seconds (the
-burst is over or pauses), or when it has waited `max_defer` seconds (so a burst that never stops
-still gets its work done, at most that much later).
+after it (a lone click waits for nothing), else when none has arrived for `quiet` seconds and none
+is still being answered (the burst is over or pauses), or when it has waited `max_defer` seconds (so
+a burst that never stops still gets its work done, at most that much later). A request being answered
+counts as not quiet: a burst's clicks wait for their inputs' commit before their acks, and fifty people
+whose acks are all waiting on one commit send nothing meanwhile, which looked like a pause; work
+started then made those acks wait behind it (on PostgreSQL, the slowest acks of a burst).
 
 Clicks that open a modal are not deferred: their `trigger_id` expires 3 s after the click
 (`web.py` runs those straight away).
@@ -25,7 +28,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -54,10 +57,13 @@ class Backlog:
         self.workers = workers
         self.now = now
         self.last_arrival = -float("inf")
+        self.last_answered = -float("inf")
+        self.answering = 0  # Slack requests in `handling()`
         self._queue: deque[tuple[float, Work]] = deque()
         self._queued = asyncio.Event()
         self._gate = asyncio.Lock()
         self._draining = asyncio.Event()
+        self._nudge = asyncio.Event()  # the gate looks again: stop(), or the last request being answered was
         self._running: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -75,6 +81,19 @@ class Backlog:
     def arrived(self) -> None:
         """A Slack request came in: queued work waits until they stop for `quiet` seconds."""
         self.last_arrival = self.now()
+
+    @contextlib.contextmanager
+    def handling(self) -> Iterator[None]:
+        """A Slack request from its arrival to its answer: queued work waits while any is being answered."""
+        self.arrived()
+        self.answering += 1
+        try:
+            yield
+        finally:
+            self.answering -= 1
+            self.last_answered = self.now()
+            if not self.answering:
+                self._nudge.set()
 
     def add(self, work: Work) -> None:
         if self._draining.is_set():  # after stop(): nobody would run it
@@ -102,6 +121,7 @@ class Backlog:
         """Run what is queued without waiting for quiet, wait (up to `timeout`) for all of it to end, stop."""
         self._draining.set()
         self._queued.set()
+        self._nudge.set()
         try:
             await asyncio.wait_for(self._idle.wait(), timeout)
         except TimeoutError:
@@ -143,15 +163,21 @@ class Backlog:
             self._idle.set()
 
     async def _until_due(self) -> None:
-        """Until nothing arrived after the oldest item, or arrivals paused for `quiet` s, or it waited `max_defer` s."""
+        """Until nothing arrived after the oldest item, or requests paused for `quiet` s with none being
+        answered, or it waited `max_defer` s."""
         while self._queue and not self._draining.is_set():
             self.gate_checks += 1
             enqueued = self._queue[0][0]
             if self.last_arrival <= enqueued:  # nothing came in after it: a lone click goes at once
                 return
-            due = min(self.last_arrival + self.quiet, enqueued + self.max_defer)
+            deadline = enqueued + self.max_defer
+            if self.answering:  # not quiet: look again when the last is answered (or at the deadline)
+                due = deadline
+            else:
+                due = min(max(self.last_arrival, self.last_answered) + self.quiet, deadline)
             wait = due - self.now()
             if wait <= 0:
                 return
-            with contextlib.suppress(TimeoutError):  # a timer, cut short by stop()
-                await asyncio.wait_for(self._draining.wait(), wait)
+            self._nudge.clear()
+            with contextlib.suppress(TimeoutError):  # a timer, cut short by stop() or the last answer
+                await asyncio.wait_for(self._nudge.wait(), wait)

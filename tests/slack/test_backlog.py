@@ -89,6 +89,25 @@ async def test_work_waits_while_requests_keep_arriving_then_runs_in_order(starte
     assert done == ["a", "b"]
 
 
+async def test_work_waits_while_a_request_is_being_answered(started: Any) -> None:
+    # Fifty clicks whose acks all wait on one commit send nothing meanwhile: no arrival for `quiet`
+    # seconds is not the end of the burst while their acks are still to be answered.
+    b, now = started(quiet=0.01, max_defer=600, workers=1)
+    done: list[str] = []
+    ran = asyncio.Event()
+    b.arrived()
+    b.add(recorder(done, "a", ran))
+    now.t += 0.001
+    with b.handling():  # a click that came in after it, its ack waiting on the commit
+        now.t += 1  # long after the last arrival
+        await gate_checked(b, 1)
+        await let_tasks_run()
+        assert done == [] and b.answering == 1
+    now.t += 0.011  # answered, and quiet since
+    await asyncio.wait_for(ran.wait(), 5)  # the last answer wakes the gate: no wait for max_defer
+    assert done == ["a"] and b.answering == 0
+
+
 async def test_an_endless_burst_still_runs_work_after_max_defer(started: Any) -> None:
     b, now = started(quiet=0.01, max_defer=0.05, workers=1)
     done: list[str] = []
