@@ -10,9 +10,7 @@ is still being answered (the burst is over or pauses), or when it has waited `ma
 a burst that never stops still gets its work done, at most that much later). A request being answered
 counts as not quiet: a burst's clicks wait for their inputs' commit before their acks, and fifty people
 whose acks are all waiting on one commit send nothing meanwhile, which looked like a pause; work
-started then made those acks wait behind it (on PostgreSQL, the slowest acks of a burst). While
-requests are being answered, items still run, one at a time, so a steady stream of clicks slows the
-decisions down rather than holding them all for `max_defer`.
+started then made those acks wait behind it (on PostgreSQL, the slowest acks of a burst).
 
 Clicks that open a modal are not deferred: their `trigger_id` expires 3 s after the click
 (`web.py` runs those straight away).
@@ -86,8 +84,7 @@ class Backlog:
 
     @contextlib.contextmanager
     def handling(self) -> Iterator[None]:
-        """A Slack request from its arrival to its answer: while any is being answered, queued work runs one
-        item at a time (none starts while another is running)."""
+        """A Slack request from its arrival to its answer: queued work waits while any is being answered."""
         self.arrived()
         self.answering += 1
         try:
@@ -160,8 +157,6 @@ class Backlog:
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._running.discard(task)
-        if not self._running and self.answering:
-            self._nudge.set()  # the gate lets the next item go while requests are being answered
         if task.cancelled() and not self._draining.is_set():
             log.warning("handling an acked click was cancelled")
         if not len(self):
@@ -176,9 +171,7 @@ class Backlog:
             if self.last_arrival <= enqueued:  # nothing came in after it: a lone click goes at once
                 return
             deadline = enqueued + self.max_defer
-            if self.answering:  # not quiet: one item at a time (the one running wakes us when it ends)
-                if not self._running:
-                    return
+            if self.answering:  # not quiet: look again when the last is answered (or at the deadline)
                 due = deadline
             else:
                 due = min(max(self.last_arrival, self.last_answered) + self.quiet, deadline)
