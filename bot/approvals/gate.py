@@ -222,11 +222,12 @@ class PolicyGate:
         # (stamp, read at, every live delegation newest first): see `_delegations_of`.
         self._delegations: tuple[tuple[Any, ...], datetime, list[Delegation]] | None = None
 
-    def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
-        """A person's edit, re-evaluated: refused if a deny rule refuses the edited call.
+    async def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+        """A person's edit, re-evaluated: refused if a deny rule or a deny grant refuses the edited call.
 
-        Grants and allow rules are not consulted (a person is approving it); only deny rules,
-        which nothing overrides, can make an edit impossible.
+        Allow grants and allow rules change nothing here (a person is approving it); only denials,
+        which a person's approval does not override at submit either, can make an edit impossible.
+        The tool's grant index is the one submits use (its stamp read: one small query).
         """
         policy = self.holder.policy
         if policy is None:
@@ -234,7 +235,8 @@ class PolicyGate:
         call = Call(tool=request.action.name, params=params, risk=request.risk, requester=request.requested_by,
                     requester_user=request.requester_user, channel=request.channel,
                     run_id=run_of(request.extra), agent=agent_of(request.extra))
-        evaluation = evaluate(policy, call, None, self.holder.clock.now())
+        now = self.holder.clock.now()
+        evaluation = evaluate(policy, call, await self._index(call.tool, now), now)
         if evaluation.outcome is Effect.DENY:
             return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."
         return None

@@ -211,7 +211,7 @@ class BatchInteractions:
             pseudo = as_request(checked, index)
             params, errors = blocks.parse_edit_submission(pseudo, sub.values)
             if not errors:
-                problem = self.service.recheck_edit(pseudo, params)  # policy re-evaluates the edit (12a)
+                problem = await self.service.recheck_edit(pseudo, params)  # policy re-evaluates the edit (12a)
                 if problem:
                     errors = {first: strip_markup(problem)[:2000]}
             if errors:

@@ -359,7 +359,7 @@ class Interactions:
         if sub.callback_id == blocks.EDIT_VIEW:
             params, errors = blocks.parse_edit_submission(checked, sub.values)
             if not errors:
-                problem = self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
+                problem = await self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
                 if problem:
                     errors = {first_block: strip_markup(problem)}
             return (None, {}, errors) if errors else (checked, params, {})
