@@ -26,7 +26,7 @@ Invariants (kept by `no_decision` and `call_key`):
 from __future__ import annotations
 
 import hashlib
-import uuid
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -206,7 +206,7 @@ def call_key(call: HookCall, found_call_id: str | None = None) -> str:
     `found_call_id`: a PermissionRequest's call, found in the transcript (it carries no tool_use_id).
     """
     call_id = call.tool_use_id or (found_call_id if call.asking else None)
-    return request_key(call.session_id, call_id or f"{ONCE}{uuid.uuid4().hex}")
+    return request_key(call.session_id, call_id or f"{ONCE}{os.urandom(16).hex()}")  # uuid4's randomness; `uuid` imports `platform`
 
 
 def context_line(call: HookCall, host: str | None) -> str:
