@@ -39,29 +39,37 @@ async def _edit(app: App, request_id: str, to: str) -> dict:
     return response.json() if response.text not in ("", "{}") else {}
 
 
-async def test_an_edit_policy_denies_is_refused_inline_and_writes_nothing(papp: App) -> None:
-    req = await papp.submit()
+async def _pending(app: App) -> str:
+    req = await app.submit()
     assert req["status"] == "pending"
-    assert papp.signoff is not None
-    await papp.signoff.dispatcher.drain()
-    before = await papp.signoff.store.get_request(req["id"])
-    answer = await _edit(papp, req["id"], "someone@evil.test")
-    assert answer["response_action"] == "errors"
-    assert "email goes to example.com addresses only" in json.dumps(answer["errors"])
-    assert await papp.signoff.store.get_request(req["id"]) == before
+    assert app.signoff is not None
+    await app.signoff.dispatcher.drain()
+    return str(req["id"])
 
-    assert await _edit(papp, req["id"], "other@example.com") == {}
-    _, decided = await papp.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
+
+async def _refused_then_approved(app: App, request_id: str, refused_to: str, why: str) -> None:
+    """An edit to `refused_to` is an inline error naming `why`, with nothing written; another one approves."""
+    assert app.signoff is not None
+    before = await app.signoff.store.get_request(request_id)
+    answer = await _edit(app, request_id, refused_to)
+    assert answer["response_action"] == "errors"
+    assert why in json.dumps(answer["errors"])
+    assert await app.signoff.store.get_request(request_id) == before
+
+    assert await _edit(app, request_id, "other@example.com") == {}
+    _, decided = await app.api("GET", f"/api/v1/approvals/{request_id}?wait=5")
     assert decided["status"] == "approved" and decided["decision"]["params"]["to"] == "other@example.com"
+
+
+async def test_an_edit_policy_denies_is_refused_inline_and_writes_nothing(papp: App) -> None:
+    request_id = await _pending(papp)
+    await _refused_then_approved(papp, request_id, "someone@evil.test", "email goes to example.com addresses only")
 
 
 async def test_an_edit_a_deny_grant_refuses_is_refused_inline_and_writes_nothing(papp: App, db_url: str) -> None:
     # A person's deny (made on another replica after this one cached the tool's grants) holds for edits
     # as it does for submits: an approver cannot edit a call into one a colleague denied.
-    req = await papp.submit()
-    assert req["status"] == "pending"
-    assert papp.signoff is not None
-    await papp.signoff.dispatcher.drain()
+    request_id = await _pending(papp)
     other = await open_store(db_url)
     try:
         now = datetime.now(UTC)
@@ -72,12 +80,4 @@ async def test_an_edit_a_deny_grant_refuses_is_refused_inline_and_writes_nothing
             await GrantStore(other).add(unit, deny)
     finally:
         await other.close()
-    before = await papp.signoff.store.get_request(req["id"])
-    answer = await _edit(papp, req["id"], "ceo@example.com")
-    assert answer["response_action"] == "errors"
-    assert "grt_no_ceo_mail" in json.dumps(answer["errors"])
-    assert await papp.signoff.store.get_request(req["id"]) == before
-
-    assert await _edit(papp, req["id"], "other@example.com") == {}
-    _, decided = await papp.api("GET", f"/api/v1/approvals/{req['id']}?wait=5")
-    assert decided["status"] == "approved" and decided["decision"]["params"]["to"] == "other@example.com"
+    await _refused_then_approved(papp, request_id, "ceo@example.com", "grt_no_ceo_mail")
