@@ -4,13 +4,15 @@ Slack needs the ack of every click within 3 s; what the click then does (the dec
 update, the "already approved" note) has no such deadline. When many clicks arrive at once, e.g.
 fifty people tapping Approve on a card posted to a busy channel, running each click's listener as
 soon as it is acked makes the acks queue behind that work on the shared event loop. So a click's
-listener goes into this backlog, which starts the oldest one at once if no Slack request came in
-after it (a lone click waits for nothing), else when none has arrived for `quiet` seconds and none
+listener goes into this backlog, which starts the oldest one as soon as no request is being answered
+if no Slack request came in after it (a lone click waits only for its own ack), else when none has arrived for `quiet` seconds and none
 is still being answered (the burst is over or pauses), or when it has waited `max_defer` seconds (so
 a burst that never stops still gets its work done, at most that much later). A request being answered
 counts as not quiet: a burst's clicks wait for their inputs' commit before their acks, and fifty people
 whose acks are all waiting on one commit send nothing meanwhile, which looked like a pause; work
-started then made those acks wait behind it (on PostgreSQL, the slowest acks of a burst).
+started then made those acks wait behind it (on PostgreSQL, the slowest acks of a burst). Likewise
+the clicks of one committed group are queued after the last arrival while the next group's clicks wait
+on their commit: they are not lone clicks.
 
 Clicks that open a modal are not deferred: their `trigger_id` expires 3 s after the click
 (`web.py` runs those straight away).
@@ -168,7 +170,7 @@ class Backlog:
         while self._queue and not self._draining.is_set():
             self.gate_checks += 1
             enqueued = self._queue[0][0]
-            if self.last_arrival <= enqueued:  # nothing came in after it: a lone click goes at once
+            if self.last_arrival <= enqueued and not self.answering:  # a lone click goes once it is answered
                 return
             deadline = enqueued + self.max_defer
             if self.answering:  # not quiet: look again when the last is answered (or at the deadline)

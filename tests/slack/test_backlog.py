@@ -67,6 +67,24 @@ async def test_a_lone_click_runs_at_once(started: Any) -> None:
     assert done == ["a"]
 
 
+async def test_a_committed_groups_click_waits_while_the_next_groups_acks_are_being_answered(started: Any) -> None:
+    # Group commit answers a burst in groups: when the first group's commit returns, its clicks are queued
+    # after the last arrival, while the clicks that came in meanwhile still wait on their own commit.
+    b, now = started(quiet=60, max_defer=600, workers=2)
+    done: list[str] = []
+    ran = asyncio.Event()
+    waiting = b.handling()
+    waiting.__enter__()  # a click of the next group: arrived, its ack waiting on the commit
+    now.t += 0.001
+    b.add(recorder(done, "a", ran))  # the first group's click, queued after that arrival
+    await gate_checked(b, 1)
+    await let_tasks_run()
+    assert done == [] and b.answering == 1
+    waiting.__exit__(None, None, None)  # answered: nothing arrived after "a", so it goes at once
+    await asyncio.wait_for(ran.wait(), 5)  # no `quiet` wait (60 s here)
+    assert done == ["a"]
+
+
 async def test_work_waits_while_requests_keep_arriving_then_runs_in_order(started: Any) -> None:
     # The gate's timer is real (quiet: 0.01 s) but it compares against the test's clock, which only
     # moves when the test says: nothing can run before the test lets the burst end.
