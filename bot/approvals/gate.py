@@ -236,10 +236,14 @@ class PolicyGate:
                     requester_user=request.requester_user, channel=request.channel,
                     run_id=run_of(request.extra), agent=agent_of(request.extra))
         now = self.holder.clock.now()
-        evaluation = evaluate(policy, call, await self._index(call.tool, now), now)
-        if evaluation.outcome is Effect.DENY:
-            return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."
-        return None
+        index = await self._index(call.tool, now)
+        evaluation = evaluate(policy, call, index, now)
+        if evaluation.outcome is not Effect.DENY:
+            return None
+        if evaluate(policy, replace(call, params=request.action.params), index, now).outcome is Effect.DENY:
+            # A deny made (or a policy reloaded) after the request was posted covers the call as asked too.
+            return f"Policy now denies this call: {evaluation.reason}. Reject the request."
+        return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."
 
     async def evaluate(self, call: Call, now: datetime) -> Evaluation | None:
         """The evaluation of `call` under the loaded policy and the live grants of its tool (None: no policy)."""

@@ -361,7 +361,7 @@ class Interactions:
             if not errors:
                 problem = await self.service.recheck_edit(checked, params)  # policy re-evaluates the edit (12a)
                 if problem:
-                    errors = {first_block: strip_markup(problem)}
+                    errors = {first_block: strip_markup(problem)[:2000]}
             return (None, {}, errors) if errors else (checked, params, {})
         return checked, checked.action.params, {}
 

@@ -66,18 +66,32 @@ async def test_an_edit_policy_denies_is_refused_inline_and_writes_nothing(papp: 
     await _refused_then_approved(papp, request_id, "someone@evil.test", "email goes to example.com addresses only")
 
 
-async def test_an_edit_a_deny_grant_refuses_is_refused_inline_and_writes_nothing(papp: App, db_url: str) -> None:
-    # A person's deny (made on another replica after this one cached the tool's grants) holds for edits
-    # as it does for submits: an approver cannot edit a call into one a colleague denied.
-    request_id = await _pending(papp)
+async def _deny_from_another_replica(db_url: str, grant_id: str, to_glob: str) -> None:
     other = await open_store(db_url)
     try:
         now = datetime.now(UTC)
-        deny = Grant("grt_no_ceo_mail", "send_email", {"to": FieldMatch("glob", "ceo@*")}, Scope.EVERYONE, None,
+        deny = Grant(grant_id, "send_email", {"to": FieldMatch("glob", to_glob)}, Scope.EVERYONE, None,
                      "U9", now - timedelta(seconds=1), expires_at=now + timedelta(hours=1), any_other_params=True,
                      effect=DENY)
         async with other.unit() as unit:
             await GrantStore(other).add(unit, deny)
     finally:
         await other.close()
+
+
+async def test_an_edit_a_deny_grant_refuses_is_refused_inline_and_writes_nothing(papp: App, db_url: str) -> None:
+    # A person's deny (made on another replica after this one cached the tool's grants) holds for edits
+    # as it does for submits: an approver cannot edit a call into one a colleague denied.
+    request_id = await _pending(papp)
+    await _deny_from_another_replica(db_url, "grt_no_ceo_mail", "ceo@*")
     await _refused_then_approved(papp, request_id, "ceo@example.com", "grt_no_ceo_mail")
+
+
+async def test_a_deny_made_after_the_card_that_covers_the_call_as_asked_says_to_reject(papp: App,
+                                                                                      db_url: str) -> None:
+    request_id = await _pending(papp)
+    await _deny_from_another_replica(db_url, "grt_no_customer_mail", "customer@*")
+    answer = await _edit(papp, request_id, "customer@example.com")  # not "change it back": it is as asked
+    assert answer["response_action"] == "errors"
+    errors = json.dumps(answer["errors"])
+    assert "Policy now denies this call" in errors and "grt_no_customer_mail" in errors and "Change it back" not in errors
