@@ -28,14 +28,19 @@ def store_uses(source: str, name: str) -> list[str]:
     return found
 
 
+# Every `ast.parse` of this module runs at collection: CPython 3.11.7's can fail with "AST constructor
+# recursion depth mismatch" after a test that recursed deeply (gh-106905, as in test_imports.py).
+EDGE_STORE_USES = [use for path in EDGES for use in store_uses(path.read_text(), str(path.relative_to(ROOT)))]
+MADE_UP_STORE_USES = store_uses("from storage.base import Store\n\nasync def f(service):\n"
+                                "    return await service.store.get_request('x')\n", "edge.py")
+
+
 def test_no_edge_module_reaches_the_store() -> None:
-    assert [use for path in EDGES for use in store_uses(path.read_text(), str(path.relative_to(ROOT)))] == []
+    assert EDGE_STORE_USES == []
 
 
 def test_the_check_finds_a_store_reached_from_an_edge() -> None:
-    made_up = ("from storage.base import Store\n\nasync def f(service):\n"
-               "    return await service.store.get_request('x')\n")
-    assert store_uses(made_up, "edge.py") == ["edge.py:1: imports Store", "edge.py:4: .store"]
+    assert MADE_UP_STORE_USES == ["edge.py:1: imports Store", "edge.py:4: .store"]
 
 
 def test_the_decided_webhook_is_built_in_one_place() -> None:
@@ -58,15 +63,19 @@ def item_builders(source: str, name: str) -> list[str]:
     return found
 
 
+ITEMS_MADE = [call for p in sorted([*(ROOT / "bot").rglob("*.py"), *(ROOT / "storage").rglob("*.py")])
+              for call in item_builders(p.read_text(), str(p.relative_to(ROOT)))]  # at collection (above)
+ITEMS_MADE_UP = item_builders(
+    "from bot.domain.outbox import OutboxItem\n\nitem = OutboxItem.due('x', 'k', now, ordered_by=None)\n", "edge.py")
+
+
 def test_every_outbox_item_is_made_by_its_one_constructor() -> None:
     """Only bot/outbox/effects.py makes items (one constructor per kind, with its dedupe key's shape and its
     payload); storage only reads stored ones back (storage/rows.py)."""
-    made = [call for p in sorted([*(ROOT / "bot").rglob("*.py"), *(ROOT / "storage").rglob("*.py")])
-            for call in item_builders(p.read_text(), str(p.relative_to(ROOT)))]
+    made = ITEMS_MADE
     assert [c.split(":")[0] for c in made if not c.startswith(("bot/outbox/effects.py:", "storage/rows.py:"))] == []
     assert any(c.startswith("bot/outbox/effects.py:") for c in made)
 
 
 def test_the_check_finds_an_item_made_by_hand() -> None:
-    made_up = "from bot.domain.outbox import OutboxItem\n\nitem = OutboxItem.due('x', 'k', now, ordered_by=None)\n"
-    assert item_builders(made_up, "edge.py") == ["edge.py:3"]
+    assert ITEMS_MADE_UP == ["edge.py:3"]
