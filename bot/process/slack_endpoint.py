@@ -128,10 +128,10 @@ def _schedule_click(signoff: Signoff, request: web.Request, bolt_request: AsyncB
     held = signoff.inbox.held_work
     actions = bolt_request.body.get("actions") or []
     direct = _direct_click(signoff, bolt_request.body, actions)
-    if direct is not None and not len(signoff.backlog) and signoff.backlog.answering <= 1:
-        # A lone click (no other request being answered: a group commit answers a burst's clicks in
-        # groups): started now, not two turns of the loop later. A click that comes in while it runs
-        # is queued (the backlog counts it), so a burst's acks never wait behind its work.
+    if direct is not None and signoff.backlog.lone():
+        # A lone click (none queued, no other request being answered: a group commit answers a burst's
+        # clicks in groups): started now, not two turns of the loop later. A click that comes in while
+        # it runs is queued (the backlog counts it), so a burst's acks never wait behind its work.
         signoff.backlog.start_now(held(row, direct))
     elif direct is not None:
         signoff.backlog.add(held(row, direct))

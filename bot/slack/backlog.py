@@ -4,10 +4,10 @@ Slack needs the ack of every click within 3 s; what the click then does (the dec
 update, the "already approved" note) has no such deadline. When many clicks arrive at once, e.g.
 fifty people tapping Approve on a card posted to a busy channel, running each click's listener as
 soon as it is acked makes the acks queue behind that work on the shared event loop. So a click's
-listener goes into this backlog, which starts the oldest one as soon as no request is being answered
-if no Slack request came in after it (a lone click waits only for its own ack), else when none has arrived for `quiet` seconds and none
-is still being answered (the burst is over or pauses), or when it has waited `max_defer` seconds (so
-a burst that never stops still gets its work done, at most that much later). A request being answered
+listener goes into this backlog, which starts the oldest one: when no Slack request came in after it
+and none is being answered (a lone click waits only for its own ack); else when none has arrived for
+`quiet` seconds and none is being answered (the burst is over or pauses); or when it has waited
+`max_defer` seconds (a burst that never stops still gets its work done, at most that much later). A request being answered
 counts as not quiet: a burst's clicks wait for their inputs' commit before their acks, and fifty people
 whose acks are all waiting on one commit send nothing meanwhile, which looked like a pause; work
 started then made those acks wait behind it (on PostgreSQL, the slowest acks of a burst). Likewise
@@ -96,6 +96,10 @@ class Backlog:
             self.last_answered = self.now()
             if not self.answering:
                 self._nudge.set()
+
+    def lone(self) -> bool:
+        """Inside `handling()`: nothing queued or running, and no request but the caller's being answered."""
+        return not len(self) and self.answering <= 1
 
     def add(self, work: Work) -> None:
         if self._draining.is_set():  # after stop(): nobody would run it

@@ -206,7 +206,8 @@ def call_key(call: HookCall, found_call_id: str | None = None) -> str:
     `found_call_id`: a PermissionRequest's call, found in the transcript (it carries no tool_use_id).
     """
     call_id = call.tool_use_id or (found_call_id if call.asking else None)
-    return request_key(call.session_id, call_id or f"{ONCE}{os.urandom(16).hex()}")  # uuid4's randomness; `uuid` imports `platform`
+    # uuid4's randomness without `uuid`, which imports `platform` at the hook's start.
+    return request_key(call.session_id, call_id or f"{ONCE}{os.urandom(16).hex()}")
 
 
 def context_line(call: HookCall, host: str | None) -> str:

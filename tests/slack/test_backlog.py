@@ -73,15 +73,14 @@ async def test_a_committed_groups_click_waits_while_the_next_groups_acks_are_bei
     b, now = started(quiet=60, max_defer=600, workers=2)
     done: list[str] = []
     ran = asyncio.Event()
-    waiting = b.handling()
-    waiting.__enter__()  # a click of the next group: arrived, its ack waiting on the commit
-    now.t += 0.001
-    b.add(recorder(done, "a", ran))  # the first group's click, queued after that arrival
-    await gate_checked(b, 1)
-    await let_tasks_run()
-    assert done == [] and b.answering == 1
-    waiting.__exit__(None, None, None)  # answered: nothing arrived after "a", so it goes at once
-    await asyncio.wait_for(ran.wait(), 5)  # no `quiet` wait (60 s here)
+    with b.handling():  # a click of the next group: arrived, its ack waiting on the commit
+        now.t += 0.001
+        b.add(recorder(done, "a", ran))  # the first group's click, queued after that arrival
+        await gate_checked(b, 1)
+        await let_tasks_run()
+        assert done == [] and b.answering == 1
+    # Answered: nothing arrived after "a", so it goes at once, with no `quiet` wait (60 s here).
+    await asyncio.wait_for(ran.wait(), 5)
     assert done == ["a"]
 
 
