@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.app import ROOT
+from tests.support.needs import cannot_run
 from bench.harness import free_port
 
 CHROMIUM = os.environ.get("SIGNOFF_CHROMIUM", "/usr/bin/chromium")
@@ -32,10 +31,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 def require_chromium() -> None:
     if shutil.which(CHROMIUM) or Path(CHROMIUM).exists():
         return
-    message = f"{CHROMIUM} is missing: apt-get install -y chromium (the browser tests need it)"
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set and {message}", pytrace=False)
-    pytest.skip(message)
+    cannot_run(f"{CHROMIUM} is missing: apt-get install -y chromium (the browser tests need it)")
 
 
 @dataclass

@@ -31,6 +31,7 @@ from storage.stores import open_store
 from tests.process.chaos import Receiver
 from tests.slack.test_acked_clicks import ENV, api, cards, decisions_of, until
 from tests.support.app import SIGNING_SECRET
+from tests.support.needs import cannot_run
 from tests.support.process import ServerProcess
 
 pytestmark = pytest.mark.chaos
@@ -63,11 +64,11 @@ class PrivatePostgres:
 @pytest.fixture
 def private_pg() -> Iterator[PrivatePostgres]:
     if not (PG_BIN / "initdb").exists() or not shutil.which("runuser"):
-        pytest.skip(f"PostgreSQL's initdb/pg_ctl are not in {PG_BIN} (SIGNOFF_TEST_PG_BIN), or runuser is missing")
+        cannot_run(f"PostgreSQL's initdb/pg_ctl are not in {PG_BIN} (SIGNOFF_TEST_PG_BIN), or runuser is missing")
     try:
         user = pwd.getpwnam("postgres")
     except KeyError:
-        pytest.skip("no postgres user to run a private PostgreSQL as")
+        cannot_run("no postgres user to run a private PostgreSQL as")
     root = Path(tempfile.mkdtemp(prefix="signoff-private-pg-"))  # pytest's own tmp is root's alone
     os.chown(root, user.pw_uid, user.pw_gid)
     pg = PrivatePostgres(root)
