@@ -21,7 +21,7 @@ from storage.stores import open_store
 from tests.support.audit import seed, signoff
 from tests.support.databases import ENGINE, PG_URL, pg_admin, pg_url_for
 from tests.support.app import App, start_app
-from tests.support.outbox import drain
+from tests.support.outbox import drain, finished
 
 
 async def decide_some(app: App, count: int) -> list[str]:
@@ -123,8 +123,8 @@ async def test_the_chain_stays_one_line_under_concurrent_decisions_and_sealers(d
                                            for n in range(40)))
         await asyncio.gather(*(replicas[(n + 1) % 2].click(r["id"], "U1", user_name="alice")
                                for n, r in enumerate(submitted)))
-        for replica in replicas:
-            await drain(replica)
+        for replica in replicas:  # the acked clicks' decisions run after their acks: wait for them too
+            await finished(replica)
         stop.set()
         sealed = sum(await asyncio.gather(*sealing))  # no sealer raised (a fork would break the unique seq)
         assert sealed > 0
