@@ -13,8 +13,11 @@ from tests.support.waits import until
 
 
 async def drain(app: App) -> None:
-    """One pass of the outbox: deliver everything due now (what that enqueues may still be due)."""
+    """Once the acked Slack requests' listeners are done (a click's decision runs after its ack, and in a
+    burst later still), one pass of the outbox: deliver everything due now (what that enqueues may still
+    be due)."""
     assert app.signoff is not None
+    await listeners_done(app)
     await app.signoff.dispatcher.drain()
 
 
