@@ -6,6 +6,9 @@ HTTP hook: `POST /api/v1/hooks/claude-code` on a running `signoff serve` (SQLite
 allows `Bash(echo ...)`), one call after another, each a new tool_use_id; server CPU per call and
 p50 wall, next to a bare aiohttp handler that checks the token and does one INSERT into SQLite
 (bench/bare_insert.py), measured the same way in the same run. Target: within 2x the bare handler.
+Beside both, the same bare handler writing instead the rows Signoff stores for an allowed call (its
+request, decision and audit rows, in Signoff's schema, copied from Signoff's file after the warm-up):
+what that storage costs with no Signoff code around it.
 
 Command hook: `signoff hook claude-code` (the console script, as Claude Code runs it) fed one allowed
 call on stdin, p50 wall per process, next to `python -c pass` in the same run. Target: within 3x.
@@ -32,7 +35,7 @@ from typing import Any
 import aiohttp
 
 from bench.fake_slack import InProcessSlack
-from bench.harness import API_TOKEN, free_port
+from bench.harness import API_TOKEN
 from bench.procs import Server, scratch_database, signoff_server
 from bench.spy import Spy
 
@@ -115,13 +118,19 @@ async def run(args: argparse.Namespace) -> None:
                           {"BARE_DB": str(work / "bare.db"), "BARE_TOKEN": API_TOKEN}, work)
             await server.start()
             await bare.start()
+            await settled(server)
+            rows = await _rows_of_an_allowed_call(server, db_url, work)
+            same_rows = Server("bare-same-rows", ["bench.bare_insert"],
+                               {"BARE_DB": str(work / "bare-rows.db"), "BARE_TOKEN": API_TOKEN, "BARE_ROWS": str(rows)},
+                               work)
+            await same_rows.start()
             other = await _other_checkout(args.compare, slack.url, work) if args.compare else None
-            for started in (server, bare, other):
+            for started in (server, bare, same_rows, other):
                 if started is not None:
                     await settled(started)
             try:
                 print(f"HTTP hook, an allowed call, {args.n} calls one after another (SQLite), {args.rounds} rounds:")
-                cpus: dict[str, list[float]] = {"signoff": [], "bare": [], "other": []}
+                cpus: dict[str, list[float]] = {"signoff": [], "bare": [], "rows": [], "other": []}
                 for round_number in range(args.rounds):
                     spy: Any = contextlib.nullcontext()
                     if args.profile is not None and server.proc is not None:
@@ -130,11 +139,15 @@ async def run(args: argparse.Namespace) -> None:
                     with spy:
                         hook_cpu, hook_wall = await http_round(server.url, HOOK, args.n, server, tmp)
                     bare_cpu, bare_wall = await http_round(bare.url, "/hook", args.n, bare, tmp)
+                    rows_cpu, rows_wall = await http_round(same_rows.url, "/hook", args.n, same_rows, tmp)
                     print(f"  round {round_number + 1}: signoff {hook_cpu:.2f} ms CPU, p50 {hook_wall:.2f} ms | "
                           f"bare INSERT handler {bare_cpu:.2f} ms CPU, p50 {bare_wall:.2f} ms | "
-                          f"ratio CPU {hook_cpu / bare_cpu:.2f}x, wall {hook_wall / bare_wall:.2f}x")
+                          f"ratio CPU {hook_cpu / bare_cpu:.2f}x, wall {hook_wall / bare_wall:.2f}x\n"
+                          f"           bare handler writing Signoff's rows {rows_cpu:.2f} ms CPU, p50 {rows_wall:.2f} ms"
+                          f" | signoff / it: CPU {hook_cpu / rows_cpu:.2f}x, wall {hook_wall / rows_wall:.2f}x")
                     cpus["signoff"].append(hook_cpu)
                     cpus["bare"].append(bare_cpu)
+                    cpus["rows"].append(rows_cpu)
                     if other is not None:
                         other_cpu, other_wall = await http_round(other.url, HOOK, args.n, other, tmp)
                         cpus["other"].append(other_cpu)
@@ -142,7 +155,8 @@ async def run(args: argparse.Namespace) -> None:
                               f"ratio CPU {other_cpu / bare_cpu:.2f}x; this checkout / it {hook_cpu / other_cpu:.2f}x")
                 median = {name: statistics.median(got) for name, got in cpus.items() if got}
                 print(f"  median CPU: signoff {median['signoff']:.2f} ms, bare {median['bare']:.2f} ms "
-                      f"({median['signoff'] / median['bare']:.2f}x)"
+                      f"({median['signoff'] / median['bare']:.2f}x), bare writing Signoff's rows {median['rows']:.2f} ms "
+                      f"({median['signoff'] / median['rows']:.2f}x)"
                       + (f", {args.compare} {median['other']:.2f} ms ({median['other'] / median['bare']:.2f}x)"
                          if "other" in median else ""))
 
@@ -160,9 +174,33 @@ async def run(args: argparse.Namespace) -> None:
             finally:
                 server.stop()
                 bare.stop()
+                same_rows.stop()
                 if other is not None:
                     other.stop()
                 await slack.stop()
+
+
+async def _rows_of_an_allowed_call(server: Server, db_url: str, work: Path) -> Path:
+    """A few allowed calls to `server`, then its file's schema and the rows it stored for the last of them,
+    written for bench.bare_insert's BARE_ROWS."""
+    import sqlite3
+
+    from bench.bare_insert import rows_of
+
+    headers = {"Authorization": f"Bearer {API_TOKEN}"}
+    async with aiohttp.ClientSession() as client:
+        for n in range(5):
+            async with client.post(server.url + HOOK, json=call(uuid.uuid4().hex, n, str(work)), headers=headers) as r:
+                await r.read()
+    db = sqlite3.connect(db_url.removeprefix("sqlite:///"))
+    try:
+        (last,) = db.execute("SELECT id FROM requests ORDER BY created_at DESC LIMIT 1").fetchone()
+        shape = rows_of(db, last)
+    finally:
+        db.close()
+    path = work / "rows.json"
+    path.write_text(json.dumps(shape, default=str))
+    return path
 
 
 async def _other_checkout(root: Path, slack_url: str, work: Path) -> Server:
