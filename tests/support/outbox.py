@@ -29,14 +29,18 @@ async def settle(app: App) -> None:
     """
     assert app.signoff is not None
     dispatcher, store = app.signoff.dispatcher, app.signoff.store
-    for _ in range(200):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30  # a bound in time, as `until`'s, not in passes: a loaded machine is slow
+    while loop.time() < deadline:
         await dispatcher.drain()
         now = dispatcher.clock.now()
         if not any(i.status == "pending" and i.next_attempt_at is not None and i.next_attempt_at <= now
                    for i in await store.outbox_items()):
             return
         await asyncio.sleep(0.005)
-    raise AssertionError("the outbox did not settle")
+    left = [(i.kind, i.status, i.attempts, i.next_attempt_at) for i in await store.outbox_items()
+            if i.status == "pending"]
+    raise AssertionError(f"the outbox did not settle in 30 s; pending: {left}")
 
 
 async def listeners_done(app: App) -> None:
