@@ -63,6 +63,9 @@ class Demo:
     model: FakeAnthropic | None
     client: SlackClient
     token_file: Path | None = None  # None: chosen with --token, kept nowhere
+    policy: Path | None = None  # the policy file loaded
+    own_policy: bool = False  # SIGNOFF_POLICY's (else the sandbox's DEMO_POLICY, written at start)
+    agent: bool = True  # the demo agent started (not --no-agent)
 
     async def stop(self) -> None:
         await self.client.close()
@@ -70,6 +73,26 @@ class Demo:
         if self.model is not None:
             await self.model.stop()
         shutil.rmtree(self.database.parent, ignore_errors=True)  # the sandbox keeps nothing
+
+
+# Without SIGNOFF_POLICY the sandbox loads this, so a call that only reads is allowed with no card (what
+# a policy is for) while everything else asks. Only the Claude Code tools named here: the demo agent's own
+# tools, and the requests the banner's example sends, ask as they would with no policy.
+DEMO_POLICY = r"""# signoff demo's policy (docs/policy.md). Set SIGNOFF_POLICY to a file of your own to try another.
+default_tier: high
+rules:
+  - name: read-only-shell
+    tool: Bash
+    params:
+      # one read-only command: no ; & | ` $ < > ( ) \ or newline, so nothing else rides along
+      command: {regex: '^(ls|pwd|cat|head|tail|wc|echo|git (status|diff|log))( [^;&|`$<>()\\\n]*)?\Z'}
+    effect: allow
+    tier: low
+  - name: reading-files
+    tool: [Read, Glob, Grep]
+    effect: allow
+    tier: low
+"""
 
 
 def workspace() -> SlackEmulator:
@@ -140,6 +163,10 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
             undo.push_async_callback(model.stop)
         env = demo_env(environ, port=port, workdir=workdir, slack=slack, signing_secret=signing_secret,
                        api_token=api_token, model_url=model.url if model else None)
+        own_policy = bool(env.get("SIGNOFF_POLICY"))
+        if not own_policy:
+            (workdir / "policy.yaml").write_text(DEMO_POLICY, encoding="utf-8")
+            env["SIGNOFF_POLICY"] = str(workdir / "policy.yaml")
         settings = Settings.from_env(env, dotenv=None)
         store = await open_database(settings.database_url, migrate=True)  # made and migrated
         undo.push_async_callback(store.close)
@@ -156,7 +183,8 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
         await runner.setup()  # starts the bot; its cleanup stops it and closes its sessions and the store
         undo.push_async_callback(runner.cleanup)
         await web.SockSite(runner, sock).start()
-        demo = Demo(url, api_token, workdir / "signoff.db", model is not None, runner, model, client, token_file)
+        demo = Demo(url, api_token, workdir / "signoff.db", model is not None, runner, model, client, token_file,
+                    Path(env["SIGNOFF_POLICY"]), own_policy, agent)
         if agent:
             await seed(demo)
         undo.pop_all()  # started: Demo.stop() undoes it from now on
@@ -215,8 +243,11 @@ def banner(demo: Demo) -> str:
         f"  Slack:     emulated in this process, no workspace needed; be {people}",
         f"  Channel:   #approvals, id {CHANNEL}: cards appear there",
         f"  Database:  SQLite at {demo.database} (a new temporary file each start, removed at stop)",
-        f"  Agent:     the demo agent on {model}",
-        f"  Agent API: {demo.url}/api/v1/  bearer token {demo.api_token} ({kept})",
+        f"  Agent:     the demo agent on {model}" if demo.agent else "  Agent:     none (--no-agent)",
+        f"  Agent API: {demo.url}/api/v1/approvals and the rest of docs/api.md; bearer token {demo.api_token} ({kept})",
+        f"  Policy:    {demo.policy}" + ("" if demo.own_policy else
+                                         " (the sandbox's: read-only shell commands and file reads pass with no card,"
+                                         " everything else asks; set SIGNOFF_POLICY to use your own)"),
         "# to try an integration, paste:",
         *exports(demo.url, demo.api_token),
         "# then, for example:",

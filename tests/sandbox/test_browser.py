@@ -71,7 +71,7 @@ def test_the_demo_run_edit_approve_reject_and_answer(browser: Any, demo: DemoPro
     subject = modal.locator(".blk.input", has_text="subject").locator("input, textarea")
     expect(subject).to_have_value("Release 2.4 is out")
     subject.fill("Release 2.4 is out today")
-    modal.get_by_role("button", name="Approve").click()
+    modal.get_by_role("button", name="Approve", exact=True).click()
     expect(modal).to_be_hidden()
     expect(email).to_contain_text("Approved")
     expect(email).to_contain_text("Release 2.4 is out today")
@@ -131,10 +131,10 @@ def test_an_outsiders_click_is_refused_with_an_ephemeral_message_on_a_phone(
         "channel": "CAPPROVALS", "approvers": ["UALICE"], "requested_by": "my-own-agent"})
     page = open_as(browser, demo, "UOSCAR", phone=True)
     card = page.locator("section.channel article.msg", has_text="Refund order B-7")
-    card.get_by_role("button", name="Approve").click()
+    card.get_by_role("button", name="Approve", exact=True).click()
     note = page.locator("article.ephemeral", has_text="You are not one of the approvers")
     expect(note).to_contain_text("Only visible to you")
-    expect(card.get_by_role("button", name="Approve")).to_be_visible()  # nothing was decided
+    expect(card.get_by_role("button", name="Approve", exact=True)).to_be_visible()  # nothing was decided
     # Agent text is shown as text: no element, no script ran, no @channel mention.
     expect(card).to_contain_text("<b>now</b>")
     assert card.locator("b, script, img").count() == 0 and page.title() == "Signoff sandbox"
@@ -158,7 +158,7 @@ def test_a_reminder_and_an_escalation_appear_in_the_thread(browser: Any, demo: D
     expect(thread).to_contain_text("Reminder 1 of 1")
     expect(thread).to_contain_text("Escalated to @morgan")
     expect(card).to_contain_text("Escalated to")
-    card.get_by_role("button", name="Approve").click()  # escalated with add_as_approvers: Morgan may decide
+    card.get_by_role("button", name="Approve", exact=True).click()  # escalated with add_as_approvers: Morgan may decide
     expect(card).to_contain_text("Approved")
 
 
@@ -197,9 +197,9 @@ def test_a_run_started_on_the_page_says_it_plays_one_script_and_how_to_approve_i
     root = page.locator("section.channel article.msg", has_text="the database password was rotated")
     root.locator("[data-open-thread]").click()
     email = page.locator("section.thread article.msg", has_text="ops@example.com",  # the address from the task
-                         has=page.get_by_role("button", name="Approve"))
+                         has=page.get_by_role("button", name="Approve", exact=True))
     expect(email).to_contain_text("plays one script whatever the task")
-    email.get_by_role("button", name="Approve").click()  # Alice started it: separation of duties
+    email.get_by_role("button", name="Approve", exact=True).click()  # Alice started it: separation of duties
     note = page.locator("article.ephemeral", has_text="separation of duties")
     expect(note).to_contain_text("pick another person under “You are”")
-    expect(email.get_by_role("button", name="Approve")).to_be_visible()  # nothing was decided
+    expect(email.get_by_role("button", name="Approve", exact=True)).to_be_visible()  # nothing was decided

@@ -31,6 +31,53 @@ async def test_a_quiet_sandbox_serves_the_page_and_says_where_everything_is(demo
     assert resp.status == 200 and "Alice Approver (approver)" in page and "No messages yet." in page
     text = banner(demo)
     assert demo.url in text and demo.api_token in text and str(demo.database) in text
+    assert "Agent:     none (--no-agent)" in text and f"Policy:    {demo.policy} (the sandbox's" in text
+
+
+def hook_call(command: str, n: int) -> dict[str, object]:
+    return {"session_id": "s-demo", "transcript_path": "/tmp/s-demo.jsonl", "cwd": "/tmp", "permission_mode": "default",
+            "hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": command},
+            "tool_use_id": f"toolu_{n}"}
+
+
+async def test_the_sandbox_policy_lets_a_read_only_command_through_and_asks_about_the_rest(demo: Demo) -> None:
+    """What a policy is for, shown with none of the user's own: Claude Code's HTTP hook, as it calls."""
+    auth = {"Authorization": f"Bearer {demo.api_token}"}
+    said_of = {}
+    async with aiohttp.ClientSession() as http:
+        for n, command in enumerate(("ls -la", "git status", "cat notes.md; rm -rf build", "ls\nrm -rf build",
+                                     "echo $(rm -rf build)", "rm -rf build")):
+            async with http.post(demo.url + "/api/v1/hooks/claude-code?wait=0", json=hook_call(command, n),
+                                 headers=auth) as resp:
+                said_of[command] = (await resp.json())["hookSpecificOutput"]
+    for command in ("ls -la", "git status"):
+        assert said_of[command]["permissionDecision"] == "allow", said_of[command]
+        assert "Approved by Signoff's policy" in said_of[command]["permissionDecisionReason"]
+    for command in ("cat notes.md; rm -rf build", "ls\nrm -rf build", "echo $(rm -rf build)", "rm -rf build"):
+        assert said_of[command]["permissionDecision"] != "allow", (command, said_of[command])
+    assert demo.client.fake is not None
+    cards = [m.text or "" for m in demo.client.fake.messages.values() if m.channel == CHANNEL]
+    assert not any("ls -la" in text for text in cards) and any("rm -rf build" in text for text in cards)
+
+
+async def test_a_policy_of_ones_own_replaces_the_sandboxs() -> None:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mine = Path(tmp) / "mine.yaml"
+        mine.write_text("rules:\n  - name: nothing-passes\n    tool: Bash\n    effect: deny\n", encoding="utf-8")
+        running = await start_demo(free_port(), {"SIGNOFF_POLICY": str(mine)}, agent=False,
+                                   token="test-token-" + "y" * 12)
+        try:
+            assert running.policy == mine and f"Policy:    {mine}\n" in banner(running)
+            async with aiohttp.ClientSession() as http:
+                async with http.post(running.url + "/api/v1/hooks/claude-code?wait=0", json=hook_call("ls", 1),
+                                     headers={"Authorization": f"Bearer {running.api_token}"}) as resp:
+                    said = (await resp.json())["hookSpecificOutput"]
+            assert said["permissionDecision"] == "deny" and "nothing-passes" in said["permissionDecisionReason"]
+        finally:
+            await running.stop()
 
 
 async def test_live_updates_are_pushed_and_a_slash_command_is_answered_only_to_its_author(demo: Demo) -> None:
