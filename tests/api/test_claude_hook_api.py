@@ -22,10 +22,17 @@ async def test_a_bad_token_is_a_deny_with_the_reason_in_the_events_shape(app: Ap
     status, answer = await app.api("POST", HOOK + "?channel=C1", json=bash(), auth=False,
                                    headers={"Authorization": "Bearer wrong"})
     out = answer["hookSpecificOutput"]
-    assert status == 200 and out["permissionDecision"] == "deny" and "bearer token" in out["permissionDecisionReason"]
+    assert status == 200 and out["permissionDecision"] == "deny"
+    assert "does not know the hook's bearer token" in out["permissionDecisionReason"]
+    assert '"allowedEnvVars": ["SIGNOFF_TOKEN"]' in out["permissionDecisionReason"]  # Claude Code's own hook: its fix
     status, answer = await app.api("POST", HOOK, json=bash("PermissionRequest", None), auth=False)
     decision = answer["hookSpecificOutput"]["decision"]
-    assert status == 200 and decision["behavior"] == "deny" and "bearer token" in decision["message"]
+    assert status == 200 and decision["behavior"] == "deny" and "carried no bearer token" in decision["message"]
+    # `signoff hook` (its JSON carries what it saw locally) is told its own fix, not the HTTP hook's settings.
+    status, answer = await app.api("POST", HOOK, json=bash(signoff_local={}), auth=False,
+                                   headers={"Authorization": "Bearer wrong"})
+    told = answer["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "SIGNOFF_TOKEN (or pass --token)" in told and "allowedEnvVars" not in told, told
     _, listing = await app.api("GET", "/api/v1/approvals")
     assert listing["items"] == []
 

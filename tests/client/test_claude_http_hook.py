@@ -75,7 +75,8 @@ async def test_server_down_bad_token_and_slow_server_all_block_the_call(app: App
     model.reset()
     wrong = cli_for(model, tmp_path / "token", token="not-a-token")
     refused = await blocked_write(wrong, model, http_settings(app.url, "&channel=C1"), "toolu_http_token")
-    assert "refused the hook's bearer token" in json.dumps(refused)  # a deny with the reason, not only a block
+    said = json.dumps(refused)  # a deny with the reason and what to set, not only a block
+    assert "does not know the hook's bearer token" in said and 'allowedEnvVars' in said, said
 
     model.reset()  # nobody decides within the hook's own 2 s timeout: Claude Code gives up on the server
     slow = cli_for(model, tmp_path / "slow")
