@@ -65,6 +65,19 @@ SIGNOFF_DEFAULT_CHANNEL and ANTHROPIC_API_KEY from the environment or .env; no S
 """
 
 
+_AGENT_SIDE_HELP = """\
+agent side (each with its own --help):
+  wait ID | --claude-result FILE   wait for a request's decision (exit code: its outcome)
+  hook claude-code                 Claude Code's command hook (or the server's HTTP hook: docs/integrations)
+  mcp                              Signoff as MCP tools over stdio (request_approval, ask_human, ...)
+  langgraph resume                 resume paused LangGraph threads with Signoff's decisions
+  openai resume                    resume paused OpenAI Agents SDK runs with Signoff's decisions
+  verify RECEIPT                   check a decision's signature offline
+
+Settings come from the environment and from .env in the working directory; see `signoff <command> --help`.
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
@@ -73,9 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     from bot.process import audit_cli
 
     parser = argparse.ArgumentParser(prog="signoff", description="Human approval for AI agents, in Slack.",
-                                     epilog="Settings come from the environment and from .env in the working "
-                                            "directory; see `signoff <command> --help`. Agent side: signoff wait "
-                                            "ID | signoff hook claude-code | signoff mcp | signoff langgraph resume.")
+                                     epilog=_AGENT_SIDE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"signoff {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the server", description=_SERVE_HELP,

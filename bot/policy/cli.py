@@ -77,7 +77,8 @@ def _check(path: str) -> int:
     except PolicyError as exc:
         print(exc, file=sys.stderr)
         return 1
-    print(f"{path}: OK ({len(policy.rules)} rules, default tier {policy.default_tier.value})")
+    count = len(policy.rules)
+    print(f"{path}: OK ({count} rule{'' if count == 1 else 's'}, default tier {policy.default_tier.value})")
     return 0
 
 

@@ -205,7 +205,8 @@ def diff_lines(data: dict[str, Any]) -> list[str]:
     path = str(data.get("path") or "file")
     before = str(data.get("before") or "").splitlines()
     after = str(data.get("after") or "").splitlines()
-    return list(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}", lineterm=""))
+    old, new = (path, path) if path.startswith("/") else (f"a/{path}", f"b/{path}")  # not a//tmp/x
+    return list(difflib.unified_diff(before, after, old, new, lineterm=""))
 
 
 def _render_diff(data: dict[str, Any], budget: int) -> list[dict[str, Any]]:

@@ -323,7 +323,9 @@ def accepted_suggestion(body: Mapping[str, Any], sent: Sequence[Any]) -> Any | N
 def no_decision(call: HookCall, options: Options, request_id: str, *, created: bool,
                 calls_in_turn: int | None) -> dict[str, Any]:
     """The answer (PreToolUse-shaped) when nobody decided within `options.wait`."""
-    open_note = f"no decision in Slack within {options.wait:g}s; request {request_id} is {STILL_WAITING}"
+    # Rounded: the command hook asks for what is left of its own wait (2.99504 s), a person reads "3s".
+    waited = f"{round(options.wait)}" if options.wait >= 10 else f"{options.wait:.2g}"
+    open_note = f"no decision in Slack within {waited}s; request {request_id} is {STILL_WAITING}"
     again = call.local is not None and call.local.again > 0
     if options.on_timeout == "defer" and again and not call.asking:
         # Asked again because the file changed: the call was answered before, deferring would lose it.

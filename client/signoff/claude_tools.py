@@ -62,9 +62,10 @@ def _read(path: str, cwd: str | None) -> str | None:
 
 
 def _diff(path: str, before: str, after: str, *, new_file: bool, unread: bool = False) -> dict[str, Any]:
-    source = "/dev/null" if new_file else f"a/{path}" + (" (its current content is not shown)" if unread else "")
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), source,
-                                 f"b/{path}")
+    # git's a/ and b/ before a relative path; an absolute one as it is (not a//tmp/x)
+    old, new = (path, path) if path.startswith("/") else (f"a/{path}", f"b/{path}")
+    source = "/dev/null" if new_file else old + (" (its current content is not shown)" if unread else "")
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), source, new)
     unified = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
     if len(unified) > DIFF_MAX_CHARS:
         cut = unified[:DIFF_MAX_CHARS]

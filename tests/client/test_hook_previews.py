@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,7 +49,9 @@ async def test_bash_and_mcp_cards_and_the_answers_when_nobody_decides(app: App) 
     args = ("--url", app.url, "--token", API_TOKEN, "--channel", "C1", "--wait", "0.2")
     code, bash = await asyncio.to_thread(run_hook, json.dumps(sample("pre_tool_use_bash_rm.json")), *args)
     assert code == 0 and bash["hookSpecificOutput"]["permissionDecision"] == "deny"
-    assert "still waiting for a decision" in bash["hookSpecificOutput"]["permissionDecisionReason"]
+    said = bash["hookSpecificOutput"]["permissionDecisionReason"]
+    # What is left of the hook's wait when the server is asked (0.19...) reads as a person would say it.
+    assert "still waiting for a decision" in said and re.search(r"within 0\.\d{1,2}s;", said), said
     code, asked = await asyncio.to_thread(run_hook, json.dumps(sample("pre_tool_use_mcp_email.json")), *args,
                                           "--on-timeout", "ask")
     assert code == 0 and asked["hookSpecificOutput"]["permissionDecision"] == "ask"
@@ -85,6 +88,7 @@ def test_edit_multiedit_and_write_previews_are_diffs_against_the_file(tmp_path: 
     target.write_text("RATE = 0.2\nFEE = 1\n")
     edit = preview("Edit", {"file_path": str(target), "old_string": "RATE = 0.2", "new_string": "RATE = 0.25"})
     assert edit["kind"] == "diff" and "-RATE = 0.2\n+RATE = 0.25\n" in edit["unified"]
+    assert edit["unified"].startswith(f"--- {target}\n+++ {target}\n")  # an absolute path as it is, not a//tmp
     multi = preview("MultiEdit", {"file_path": str(target), "edits": [
         {"old_string": "RATE = 0.2", "new_string": "RATE = 0.3"}, {"old_string": "FEE = 1", "new_string": "FEE = 2"}]})
     assert "+RATE = 0.3" in multi["unified"] and "+FEE = 2" in multi["unified"]

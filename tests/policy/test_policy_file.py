@@ -107,6 +107,9 @@ def test_policy_check_command(tmp_path: Path) -> None:
     bad.write_text(BAD[2][1])
     ok = signoff("policy", "check", str(good))
     assert ok.returncode == 0 and "OK (2 rules" in ok.stdout
+    one = tmp_path / "one.yaml"
+    one.write_text("rules:\n  - name: only\n    tool: Bash\n    effect: deny\n")
+    assert "OK (1 rule, default tier" in signoff("policy", "check", str(one)).stdout
     refused = signoff("policy", "check", str(bad))
     assert refused.returncode == 1
     assert refused.stderr.strip().startswith(f"{bad}:5: ") and "bad regex" in refused.stderr
