@@ -74,7 +74,8 @@ agent side (each with its own --help):
   openai resume                    resume paused OpenAI Agents SDK runs with Signoff's decisions
   verify RECEIPT                   check a decision's signature offline
 
-Settings come from the environment and from .env in the working directory; see `signoff <command> --help`.
+The server's commands read settings from the environment and from .env in the working directory; the
+agent side reads the environment (SIGNOFF_URL, SIGNOFF_TOKEN, ...) and its options only.
 """
 
 

@@ -84,8 +84,10 @@ rules:
   - name: read-only-shell
     tool: Bash
     params:
-      # one read-only command: no ; & | ` $ < > ( ) \ or newline, so nothing else rides along
-      command: {regex: '^(ls|pwd|cat|head|tail|wc|echo|git (status|diff|log))( [^;&|`$<>()\\\n]*)?\Z'}
+      # One command that only reads, with plain arguments: letters, digits and - _ . / @ : , = + only
+      # (no quotes, globs, braces, ; & | $ ` < > or newline, so nothing else rides along), and no word
+      # dev, proc or sys (/dev/zero never ends). No git: its options and config can write files and run code.
+      command: {regex: '^(?!.*\b(dev|proc|sys)\b)(ls|pwd|cat|head|wc|echo)( [-\w./@:,=+]+)*\Z'}
     effect: allow
     tier: low
   - name: reading-files

@@ -45,19 +45,29 @@ async def test_the_sandbox_policy_lets_a_read_only_command_through_and_asks_abou
     auth = {"Authorization": f"Bearer {demo.api_token}"}
     said_of = {}
     async with aiohttp.ClientSession() as http:
-        for n, command in enumerate(("ls -la", "git status", "cat notes.md; rm -rf build", "ls\nrm -rf build",
-                                     "echo $(rm -rf build)", "rm -rf build")):
+        for n, command in enumerate((*ALLOWED, *ASKED)):
             async with http.post(demo.url + "/api/v1/hooks/claude-code?wait=0", json=hook_call(command, n),
                                  headers=auth) as resp:
                 said_of[command] = (await resp.json())["hookSpecificOutput"]
-    for command in ("ls -la", "git status"):
+        async with http.get(demo.url + "/api/v1/approvals?limit=100", headers=auth) as resp:
+            stored = (await resp.json())["items"]
+    for command in ALLOWED:
         assert said_of[command]["permissionDecision"] == "allow", said_of[command]
         assert "Approved by Signoff's policy" in said_of[command]["permissionDecisionReason"]
-    for command in ("cat notes.md; rm -rf build", "ls\nrm -rf build", "echo $(rm -rf build)", "rm -rf build"):
+    for command in ASKED:
         assert said_of[command]["permissionDecision"] != "allow", (command, said_of[command])
-    assert demo.client.fake is not None
-    cards = [m.text or "" for m in demo.client.fake.messages.values() if m.channel == CHANNEL]
-    assert not any("ls -la" in text for text in cards) and any("rm -rf build" in text for text in cards)
+    by_status: dict[str, set[str]] = {}
+    for item in stored:
+        by_status.setdefault(item["status"], set()).add(item["action"]["params"]["command"])
+    assert by_status == {"approved": set(ALLOWED), "pending": set(ASKED)}, by_status  # the asked ones have cards
+
+
+# A read-only command passes; what could write, run something else, never end or read a device asks.
+ALLOWED = ("ls -la", "cat notes.md", "head -n 5 src/app.py", "wc -l notes.md", "echo hello", "pwd")
+ASKED = ("cat notes.md; rm -rf build", "ls\nrm -rf build", "echo $(rm -rf build)", "rm -rf build",
+         "git log -1 --output=.git/config", "git diff --output=notes.md", "git status", "cat /dev/zero",
+         "head -c 9G /dev/urandom", "cat /proc/self/environ", "echo {1..99999999}", "ls /*/*", "tail -f notes.md",
+         "echo x > notes.md", "cat `rm -rf build`")
 
 
 async def test_a_policy_of_ones_own_replaces_the_sandboxs() -> None:
