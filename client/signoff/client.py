@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,14 @@ from signoff.errors import Cancelled, Expired, Rejected, SignoffUnavailable, Sti
 from signoff.models import Answers, Decision, final_decision
 
 Json = dict[str, Any]
+log = logging.getLogger("signoff")
+
+
+def _retrying(url: str, method: str, path: str, problem: str, retry_for: float) -> None:
+    """Said once per call, at its first failure: a script that waits on a server that is down says so at
+    once instead of after `retry_for` seconds of silence (a WARNING: Python shows it even unconfigured)."""
+    log.warning("Signoff at %s did not answer %s %s (%s); trying again for up to %gs", url, method, path,
+                problem, retry_for)
 
 
 def _give_up(started: float, pause: float, retry_for: float) -> bool:
@@ -304,6 +313,8 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
             pause = retry_pause(response, backoff)
             if _give_up(started, pause, self.config.retry_for):
                 raise SignoffUnavailable(_unavailable(self.config.url, method, path, problem, response))
+            if backoff == FIRST_BACKOFF:
+                _retrying(self.config.url, method, path, problem, self.config.retry_for)
             time.sleep(pause)  # backoff between retries of a failed call, not a poll: waiting is the long-poll
             backoff = next_backoff(backoff)
 
@@ -473,6 +484,8 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls, AsyncPolicyCall
             pause = retry_pause(response, backoff)
             if _give_up(started, pause, self.config.retry_for):
                 raise SignoffUnavailable(_unavailable(self.config.url, method, path, problem, response))
+            if backoff == FIRST_BACKOFF:
+                _retrying(self.config.url, method, path, problem, self.config.retry_for)
             await asyncio.sleep(pause)  # backoff between retries of a failed call; waiting is the long-poll
             backoff = next_backoff(backoff)
 

@@ -157,7 +157,9 @@ class Resuming:
                     try:
                         asked = yield from requests_for(thread_id, item, self.card)
                     except SignoffRequestError as exc:  # e.g. post_cards used other card options: say so
-                        log.warning("cannot ask about thread %s: %s", thread_id, exc)
+                        hint = ("; its card was posted with other options: start the resumer with the same "
+                                "--channel, --approver and --risk as post_cards" if exc.status == 409 else "")
+                        log.warning("cannot ask about thread %s: %s%s", thread_id, exc, hint)
                         break
                     if asked is None:
                         break  # an interrupt someone else answers: the whole resume is theirs
@@ -420,6 +422,9 @@ def outcome_words(body: Any) -> str:
     if decision is None:
         return "still pending"
     who = f" by {decision.decider}" if decision.decider else ""
+    if decision.items:  # a batch: each action's own end ("approved by alice: send_email approved, delete_file rejected")
+        each = ", ".join(f"{item.name} {item.outcome or 'undecided'}" for item in decision.items)
+        return f"{decision.outcome}{who}: {each}"
     if decision.outcome == "approved":
         return f"approved{who}{decision.edits_words}"
     why = decision.comment

@@ -107,13 +107,19 @@ def test_the_middleware_example_resumes_with_one_action_approved_and_one_rejecte
     sandbox.person.approve_selected(batch["id"], [0])  # send the email; not the deletion
     resumer = Printed(start(resume_lines()[1], tmp_path, sandbox.env))
     try:
-        resumer.wait_for(f"resumed thread tidy-42: {batch['id']} approved by ")
+        # Each action's own end, not only the batch's "approved".
+        resumer.wait_for(f"resumed thread tidy-42: {batch['id']} approved by alice: send_email approved, "
+                         "delete_file rejected")
     finally:
         resumer.stop()
     state = state_of(tmp_path / "agentapp.py", "build_agent", "tidy-42")
     final = state.values["messages"][-1].content
     assert not state.next and "send_email: sent to customer@example.com: Tidied" in final, final
     assert "delete_file: User rejected the tool call for `delete_file`" in final and "deleted" not in final, final
+    # Run again, the thread goes on from its checkpoint: it says so, instead of "card posted for request ".
+    code, out, err = finish(start("python agentapp.py", tmp_path, sandbox.env))
+    assert code == 0 and out.startswith("agentapp: thread tidy-42 did not pause: Done.") and "card posted" not in out, (
+        out, err)
 
 
 def test_the_async_example_streams_to_its_pause_and_the_async_resumer_finishes_it(sandbox: Sandbox,

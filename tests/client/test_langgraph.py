@@ -153,6 +153,21 @@ async def test_hitl_middleware_two_tools_one_turn_one_card_edit_one_approve_the_
     assert len(app.slack.calls_to("chat.postMessage")) == 1  # the resumer found the card, never posted another
 
 
+async def test_a_resumer_given_other_card_options_than_post_cards_says_which_to_give(
+        app: App, lg_env: dict[str, str], tmp_path: Path, client: SignoffClient,
+        caplog: pytest.LogCaptureFixture) -> None:
+    db, config = str(tmp_path / "checkpoints.db"), thread("agent-9")
+    agent = hitl_agent(saver(db))
+    await asyncio.to_thread(agent.invoke, {"messages": [{"role": "user", "content": "tidy up"}]}, config)
+    [batch_id] = await asyncio.to_thread(post_cards, agent, config, client=client, **CARD)
+    other = Resumer(hitl_agent, saver(db), client=client, channel="C1", approvers=["U2"])  # not post_cards' U1
+    assert await asyncio.to_thread(other.resume_ready) == []
+    [said] = [r.getMessage() for r in caplog.records if "cannot ask about thread agent-9" in r.getMessage()]
+    assert "HTTP 409" in said and "the same --channel, --approver and --risk as post_cards" in said, said
+    _, listing = await app.api("GET", "/api/v1/approvals")
+    assert [i["id"] for i in listing["items"]] == [batch_id]  # nothing posted twice
+
+
 async def test_hitl_reject_and_respond_reach_the_model_as_langchain_documents(
         app: App, lg_env: dict[str, str], tmp_path: Path, client: SignoffClient) -> None:
     db, config = str(tmp_path / "checkpoints.db"), thread("agent-2")
