@@ -229,9 +229,19 @@ class BatchInteractions:
     async def finish_item(self, body: dict[str, Any], request: Request, index: int, choice: Choice) -> None:
         sub = extract_submission(body)
         channel = sub.channel_id or request.card_channel
+        checks = self._recheck(sub.user_id, approving=choice.outcome is Outcome.APPROVED, what="answer")
+
+        async def recheck(state: Request) -> str | None:
+            refusal = await checks(state)
+            if refusal is None and choice.params is not None and 0 <= index < len(state.items):
+                # An edit, again as it is decided: a deny made since its form was checked holds.
+                problem = await self.service.recheck_edit(as_request(state, index), choice.params)
+                if problem:
+                    return _nothing_changed(problem)
+            return refusal
+
         result = await decide_item(self.service, request.id, index, choice, actor=Actor(sub.user_id, sub.user_name),
-                                   recheck=self._recheck(sub.user_id, approving=choice.outcome is Outcome.APPROVED,
-                                                         what="answer"))
+                                   recheck=recheck)
         if result.refused is not None:
             await self.interactions.tell(sub.user_id, channel, result.refused)
         elif not result.won:

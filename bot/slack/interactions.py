@@ -373,7 +373,16 @@ class Interactions:
 
         async def recheck(state: Request) -> str | None:
             checked = await self._check(state.id, sub.user_id, decision=decision, held=state, what="answer")
-            return checked.text if isinstance(checked, Refusal) else _form_refusal(sub, checked)
+            if isinstance(checked, Refusal):
+                return checked.text
+            refusal = _form_refusal(sub, checked)
+            if refusal is None and sub.callback_id == blocks.EDIT_VIEW:
+                # Again now, as the edit is decided: a deny made since the form was checked (another
+                # replica's, a colleague's grant) holds; the form is closed, so the person is told.
+                problem = await self.service.recheck_edit(checked, params)
+                if problem:
+                    return f"{problem} Nothing was changed."
+            return refusal
 
         decide: dict[str, Any]
         if sub.callback_id == blocks.EDIT_VIEW:

@@ -28,6 +28,7 @@ from tests.support.app import App
 from tests.slack.test_grants_flow import MAIL, POLICY
 from tests.slack.test_grants_flow import submit as submit_mail
 from tests.slack.test_known import another_process_writes
+from tests.slack.test_policy_edits import _deny_from_another_replica
 from tests.slack.test_suggestions_flow import NPM, bash, tap
 from tests.slack.test_suggestions_flow import submit as submit_bash
 
@@ -159,3 +160,31 @@ async def test_approve_selected_by_someone_taken_away_meanwhile_decides_no_actio
     await untouched_since_the_other_write(papp, req["id"], version)
     _, body = await papp.api("GET", f"/api/v1/approvals/{req['id']}")
     assert [i["outcome"] for i in body["items"]] == [None] * 4
+
+
+async def test_an_edit_a_deny_made_meanwhile_refuses_is_not_recorded(papp: App, db_url: str) -> None:
+    """The edit form passed policy when sent; a colleague's deny grant lands on another replica before the
+    decision is written (while its check asks Slack about the group): checked again then, it holds."""
+    req = await submit_mail(papp, MAIL, approvers=[GROUP])
+    version = await shown(papp, req["id"])
+    await papp.click(req["id"], "U1", action="signoff_edit", user_name="alice")
+    [opened] = await papp.slack.wait_for("views.open")
+    values = {"p:to": {"value": plain_input("ceo@example.com")}, "p:subject": {"value": plain_input("Your refund")},
+              "p:body": {"value": plain_input("Sent.")}}
+    seen = len(papp.slack.calls_to(LOOKUP, ok_only=False))
+    papp.slack.hang(LOOKUP, apply=True)
+    sent = asyncio.create_task(papp.slack_client.view_submission(
+        user="U1", user_name="alice", callback_id="signoff_edit",
+        private_metadata=opened.args["view"]["private_metadata"], values=values))
+    await papp.slack.wait_for(LOOKUP, count=seen + 1, ok_only=False)  # acked; the decision's check waits
+    await _deny_from_another_replica(db_url, "grt_no_ceo_mail", "ceo@*")
+    papp.slack.release_hung()
+    answered = await sent
+    assert answered.status == 200 and answered.text in ("", "{}")  # the form itself was fine when sent
+    note = await note_to(papp, "U1")
+    assert "Policy does not allow this edit" in note and "grt_no_ceo_mail" in note and "Nothing was changed." in note
+    await drain(papp)
+    assert papp.signoff is not None
+    stored = await papp.signoff.store.get_request(req["id"])
+    assert stored is not None and stored.status is Status.PENDING and stored.version == version
+    assert "decided" not in [e.type for e in await papp.signoff.store.audit_events(req["id"])]
