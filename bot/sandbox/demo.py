@@ -66,6 +66,7 @@ class Demo:
     policy: Path | None = None  # the policy file loaded
     own_policy: bool = False  # SIGNOFF_POLICY's (else the sandbox's DEMO_POLICY, written at start)
     agent: bool = True  # the demo agent started (not --no-agent)
+    webhooks: str = ""  # SIGNOFF_EGRESS_ALLOW when SIGNOFF_WEBHOOK_SECRET is set too ("": webhooks are refused)
 
     async def stop(self) -> None:
         await self.client.close()
@@ -186,7 +187,8 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
         undo.push_async_callback(runner.cleanup)
         await web.SockSite(runner, sock).start()
         demo = Demo(url, api_token, workdir / "signoff.db", model is not None, runner, model, client, token_file,
-                    Path(env["SIGNOFF_POLICY"]), own_policy, agent)
+                    Path(env["SIGNOFF_POLICY"]), own_policy, agent,
+                    (env.get("SIGNOFF_EGRESS_ALLOW") or "-") if env.get("SIGNOFF_WEBHOOK_SECRET") else "")
         if agent:
             await seed(demo)
         undo.pop_all()  # started: Demo.stop() undoes it from now on
@@ -250,6 +252,7 @@ def banner(demo: Demo) -> str:
         f"  Policy:    {demo.policy}" + ("" if demo.own_policy else
                                          " (the sandbox's: read-only shell commands and file reads pass with no card,"
                                          " everything else asks; set SIGNOFF_POLICY to use your own)"),
+        _webhooks_line(demo.webhooks),
         "# to try an integration, paste:",
         *exports(demo.url, demo.api_token),
         "# then, for example:",
@@ -258,6 +261,17 @@ def banner(demo: Demo) -> str:
         f"\"summary\": \"Deploy to production\", \"channel\": \"{CHANNEL}\", \"approvers\": [\"{APPROVER}\"]}}'",
         "Stop with Ctrl-C.",
     ])
+
+
+def _webhooks_line(allowed: str) -> str:
+    """Whether a request's callback_url is accepted, and where it may point (the pages with webhooks need it)."""
+    if not allowed:
+        return ("  Webhooks:  off (a callback_url is refused); to try them, start with "
+                "SIGNOFF_WEBHOOK_SECRET=change-me SIGNOFF_EGRESS_ALLOW=127.0.0.1")
+    if allowed == "-":
+        return ("  Webhooks:  signed with SIGNOFF_WEBHOOK_SECRET; public addresses only "
+                "(SIGNOFF_EGRESS_ALLOW=127.0.0.1 for this machine)")
+    return f"  Webhooks:  signed with SIGNOFF_WEBHOOK_SECRET; also to {allowed} (SIGNOFF_EGRESS_ALLOW)"
 
 
 async def serve(port: int, environ: Mapping[str, str], *, agent: bool, token: str | None = None,

@@ -250,6 +250,11 @@ def run_stdio(argv: list[str]) -> int:
     parser.add_argument("--retry-for", type=float, default=10.0,
                         help="seconds of network errors before a call gives up (a permission prompt then denies)")
     args = parser.parse_args(argv)
+    import logging
+
+    # The MCP SDK logs at INFO to the host's stderr; httpx would add a line for every request Signoff is sent.
+    for noisy in ("httpx", "httpx2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     approvers = tuple(a.strip() for a in args.approvers.split(",") if a.strip())
     server = build_server(lambda ctx: AsyncSignoffClient(retry_for=args.retry_for),
                           Defaults(channel=args.channel, approvers=approvers, risk=args.risk,

@@ -378,12 +378,17 @@ async def test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http(sandbox: Sa
     # stdio: the server the config names, started as the host starts it, with the terminal's environment.
     stdio = json.loads(doc_example("mcp-stdio"))["mcpServers"][server_name]
     params = StdioServerParameters(command=stdio["command"], args=stdio["args"], cwd=str(tmp_path), env=sandbox.env)
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        answer = await call_while_deciding(
-            sandbox, session, tool, {"tool_name": "Write", "input": {"file_path": "README.md", "content": "# Tidy\n"},
-                                     "tool_use_id": "toolu_docs_mcp_1"},
-            lambda r: r["action"]["name"] == "Write" and r["action"]["params"].get("content") == "# Tidy\n", "approve")
+    with open(tmp_path / "mcp-stderr.log", "w+") as errlog:  # what the host's log gets
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            answer = await call_while_deciding(
+                sandbox, session, tool, {"tool_name": "Write", "input": {"file_path": "README.md",
+                                                                         "content": "# Tidy\n"},
+                                         "tool_use_id": "toolu_docs_mcp_1"},
+                lambda r: r["action"]["name"] == "Write" and r["action"]["params"].get("content") == "# Tidy\n",
+                "approve")
+        errlog.seek(0)
+        assert "HTTP Request:" not in errlog.read()  # no line per request Signoff is sent
     assert answer["behavior"] == "allow" and answer["updatedInput"]["content"] == "# Tidy\n", answer
 
     # streamable HTTP: the config the page's snippet writes from the export lines.

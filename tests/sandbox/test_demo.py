@@ -32,6 +32,7 @@ async def test_a_quiet_sandbox_serves_the_page_and_says_where_everything_is(demo
     text = banner(demo)
     assert demo.url in text and demo.api_token in text and str(demo.database) in text
     assert "Agent:     none (--no-agent)" in text and f"Policy:    {demo.policy} (the sandbox's" in text
+    assert "Webhooks:  off (a callback_url is refused); to try them, start with SIGNOFF_WEBHOOK_SECRET=" in text
 
 
 def hook_call(command: str, n: int) -> dict[str, object]:
@@ -77,10 +78,12 @@ async def test_a_policy_of_ones_own_replaces_the_sandboxs() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         mine = Path(tmp) / "mine.yaml"
         mine.write_text("rules:\n  - name: nothing-passes\n    tool: Bash\n    effect: deny\n", encoding="utf-8")
-        running = await start_demo(free_port(), {"SIGNOFF_POLICY": str(mine)}, agent=False,
+        running = await start_demo(free_port(), {"SIGNOFF_POLICY": str(mine), "SIGNOFF_WEBHOOK_SECRET": "s3cret",
+                                                 "SIGNOFF_EGRESS_ALLOW": "127.0.0.1"}, agent=False,
                                    token="test-token-" + "y" * 12)
         try:
             assert running.policy == mine and f"Policy:    {mine}\n" in banner(running)
+            assert "Webhooks:  signed with SIGNOFF_WEBHOOK_SECRET; also to 127.0.0.1 (SIGNOFF_EGRESS_ALLOW)" in banner(running)
             async with aiohttp.ClientSession() as http:
                 async with http.post(running.url + "/api/v1/hooks/claude-code?wait=0", json=hook_call("ls", 1),
                                      headers={"Authorization": f"Bearer {running.api_token}"}) as resp:
