@@ -59,6 +59,7 @@ RUN_HERE = {
     "mcp-stdio": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-http": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
     "mcp-claude": "test_the_mcp_configs_reach_the_sandbox_over_stdio_and_http",
+    "mcp-python": "test_the_mcp_python_example_lists_the_tools_and_gets_the_decision",
     # MCP elicitation's, in test_elicitation.py (the real CLI and mcp's own clients, against the test app):
     "claude-elicitation-http": "test_elicitation.test_the_real_cli_gets_the_form_answered_in_slack_over_the_http_hook",
     "claude-elicitation-command": "test_elicitation.test_the_real_cli_gets_the_form_answered_in_slack_over_the_command_hook",
@@ -209,6 +210,24 @@ def test_the_client_example_sends_on_approval_and_says_why_not_otherwise(sandbox
     code, out, err = finish(running)
     assert code == 0 and out.startswith("not sent: the approval card for apr_"), (out, err)
     assert "could not be posted in Slack (channel_not_found)" in out and "sent to" not in out
+
+
+def test_the_mcp_python_example_lists_the_tools_and_gets_the_decision(sandbox: Sandbox, tmp_path: Path) -> None:
+    env = {**sandbox.env, "PATH": f"{VENV_BIN}{os.pathsep}{sandbox.env.get('PATH', '')}"}  # `signoff`, as installed
+    running = run_python(sandbox, "mcp-python", tmp_path, env)
+    request = sandbox.new_request(lambda r: r["summary"] == "Send the refund email")
+    assert request["action"]["name"] == "send_email" and request["channel"] == sandbox.env["SIGNOFF_CHANNEL"]
+    sandbox.person.approve(request["id"])
+    code, out, err = finish(running)
+    assert code == 0, (out, err)
+    assert out.splitlines() == ["tools: request_approval, ask_human, permission_prompt",
+                                "approved {'to': 'customer@example.com', 'subject': 'Your refund'}"], (out, err)
+
+    running = run_python(sandbox, "mcp-python", tmp_path, env)
+    request = sandbox.new_request(lambda r: r["summary"] == "Send the refund email")
+    sandbox.person.reject(request["id"], "Not today")
+    code, out, err = finish(running)
+    assert code == 0 and out.splitlines()[1].startswith("not approved: rejected"), (out, err)
 
 
 def test_the_decorated_function_runs_only_once_approved(sandbox: Sandbox, tmp_path: Path) -> None:
