@@ -188,7 +188,7 @@ async def start_demo(port: int, environ: Mapping[str, str], *, agent: bool = Tru
         await web.SockSite(runner, sock).start()
         demo = Demo(url, api_token, workdir / "signoff.db", model is not None, runner, model, client, token_file,
                     Path(env["SIGNOFF_POLICY"]), own_policy, agent,
-                    (env.get("SIGNOFF_EGRESS_ALLOW") or "-") if env.get("SIGNOFF_WEBHOOK_SECRET") else "")
+                    (",".join(settings.egress_allow) or "-") if settings.webhook_secret else "")  # as the server reads them
         if agent:
             await seed(demo)
         undo.pop_all()  # started: Demo.stop() undoes it from now on

@@ -381,7 +381,7 @@ class Interactions:
                 # replica's, a colleague's grant) holds; the form is closed, so the person is told.
                 problem = await self.service.recheck_edit(checked, params)
                 if problem:
-                    return f"{problem} Nothing was changed."
+                    return f"{after_the_form(problem)} Nothing was changed."
             return refusal
 
         decide: dict[str, Any]
@@ -404,6 +404,11 @@ class Interactions:
             await self.tell(sub.user_id, channel, counted_text(result.request))
         elif not result.won:
             await self.tell(sub.user_id, channel, already_decided_text(result.request))
+
+
+def after_the_form(problem: str) -> str:
+    """An edit's policy refusal once its form has closed: the fix is another edit, not changing the form."""
+    return problem.replace("Change it back or reject the request.", "Edit it again or reject the request.")
 
 
 def _form_refusal(sub: Submission, request: Request) -> str | None:

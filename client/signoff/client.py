@@ -43,11 +43,23 @@ Json = dict[str, Any]
 log = logging.getLogger("signoff")
 
 
-def _retrying(url: str, method: str, path: str, problem: str, retry_for: float) -> None:
-    """Said once per call, at its first failure: a script that waits on a server that is down says so at
-    once instead of after `retry_for` seconds of silence (a WARNING: Python shows it even unconfigured)."""
+_FAILING: set[str] = set()  # servers whose last call failed (said once, until a call to them succeeds)
+
+
+def _retrying(url: str, method: str, path: str, problem: str, retry_for: float,
+              response: httpx2.Response | None) -> None:
+    """Said at a server's first failure, once until a call to it succeeds again: a script waiting on a
+    server that is down says so at once instead of after `retry_for` seconds of silence (a WARNING: Python
+    shows it even unconfigured). A 429 is the server answering "later", not a failure: nothing is said."""
+    if (response is not None and response.status_code == 429) or url in _FAILING:
+        return
+    _FAILING.add(url)
     log.warning("Signoff at %s did not answer %s %s (%s); trying again for up to %gs", url, method, path,
                 problem, retry_for)
+
+
+def _answered(url: str) -> None:
+    _FAILING.discard(url)
 
 
 def _give_up(started: float, pause: float, retry_for: float) -> bool:
@@ -302,6 +314,7 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
                 response = self._http.request(method, self.config.url + path, json=json, headers=headers,
                                               timeout=timeout or p.wait_timeout(0))
                 if not p.retryable(response):
+                    _answered(self.config.url)
                     body = p.read_json(response, allow_conflict=allow_conflict)
                     if path != sig.KEYS_PATH and sig.keyring().wants_refresh(self.config.url, body):
                         # A key this process does not know yet (a rotation): read the keys again (bounded).
@@ -313,8 +326,7 @@ class SignoffClient(rs.ResumeCalls, OutcomeCalls, PolicyCalls):
             pause = retry_pause(response, backoff)
             if _give_up(started, pause, self.config.retry_for):
                 raise SignoffUnavailable(_unavailable(self.config.url, method, path, problem, response))
-            if backoff == FIRST_BACKOFF:
-                _retrying(self.config.url, method, path, problem, self.config.retry_for)
+            _retrying(self.config.url, method, path, problem, self.config.retry_for, response)
             time.sleep(pause)  # backoff between retries of a failed call, not a poll: waiting is the long-poll
             backoff = next_backoff(backoff)
 
@@ -473,6 +485,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls, AsyncPolicyCall
                 response = await self._http.request(method, self.config.url + path, json=json, headers=headers,
                                                     timeout=timeout or p.wait_timeout(0))
                 if not p.retryable(response):
+                    _answered(self.config.url)
                     body = p.read_json(response, allow_conflict=allow_conflict)
                     if path != sig.KEYS_PATH and sig.keyring().wants_refresh(self.config.url, body):
                         # A key this process does not know yet (a rotation): read the keys again (bounded).
@@ -484,8 +497,7 @@ class AsyncSignoffClient(rs.AsyncResumeCalls, AsyncOutcomeCalls, AsyncPolicyCall
             pause = retry_pause(response, backoff)
             if _give_up(started, pause, self.config.retry_for):
                 raise SignoffUnavailable(_unavailable(self.config.url, method, path, problem, response))
-            if backoff == FIRST_BACKOFF:
-                _retrying(self.config.url, method, path, problem, self.config.retry_for)
+            _retrying(self.config.url, method, path, problem, self.config.retry_for, response)
             await asyncio.sleep(pause)  # backoff between retries of a failed call; waiting is the long-poll
             backoff = next_backoff(backoff)
 

@@ -157,8 +157,11 @@ class Resuming:
                     try:
                         asked = yield from requests_for(thread_id, item, self.card)
                     except SignoffRequestError as exc:  # e.g. post_cards used other card options: say so
-                        hint = ("; its card was posted with other options: start the resumer with the same "
-                                "--channel, --approver and --risk as post_cards" if exc.status == 409 else "")
+                        hint = ("; its card was posted with other card options: give the resumer the same "
+                                "channel, approvers, risk, requested_by, timing and callback_url as post_cards "
+                                "(--channel, --approver, --risk, --requested-by; with --listen, post_cards' "
+                                "callback_url is the resumer's webhook URL)"
+                                if exc.error_code == "idempotency_key_reused" else "")
                         log.warning("cannot ask about thread %s: %s%s", thread_id, exc, hint)
                         break
                     if asked is None:
@@ -422,13 +425,19 @@ def outcome_words(body: Any) -> str:
     if decision is None:
         return "still pending"
     who = f" by {decision.decider}" if decision.decider else ""
-    if decision.items:  # a batch: each action's own end ("approved by alice: send_email approved, delete_file rejected")
-        each = ", ".join(f"{item.name} {item.outcome or 'undecided'}" for item in decision.items)
-        return f"{decision.outcome}{who}: {each}"
+    if decision.items:  # a batch: each action's own end ("approved by alice: send_email edited, delete_file rejected")
+        return f"{decision.outcome}{who}: " + ", ".join(_item_words(item, decision.decider) for item in decision.items)
     if decision.outcome == "approved":
         return f"approved{who}{decision.edits_words}"
     why = decision.comment
     return f"not approved ({decision.outcome}{who}){f': {why}' if why else ''}"
+
+
+def _item_words(item: Any, batch_decider: str | None) -> str:
+    """One action of a batch: "send_email approved", "send_email edited", "delete_file rejected by bob"."""
+    said = "edited" if item.outcome == "approved" and item.changes else (item.outcome or "undecided")
+    by = (item.decided_by.name or item.decided_by.id) if item.decided_by else None
+    return f"{item.name} {said}" + (f" by {by}" if by and by != batch_decider else "")
 
 
 def load_factory(spec: str) -> Callable[..., Any]:

@@ -150,8 +150,8 @@ async def test_the_recipe_killed_while_it_waits_pays_the_edited_refund_once(app:
     # The same order started again: not run twice, and the worker says so instead of nothing.
     worker.kill()
     await worker.start("A-1042", "40")
-    assert "refunds: A-1042 was handled already (refunded $35 on A-1042); a new order number starts a new refund" \
-        in worker.lines(), worker.lines()
+    assert "refunds: A-1042 was handled already (SUCCESS: refunded $35 on A-1042); a new order number starts a " \
+        "new refund" in worker.lines(), worker.lines()
     assert paid(folder) == [f"{WORKFLOW} A-1042 35"] and cards(app.slack) == 1
 
 

@@ -229,6 +229,10 @@ def test_the_mcp_python_example_lists_the_tools_and_gets_the_decision(sandbox: S
     code, out, err = finish(running)
     assert code == 0 and out.splitlines()[1].startswith("not approved: rejected"), (out, err)
 
+    # A channel the bot cannot post in: a tool error, said as such (no decision to read).
+    code, out, err = finish(run_python(sandbox, "mcp-python", tmp_path, {**env, "SIGNOFF_CHANNEL": "CNOWHERE"}))
+    assert code == 0 and out.splitlines()[1].startswith("no decision:") and "channel_not_found" in out, (out, err)
+
 
 def test_the_decorated_function_runs_only_once_approved(sandbox: Sandbox, tmp_path: Path) -> None:
     summary = "Refund 40 USD to customer@example.com"

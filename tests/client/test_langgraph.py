@@ -163,7 +163,7 @@ async def test_a_resumer_given_other_card_options_than_post_cards_says_which_to_
     other = Resumer(hitl_agent, saver(db), client=client, channel="C1", approvers=["U2"])  # not post_cards' U1
     assert await asyncio.to_thread(other.resume_ready) == []
     [said] = [r.getMessage() for r in caplog.records if "cannot ask about thread agent-9" in r.getMessage()]
-    assert "HTTP 409" in said and "the same --channel, --approver and --risk as post_cards" in said, said
+    assert "HTTP 409" in said and "give the resumer the same channel, approvers, risk" in said, said
     _, listing = await app.api("GET", "/api/v1/approvals")
     assert [i["id"] for i in listing["items"]] == [batch_id]  # nothing posted twice
 

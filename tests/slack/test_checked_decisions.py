@@ -183,6 +183,7 @@ async def test_an_edit_a_deny_made_meanwhile_refuses_is_not_recorded(papp: App, 
     assert answered.status == 200 and answered.text in ("", "{}")  # the form itself was fine when sent
     note = await note_to(papp, "U1")
     assert "Policy does not allow this edit" in note and "grt_no_ceo_mail" in note and "Nothing was changed." in note
+    assert "Edit it again or reject the request." in note and "Change it back" not in note  # the form is closed
     await drain(papp)
     assert papp.signoff is not None
     stored = await papp.signoff.store.get_request(req["id"])
