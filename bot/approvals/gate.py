@@ -222,8 +222,9 @@ class PolicyGate:
         # (stamp, read at, every live delegation newest first): see `_delegations_of`.
         self._delegations: tuple[tuple[Any, ...], datetime, list[Delegation]] | None = None
 
-    async def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+    async def recheck_edit(self, request: Request, params: dict[str, Any], *, form_open: bool = True) -> str | None:
         """A person's edit, re-evaluated: refused if a deny rule or a deny grant refuses the edited call.
+        `form_open`: said in the edit form (change it back), else once it has closed (edit it again).
 
         Allow grants and allow rules change nothing here (a person is approving it); only denials,
         which a person's approval does not override at submit either, can make an edit impossible.
@@ -243,7 +244,8 @@ class PolicyGate:
         if evaluate(policy, replace(call, params=request.action.params), index, now).outcome is Effect.DENY:
             # A deny made (or a policy reloaded) after the request was posted covers the call as asked too.
             return f"Policy now denies this call: {evaluation.reason}. Reject the request."
-        return f"Policy does not allow this edit: {evaluation.reason}. Change it back or reject the request."
+        fix = "Change it back" if form_open else "Edit it again"
+        return f"Policy does not allow this edit: {evaluation.reason}. {fix} or reject the request."
 
     async def evaluate(self, call: Call, now: datetime) -> Evaluation | None:
         """The evaluation of `call` under the loaded policy and the live grants of its tool (None: no policy)."""

@@ -35,7 +35,8 @@ class SubmitGate(Protocol):
     async def write(self, service: Submitting, checked: Any) -> None:
         """`stage` in a unit of its own (Service.submit); returns once it committed."""
 
-    async def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None: ...
+    async def recheck_edit(self, request: Request, params: dict[str, Any], *,
+                           form_open: bool = True) -> str | None: ...
 
 
 class Submitting(RequestChanges):
@@ -159,12 +160,13 @@ class Submitting(RequestChanges):
         async with self.store.unit() as unit:
             return await unit.find_by_idempotency_key(key)
 
-    async def recheck_edit(self, request: Request, params: dict[str, Any]) -> str | None:
+    async def recheck_edit(self, request: Request, params: dict[str, Any], *, form_open: bool = True) -> str | None:
         """Why an edit (already valid against the action's schema) may not be approved, or None.
 
         The gate re-evaluates the edited call under policy: an edit that turns the call into one a
-        deny rule or a person's deny grant refuses is refused in the modal. Runs before the modal's
-        ack: the policy in memory and the tool's cached grant index (its stamp read).
+        deny rule or a person's deny grant refuses is refused in the modal (before its ack), and again
+        as the decision is written (`form_open=False`: the person is told, the form has closed). The
+        policy in memory and the tool's cached grant index (its stamp read).
         """
-        return await self.gate.recheck_edit(request, params) if self.gate is not None else None
+        return await self.gate.recheck_edit(request, params, form_open=form_open) if self.gate is not None else None
 

@@ -38,7 +38,7 @@ from bot.slack.batch_blocks import (
     selection_refusal,
 )
 from bot.domain.batch import page_ts
-from bot.slack.interactions import Interactions, Refusal, after_the_form, already_decided_text
+from bot.slack.interactions import Interactions, Refusal, already_decided_text
 from bot.slack.payloads import BadPayload, Click, extract_click, extract_submission
 from bot.slack.text import mention, strip_markup
 
@@ -236,9 +236,9 @@ class BatchInteractions:
             if (refusal is None and choice.params is not None and 0 <= index < len(state.items)
                     and state.items[index].outcome is None):  # a taken action is told so by decide_item
                 # An edit, again as it is decided: a deny made since its form was checked holds.
-                problem = await self.service.recheck_edit(as_request(state, index), choice.params)
+                problem = await self.service.recheck_edit(as_request(state, index), choice.params, form_open=False)
                 if problem:
-                    return _nothing_changed(after_the_form(problem))
+                    return _nothing_changed(problem)
             return refusal
 
         result = await decide_item(self.service, request.id, index, choice, actor=Actor(sub.user_id, sub.user_name),

@@ -379,9 +379,9 @@ class Interactions:
             if refusal is None and sub.callback_id == blocks.EDIT_VIEW:
                 # Again now, as the edit is decided: a deny made since the form was checked (another
                 # replica's, a colleague's grant) holds; the form is closed, so the person is told.
-                problem = await self.service.recheck_edit(checked, params)
+                problem = await self.service.recheck_edit(checked, params, form_open=False)
                 if problem:
-                    return f"{after_the_form(problem)} Nothing was changed."
+                    return f"{problem} Nothing was changed."
             return refusal
 
         decide: dict[str, Any]
@@ -404,11 +404,6 @@ class Interactions:
             await self.tell(sub.user_id, channel, counted_text(result.request))
         elif not result.won:
             await self.tell(sub.user_id, channel, already_decided_text(result.request))
-
-
-def after_the_form(problem: str) -> str:
-    """An edit's policy refusal once its form has closed: the fix is another edit, not changing the form."""
-    return problem.replace("Change it back or reject the request.", "Edit it again or reject the request.")
 
 
 def _form_refusal(sub: Submission, request: Request) -> str | None:
