@@ -88,7 +88,14 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     matches = [tokens[i] for i in matching(presented, [t.secret for t in tokens])]
     if not matches:
         if request.path == CLAUDE_HOOK_PATH:  # a hook lets the call through on a 401 unless told to block
-            return await claude_hook_refused(request, _hook_token_problem(presented is not None))
+            problem = ("the Signoff server does not know the hook's bearer token" if presented is not None
+                       else "the hook's call carried no bearer token")
+            return await claude_hook_refused(
+                request, f"{problem}: the HTTP hook needs \"headers\": "
+                         f"{{\"Authorization\": \"Bearer $SIGNOFF_TOKEN\"}} and \"allowedEnvVars\": "
+                         f"[\"SIGNOFF_TOKEN\"], with SIGNOFF_TOKEN one of the server's SIGNOFF_API_TOKENS",
+                from_command_hook=f"{problem}: set SIGNOFF_TOKEN (or pass --token) to one of the server's "
+                                  f"SIGNOFF_API_TOKENS")
         response = error_response(401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer ...)")
         response.headers["WWW-Authenticate"] = 'Bearer realm="signoff"'
         return response
@@ -96,31 +103,19 @@ async def bearer_auth(request: web.Request, handler: Handler) -> web.StreamRespo
     return await handler(request)
 
 
-def _hook_token_problem(presented: bool) -> Callable[[dict[str, Any] | None], str]:
-    """What a hook call refused for its token is told, by who sent it: Claude Code's own HTTP hook
-    (its `headers` and `allowedEnvVars`) or `signoff hook` (SIGNOFF_TOKEN or --token)."""
-    problem = ("the Signoff server does not know the hook's bearer token" if presented
-               else "the hook's call carried no bearer token")
-
-    def told(body: dict[str, Any] | None) -> str:
-        if body is not None and claude_hook.LOCAL in body:
-            return f"{problem}: set SIGNOFF_TOKEN (or pass --token) to one of the server's SIGNOFF_API_TOKENS"
-        return (f"{problem}: the HTTP hook needs \"headers\": {{\"Authorization\": \"Bearer $SIGNOFF_TOKEN\"}} and "
-                f"\"allowedEnvVars\": [\"SIGNOFF_TOKEN\"], with SIGNOFF_TOKEN one of the server's SIGNOFF_API_TOKENS")
-
-    return told
-
-
-async def claude_hook_refused(request: web.Request, why: str | Callable[[dict[str, Any] | None], str]) -> web.Response:
+async def claude_hook_refused(request: web.Request, why: str, *, from_command_hook: str | None = None) -> web.Response:
     """A deny, with 200, for a Claude Code hook call the server will not take: blocked even where
-    the hook fails open (bot/api/claude_hooks.py)."""
+    the hook fails open (bot/api/claude_hooks.py). `from_command_hook`: what `signoff hook` is told
+    instead (its JSON carries what it saw locally), when its fix differs from the HTTP hook's."""
     body: dict[str, Any] | None
     try:
         body = load_object(await request.read())
         event = claude_hook.event_of(body)
     except (SignoffError, web.HTTPException):
         body, event = None, None
-    return web.json_response(claude_hook.failed(event, why if isinstance(why, str) else why(body)), dumps=dumps)
+    if from_command_hook is not None and body is not None and claude_hook.LOCAL in body:
+        why = from_command_hook
+    return web.json_response(claude_hook.failed(event, why), dumps=dumps)
 
 
 async def create_approval(request: web.Request) -> web.Response:
