@@ -55,8 +55,7 @@ class Rejected(_Ended):
 
     @property
     def by(self) -> str | None:
-        actor = self.decision.decided_by if self.decision else None
-        return (actor.name or actor.id) if actor else None
+        return self.decision.decider if self.decision else None
 
 
 class Expired(_Ended):

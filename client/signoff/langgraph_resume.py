@@ -436,7 +436,7 @@ def outcome_words(body: Any) -> str:
 def _item_words(item: Any, batch_decider: str | None) -> str:
     """One action of a batch: "send_email approved", "send_email edited", "delete_file rejected by bob"."""
     said = "edited" if item.outcome == "approved" and item.changes else (item.outcome or "undecided")
-    by = (item.decided_by.name or item.decided_by.id) if item.decided_by else None
+    by = item.decider
     return f"{item.name} {said}" + (f" by {by}" if by and by != batch_decider else "")
 
 

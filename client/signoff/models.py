@@ -54,6 +54,11 @@ class ItemDecision:
     params_sha256: str | None = None
 
     @property
+    def decider(self) -> str | None:
+        """Who decided this action, by name where Slack gave one (None: nobody, e.g. the clock)."""
+        return self.decided_by.name or self.decided_by.id if self.decided_by else None
+
+    @property
     def approved(self) -> bool:
         return self.outcome == "approved"
 

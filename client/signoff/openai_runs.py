@@ -207,7 +207,7 @@ def outcomes(paused: PausedRun, decisions: Mapping[str, Decision]) -> list[Outco
             if call.item >= len(decision.items):
                 raise SignoffError(f"request {call.request_id} has no action {call.item + 1} (for call {call.call_id})")
             item: ItemDecision = decision.items[call.item]
-            item_who = item.decided_by.name or item.decided_by.id if item.decided_by else who
+            item_who = item.decider if item.decided_by else who
             found.append(replace(_one(call, item.outcome, item.params, item.comment, item_who, _ended_words(decision)),
                                  item_key=item.key))
         else:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from signoff.errors import SignoffError
-from signoff.models import Decision, ItemDecision
+from signoff.models import Decision
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ToolCallPart
@@ -143,7 +143,7 @@ def answers(decision: Decision, call_ids: Sequence[str]) -> dict[str, Any]:
                                f"{len(call_ids)} calls it was made for", request_id=decision.request_id)
         for call_id, item in zip(call_ids, decision.items, strict=True):
             found[call_id] = (ToolApproved(override_args=dict(item.params)) if item.approved else
-                              ToolDenied(_denied_words(item.outcome, item.via, item.comment, _who(item), decision)))
+                              ToolDenied(_denied_words(item.outcome, item.via, item.comment, item.decider, decision)))
         return found
     if len(call_ids) != 1:
         raise SignoffError(f"request {decision.request_id} is one action, not {len(call_ids)} calls",
@@ -151,10 +151,6 @@ def answers(decision: Decision, call_ids: Sequence[str]) -> dict[str, Any]:
     found[call_ids[0]] = (ToolApproved(override_args=dict(decision.params)) if decision.approved else
                           ToolDenied(_denied_words(decision.outcome, decision.via, decision.comment, decision.decider)))
     return found
-
-
-def _who(item: ItemDecision) -> str | None:
-    return (item.decided_by.name or item.decided_by.id) if item.decided_by else None
 
 
 UNKNOWN = ("Not run again: this call was approved, but the process resuming it stopped before it could say "
